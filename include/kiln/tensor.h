@@ -1,0 +1,106 @@
+// DataType, Shape and Tensor: a dense, row-major, host tensor. A Tensor either owns its buffer
+// (shared, reference counted: copies alias the same memory) or views memory owned elsewhere (an
+// arena, a caller's buffer). Thread-safety: a Tensor is a value; concurrent reads are safe, writes
+// to shared data need external synchronization. Sizes are in elements unless named *_bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln {
+
+// Values match ONNX TensorProto.DataType.
+enum class DataType : int {
+  kUndefined = 0,
+  kFloat = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kString = 8,
+  kBool = 9,
+  kFloat16 = 10,
+  kDouble = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kBFloat16 = 16,
+};
+
+// Bytes per element; 0 for kUndefined and kString (not storable in a Tensor).
+size_t DataTypeSize(DataType t);
+// "float32", "int64", ... (numpy-style names).
+const char* DataTypeName(DataType t);
+// True for the types kiln kernels compute on: float32, int32, int64, bool, uint8, int8.
+bool IsSupportedDataType(DataType t);
+
+template <typename T>
+struct DataTypeOf;
+template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::kFloat; };
+template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::kDouble; };
+template <> struct DataTypeOf<int64_t> { static constexpr DataType value = DataType::kInt64; };
+template <> struct DataTypeOf<int32_t> { static constexpr DataType value = DataType::kInt32; };
+template <> struct DataTypeOf<uint8_t> { static constexpr DataType value = DataType::kUInt8; };
+template <> struct DataTypeOf<int8_t> { static constexpr DataType value = DataType::kInt8; };
+template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::kBool; };
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims (1 for a scalar). Dims must be >= 0.
+int64_t NumElements(const Shape& shape);
+// "[1,3,224,224]".
+std::string ShapeToString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Allocates zero-initialised, 64-byte aligned storage.
+  static Tensor Empty(DataType dtype, Shape shape);
+  // Wraps memory owned by someone else; `data` must outlive every copy of the tensor.
+  static Tensor View(DataType dtype, Shape shape, void* data);
+  // A 1-D or scalar tensor from values (convenience for constants and tests).
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values, Shape shape);
+
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return NumElements(shape_); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * DataTypeSize(dtype_); }
+  bool defined() const { return dtype_ != DataType::kUndefined; }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* data() { return static_cast<T*>(data_); }
+  template <typename T>
+  const T* data() const { return static_cast<const T*>(data_); }
+
+  // Same storage, new shape with the same element count.
+  Tensor Reshaped(Shape shape) const;
+  // A deep copy with its own storage.
+  Tensor Clone() const;
+
+ private:
+  DataType dtype_ = DataType::kUndefined;
+  Shape shape_;
+  std::shared_ptr<void> owner_;
+  void* data_ = nullptr;
+};
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
+  Tensor t = Empty(DataTypeOf<T>::value, std::move(shape));
+  T* dst = t.data<T>();
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i) dst[i] = values[i];
+  return t;
+}
+
+}  // namespace kiln

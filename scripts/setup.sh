@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package kiln's build, tests and demo need. Idempotent: packages already
+# present are skipped, and `apt-get update` runs at most once per invocation (only when something
+# is missing).
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  libdnnl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev
+  libonnx-testdata
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

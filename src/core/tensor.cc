@@ -1,0 +1,100 @@
+#include "kiln/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace kiln {
+
+size_t DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kFloat: case DataType::kInt32: case DataType::kUInt32: return 4;
+    case DataType::kUInt8: case DataType::kInt8: case DataType::kBool: return 1;
+    case DataType::kUInt16: case DataType::kInt16: case DataType::kFloat16:
+    case DataType::kBFloat16: return 2;
+    case DataType::kInt64: case DataType::kDouble: case DataType::kUInt64: return 8;
+    case DataType::kUndefined: case DataType::kString: return 0;
+  }
+  return 0;
+}
+
+const char* DataTypeName(DataType t) {
+  switch (t) {
+    case DataType::kUndefined: return "undefined";
+    case DataType::kFloat: return "float32";
+    case DataType::kUInt8: return "uint8";
+    case DataType::kInt8: return "int8";
+    case DataType::kUInt16: return "uint16";
+    case DataType::kInt16: return "int16";
+    case DataType::kInt32: return "int32";
+    case DataType::kInt64: return "int64";
+    case DataType::kString: return "string";
+    case DataType::kBool: return "bool";
+    case DataType::kFloat16: return "float16";
+    case DataType::kDouble: return "float64";
+    case DataType::kUInt32: return "uint32";
+    case DataType::kUInt64: return "uint64";
+    case DataType::kBFloat16: return "bfloat16";
+  }
+  return "unknown";
+}
+
+bool IsSupportedDataType(DataType t) {
+  switch (t) {
+    case DataType::kFloat: case DataType::kInt32: case DataType::kInt64: case DataType::kBool:
+    case DataType::kUInt8: case DataType::kInt8: return true;
+    default: return false;
+  }
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Tensor Tensor::Empty(DataType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  size_t bytes = t.bytes();
+  size_t alloc = ((bytes + 63) / 64) * 64;
+  if (alloc == 0) alloc = 64;
+  void* p = std::aligned_alloc(64, alloc);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, alloc);
+  t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::View(DataType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Empty(dtype_, shape_);
+  if (bytes()) std::memcpy(t.data_, data_, bytes());
+  return t;
+}
+
+}  // namespace kiln

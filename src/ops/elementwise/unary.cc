@@ -1,0 +1,166 @@
+// Unary elementwise ops (activations and math). Reference: one pass over the elements, computed
+// in float (double for Erf-free math where precision matters is not needed at rtol 1e-3).
+// Neg/Abs also run on int32/int64; Not on bool. Clip-6 takes min/max attributes, Clip-11+ inputs.
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+// A float unary op described by a function of x and the node's float attributes.
+class FloatUnaryOp : public Op {
+ public:
+  using Fn = std::function<float(float)>;
+  FloatUnaryOp(const Node& node, Fn fn) : Op(node), fn_(std::move(fn)) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const float* src = ctx.in(0).data<float>();
+    float* dst = ctx.out(0).data<float>();
+    const int64_t n = ctx.in(0).numel();
+    for (int64_t i = 0; i < n; ++i) dst[i] = fn_(src[i]);
+    return OkStatus();
+  }
+
+ private:
+  Fn fn_;
+};
+
+#define KILN_FLOAT_UNARY(NAME, SINCE, ...)                                 \
+  StatusOr<std::unique_ptr<Op>> Create##NAME(const Node& node) {           \
+    return std::unique_ptr<Op>(new FloatUnaryOp(node, __VA_ARGS__));       \
+  }                                                                        \
+  KILN_REGISTER_OP(#NAME, SINCE, ir::kMaxOpset, &Create##NAME)
+
+KILN_FLOAT_UNARY(Relu, 1, [](float x) { return x > 0.f ? x : 0.f; });
+KILN_FLOAT_UNARY(Sigmoid, 1, [](float x) { return 1.f / (1.f + std::exp(-x)); });
+KILN_FLOAT_UNARY(Tanh, 1, [](float x) { return std::tanh(x); });
+KILN_FLOAT_UNARY(Erf, 9, [](float x) { return std::erf(x); });
+KILN_FLOAT_UNARY(Softplus, 1, [](float x) {
+  return x > 20.f ? x : static_cast<float>(std::log1p(std::exp(static_cast<double>(x))));
+});
+KILN_FLOAT_UNARY(Sqrt, 1, [](float x) { return std::sqrt(x); });
+KILN_FLOAT_UNARY(Exp, 1, [](float x) { return std::exp(x); });
+KILN_FLOAT_UNARY(Log, 1, [](float x) { return std::log(x); });
+KILN_FLOAT_UNARY(Reciprocal, 1, [](float x) { return 1.f / x; });
+KILN_FLOAT_UNARY(Floor, 1, [](float x) { return std::floor(x); });
+KILN_FLOAT_UNARY(Ceil, 1, [](float x) { return std::ceil(x); });
+KILN_FLOAT_UNARY(HardSwish, 14, [](float x) {
+  return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
+});
+KILN_FLOAT_UNARY(LeakyRelu, 1, [a = node.GetFloat("alpha", 0.01f)](float x) {
+  return x >= 0.f ? x : a * x;
+});
+KILN_FLOAT_UNARY(Elu, 1, [a = node.GetFloat("alpha", 1.0f)](float x) {
+  return x >= 0.f ? x : a * (std::exp(x) - 1.f);
+});
+KILN_FLOAT_UNARY(Selu, 1,
+                 [a = node.GetFloat("alpha", 1.67326319217681884765625f),
+                  g = node.GetFloat("gamma", 1.05070102214813232421875f)](float x) {
+                   return x > 0.f ? g * x : g * (a * std::exp(x) - a);
+                 });
+KILN_FLOAT_UNARY(HardSigmoid, 1,
+                 [a = node.GetFloat("alpha", 0.2f), b = node.GetFloat("beta", 0.5f)](float x) {
+                   return std::max(0.f, std::min(1.f, a * x + b));
+                 });
+
+// Ops defined on float and signed integers.
+template <typename Fn>
+class SignedUnaryOp : public Op {
+ public:
+  explicit SignedUnaryOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(
+        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64, DataType::kInt8}));
+    ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    KILN_DISPATCH_NUMERIC(ctx.in(0).dtype(), describe(), {
+      const T* src = ctx.in(0).data<T>();
+      T* dst = ctx.out(0).data<T>();
+      for (int64_t i = 0, n = ctx.in(0).numel(); i < n; ++i) dst[i] = Fn()(src[i]);
+    });
+    return OkStatus();
+  }
+};
+
+struct NegFn {
+  template <typename T>
+  T operator()(T x) const { return -x; }
+};
+struct AbsFn {
+  template <typename T>
+  T operator()(T x) const { return x < 0 ? -x : x; }
+};
+KILN_REGISTER_OP("Neg", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<NegFn>>);
+KILN_REGISTER_OP("Abs", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<AbsFn>>);
+
+class NotOp : public Op {
+ public:
+  explicit NotOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
+    ctx.SetOutput(0, DataType::kBool, ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const bool* src = ctx.in(0).data<bool>();
+    bool* dst = ctx.out(0).data<bool>();
+    for (int64_t i = 0, n = ctx.in(0).numel(); i < n; ++i) dst[i] = !src[i];
+    return OkStatus();
+  }
+};
+KILN_REGISTER_OP("Not", 1, ir::kMaxOpset, &ir::MakeOp<NotOp>);
+
+// Clip: opset < 11 reads min/max attributes; opset >= 11 reads optional inputs 1 and 2.
+class ClipOp : public Op {
+ public:
+  explicit ClipOp(const Node& node)
+      : Op(node),
+        min_(node.GetFloat("min", -std::numeric_limits<float>::infinity())),
+        max_(node.GetFloat("max", std::numeric_limits<float>::infinity())) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    for (size_t i = 1; i < 3; ++i)
+      if (ctx.has_input(i) && NumElements(ctx.shape(i)) != 1)
+        return ctx.Error("Clip min/max must be scalars");
+    ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    KILN_DISPATCH_NUMERIC(ctx.in(0).dtype(), describe(), {
+      T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+      if (opset() < 11) {
+        lo = static_cast<T>(std::max<double>(min_, static_cast<double>(lo)));
+        hi = static_cast<T>(std::min<double>(max_, static_cast<double>(hi)));
+      } else {
+        if (ctx.has(1)) lo = ctx.in(1).data<T>()[0];
+        if (ctx.has(2)) hi = ctx.in(2).data<T>()[0];
+      }
+      const T* src = ctx.in(0).data<T>();
+      T* dst = ctx.out(0).data<T>();
+      for (int64_t i = 0, n = ctx.in(0).numel(); i < n; ++i)
+        dst[i] = std::min(hi, std::max(lo, src[i]));
+    });
+    return OkStatus();
+  }
+
+ private:
+  float min_, max_;
+};
+KILN_REGISTER_OP("Clip", 1, ir::kMaxOpset, &ir::MakeOp<ClipOp>);
+
+}  // namespace
+}  // namespace kiln::ops
