@@ -1,0 +1,61 @@
+// Session: a loaded, checked ONNX model ready to run. Load() parses the file, checks every node
+// against kiln's op registry (reporting all unsupported nodes at once) and returns an immutable
+// session. Run() prepares an execution plan the first time it sees an input-shape signature
+// (concrete shapes inferred, shape sub-graphs and constants folded, kernels chosen and prepared)
+// and reuses it afterwards. Thread-safety: Run() may be called from many threads at once.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/options.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// A model input or output as declared: dims are -1 where symbolic or unknown (dim_names holds the
+// symbol, e.g. "N"); rank_known is false when the model declares no shape at all.
+struct TensorSpec {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  std::vector<int64_t> dims;
+  std::vector<std::string> dim_names;
+  bool rank_known = false;
+  // "float32[N,3,224,224]".
+  std::string ToString() const;
+};
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class Session {
+ public:
+  static StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
+                                                 const SessionOptions& options = {});
+  static StatusOr<std::unique_ptr<Session>> LoadFromBytes(const std::string& bytes,
+                                                          const SessionOptions& options = {});
+  ~Session();
+
+  const std::vector<TensorSpec>& inputs() const;
+  const std::vector<TensorSpec>& outputs() const;
+
+  // Runs the model. Every declared input must be given once, with the declared dtype, rank and
+  // fixed dimensions; outputs come back in declaration order.
+  Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs) const;
+
+  // Human-readable description of the prepared plan for the given input shapes (kernels chosen,
+  // folded nodes). For `kiln inspect --optimized`.
+  StatusOr<std::string> DescribePlan(const std::vector<NamedTensor>& inputs) const;
+
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,196 @@
+// TensorProto decoding: raw_data or typed fields, and external data confined to the model folder.
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/tensor_proto.h"
+#include "onnx/tensor_proto_internal.h"
+
+namespace kiln::onnxio {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+
+bool ReadWholeFile(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return static_cast<bool>(f) || f.eof();
+}
+
+// Resolves an external-data location inside `model_dir`, rejecting absolute paths, `..`
+// components and symlinks that lead outside the folder.
+StatusOr<std::string> ResolveExternal(const std::string& location, const std::string& model_dir,
+                                      const std::string& what) {
+  if (model_dir.empty())
+    return InvalidModel(what + " uses external data '" + location +
+                        "' but the model was not loaded from a file");
+  fs::path loc(location);
+  if (location.empty() || loc.is_absolute() || loc.has_root_name() || loc.has_root_directory())
+    return InvalidModel(what + ": external data path must be relative to the model folder; got '" +
+                        location + "'");
+  for (const auto& part : loc)
+    if (part == "..")
+      return InvalidModel(what + ": external data path must not contain '..'; got '" + location +
+                          "'");
+  std::error_code ec;
+  fs::path root = fs::canonical(fs::path(model_dir), ec);
+  if (ec) return NotFound(what + ": model folder '" + model_dir + "' is not accessible");
+  fs::path full = fs::canonical(root / loc, ec);
+  if (ec)
+    return NotFound(what + ": external data file '" + location + "' not found in '" +
+                    root.string() + "'");
+  auto rel = full.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == "..")
+    return InvalidModel(what + ": external data path '" + location +
+                        "' resolves outside the model folder (to '" + full.string() + "')");
+  return full.string();
+}
+
+template <typename Src, typename Dst>
+void CopyConvert(const Src& src, Dst* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src.Get(static_cast<int>(i)));
+}
+
+}  // namespace
+
+StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& model_dir,
+                                 const std::string& what) {
+  auto dtype = static_cast<DataType>(proto.data_type());
+  size_t es = DataTypeSize(dtype);
+  if (es == 0)
+    return Unsupported(what + ": tensor data type " + std::to_string(proto.data_type()) +
+                       " is not supported");
+  Shape shape;
+  int64_t numel = 1;
+  for (int64_t d : proto.dims()) {
+    if (d < 0) return InvalidModel(what + ": negative dimension " + std::to_string(d));
+    shape.push_back(d);
+    if (d != 0 && numel > kMaxTensorBytes / d)
+      return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(shape));
+    numel *= d;
+  }
+  if (numel * static_cast<int64_t>(es) > kMaxTensorBytes)
+    return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(shape));
+  const size_t bytes = static_cast<size_t>(numel) * es;
+
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : proto.external_data()) {
+      try {
+        if (kv.key() == "location") location = kv.value();
+        if (kv.key() == "offset") offset = std::stoll(kv.value());
+        if (kv.key() == "length") length = std::stoll(kv.value());
+      } catch (...) {
+        return InvalidModel(what + ": external data field '" + kv.key() + "' is not a number: '" +
+                            kv.value() + "'");
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(std::string path, ResolveExternal(location, model_dir, what));
+    if (length < 0) length = static_cast<int64_t>(bytes);
+    if (offset < 0 || length != static_cast<int64_t>(bytes))
+      return InvalidModel(what + ": external data length " + std::to_string(length) +
+                          " does not match the tensor's " + std::to_string(bytes) + " bytes");
+    std::error_code ec;
+    auto file_size = fs::file_size(path, ec);
+    if (ec || static_cast<uint64_t>(offset) + bytes > file_size)
+      return InvalidModel(what + ": external data file '" + location + "' is too short (" +
+                          std::to_string(ec ? 0 : file_size) + " bytes) for offset " +
+                          std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+    Tensor t = Tensor::Empty(dtype, shape);
+    std::ifstream f(path, std::ios::binary);
+    f.seekg(offset);
+    if (bytes && !f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes)))
+      return InvalidModel(what + ": failed to read external data file '" + location + "'");
+    return t;
+  }
+
+  Tensor t = Tensor::Empty(dtype, shape);
+  if (proto.has_raw_data()) {
+    if (proto.raw_data().size() != bytes)
+      return InvalidModel(what + ": raw_data holds " + std::to_string(proto.raw_data().size()) +
+                          " bytes; dims " + ShapeToString(shape) + " of " + DataTypeName(dtype) +
+                          " need " + std::to_string(bytes));
+    if (bytes) std::memcpy(t.raw(), proto.raw_data().data(), bytes);
+    return t;
+  }
+  auto mismatch = [&](int64_t got) {
+    return InvalidModel(what + ": holds " + std::to_string(got) + " values; dims " +
+                        ShapeToString(shape) + " need " + std::to_string(numel));
+  };
+  switch (dtype) {
+    case DataType::kFloat:
+      if (proto.float_data_size() != numel) return mismatch(proto.float_data_size());
+      CopyConvert(proto.float_data(), t.data<float>(), numel);
+      break;
+    case DataType::kDouble:
+      if (proto.double_data_size() != numel) return mismatch(proto.double_data_size());
+      CopyConvert(proto.double_data(), t.data<double>(), numel);
+      break;
+    case DataType::kInt64:
+      if (proto.int64_data_size() != numel) return mismatch(proto.int64_data_size());
+      CopyConvert(proto.int64_data(), t.data<int64_t>(), numel);
+      break;
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      if (proto.uint64_data_size() != numel) return mismatch(proto.uint64_data_size());
+      if (dtype == DataType::kUInt32)
+        CopyConvert(proto.uint64_data(), t.data<uint32_t>(), numel);
+      else
+        CopyConvert(proto.uint64_data(), t.data<uint64_t>(), numel);
+      break;
+    case DataType::kInt32: case DataType::kInt16: case DataType::kInt8: case DataType::kUInt16:
+    case DataType::kUInt8: case DataType::kBool: case DataType::kFloat16:
+    case DataType::kBFloat16: {
+      if (proto.int32_data_size() != numel) return mismatch(proto.int32_data_size());
+      for (int64_t i = 0; i < numel; ++i) {
+        int32_t v = proto.int32_data(static_cast<int>(i));
+        char* dst = static_cast<char*>(t.raw()) + i * es;
+        switch (dtype) {
+          case DataType::kInt32: std::memcpy(dst, &v, 4); break;
+          case DataType::kBool: *reinterpret_cast<bool*>(dst) = v != 0; break;
+          case DataType::kInt8: case DataType::kUInt8: *dst = static_cast<char>(v); break;
+          default: { uint16_t h = static_cast<uint16_t>(v); std::memcpy(dst, &h, 2); }
+        }
+      }
+      break;
+    }
+    default:
+      return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
+  }
+  return t;
+}
+
+StatusOr<Tensor> ParseTensorProto(const std::string& bytes, std::string* name) {
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) return InvalidArgument("not a valid ONNX TensorProto");
+  if (name) *name = proto.name();
+  return TensorFromProto(proto, "", "tensor '" + proto.name() + "'");
+}
+
+StatusOr<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name) {
+  std::string bytes;
+  if (!ReadWholeFile(path, &bytes)) return NotFound("cannot read '" + path + "'");
+  auto t = ParseTensorProto(bytes, name);
+  if (!t.ok()) return Status(t.status()).AddContext("while reading '" + path + "'");
+  return t;
+}
+
+Status WriteTensorProtoFile(const Tensor& t, const std::string& name, const std::string& path) {
+  onnx::TensorProto proto;
+  proto.set_name(name);
+  proto.set_data_type(static_cast<int>(t.dtype()));
+  for (int64_t d : t.shape()) proto.add_dims(d);
+  proto.set_raw_data(t.raw(), t.bytes());
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !proto.SerializeToOstream(&f)) return InvalidArgument("cannot write '" + path + "'");
+  return OkStatus();
+}
+
+}  // namespace kiln::onnxio

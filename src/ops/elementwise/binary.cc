@@ -1,0 +1,271 @@
+// Binary and variadic elementwise ops with ONNX multidirectional broadcasting: arithmetic (Add,
+// Sub, Mul, Div, Pow), comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual -> bool),
+// logic (And, Or), PRelu (slope broadcast to X), Where, and Min/Max/Sum/Mean over N inputs.
+// Reference: one strided walk over the output (ForEachBroadcast2). Opset < 7 arithmetic with
+// `broadcast=1, axis=k` aligns B at axis k, as those versions specified.
+#include <climits>
+#include <cmath>
+#include <type_traits>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+// Shape of input 1 as the legacy (opset < 7) broadcast rule sees it.
+// `axis` is the legacy attribute, or kNoAxis when the node does not use legacy broadcasting.
+constexpr int64_t kNoAxis = INT64_MIN;
+int64_t LegacyAxis(const Node& node) {
+  if (node.opset >= 7 || node.GetInt("broadcast", 0) == 0 || !node.HasAttr("axis")) return kNoAxis;
+  return node.GetInt("axis", 0);
+}
+Shape LegacyAligned(int64_t axis, const Shape& a, const Shape& b) {
+  if (axis == kNoAxis) return b;
+  if (axis < 0) axis += static_cast<int64_t>(a.size());
+  Shape out = b;
+  while (static_cast<int64_t>(out.size()) + axis < static_cast<int64_t>(a.size())) out.push_back(1);
+  return out;
+}
+
+enum class Kind { kArith, kCompare, kLogic };
+
+// Pow takes its own path: the exponent may have another dtype than the base.
+struct PowFn {};
+
+template <typename Fn, Kind kKind>
+class BinaryOp : public Op {
+ public:
+  explicit BinaryOp(const Node& node)
+      : Op(node), legacy_axis_(LegacyAxis(node)) {}
+
+  Status Infer(InferContext& ctx) const override {
+    if (ctx.dtype(0) != ctx.dtype(1) && !(std::is_same_v<Fn, PowFn>))
+      return ctx.Error("inputs must have the same dtype");
+    if (kKind == Kind::kLogic) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
+    } else {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(
+          0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
+              kKind == Kind::kCompare ? DataType::kBool : DataType::kFloat}));
+    }
+    Shape b = LegacyAligned(legacy_axis_, ctx.shape(0), ctx.shape(1));
+    auto out = BroadcastShapes({ctx.shape(0), b});
+    if (!out.ok()) return ctx.Error(out.status().message());
+    ctx.SetOutput(0, kKind == Kind::kArith ? ctx.dtype(0) : DataType::kBool, *out);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& a = ctx.in(0);
+    const Tensor& b = ctx.in(1);
+    Tensor& y = ctx.out(0);
+    Shape bs = LegacyAligned(legacy_axis_, a.shape(), b.shape());
+    if constexpr (kKind == Kind::kLogic) {
+      const bool* pa = a.data<bool>();
+      const bool* pb = b.data<bool>();
+      bool* py = y.data<bool>();
+      ForEachBroadcast2(y.shape(), a.shape(), bs,
+                        [&](int64_t i, int64_t ia, int64_t ib) { py[i] = Fn()(pa[ia], pb[ib]); });
+    } else {
+      KILN_DISPATCH_ALL(a.dtype(), describe(), {
+        const T* pa = a.data<T>();
+        if constexpr (std::is_same_v<Fn, PowFn>) {
+          return ComputePow<T>(pa, a.shape(), b, bs, y);
+        } else {
+          const T* pb = b.data<T>();
+          using Out = std::conditional_t<kKind == Kind::kCompare, bool, T>;
+          Out* py = y.data<Out>();
+          ForEachBroadcast2(y.shape(), a.shape(), bs, [&](int64_t i, int64_t ia, int64_t ib) {
+            py[i] = static_cast<Out>(Fn()(pa[ia], pb[ib]));
+          });
+        }
+      });
+    }
+    return OkStatus();
+  }
+
+ private:
+  template <typename T>
+  Status ComputePow(const T* pa, const Shape& as, const Tensor& b, const Shape& bs,
+                    Tensor& y) const {
+    T* py = y.data<T>();
+    ForEachBroadcast2(y.shape(), as, bs, [&](int64_t i, int64_t ia, int64_t ib) {
+      double e = ReadScalarAsDouble(b, ib);
+      py[i] = static_cast<T>(std::pow(static_cast<double>(pa[ia]), e));
+    });
+    return OkStatus();
+  }
+
+  int64_t legacy_axis_;
+};
+
+struct AddFn { template <typename T> auto operator()(T a, T b) const { return a + b; } };
+struct SubFn { template <typename T> auto operator()(T a, T b) const { return a - b; } };
+struct MulFn { template <typename T> auto operator()(T a, T b) const { return a * b; } };
+struct DivFn {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a / b);
+    else return a / b;
+  }
+};
+struct EqFn { template <typename T> bool operator()(T a, T b) const { return a == b; } };
+struct LtFn { template <typename T> bool operator()(T a, T b) const { return a < b; } };
+struct GtFn { template <typename T> bool operator()(T a, T b) const { return a > b; } };
+struct LeFn { template <typename T> bool operator()(T a, T b) const { return a <= b; } };
+struct GeFn { template <typename T> bool operator()(T a, T b) const { return a >= b; } };
+struct AndFn { bool operator()(bool a, bool b) const { return a && b; } };
+struct OrFn { bool operator()(bool a, bool b) const { return a || b; } };
+
+KILN_REGISTER_OP("Add", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AddFn, Kind::kArith>>));
+KILN_REGISTER_OP("Sub", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<SubFn, Kind::kArith>>));
+KILN_REGISTER_OP("Mul", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<MulFn, Kind::kArith>>));
+KILN_REGISTER_OP("Div", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<DivFn, Kind::kArith>>));
+KILN_REGISTER_OP("Pow", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<PowFn, Kind::kArith>>));
+KILN_REGISTER_OP("Equal", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<EqFn, Kind::kCompare>>));
+KILN_REGISTER_OP("Less", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<LtFn, Kind::kCompare>>));
+KILN_REGISTER_OP("Greater", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<GtFn, Kind::kCompare>>));
+KILN_REGISTER_OP("LessOrEqual", 12, ir::kMaxOpset,
+                 (&ir::MakeOp<BinaryOp<LeFn, Kind::kCompare>>));
+KILN_REGISTER_OP("GreaterOrEqual", 12, ir::kMaxOpset,
+                 (&ir::MakeOp<BinaryOp<GeFn, Kind::kCompare>>));
+KILN_REGISTER_OP("And", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AndFn, Kind::kLogic>>));
+KILN_REGISTER_OP("Or", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<OrFn, Kind::kLogic>>));
+
+// PRelu: y = x < 0 ? slope * x : x, slope broadcast unidirectionally to X.
+class PReluOp : public Op {
+ public:
+  explicit PReluOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
+    auto out = BroadcastShapes({ctx.shape(0), SlopeShape(ctx.shape(0), ctx.shape(1))});
+    if (!out.ok() || *out != ctx.shape(0))
+      return ctx.Error("slope must broadcast to X's shape");
+    ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    const float* s = ctx.in(1).data<float>();
+    float* y = ctx.out(0).data<float>();
+    ForEachBroadcast2(ctx.in(0).shape(), ctx.in(0).shape(),
+                      SlopeShape(ctx.in(0).shape(), ctx.in(1).shape()),
+                      [&](int64_t i, int64_t ix, int64_t is) {
+                        y[i] = x[ix] < 0.f ? s[is] * x[ix] : x[ix];
+                      });
+    return OkStatus();
+  }
+
+ private:
+  // Opsets before 7 allowed a 1-D slope matching the channel axis (axis 1).
+  Shape SlopeShape(const Shape& x, const Shape& s) const {
+    if (opset() < 7 && s.size() == 1 && x.size() > 2 && s[0] == x[1] && s[0] != 1) {
+      Shape r(x.size() - 1, 1);
+      r[0] = s[0];
+      return r;
+    }
+    return s;
+  }
+};
+KILN_REGISTER_OP("PRelu", 1, ir::kMaxOpset, &ir::MakeOp<PReluOp>);
+
+class WhereOp : public Op {
+ public:
+  explicit WhereOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
+    if (ctx.dtype(1) != ctx.dtype(2)) return ctx.Error("X and Y must have the same dtype");
+    auto out = BroadcastShapes({ctx.shape(0), ctx.shape(1), ctx.shape(2)});
+    if (!out.ok()) return ctx.Error(out.status().message());
+    ctx.SetOutput(0, ctx.dtype(1), *out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor &c = ctx.in(0), &x = ctx.in(1), &yv = ctx.in(2);
+    Tensor& out = ctx.out(0);
+    const size_t es = DataTypeSize(x.dtype());
+    auto sc = BroadcastStrides(c.shape(), out.shape());
+    auto sx = BroadcastStrides(x.shape(), out.shape());
+    auto sy = BroadcastStrides(yv.shape(), out.shape());
+    const Shape& os = out.shape();
+    const int64_t n = out.numel();
+    std::vector<int64_t> idx(os.size(), 0);
+    const bool* pc = c.data<bool>();
+    const char* px = static_cast<const char*>(x.raw());
+    const char* py = static_cast<const char*>(yv.raw());
+    char* po = static_cast<char*>(out.raw());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ic = 0, ix = 0, iy = 0;
+      for (size_t d = 0; d < os.size(); ++d) {
+        ic += idx[d] * sc[d];
+        ix += idx[d] * sx[d];
+        iy += idx[d] * sy[d];
+      }
+      const char* src = pc[ic] ? px + ix * es : py + iy * es;
+      for (size_t k = 0; k < es; ++k) po[i * es + k] = src[k];
+      for (int64_t d = static_cast<int64_t>(os.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < os[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return OkStatus();
+  }
+};
+KILN_REGISTER_OP("Where", 9, ir::kMaxOpset, &ir::MakeOp<WhereOp>);
+
+enum class Variadic { kMin, kMax, kSum, kMean };
+
+template <Variadic kV>
+class VariadicOp : public Op {
+ public:
+  explicit VariadicOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    if (ctx.num_inputs() == 0) return ctx.Error("needs at least one input");
+    std::vector<Shape> shapes;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (ctx.dtype(i) != ctx.dtype(0)) return ctx.Error("inputs must have the same dtype");
+      shapes.push_back(ctx.shape(i));
+    }
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    auto out = BroadcastShapes(shapes);
+    if (!out.ok()) return ctx.Error(out.status().message());
+    ctx.SetOutput(0, ctx.dtype(0), *out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    Tensor& y = ctx.out(0);
+    KILN_DISPATCH_NUMERIC(y.dtype(), describe(), {
+      T* py = y.data<T>();
+      const Tensor& a0 = ctx.in(0);
+      ForEachBroadcast2(y.shape(), a0.shape(), a0.shape(),
+                        [&](int64_t i, int64_t ia, int64_t) { py[i] = a0.data<T>()[ia]; });
+      for (size_t k = 1; k < ctx.inputs.size(); ++k) {
+        const Tensor& ak = ctx.in(k);
+        const T* pk = ak.data<T>();
+        ForEachBroadcast2(y.shape(), y.shape(), ak.shape(), [&](int64_t i, int64_t, int64_t ib) {
+          if constexpr (kV == Variadic::kMin) py[i] = std::min(py[i], pk[ib]);
+          else if constexpr (kV == Variadic::kMax) py[i] = std::max(py[i], pk[ib]);
+          else py[i] = py[i] + pk[ib];
+        });
+      }
+      if constexpr (kV == Variadic::kMean) {
+        const T n = static_cast<T>(ctx.inputs.size());
+        for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] / n;
+      }
+    });
+    return OkStatus();
+  }
+};
+KILN_REGISTER_OP("Min", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMin>>);
+KILN_REGISTER_OP("Max", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMax>>);
+KILN_REGISTER_OP("Sum", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kSum>>);
+KILN_REGISTER_OP("Mean", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMean>>);
+
+}  // namespace
+}  // namespace kiln::ops

@@ -1,0 +1,205 @@
+// ConvTranspose (opsets 1, 11): N-D transposed (fractionally strided) convolution, the reference
+// kernel.
+//
+// Layout: X [N, C, D1..Dn], W [C, M/group, k1..kn], optional B [M], Y [N, M, O1..On], row-major;
+// float32 only.
+//
+// Output size and pads, per spatial dim i, with eff = (k - 1) * dilation + 1:
+//   output_shape given: O = output_shape[i]; total = max(0, s*(I-1) + output_padding + eff - O)
+//   auto_pad SAME_*:     O = I * s;           total as above
+//   otherwise:           O = s*(I-1) + output_padding + eff - pad_begin - pad_end
+// and `total` splits as SAME_UPPER: begin = total/2, end = total - begin; others: begin =
+// total - total/2 (as ONNX and ONNX Runtime define). Output positions no input reaches (an
+// output_shape larger than the natural size) hold the bias.
+//
+// Algorithm: scatter. For each (n, m) a double accumulator plane starts at the bias; each input
+// element of m's group times each kernel tap adds to output i*s - pad_begin + k*d, over the input
+// ranges whose target lands in the output (computed per tap, no bounds tests inside).
+//
+// Limits: 1 to 3 spatial dims (more is Unsupported).
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+using nn::Geometry3;
+using nn::JoinInts;
+using nn::Window;
+
+class ConvTransposeOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<ConvTransposeOp> op(new ConvTransposeOp(node));
+    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &op->attrs_));
+    op->group_ = node.GetInt("group", 1);
+    if (op->group_ < 1)
+      return ir::AttrError(node, "group must be >= 1; got " + std::to_string(op->group_));
+    op->output_padding_ = node.GetInts("output_padding");
+    op->output_shape_ = node.GetInts("output_shape");
+    for (int64_t p : op->output_padding_)
+      if (p < 0)
+        return ir::AttrError(node, "output_padding must be >= 0; got " +
+                                       JoinInts(op->output_padding_));
+    for (int64_t o : op->output_shape_)
+      if (o < 0)
+        return ir::AttrError(node, "output_shape must be >= 0; got " + JoinInts(op->output_shape_));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(2, {DataType::kFloat}));
+    if (!ctx.has_input(0) || !ctx.has_input(1))
+      return ctx.Error("ConvTranspose needs inputs X and W");
+    const Shape& x = ctx.shape(0);
+    const Shape& w = ctx.shape(1);
+    if (x.size() < 3)
+      return ctx.Error("X must be [N, C, spatial...] with at least one spatial dim; got rank " +
+                       std::to_string(x.size()));
+    if (x.size() > 5)
+      return Unsupported("failed to infer shapes of " + describe() +
+                         ": kiln's ConvTranspose handles 1 to 3 spatial dims; got " +
+                         std::to_string(x.size() - 2));
+    if (w.size() != x.size())
+      return ctx.Error("W must have the rank of X (" + std::to_string(x.size()) + "); got rank " +
+                       std::to_string(w.size()));
+    if (w[0] != x[1])
+      return ctx.Error("W's dim 0 must equal X's channels; got W[0]=" + std::to_string(w[0]) +
+                       ", X channels=" + std::to_string(x[1]));
+    if (x[1] % group_ != 0)
+      return ctx.Error("X's channels must be divisible by group; got " + std::to_string(x[1]) +
+                       " and group " + std::to_string(group_));
+    const int64_t m_out = w[1] * group_;
+    if (ctx.has_input(2) && (ctx.rank(2) != 1 || ctx.shape(2)[0] != m_out))
+      return ctx.Error("B must be 1-D with the output channels (W[1]*group = " +
+                       std::to_string(m_out) + "); got " + ShapeToString(ctx.shape(2)));
+    Window win;
+    std::string err = Resolve(x, w, &win);
+    if (!err.empty()) return ctx.Error(err);
+    Shape y = {x[0], m_out};
+    y.insert(y.end(), win.out.begin(), win.out.end());
+    ctx.SetOutput(0, DataType::kFloat, y);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const Tensor& wt = ctx.in(1);
+    Window win;
+    std::string err = Resolve(xt.shape(), wt.shape(), &win);
+    if (!err.empty()) return RunError(err);
+    const Geometry3 g = nn::ToGeometry3(win);
+    const int64_t n_batch = xt.shape()[0], c_in = xt.shape()[1];
+    const int64_t mg = wt.shape()[1], m_out = mg * group_, cg = c_in / group_;
+    const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_size = g.k_size();
+    const float* x = xt.data<float>();
+    const float* w = wt.data<float>();
+    const float* bias = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
+    float* y = ctx.out(0).data<float>();
+    std::vector<double> acc(static_cast<size_t>(out_plane));
+
+    for (int64_t n = 0; n < n_batch; ++n) {
+      for (int64_t m = 0; m < m_out; ++m) {
+        const int64_t grp = m / mg, mm = m % mg;
+        std::fill(acc.begin(), acc.end(), bias ? static_cast<double>(bias[m]) : 0.0);
+        for (int64_t c = grp * cg; c < (grp + 1) * cg; ++c) {
+          const float* xp = x + (n * c_in + c) * in_plane;
+          const float* wk = w + (c * mg + mm) * k_size;
+          for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+            const int64_t td = kd * g.d[0];
+            int64_t id0, id1;  // input positions whose target lands in the output
+            nn::ValidOutputRange(g.in[0], g.out[0], g.s[0], g.pb[0], td, &id0, &id1);
+            for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+              const int64_t th = kh * g.d[1];
+              int64_t ih0, ih1;
+              nn::ValidOutputRange(g.in[1], g.out[1], g.s[1], g.pb[1], th, &ih0, &ih1);
+              for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+                const int64_t tw = kw * g.d[2];
+                int64_t iw0, iw1;
+                nn::ValidOutputRange(g.in[2], g.out[2], g.s[2], g.pb[2], tw, &iw0, &iw1);
+                const double wv = wk[(kd * g.k[1] + kh) * g.k[2] + kw];
+                for (int64_t id = id0; id < id1; ++id) {
+                  const int64_t od = id * g.s[0] - g.pb[0] + td;
+                  for (int64_t ih = ih0; ih < ih1; ++ih) {
+                    const int64_t oh = ih * g.s[1] - g.pb[1] + th;
+                    const float* xr = xp + (id * g.in[1] + ih) * g.in[2];
+                    const int64_t ob = (od * g.out[1] + oh) * g.out[2] - g.pb[2] + tw;
+                    for (int64_t iw = iw0; iw < iw1; ++iw) acc[ob + iw * g.s[2]] += wv * xr[iw];
+                  }
+                }
+              }
+            }
+          }
+        }
+        float* yp = y + (n * m_out + m) * out_plane;
+        for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<float>(acc[i]);
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit ConvTransposeOp(const Node& node) : Op(node) {}
+
+  // Resolves sizes and pads for concrete X and W shapes; returns the violated rule or "".
+  std::string Resolve(const Shape& x, const Shape& w, Window* win) const {
+    const size_t n = x.size() - 2;
+    std::vector<int64_t> kernel(w.begin() + 2, w.end());
+    std::string err = nn::ResolveWindowAttrs(attrs_, n, kernel, win);
+    if (!err.empty()) return err;
+    if (!output_padding_.empty() && output_padding_.size() != n)
+      return "output_padding must have one entry per spatial dim (" + std::to_string(n) +
+             "); got " + JoinInts(output_padding_);
+    // output_shape may list the spatial dims only or the full output shape.
+    std::vector<int64_t> oshape = output_shape_;
+    if (oshape.size() == n + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+    if (!oshape.empty() && oshape.size() != n)
+      return "output_shape must have one entry per spatial dim (" + std::to_string(n) + "); got " +
+             JoinInts(output_shape_);
+    win->in.assign(x.begin() + 2, x.end());
+    win->out.assign(n, 0);
+    const bool same =
+        attrs_.auto_pad == nn::AutoPad::kSameUpper || attrs_.auto_pad == nn::AutoPad::kSameLower;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t s = win->strides[i];
+      const int64_t op = output_padding_.empty() ? 0 : output_padding_[i];
+      if (op >= s && op >= win->dilations[i])
+        return "output_padding must be smaller than the stride or the dilation along spatial dim " +
+               std::to_string(i) + "; got " + JoinInts(output_padding_);
+      const int64_t full = s * (win->in[i] - 1) + op + (win->kernel[i] - 1) * win->dilations[i] + 1;
+      if (!oshape.empty() || same) {
+        win->out[i] = !oshape.empty() ? oshape[i] : win->in[i] * s;
+        const int64_t total = std::max<int64_t>(0, full - win->out[i]);
+        const bool upper = attrs_.auto_pad == nn::AutoPad::kSameUpper;
+        win->pad_begin[i] = upper ? total / 2 : total - total / 2;
+        win->pad_end[i] = total - win->pad_begin[i];
+      } else {
+        win->out[i] = full - win->pad_begin[i] - win->pad_end[i];
+      }
+      if (win->out[i] < 0)
+        return "pads must not exceed the full output size " + std::to_string(full) +
+               " along spatial dim " + std::to_string(i) + "; got pads " +
+               JoinInts(attrs_.pads);
+    }
+    return "";
+  }
+
+  nn::WindowAttrs attrs_;
+  int64_t group_ = 1;
+  std::vector<int64_t> output_padding_, output_shape_;
+};
+
+KILN_REGISTER_OP("ConvTranspose", 1, ir::kMaxOpset, &ConvTransposeOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

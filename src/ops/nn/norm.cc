@@ -1,0 +1,302 @@
+// Normalizations: BatchNormalization (opsets 1, 6, 7, 9, 14, 15), InstanceNormalization (1, 6),
+// LayerNormalization (17). Reference kernels; float32 tensors, statistics in double.
+//
+// BatchNormalization, inference: y = (x - mean) / sqrt(var + epsilon) * scale + B per channel of
+// X [N, C, D1..Dn], folded into one double scale and shift per channel. The parameters are [C]
+// or, for opset < 9 models exported with spatial=0, the per-activation shape [C, D1..Dn] (taken
+// from the parameter shapes, so the spatial attribute itself is ignored, as are is_test and
+// consumed_inputs). With training_mode=1 (opset 14+) Y is normalized with the batch's own mean
+// and population variance; the training outputs (running mean/var, and the opset < 14 saved
+// statistics) are Unsupported.
+//
+// InstanceNormalization: per (n, c) plane, mean and variance (two passes, population) over the
+// spatial dims. LayerNormalization: per row of X viewed as [prod(X[:axis]), prod(X[axis:])];
+// Scale and B broadcast unidirectionally to X[axis:]; optional Mean and InvStdDev outputs have
+// shape X[:axis] + [1]*(rank - axis). Only stash_type=1 (float) is supported.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+// Number of outputs of the node that are present (not omitted) after output 0.
+size_t ExtraOutputs(const Node& node) {
+  size_t n = 0;
+  for (size_t i = 1; i < node.outputs.size(); ++i) n += node.outputs[i] >= 0 ? 1 : 0;
+  return n;
+}
+
+// Mean and population variance of n floats, two-pass in double.
+void MeanVar(const float* x, int64_t n, int64_t stride, double* mean, double* var) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i * stride];
+  const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
+  double v = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = x[i * stride] - m;
+    v += d * d;
+  }
+  *mean = m;
+  *var = n > 0 ? v / static_cast<double>(n) : 0.0;
+}
+
+class BatchNormalizationOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<BatchNormalizationOp> op(new BatchNormalizationOp(node));
+    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->epsilon_ >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    const int64_t tm = node.opset >= 14 ? node.GetInt("training_mode", 0) : 0;
+    if (tm != 0 && tm != 1)
+      return ir::AttrError(node, "training_mode must be 0 or 1; got " + std::to_string(tm));
+    op->training_ = tm == 1;
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    for (size_t i = 0; i < 5; ++i) {
+      if (!ctx.has_input(i))
+        return ctx.Error("inputs X, scale, B, mean and var are all required; input " +
+                         std::to_string(i) + " is missing");
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
+    }
+    const size_t extra = ExtraOutputs(ctx.node());
+    if (extra > 0 && (training_ || opset() < 14))
+      return Unsupported("failed to infer shapes of " + describe() +
+                         ": training-mode outputs (running/saved mean and variance) are not "
+                         "supported; got " + std::to_string(extra + 1) + " outputs");
+    if (extra > 0)
+      return ctx.Error("outputs running_mean and running_var require training_mode=1; got " +
+                       std::to_string(extra + 1) + " outputs with training_mode=0");
+    const Shape& x = ctx.shape(0);
+    if (x.size() < 2) return ctx.Error("X must be [N, C, ...]; got rank " + std::to_string(x.size()));
+    const int64_t c = x[1];
+    const Shape per_activation(x.begin() + 1, x.end());
+    for (size_t i = 1; i < 5; ++i) {
+      const Shape& p = ctx.shape(i);
+      const bool per_channel = p.size() == 1 && p[0] == c;
+      if (!per_channel && !(opset() < 9 && !training_ && p == per_activation))
+        return ctx.Error("input " + std::to_string(i) + " must have shape [" + std::to_string(c) +
+                         "] (X's channels); got " + ShapeToString(p));
+    }
+    ctx.SetOutput(0, DataType::kFloat, x);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const int64_t n_batch = xt.shape()[0], c_dim = xt.shape()[1];
+    const int64_t plane = n_batch * c_dim > 0 ? xt.numel() / (n_batch * c_dim) : 0;
+    const float* x = xt.data<float>();
+    const float* scale = ctx.in(1).data<float>();
+    const float* bias = ctx.in(2).data<float>();
+    const float* mean = ctx.in(3).data<float>();
+    const float* var = ctx.in(4).data<float>();
+    float* y = ctx.out(0).data<float>();
+    // Per-channel scale a and shift b, or per (c, position) when some parameter is
+    // per-activation (old spatial=0; Infer checked each is [C] or [C, D1..Dn]).
+    bool per_act = false;
+    for (size_t i = 1; i < 5; ++i) per_act = per_act || ctx.in(i).numel() != c_dim;
+    const int64_t width = per_act ? plane : 1;
+    std::vector<double> a(static_cast<size_t>(c_dim * width)), b(a.size());
+    auto at = [&](size_t input, const float* p, int64_t c, int64_t i) {
+      return static_cast<double>(ctx.in(input).numel() == c_dim ? p[c] : p[c * plane + i]);
+    };
+    for (int64_t c = 0; c < c_dim; ++c) {
+      double bm = 0, bv = 0;
+      if (training_) {  // batch mean and population variance over N and the spatial dims
+        double s = 0, ss = 0;
+        for (int64_t n = 0; n < n_batch; ++n) {
+          const float* xp = x + (n * c_dim + c) * plane;
+          for (int64_t i = 0; i < plane; ++i) s += xp[i];
+        }
+        const double cnt = static_cast<double>(n_batch * plane);
+        bm = cnt > 0 ? s / cnt : 0.0;
+        for (int64_t n = 0; n < n_batch; ++n) {
+          const float* xp = x + (n * c_dim + c) * plane;
+          for (int64_t i = 0; i < plane; ++i) ss += (xp[i] - bm) * (xp[i] - bm);
+        }
+        bv = cnt > 0 ? ss / cnt : 0.0;
+      }
+      for (int64_t i = 0; i < width; ++i) {
+        const double m = training_ ? bm : at(3, mean, c, i);
+        const double v = training_ ? bv : at(4, var, c, i);
+        const double av = at(1, scale, c, i) / std::sqrt(v + static_cast<double>(epsilon_));
+        a[c * width + i] = av;
+        b[c * width + i] = at(2, bias, c, i) - m * av;
+      }
+    }
+    for (int64_t n = 0; n < n_batch; ++n) {
+      for (int64_t c = 0; c < c_dim; ++c) {
+        const float* xp = x + (n * c_dim + c) * plane;
+        float* yp = y + (n * c_dim + c) * plane;
+        const double* ap = a.data() + c * width;
+        const double* bp = b.data() + c * width;
+        if (per_act) {
+          for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * ap[i] + bp[i]);
+        } else {
+          for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * ap[0] + bp[0]);
+        }
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit BatchNormalizationOp(const Node& node) : Op(node) {}
+  float epsilon_ = 1e-5f;
+  bool training_ = false;
+};
+
+class InstanceNormalizationOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<InstanceNormalizationOp> op(new InstanceNormalizationOp(node));
+    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->epsilon_ >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    for (size_t i = 0; i < 3; ++i) {
+      if (!ctx.has_input(i))
+        return ctx.Error("inputs input, scale and B are all required; input " +
+                         std::to_string(i) + " is missing");
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
+    }
+    const Shape& x = ctx.shape(0);
+    if (x.size() < 3)
+      return ctx.Error("input must be [N, C, D1, ...] with at least one spatial dim; got rank " +
+                       std::to_string(x.size()));
+    for (size_t i = 1; i < 3; ++i)
+      if (ctx.shape(i) != Shape{x[1]})
+        return ctx.Error("input " + std::to_string(i) + " must have shape [" +
+                         std::to_string(x[1]) + "] (the channels); got " +
+                         ShapeToString(ctx.shape(i)));
+    ctx.SetOutput(0, DataType::kFloat, x);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const int64_t c_dim = xt.shape()[1], planes = xt.shape()[0] * c_dim;
+    const int64_t plane = planes > 0 ? xt.numel() / planes : 0;
+    const float* scale = ctx.in(1).data<float>();
+    const float* bias = ctx.in(2).data<float>();
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* xp = xt.data<float>() + p * plane;
+      float* yp = ctx.out(0).data<float>() + p * plane;
+      double mean, var;
+      MeanVar(xp, plane, 1, &mean, &var);
+      const double a = scale[p % c_dim] / std::sqrt(var + static_cast<double>(epsilon_));
+      const double b = bias[p % c_dim] - mean * a;
+      for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * a + b);
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit InstanceNormalizationOp(const Node& node) : Op(node) {}
+  float epsilon_ = 1e-5f;
+};
+
+class LayerNormalizationOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<LayerNormalizationOp> op(new LayerNormalizationOp(node));
+    op->axis_ = node.GetInt("axis", -1);
+    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->epsilon_ >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    const int64_t stash = node.GetInt("stash_type", 1);
+    if (stash != 1)
+      return Unsupported("failed to load " + node.Describe() +
+                         ": only stash_type=1 (float32 statistics) is supported; got " +
+                         std::to_string(stash));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("inputs X and Scale are required");
+    for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
+    const Shape& x = ctx.shape(0);
+    auto axis = NormalizeAxis(axis_, static_cast<int64_t>(x.size()));
+    if (!axis.ok() || x.empty())
+      return ctx.Error("axis must be in [-rank, rank) of X; got " + std::to_string(axis_));
+    const Shape inner(x.begin() + *axis, x.end());
+    for (size_t i = 1; i < 3; ++i) {
+      if (!ctx.has_input(i)) continue;
+      auto b = BroadcastShapes({inner, ctx.shape(i)});
+      if (!b.ok() || *b != inner)
+        return ctx.Error("input " + std::to_string(i) + " must broadcast to X's normalized dims " +
+                         ShapeToString(inner) + "; got " + ShapeToString(ctx.shape(i)));
+    }
+    ctx.SetOutput(0, DataType::kFloat, x);
+    Shape stat(x.begin(), x.begin() + *axis);
+    stat.resize(x.size(), 1);
+    ctx.SetOutput(1, DataType::kFloat, stat);
+    ctx.SetOutput(2, DataType::kFloat, stat);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const Shape& xs = xt.shape();
+    auto axis = NormalizeAxis(axis_, xt.rank());
+    if (!axis.ok()) return RunError(axis.status().message());
+    const Shape inner_shape(xs.begin() + *axis, xs.end());
+    const int64_t inner = NumElements(inner_shape);
+    const int64_t outer = inner > 0 ? xt.numel() / inner : 0;
+    const std::vector<float> scale = Expand(ctx.in(1), inner_shape, 1.f);
+    const std::vector<float> bias =
+        ctx.has(2) ? Expand(ctx.in(2), inner_shape, 0.f) : std::vector<float>(inner, 0.f);
+    float* mean_out = ctx.outputs.size() > 1 && ctx.outputs[1] ? ctx.outputs[1]->data<float>()
+                                                                : nullptr;
+    float* inv_out = ctx.outputs.size() > 2 && ctx.outputs[2] ? ctx.outputs[2]->data<float>()
+                                                               : nullptr;
+    for (int64_t r = 0; r < outer; ++r) {
+      const float* xp = xt.data<float>() + r * inner;
+      float* yp = ctx.out(0).data<float>() + r * inner;
+      double mean, var;
+      MeanVar(xp, inner, 1, &mean, &var);
+      const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon_));
+      for (int64_t i = 0; i < inner; ++i)
+        yp[i] = static_cast<float>((xp[i] - mean) * inv * scale[i] + bias[i]);
+      if (mean_out) mean_out[r] = static_cast<float>(mean);
+      if (inv_out) inv_out[r] = static_cast<float>(inv);
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit LayerNormalizationOp(const Node& node) : Op(node) {}
+
+  // `t` broadcast to `shape` as a dense vector.
+  static std::vector<float> Expand(const Tensor& t, const Shape& shape, float fill) {
+    std::vector<float> v(static_cast<size_t>(NumElements(shape)), fill);
+    const float* src = t.data<float>();
+    ForEachBroadcast2(shape, shape, t.shape(),
+                      [&](int64_t i, int64_t, int64_t j) { v[i] = src[j]; });
+    return v;
+  }
+
+  int64_t axis_ = -1;
+  float epsilon_ = 1e-5f;
+};
+
+KILN_REGISTER_OP("BatchNormalization", 1, ir::kMaxOpset, &BatchNormalizationOp::Create);
+KILN_REGISTER_OP("InstanceNormalization", 1, ir::kMaxOpset, &InstanceNormalizationOp::Create);
+KILN_REGISTER_OP("LayerNormalization", 17, ir::kMaxOpset, &LayerNormalizationOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

@@ -1,0 +1,314 @@
+// Reduce* ops: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2,
+// ReduceLogSum, ReduceLogSumExp, ReduceSumSquare.
+//
+// Axes come from the `axes` attribute, except ReduceSum at opset >= 13 and every Reduce* at opset
+// 18, which take them as optional input 1 (a shape input: its values fix the output shape) with
+// `noop_with_empty_axes`: no or empty axes reduce everything, or, with noop_with_empty_axes=1,
+// copy the input unchanged. `keepdims` (default 1) keeps reduced dims as size 1.
+//
+// Reference algorithm: one pass over the input in row-major order; each element's output offset
+// is tracked incrementally with strides that are 0 along reduced dims; accumulators are double
+// for float32 and int64 for integer inputs (so sums of int64 stay exact). ReduceLogSumExp makes a
+// first pass for the per-output maximum and sums exp(x - max) (numerically stable).
+// Reducing over an empty dim gives the identity of the reduction (0 for sums, 1 for products,
+// -inf/lowest for Max, +inf/max for Min, NaN for a float Mean, 0 for an integer Mean).
+// Dtypes: float32 for all; int32/int64 for Sum, Mean, Prod, L1, SumSquare; int32/int64/uint8/int8
+// for Max and Min. NaN propagates through Max and Min.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
+
+bool AcceptsIntegers(ReduceKind k) {
+  return k != ReduceKind::kL2 && k != ReduceKind::kLogSum && k != ReduceKind::kLogSumExp;
+}
+bool AcceptsSmallIntegers(ReduceKind k) { return k == ReduceKind::kMax || k == ReduceKind::kMin; }
+
+template <typename T>
+bool IsNan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  return false;
+}
+
+// Calls f(in_offset, out_offset) for every input element; out_strides are 0 on reduced dims.
+template <typename F>
+void ForEachReduced(const Shape& in, const std::vector<int64_t>& out_strides, F&& f) {
+  const int64_t n = NumElements(in);
+  if (n == 0) return;
+  const int64_t r = static_cast<int64_t>(in.size());
+  std::vector<int64_t> idx(in.size(), 0);
+  int64_t o = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, o);
+    for (int64_t d = r - 1; d >= 0; --d) {
+      if (++idx[d] < in[d]) {
+        o += out_strides[d];
+        break;
+      }
+      o -= out_strides[d] * (in[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& reduced, Tensor& y) {
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  const Shape& in = x.shape();
+  const int64_t out_n = y.numel();
+  const int64_t in_n = x.numel();
+  const int64_t count = out_n == 0 ? 0 : in_n / out_n;
+
+  // Output strides over the input's dims (kept dims only; reduced dims contribute nothing).
+  std::vector<int64_t> out_strides(in.size(), 0);
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(in.size()) - 1; d >= 0; --d) {
+    if (reduced[d]) continue;
+    out_strides[d] = stride;
+    stride *= in[d];
+  }
+
+  const T* src = x.data<T>();
+  T* dst = y.data<T>();
+  Acc init = 0;
+  if (kind == ReduceKind::kProd) init = 1;
+  if (kind == ReduceKind::kMax)
+    init = std::is_floating_point_v<T> ? static_cast<Acc>(-std::numeric_limits<double>::infinity())
+                                       : static_cast<Acc>(std::numeric_limits<T>::lowest());
+  if (kind == ReduceKind::kMin)
+    init = std::is_floating_point_v<T> ? static_cast<Acc>(std::numeric_limits<double>::infinity())
+                                       : static_cast<Acc>(std::numeric_limits<T>::max());
+  std::vector<Acc> acc(static_cast<size_t>(out_n), init);
+
+  std::vector<double> shift;  // ReduceLogSumExp: per-output max (0 when not finite)
+  if (kind == ReduceKind::kLogSumExp) {
+    shift.assign(static_cast<size_t>(out_n), -std::numeric_limits<double>::infinity());
+    ForEachReduced(in, out_strides, [&](int64_t i, int64_t o) {
+      shift[o] = std::max(shift[o], static_cast<double>(src[i]));
+    });
+    for (double& s : shift)
+      if (!std::isfinite(s)) s = 0.0;
+  }
+
+  ForEachReduced(in, out_strides, [&](int64_t i, int64_t o) {
+    const Acc v = static_cast<Acc>(src[i]);
+    Acc& a = acc[o];
+    switch (kind) {
+      case ReduceKind::kSum:
+      case ReduceKind::kMean:
+      case ReduceKind::kLogSum:
+        a += v;
+        break;
+      case ReduceKind::kMax:
+        if (IsNan(v) || v > a) a = IsNan(a) ? a : v;
+        break;
+      case ReduceKind::kMin:
+        if (IsNan(v) || v < a) a = IsNan(a) ? a : v;
+        break;
+      case ReduceKind::kProd:
+        a *= v;
+        break;
+      case ReduceKind::kL1:
+        a += v < 0 ? -v : v;
+        break;
+      case ReduceKind::kL2:
+      case ReduceKind::kSumSquare:
+        a += v * v;
+        break;
+      case ReduceKind::kLogSumExp:
+        a += static_cast<Acc>(std::exp(static_cast<double>(src[i]) - shift[o]));
+        break;
+    }
+  });
+
+  for (int64_t o = 0; o < out_n; ++o) {
+    Acc a = acc[o];
+    switch (kind) {
+      case ReduceKind::kMean:
+        if constexpr (std::is_floating_point_v<Acc>)
+          a = a / static_cast<Acc>(count);
+        else
+          a = count == 0 ? 0 : a / count;
+        break;
+      case ReduceKind::kL2:
+        a = static_cast<Acc>(std::sqrt(static_cast<double>(a)));
+        break;
+      case ReduceKind::kLogSum:
+        a = static_cast<Acc>(std::log(static_cast<double>(a)));
+        break;
+      case ReduceKind::kLogSumExp:
+        a = static_cast<Acc>(std::log(static_cast<double>(a)) + shift[o]);
+        break;
+      default:
+        break;
+    }
+    dst[o] = static_cast<T>(a);
+  }
+}
+
+class ReduceOp : public Op {
+ public:
+  ReduceOp(const Node& node, ReduceKind kind)
+      : Op(node),
+        kind_(kind),
+        axes_from_input_((kind == ReduceKind::kSum && node.opset >= 13) || node.opset >= 18),
+        keepdims_(node.GetInt("keepdims", 1) != 0),
+        noop_with_empty_axes_(node.GetInt("noop_with_empty_axes", 0) != 0),
+        axes_attr_(node.GetInts("axes")) {}
+
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node, ReduceKind kind) {
+    const int64_t keepdims = node.GetInt("keepdims", 1);
+    if (keepdims != 0 && keepdims != 1)
+      return ir::AttrError(node, "keepdims must be 0 or 1; got " + std::to_string(keepdims));
+    const int64_t noop = node.GetInt("noop_with_empty_axes", 0);
+    if (noop != 0 && noop != 1)
+      return ir::AttrError(node,
+                           "noop_with_empty_axes must be 0 or 1; got " + std::to_string(noop));
+    auto op = std::make_unique<ReduceOp>(node, kind);
+    if (op->axes_from_input_ && node.HasAttr("axes"))
+      return ir::AttrError(node, "axes is an input (not an attribute) at opset " +
+                                     std::to_string(node.opset) + "; got an `axes` attribute");
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  std::vector<int> ShapeInputs() const override {
+    return axes_from_input_ ? std::vector<int>{1} : std::vector<int>{};
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    if (AcceptsSmallIntegers(kind_)) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
+                                               DataType::kUInt8, DataType::kInt8}));
+    } else if (AcceptsIntegers(kind_)) {
+      KILN_RETURN_IF_ERROR(
+          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    } else {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    }
+    const Tensor* axes = nullptr;
+    if (axes_from_input_ && ctx.has_input(1)) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64}));
+      axes = ctx.value(1);
+      if (!axes) return ctx.Error("the axes input (1) must be known to infer the output shape");
+      if (axes->rank() > 1)
+        return ctx.Error("the axes input must be 1-D; got shape " + ShapeToString(axes->shape()));
+    }
+    std::vector<bool> reduced;
+    std::string why;
+    if (!ResolveAxes(ctx.shape(0), axes, &reduced, &why)) return ctx.Error(why);
+    Shape out;
+    for (size_t d = 0; d < reduced.size(); ++d) {
+      if (!reduced[d])
+        out.push_back(ctx.shape(0)[d]);
+      else if (keepdims_)
+        out.push_back(1);
+    }
+    ctx.SetOutput(0, ctx.dtype(0), std::move(out));
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    std::vector<bool> reduced;
+    std::string why;
+    const Tensor* axes = axes_from_input_ && ctx.has(1) ? &ctx.in(1) : nullptr;
+    if (!ResolveAxes(x.shape(), axes, &reduced, &why)) return RunError(why);
+    bool any = false;
+    for (bool r : reduced) any = any || r;
+    if (!any) {  // noop_with_empty_axes: the output is the input
+      if (x.bytes() != ctx.out(0).bytes()) return RunError("output size does not match the input");
+      if (x.bytes()) std::memcpy(ctx.out(0).raw(), x.raw(), x.bytes());
+      return OkStatus();
+    }
+    switch (x.dtype()) {
+      case DataType::kFloat:
+        ReduceTyped<float>(kind_, x, reduced, ctx.out(0));
+        break;
+      case DataType::kInt32:
+        ReduceTyped<int32_t>(kind_, x, reduced, ctx.out(0));
+        break;
+      case DataType::kInt64:
+        ReduceTyped<int64_t>(kind_, x, reduced, ctx.out(0));
+        break;
+      case DataType::kUInt8:
+        ReduceTyped<uint8_t>(kind_, x, reduced, ctx.out(0));
+        break;
+      case DataType::kInt8:
+        ReduceTyped<int8_t>(kind_, x, reduced, ctx.out(0));
+        break;
+      default:
+        return Unsupported("failed to run " + describe() + ": unsupported dtype " +
+                           DataTypeName(x.dtype()));
+    }
+    return OkStatus();
+  }
+
+ private:
+  // Fills `reduced` (one flag per input dim). A scalar input reduces to itself. When no dim is
+  // reduced (only with noop_with_empty_axes) the op is an identity.
+  bool ResolveAxes(const Shape& shape, const Tensor* axes_tensor, std::vector<bool>* reduced,
+                   std::string* why) const {
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    std::vector<int64_t> axes =
+        axes_from_input_ ? (axes_tensor ? ReadInts(*axes_tensor) : std::vector<int64_t>{})
+                         : axes_attr_;
+    reduced->assign(static_cast<size_t>(rank), false);
+    if (axes.empty()) {
+      if (!(axes_from_input_ && noop_with_empty_axes_)) reduced->assign(rank, true);
+      return true;
+    }
+    for (int64_t a : axes) {
+      if (a < -rank || a >= rank) {
+        *why = "axes must be in [-rank, rank-1] = [" + std::to_string(-rank) + ", " +
+               std::to_string(rank - 1) + "]; got " + std::to_string(a);
+        return false;
+      }
+      const int64_t n = a < 0 ? a + rank : a;
+      if ((*reduced)[n]) {
+        *why = "axes must not name a dimension twice; got dimension " + std::to_string(n) +
+               " again as axis " + std::to_string(a);
+        return false;
+      }
+      (*reduced)[n] = true;
+    }
+    return true;
+  }
+
+  ReduceKind kind_;
+  bool axes_from_input_;
+  bool keepdims_;
+  bool noop_with_empty_axes_;
+  std::vector<int64_t> axes_attr_;
+};
+
+#define KILN_REDUCE_OP(NAME, KIND)                               \
+  StatusOr<std::unique_ptr<Op>> Create##NAME(const Node& node) { \
+    return ReduceOp::Create(node, ReduceKind::KIND);             \
+  }                                                              \
+  KILN_REGISTER_OP(#NAME, 1, 18, &Create##NAME)
+
+KILN_REDUCE_OP(ReduceSum, kSum);
+KILN_REDUCE_OP(ReduceMean, kMean);
+KILN_REDUCE_OP(ReduceMax, kMax);
+KILN_REDUCE_OP(ReduceMin, kMin);
+KILN_REDUCE_OP(ReduceProd, kProd);
+KILN_REDUCE_OP(ReduceL1, kL1);
+KILN_REDUCE_OP(ReduceL2, kL2);
+KILN_REDUCE_OP(ReduceLogSum, kLogSum);
+KILN_REDUCE_OP(ReduceLogSumExp, kLogSumExp);
+KILN_REDUCE_OP(ReduceSumSquare, kSumSquare);
+
+}  // namespace
+}  // namespace kiln::ops

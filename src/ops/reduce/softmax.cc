@@ -1,0 +1,120 @@
+// Softmax, LogSoftmax and Hardmax.
+//
+// Opset < 13: the input is coerced to 2-D at `axis` (default 1): [prod(dims[:axis]),
+// prod(dims[axis:])], and each row of the flattened trailing part is normalised as one vector.
+// Opset >= 13: normalisation runs along the single `axis` (default -1), other dims independent.
+//
+// Reference algorithm: per (outer, inner) vector of length n, subtract the vector's maximum
+// (numerically stable: no overflow for large inputs), exponentiate, sum in double;
+// Softmax = e / sum, LogSoftmax = (x - max) - log(sum). Hardmax writes 1 at the first maximum
+// and 0 elsewhere. A vector containing NaN gives NaN (Softmax/LogSoftmax). float32 only.
+#include <cmath>
+#include <limits>
+
+#include "ops/common.h"
+#include "ops/reduce/axis_split.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
+
+class SoftmaxOp : public Op {
+ public:
+  SoftmaxOp(const Node& node, SoftmaxKind kind)
+      : Op(node), kind_(kind), axis_(node.GetInt("axis", node.opset >= 13 ? -1 : 1)) {}
+
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    const int64_t rank = ctx.rank(0);
+    // Opset < 13 accepts axis == rank (an empty trailing part); a scalar acts as a 1-element
+    // vector.
+    const int64_t hi = rank == 0 ? 0 : (opset() < 13 ? rank : rank - 1);
+    const int64_t lo = rank == 0 ? -1 : -rank;
+    if (axis_ < lo || axis_ > hi)
+      return ctx.Error("axis must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                       "]; got " + std::to_string(axis_));
+    ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    const int64_t rank = x.rank();
+    int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (rank == 0) axis = 0;
+    const AxisSplit s = SplitAtAxis(x.shape(), axis, /*flatten_tail=*/opset() < 13);
+    const float* src = x.data<float>();
+    float* dst = ctx.out(0).data<float>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t in = 0; in < s.inner; ++in) {
+        const int64_t base = o * s.n * s.inner + in;
+        Vector(src + base, dst + base, s.n, s.inner);
+      }
+    return OkStatus();
+  }
+
+ private:
+  // One vector of n elements spaced `stride` apart.
+  void Vector(const float* src, float* dst, int64_t n, int64_t stride) const {
+    if (n == 0) return;
+    int64_t arg = 0;
+    float max = src[0];
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = src[i * stride];
+      nan = nan || std::isnan(v);
+      if (v > max) {
+        max = v;
+        arg = i;
+      }
+    }
+    if (kind_ == SoftmaxKind::kHardmax) {
+      for (int64_t i = 0; i < n; ++i) dst[i * stride] = i == arg ? 1.f : 0.f;
+      return;
+    }
+    if (nan) {
+      for (int64_t i = 0; i < n; ++i) dst[i * stride] = std::numeric_limits<float>::quiet_NaN();
+      return;
+    }
+    // Shift by 0 when the maximum is not finite (an all -inf vector: the result is NaN either way,
+    // an +inf maximum: other elements still get 0).
+    const double shift = std::isfinite(max) ? max : 0.0;
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(src[i * stride]) - shift);
+    if (kind_ == SoftmaxKind::kSoftmax) {
+      for (int64_t i = 0; i < n; ++i)
+        dst[i * stride] =
+            static_cast<float>(std::exp(static_cast<double>(src[i * stride]) - shift) / sum);
+    } else {
+      const double log_sum = std::log(sum);
+      for (int64_t i = 0; i < n; ++i)
+        dst[i * stride] =
+            static_cast<float>(static_cast<double>(src[i * stride]) - shift - log_sum);
+    }
+  }
+
+  SoftmaxKind kind_;
+  int64_t axis_;
+};
+
+StatusOr<std::unique_ptr<Op>> CreateSoftmax(const Node& node) {
+  return std::unique_ptr<Op>(new SoftmaxOp(node, SoftmaxKind::kSoftmax));
+}
+StatusOr<std::unique_ptr<Op>> CreateLogSoftmax(const Node& node) {
+  return std::unique_ptr<Op>(new SoftmaxOp(node, SoftmaxKind::kLogSoftmax));
+}
+StatusOr<std::unique_ptr<Op>> CreateHardmax(const Node& node) {
+  return std::unique_ptr<Op>(new SoftmaxOp(node, SoftmaxKind::kHardmax));
+}
+KILN_REGISTER_OP("Softmax", 1, ir::kMaxOpset, &CreateSoftmax);
+KILN_REGISTER_OP("LogSoftmax", 1, ir::kMaxOpset, &CreateLogSoftmax);
+KILN_REGISTER_OP("Hardmax", 1, ir::kMaxOpset, &CreateHardmax);
+
+}  // namespace
+}  // namespace kiln::ops

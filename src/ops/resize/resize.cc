@@ -1,0 +1,475 @@
+// Resize (opsets 10, 11..17) and Upsample (opsets 7..8 with a `scales` attribute, 9+ with a
+// `scales` input): N-dimensional nearest, n-linear and n-cubic interpolation.
+//
+// Inputs: Upsample-9 and Resize-10 take (X, scales); Resize-11+ takes (X, roi, scales, sizes), with
+// exactly one of scales/sizes non-empty (an empty `scales` tensor stands for "absent" at opset 11;
+// roi and scales may be omitted from opset 13). scales and sizes are shape inputs: their values fix
+// the output shape, floor(in * scale) computed in float32 as ONNX shape inference and ONNX Runtime
+// do (roi does not change the output shape, also as they do).
+//
+// Coordinates (per dim, x = output index, scale as given or out/in when `sizes` is used,
+// L = in * scale, the "resized length" of the ONNX reference):
+//   half_pixel            (x + 0.5) / scale - 0.5
+//   pytorch_half_pixel    out > 1 ? (x + 0.5) / scale - 0.5 : 0
+//   align_corners         L == 1 ? 0 : x * (in - 1) / (L - 1)
+//   asymmetric            x / scale
+//   tf_half_pixel_for_nn  (x + 0.5) / scale   (also spelled tf_half_pixel_for_nearest)
+//   tf_crop_and_resize    roi-based; outside [0, in - 1] the output is extrapolation_value
+// Resize-10 and Upsample use asymmetric coordinates and the pre-opset-11 nearest rounding
+// (ceil when the dim is downsampled, truncation otherwise), as ONNX Runtime does.
+// nearest_mode: round_prefer_floor (default), round_prefer_ceil, floor, ceil. linear: 2 taps
+// floor(x), floor(x)+1; cubic: 4 taps floor(x)-1 .. floor(x)+2 with Keys' kernel (cubic_coeff_a,
+// default -0.75); taps outside the input are clamped to the edge, or, with exclude_outside=1,
+// dropped and the remaining weights renormalised. Separable: the N-D weight is the product of
+// the per-dim weights.
+//
+// Reference algorithm: per dim, precompute each output coordinate's taps (index, weight) with
+// zero-weight taps dropped; per output element, sum the product of weights over the cartesian
+// product of the dims' taps (double accumulation). Integer outputs are rounded and saturated.
+// Dtypes: float32, int32, int64, uint8, int8. No antialiasing (that is Resize-18).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "ops/common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+enum class Interp { kNearest, kLinear, kCubic };
+enum class Coord {
+  kHalfPixel,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize
+};
+enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
+
+constexpr int kMaxTaps = 4;
+
+// Taps of every output coordinate along one dim.
+struct DimTaps {
+  std::vector<int> count;      // taps per output coordinate; 0 marks extrapolation
+  std::vector<int64_t> index;  // [out * kMaxTaps], clamped into [0, in)
+  std::vector<double> weight;  // [out * kMaxTaps]
+};
+
+template <typename T>
+T CastResult(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (std::isnan(v)) return T{0};
+    v = std::nearbyint(v);
+    // double(max) may round up (int64: 2^63), so compare with >= before converting.
+    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    return static_cast<T>(v);
+  }
+}
+
+class ResizeOp : public Op {
+ public:
+  ResizeOp(const Node& node, bool upsample) : Op(node), upsample_(upsample) {}
+
+  static StatusOr<std::unique_ptr<Op>> CreateResize(const Node& node) {
+    return Create(node, false);
+  }
+  static StatusOr<std::unique_ptr<Op>> CreateUpsample(const Node& node) {
+    return Create(node, true);
+  }
+
+  std::vector<int> ShapeInputs() const override {
+    if (upsample_ && opset() < 9) return {};
+    if (!modern()) return {1};
+    return {2, 3};
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
+                                             DataType::kUInt8, DataType::kInt8}));
+    const Tensor* scales = nullptr;
+    const Tensor* sizes = nullptr;
+    const int si = scales_index();
+    if (si >= 0 && ctx.has_input(si)) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(si, {DataType::kFloat}));
+      scales = ctx.value(si);
+      if (!scales) return ctx.Error("the scales input must be known to infer the output shape");
+    }
+    if (modern() && ctx.has_input(3)) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(3, {DataType::kInt64}));
+      sizes = ctx.value(3);
+      if (!sizes) return ctx.Error("the sizes input must be known to infer the output shape");
+    }
+    if (modern() && ctx.has_input(1))
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat, DataType::kDouble}));
+    if (coord_ == Coord::kTfCropAndResize) {
+      const int64_t want = 2 * ctx.rank(0);
+      if (!ctx.has_input(1)) return ctx.Error("tf_crop_and_resize needs the roi input; got none");
+      if (ctx.value(1) && ctx.value(1)->numel() != want)
+        return ctx.Error("roi must have 2 * rank = " + std::to_string(want) + " values; got " +
+                         std::to_string(ctx.value(1)->numel()));
+    }
+    Shape out;
+    std::vector<double> scale;
+    std::string why;
+    if (!OutputShape(ctx.shape(0), scales, sizes, &out, &scale, &why)) return ctx.Error(why);
+    ctx.SetOutput(0, ctx.dtype(0), std::move(out));
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    const int si = scales_index();
+    const Tensor* scales = si >= 0 && ctx.has(si) ? &ctx.in(si) : nullptr;
+    const Tensor* sizes = modern() && ctx.has(3) ? &ctx.in(3) : nullptr;
+    Shape out;
+    std::vector<double> scale;
+    std::string why;
+    if (!OutputShape(x.shape(), scales, sizes, &out, &scale, &why)) return RunError(why);
+    Tensor& y = ctx.out(0);
+    if (out != y.shape())
+      return RunError("output shape " + ShapeToString(y.shape()) + " differs from the computed " +
+                      ShapeToString(out));
+    const int64_t rank = x.rank();
+    std::vector<double> roi(static_cast<size_t>(2 * rank), 0.0);
+    for (int64_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
+    if (coord_ == Coord::kTfCropAndResize) {
+      if (!ctx.has(1) || ctx.in(1).numel() != 2 * rank)
+        return RunError("tf_crop_and_resize needs roi with 2 * rank = " + std::to_string(2 * rank) +
+                        " values; got " +
+                        (ctx.has(1) ? std::to_string(ctx.in(1).numel()) : std::string("none")));
+      for (int64_t i = 0; i < 2 * rank; ++i) roi[i] = ReadScalarAsDouble(ctx.in(1), i);
+    }
+    std::vector<DimTaps> taps(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d)
+      taps[d] = BuildTaps(x.shape()[d], out[d], scale[d], roi[d], roi[rank + d]);
+    switch (x.dtype()) {
+      case DataType::kFloat:
+        Run<float>(x, taps, y);
+        break;
+      case DataType::kInt32:
+        Run<int32_t>(x, taps, y);
+        break;
+      case DataType::kInt64:
+        Run<int64_t>(x, taps, y);
+        break;
+      case DataType::kUInt8:
+        Run<uint8_t>(x, taps, y);
+        break;
+      case DataType::kInt8:
+        Run<int8_t>(x, taps, y);
+        break;
+      default:
+        return Unsupported("failed to run " + describe() + ": unsupported dtype " +
+                           DataTypeName(x.dtype()));
+    }
+    return OkStatus();
+  }
+
+ private:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node, bool upsample) {
+    auto op = std::make_unique<ResizeOp>(node, upsample);
+    const bool modern = !upsample && node.opset >= 11;
+    const std::string mode = node.GetString("mode", "nearest");
+    if (mode == "nearest")
+      op->interp_ = Interp::kNearest;
+    else if (mode == "linear")
+      op->interp_ = Interp::kLinear;
+    else if (mode == "cubic" && modern)
+      op->interp_ = Interp::kCubic;
+    else
+      return ir::AttrError(node, std::string(modern ? "mode must be nearest, linear or cubic"
+                                                    : "mode must be nearest or linear") +
+                                     "; got '" + mode + "'");
+    if (!modern) {  // pre-opset-11 semantics
+      op->coord_ = Coord::kAsymmetric;
+      op->rounding_ = Rounding::kLegacy;
+      if (upsample && node.opset < 9) {
+        if (!node.HasAttr("scales"))
+          return ir::AttrError(node, "Upsample-7 requires the `scales` attribute; got none");
+        for (float s : node.GetFloats("scales")) {
+          if (!(s >= 1.f) || !std::isfinite(s))
+            return ir::AttrError(node, "scales must be >= 1; got " + std::to_string(s));
+          op->attr_scales_.push_back(s);
+        }
+      }
+      return std::unique_ptr<Op>(std::move(op));
+    }
+    const std::string coord = node.GetString("coordinate_transformation_mode", "half_pixel");
+    if (coord == "half_pixel")
+      op->coord_ = Coord::kHalfPixel;
+    else if (coord == "pytorch_half_pixel")
+      op->coord_ = Coord::kPytorchHalfPixel;
+    else if (coord == "align_corners")
+      op->coord_ = Coord::kAlignCorners;
+    else if (coord == "asymmetric")
+      op->coord_ = Coord::kAsymmetric;
+    else if (coord == "tf_half_pixel_for_nn" || coord == "tf_half_pixel_for_nearest")
+      op->coord_ = Coord::kTfHalfPixelForNn;
+    else if (coord == "tf_crop_and_resize")
+      op->coord_ = Coord::kTfCropAndResize;
+    else
+      return ir::AttrError(node,
+                           "coordinate_transformation_mode must be half_pixel, pytorch_half_pixel, "
+                           "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize; "
+                           "got '" +
+                               coord + "'");
+    const std::string nearest = node.GetString("nearest_mode", "round_prefer_floor");
+    if (nearest == "round_prefer_floor")
+      op->rounding_ = Rounding::kRoundPreferFloor;
+    else if (nearest == "round_prefer_ceil")
+      op->rounding_ = Rounding::kRoundPreferCeil;
+    else if (nearest == "floor")
+      op->rounding_ = Rounding::kFloor;
+    else if (nearest == "ceil")
+      op->rounding_ = Rounding::kCeil;
+    else
+      return ir::AttrError(node,
+                           "nearest_mode must be round_prefer_floor, round_prefer_ceil, "
+                           "floor or ceil; got '" +
+                               nearest + "'");
+    const int64_t exclude = node.GetInt("exclude_outside", 0);
+    if (exclude != 0 && exclude != 1)
+      return ir::AttrError(node, "exclude_outside must be 0 or 1; got " + std::to_string(exclude));
+    op->exclude_outside_ = exclude != 0;
+    op->cubic_a_ = node.GetFloat("cubic_coeff_a", -0.75f);
+    op->extrapolation_value_ = node.GetFloat("extrapolation_value", 0.0f);
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  bool modern() const { return !upsample_ && opset() >= 11; }
+  int scales_index() const {
+    if (upsample_ && opset() < 9) return -1;
+    return modern() ? 2 : 1;
+  }
+
+  // The output shape and the per-dim scale used by the coordinate transform.
+  bool OutputShape(const Shape& in, const Tensor* scales_t, const Tensor* sizes_t, Shape* out,
+                   std::vector<double>* scale, std::string* why) const {
+    const int64_t rank = static_cast<int64_t>(in.size());
+    std::vector<float> scales;
+    if (scales_index() < 0)
+      scales = attr_scales_;
+    else if (scales_t)
+      for (int64_t i = 0; i < scales_t->numel(); ++i) scales.push_back(scales_t->data<float>()[i]);
+    const bool has_sizes = sizes_t && sizes_t->numel() > 0;
+    if (!scales.empty() && has_sizes) {
+      *why = "only one of scales and sizes may be given; got both";
+      return false;
+    }
+    out->assign(static_cast<size_t>(rank), 0);
+    scale->assign(static_cast<size_t>(rank), 1.0);
+    if (has_sizes) {
+      const std::vector<int64_t> sizes = ReadInts(*sizes_t);
+      if (static_cast<int64_t>(sizes.size()) != rank) {
+        *why = "sizes must have one value per input dim (" + std::to_string(rank) + "); got " +
+               std::to_string(sizes.size());
+        return false;
+      }
+      for (int64_t d = 0; d < rank; ++d) {
+        if (sizes[d] < 0 || (in[d] == 0 && sizes[d] != 0)) {
+          *why = "sizes must be >= 0 (and 0 where the input dim is 0); got " +
+                 std::to_string(sizes[d]) + " at dim " + std::to_string(d);
+          return false;
+        }
+        (*out)[d] = sizes[d];
+        (*scale)[d] = in[d] == 0 ? 1.0 : static_cast<double>(sizes[d]) / static_cast<double>(in[d]);
+      }
+      return true;
+    }
+    if (scales.empty()) {
+      *why = modern() ? "one of scales and sizes must be non-empty; got neither"
+                      : "scales must have one value per input dim; got none";
+      return false;
+    }
+    if (static_cast<int64_t>(scales.size()) != rank) {
+      *why = "scales must have one value per input dim (" + std::to_string(rank) + "); got " +
+             std::to_string(scales.size());
+      return false;
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      const float s = scales[d];
+      if (!(s > 0.f) || !std::isfinite(s) || (upsample_ && s < 1.f)) {
+        *why = std::string("scales must be ") + (upsample_ ? ">= 1" : "> 0") + "; got " +
+               std::to_string(s) + " at dim " + std::to_string(d);
+        return false;
+      }
+      (*out)[d] = static_cast<int64_t>(std::floor(static_cast<float>(in[d]) * s));
+      (*scale)[d] = s;
+    }
+    return true;
+  }
+
+  // Maps output coordinate x of one dim into input coordinates.
+  double Original(int64_t x_out, int64_t in, int64_t out, double scale, double roi_start,
+                  double roi_end) const {
+    const double x = static_cast<double>(x_out);
+    const double length = static_cast<double>(in) * scale;
+    switch (coord_) {
+      case Coord::kHalfPixel:
+        return (x + 0.5) / scale - 0.5;
+      case Coord::kPytorchHalfPixel:
+        return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+      case Coord::kAlignCorners:
+        return length == 1.0 ? 0.0 : x * static_cast<double>(in - 1) / (length - 1.0);
+      case Coord::kAsymmetric:
+        return x / scale;
+      case Coord::kTfHalfPixelForNn:
+        return (x + 0.5) / scale;
+      case Coord::kTfCropAndResize:
+        if (length == 1.0) return 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+        return roi_start * static_cast<double>(in - 1) +
+               x * (roi_end - roi_start) * static_cast<double>(in - 1) / (length - 1.0);
+    }
+    return 0.0;
+  }
+
+  int64_t NearestIndex(double x, double scale) const {
+    const double fl = std::floor(x);
+    const double frac = x - fl;
+    switch (rounding_) {
+      case Rounding::kRoundPreferFloor:
+        return static_cast<int64_t>(frac <= 0.5 ? fl : fl + 1);
+      case Rounding::kRoundPreferCeil:
+        return static_cast<int64_t>(frac < 0.5 ? fl : fl + 1);
+      case Rounding::kFloor:
+        return static_cast<int64_t>(fl);
+      case Rounding::kCeil:
+        return static_cast<int64_t>(std::ceil(x));
+      case Rounding::kLegacy:
+        return static_cast<int64_t>(scale < 1.0 ? std::ceil(x) : std::trunc(x));
+    }
+    return 0;
+  }
+
+  DimTaps BuildTaps(int64_t in, int64_t out, double scale, double roi_start, double roi_end) const {
+    DimTaps t;
+    t.count.assign(static_cast<size_t>(out), 0);
+    t.index.assign(static_cast<size_t>(out) * kMaxTaps, 0);
+    t.weight.assign(static_cast<size_t>(out) * kMaxTaps, 0.0);
+    const double a = cubic_a_;
+    for (int64_t o = 0; o < out; ++o) {
+      const double x = Original(o, in, out, scale, roi_start, roi_end);
+      if (coord_ == Coord::kTfCropAndResize && (x < 0.0 || x > static_cast<double>(in - 1)))
+        continue;  // count 0: extrapolation_value
+      int64_t idx[kMaxTaps];
+      double w[kMaxTaps];
+      int n = 0;
+      if (interp_ == Interp::kNearest) {
+        idx[0] = NearestIndex(x, scale);
+        w[0] = 1.0;
+        n = 1;
+      } else {
+        const double fl = std::floor(x);
+        const double r = x - fl;
+        const int64_t base = static_cast<int64_t>(fl);
+        if (interp_ == Interp::kLinear) {
+          idx[0] = base;
+          w[0] = 1.0 - r;
+          idx[1] = base + 1;
+          w[1] = r;
+          n = 2;
+        } else {  // Keys cubic kernel at distances 1 + r, r, 1 - r, 2 - r
+          const double d0 = 1.0 + r, d3 = 2.0 - r, s = 1.0 - r;
+          w[0] = ((a * d0 - 5.0 * a) * d0 + 8.0 * a) * d0 - 4.0 * a;
+          w[1] = ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0;
+          w[2] = ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
+          w[3] = ((a * d3 - 5.0 * a) * d3 + 8.0 * a) * d3 - 4.0 * a;
+          for (int j = 0; j < 4; ++j) idx[j] = base - 1 + j;
+          n = 4;
+        }
+        if (exclude_outside_) {
+          double sum = 0.0;
+          for (int j = 0; j < n; ++j) {
+            if (idx[j] < 0 || idx[j] >= in) w[j] = 0.0;
+            sum += w[j];
+          }
+          if (sum != 0.0)
+            for (int j = 0; j < n; ++j) w[j] /= sum;
+        }
+      }
+      int kept = 0;
+      for (int j = 0; j < n; ++j) {
+        if (w[j] == 0.0 && !(j == n - 1 && kept == 0)) continue;
+        t.index[o * kMaxTaps + kept] = std::clamp<int64_t>(idx[j], 0, std::max<int64_t>(in - 1, 0));
+        t.weight[o * kMaxTaps + kept] = w[j];
+        ++kept;
+      }
+      t.count[o] = kept;
+    }
+    return t;
+  }
+
+  template <typename T>
+  void Run(const Tensor& x, const std::vector<DimTaps>& taps, Tensor& y) const {
+    const Shape& out = y.shape();
+    const int64_t rank = static_cast<int64_t>(out.size());
+    const std::vector<int64_t> in_strides = Strides(x.shape());
+    const T* src = x.data<T>();
+    T* dst = y.data<T>();
+    const int64_t total = y.numel();
+    // Output multi-index and, per output, the tap counter of each dim (one buffer).
+    std::vector<int64_t> counters(static_cast<size_t>(2 * rank) + 1, 0);
+    int64_t* oi = counters.data();
+    int64_t* ci = counters.data() + rank;
+    for (int64_t n = 0; n < total; ++n) {
+      bool outside = false;
+      for (int64_t d = 0; d < rank; ++d) outside = outside || taps[d].count[oi[d]] == 0;
+      double acc = 0.0;
+      if (outside) {
+        acc = extrapolation_value_;
+      } else {
+        std::fill(ci, ci + rank, 0);
+        while (true) {
+          double w = 1.0;
+          int64_t off = 0;
+          for (int64_t d = 0; d < rank; ++d) {
+            const int64_t k = oi[d] * kMaxTaps + ci[d];
+            w *= taps[d].weight[k];
+            off += taps[d].index[k] * in_strides[d];
+          }
+          acc += w * static_cast<double>(src[off]);
+          int64_t d = rank - 1;
+          for (; d >= 0; --d) {
+            if (++ci[d] < taps[d].count[oi[d]]) break;
+            ci[d] = 0;
+          }
+          if (d < 0) break;
+        }
+      }
+      dst[n] = CastResult<T>(acc);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++oi[d] < out[d]) break;
+        oi[d] = 0;
+      }
+    }
+  }
+
+  bool upsample_;
+  Interp interp_ = Interp::kNearest;
+  Coord coord_ = Coord::kHalfPixel;
+  Rounding rounding_ = Rounding::kRoundPreferFloor;
+  bool exclude_outside_ = false;
+  double cubic_a_ = -0.75;
+  double extrapolation_value_ = 0.0;
+  std::vector<float> attr_scales_;
+};
+
+KILN_REGISTER_OP("Resize", 10, ir::kMaxOpset, &ResizeOp::CreateResize);
+// Upsample is deprecated from opset 10; models importing a later opset still get the opset-9
+// behaviour rather than a load failure.
+KILN_REGISTER_OP("Upsample", 7, ir::kMaxOpset, &ResizeOp::CreateUpsample);
+
+}  // namespace
+}  // namespace kiln::ops

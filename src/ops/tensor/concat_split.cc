@@ -1,0 +1,171 @@
+// Concat and Split along one axis. Both view the tensor as [outer, axis_dim * inner] rows and copy
+// whole contiguous row pieces with memcpy, so any fixed-size dtype works.
+// Concat-1's axis defaults to 1, Concat-4+ requires it. Negative axes are accepted in every opset
+// (specs before 11 do not mention them; ONNX Runtime accepts them too).
+// Split sizes: Split-1 from input 1 or the `split` attribute, Split-2..12 from the attribute,
+// Split-13+ from the optional input 1; without sizes the axis is split into equal parts (the dim
+// must divide by the number of outputs). Split-18's num_outputs is not needed (kMaxOpset 17).
+#include <cstring>
+
+#include "ops/common.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+// Rows and row bytes of `shape` around `axis`: outer = prod(dims before), inner_bytes = prod(dims
+// after) * esz.
+void OuterInner(const Shape& shape, int64_t axis, size_t esz, int64_t* outer,
+                int64_t* inner_bytes) {
+  *outer = 1;
+  *inner_bytes = static_cast<int64_t>(esz);
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < axis) *outer *= shape[d];
+    if (d > axis) *inner_bytes *= shape[d];
+  }
+}
+
+class ConcatOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    if (node.opset >= 4 && !node.HasAttr("axis"))
+      return ir::AttrError(node, "the `axis` attribute is required from opset 4; got none");
+    return std::unique_ptr<Op>(new ConcatOp(node, node.GetInt("axis", 1)));
+  }
+  Status Infer(InferContext& ctx) const override {
+    if (ctx.num_inputs() == 0 || !ctx.has_input(0))
+      return ctx.Error("Concat needs at least one input");
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    const int64_t r = ctx.rank(0);
+    if (r == 0) return ctx.Error("inputs must have rank >= 1; got a scalar");
+    if (axis_ < -r || axis_ >= r)
+      return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                       "); got " + std::to_string(axis_));
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    Shape out = ctx.shape(0);
+    out[axis] = 0;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) return ctx.Error("input " + std::to_string(i) + " is omitted");
+      if (ctx.dtype(i) != ctx.dtype(0))
+        return ctx.Error("all inputs must have the same dtype; got " +
+                         std::string(DataTypeName(ctx.dtype(i))) + " at input " +
+                         std::to_string(i));
+      const Shape& s = ctx.shape(i);
+      bool ok = static_cast<int64_t>(s.size()) == r;
+      for (int64_t d = 0; ok && d < r; ++d) ok = d == axis || s[d] == out[d];
+      if (!ok)
+        return ctx.Error("inputs must match in all dims but axis " + std::to_string(axis) +
+                         "; got " + ShapeToString(s) + " at input " + std::to_string(i));
+      out[axis] += s[axis];
+    }
+    ctx.SetOutput(0, ctx.dtype(0), out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    Tensor& out = ctx.out(0);
+    const size_t esz = DataTypeSize(out.dtype());
+    const int64_t axis = axis_ < 0 ? axis_ + out.rank() : axis_;
+    int64_t outer, inner_bytes;
+    OuterInner(out.shape(), axis, esz, &outer, &inner_bytes);
+    const int64_t out_row = out.shape()[axis] * inner_bytes;
+    auto* dst = static_cast<unsigned char*>(out.raw());
+    int64_t col = 0;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i) {
+      const Tensor& in = ctx.in(i);
+      const int64_t row = in.shape()[axis] * inner_bytes;
+      const auto* src = static_cast<const unsigned char*>(in.raw());
+      if (row > 0)
+        for (int64_t o = 0; o < outer; ++o)
+          std::memcpy(dst + o * out_row + col, src + o * row, row);
+      col += row;
+    }
+    return OkStatus();
+  }
+
+ private:
+  ConcatOp(const Node& node, int64_t axis) : Op(node), axis_(axis) {}
+  int64_t axis_;
+};
+KILN_REGISTER_OP("Concat", 1, ir::kMaxOpset, &ConcatOp::Create);
+
+class SplitOp : public Op {
+ public:
+  explicit SplitOp(const Node& node)
+      : Op(node), axis_(node.GetInt("axis", 0)), attr_split_(node.GetInts("split")) {}
+  std::vector<int> ShapeInputs() const override {
+    return SplitFromInput() ? std::vector<int>{1} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    const int64_t r = ctx.rank(0);
+    if (axis_ < -r || axis_ >= r)
+      return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                       "); got " + std::to_string(axis_));
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    std::vector<int64_t> split = attr_split_;
+    if (SplitFromInput() && ctx.has_input(1)) {
+      KILN_ASSIGN_OR_RETURN(split, KnownInts(ctx, 1, "Split's split"));
+    } else if (opset() >= 13) {
+      split.clear();
+    }
+    const int64_t dim = ctx.shape(0)[axis];
+    const auto n = static_cast<int64_t>(ctx.num_outputs());
+    if (split.empty()) {
+      if (n == 0 || dim % n != 0)
+        return ctx.Error("without split sizes, dim " + std::to_string(axis) + " (" +
+                         std::to_string(dim) + ") must divide by the number of outputs; got " +
+                         std::to_string(n) + " outputs");
+      split.assign(n, dim / n);
+    }
+    if (static_cast<int64_t>(split.size()) != n)
+      return ctx.Error("split must have one size per output (" + std::to_string(n) + "); got " +
+                       IntsToString(split));
+    int64_t sum = 0;
+    for (int64_t s : split) {
+      if (s < 0) return ctx.Error("split sizes must be >= 0; got " + IntsToString(split));
+      sum += s;
+    }
+    if (sum != dim)
+      return ctx.Error("split sizes must add up to dim " + std::to_string(axis) + " (" +
+                       std::to_string(dim) + "); got " + IntsToString(split));
+    for (int64_t i = 0; i < n; ++i) {
+      Shape s = ctx.shape(0);
+      s[axis] = split[i];
+      ctx.SetOutput(i, ctx.dtype(0), s);
+    }
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& in = ctx.in(0);
+    const size_t esz = DataTypeSize(in.dtype());
+    const int64_t axis = axis_ < 0 ? axis_ + in.rank() : axis_;
+    int64_t outer, inner_bytes;
+    OuterInner(in.shape(), axis, esz, &outer, &inner_bytes);
+    const int64_t in_row = in.shape()[axis] * inner_bytes;
+    const auto* src = static_cast<const unsigned char*>(in.raw());
+    int64_t col = 0;
+    for (Tensor* out : ctx.outputs) {
+      if (out == nullptr) return RunError("every Split output must be allocated");
+      const int64_t row = out->shape()[axis] * inner_bytes;
+      auto* dst = static_cast<unsigned char*>(out->raw());
+      if (row > 0)
+        for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * row, src + o * in_row + col, row);
+      col += row;
+    }
+    return OkStatus();
+  }
+
+ private:
+  bool SplitFromInput() const { return opset() < 2 || opset() >= 13; }
+  int64_t axis_;
+  std::vector<int64_t> attr_split_;
+};
+KILN_REGISTER_OP("Split", 1, ir::kMaxOpset, &ir::MakeOp<SplitOp>);
+
+}  // namespace
+}  // namespace kiln::ops

@@ -1,0 +1,187 @@
+// Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] (Pad-1 `paddings` / Pad-2 `pads`
+// attributes with the `value` attribute; Pad-11+ the `pads` input and the optional scalar
+// `constant_value` input). Modes constant, reflect (mirror without repeating the edge) and edge.
+// Negative pads crop. Semantics follow the ONNX reference (numpy.pad on the positive pads, then
+// cropping): every output coordinate maps to an input coordinate c = o - begin, and a c outside
+// [0, dim) is resolved against the whole input (constant value, mirrored, or clamped).
+// Kernel: a per-axis table out index -> input index (or -1 for the constant), then an odometer
+// over output rows with memcpy-sized element copies. Any fixed-size dtype works.
+// Limits: reflect/edge need a non-empty axis wherever padding is added; wrap (Pad-19) is absent.
+#include <cstring>
+
+#include "ops/common.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+enum class PadMode { kConstant, kReflect, kEdge };
+
+std::string CheckPads(const Shape& in, const std::vector<int64_t>& pads, PadMode mode, Shape* out) {
+  const size_t r = in.size();
+  if (pads.size() != 2 * r)
+    return "pads must have 2 * rank (" + std::to_string(2 * r) + ") entries; got " +
+           IntsToString(pads);
+  out->resize(r);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t o = in[d] + pads[d] + pads[d + r];
+    if (o < 0)
+      return "pads crop more than dim " + std::to_string(d) + " (" + std::to_string(in[d]) +
+             ") holds; got " + IntsToString(pads);
+    if (mode != PadMode::kConstant && in[d] == 0 && o > 0)
+      return "reflect and edge padding need a non-empty dim " + std::to_string(d) + "; got " +
+             IntsToString(pads);
+    (*out)[d] = o;
+  }
+  return "";
+}
+
+int64_t SourceIndex(int64_t c, int64_t n, PadMode mode) {
+  if (c >= 0 && c < n) return c;
+  switch (mode) {
+    case PadMode::kConstant:
+      return -1;
+    case PadMode::kEdge:
+      return c < 0 ? 0 : n - 1;
+    case PadMode::kReflect: {
+      if (n == 1) return 0;
+      const int64_t period = 2 * (n - 1);
+      int64_t m = c % period;
+      if (m < 0) m += period;
+      return m < n ? m : period - m;
+    }
+  }
+  return -1;
+}
+
+class PadOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    const std::string m = node.GetString("mode", "constant");
+    PadMode mode;
+    if (m == "constant")
+      mode = PadMode::kConstant;
+    else if (m == "reflect")
+      mode = PadMode::kReflect;
+    else if (m == "edge")
+      mode = PadMode::kEdge;
+    else
+      return ir::AttrError(node, "mode must be constant, reflect or edge; got '" + m + "'");
+    const char* pads_name = node.opset < 2 ? "paddings" : "pads";
+    if (node.opset < 11 && !node.HasAttr(pads_name))
+      return ir::AttrError(node, std::string("Pad before opset 11 needs the `") + pads_name +
+                                     "` attribute; got none");
+    return std::unique_ptr<Op>(
+        new PadOp(node, mode, node.GetInts(pads_name), node.GetFloat("value", 0.f)));
+  }
+  std::vector<int> ShapeInputs() const override {
+    return opset() >= 11 ? std::vector<int>{1} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    std::vector<int64_t> pads = attr_pads_;
+    if (opset() >= 11) {
+      KILN_ASSIGN_OR_RETURN(pads, KnownInts(ctx, 1, "Pad's pads"));
+      if (ctx.has_input(2)) {
+        if (ctx.dtype(2) != ctx.dtype(0))
+          return ctx.Error(std::string("constant_value must have the data's dtype; got ") +
+                           DataTypeName(ctx.dtype(2)));
+        if (NumElements(ctx.shape(2)) != 1)
+          return ctx.Error("constant_value must hold one element; got shape " +
+                           ShapeToString(ctx.shape(2)));
+      }
+    }
+    Shape out;
+    const std::string err = CheckPads(ctx.shape(0), pads, mode_, &out);
+    if (!err.empty()) return ctx.Error(err);
+    if (opset() < 11 && mode_ == PadMode::kConstant) {
+      unsigned char probe[16];
+      if (!StoreAsDtype(ctx.dtype(0), value_, probe))
+        return Unsupported("failed to infer shapes of " + describe() +
+                           ": the value attribute cannot be stored as " +
+                           DataTypeName(ctx.dtype(0)));
+    }
+    ctx.SetOutput(0, ctx.dtype(0), out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& in = ctx.in(0);
+    Tensor& out = ctx.out(0);
+    const size_t esz = DataTypeSize(in.dtype());
+    std::vector<int64_t> pads = attr_pads_;
+    if (opset() >= 11) {
+      KILN_ASSIGN_OR_RETURN(pads, RunInts(*this, ctx.in(1), "pads"));
+    }
+    Shape out_shape;
+    const std::string err = CheckPads(in.shape(), pads, mode_, &out_shape);
+    if (!err.empty()) return RunError(err);
+    if (out_shape != out.shape())
+      return RunError("output was allocated as " + ShapeToString(out.shape()) +
+                      " but padding gives " + ShapeToString(out_shape));
+    unsigned char fill[16] = {};
+    if (opset() >= 11) {
+      if (ctx.has(2) && ctx.in(2).numel() > 0) std::memcpy(fill, ctx.in(2).raw(), esz);
+    } else if (!StoreAsDtype(in.dtype(), value_, fill)) {
+      return RunError(std::string("the value attribute cannot be stored as ") +
+                      DataTypeName(in.dtype()));
+    }
+    const int64_t n = out.numel();
+    if (n == 0) return OkStatus();
+    const size_t r = in.shape().size();
+    auto* dst = static_cast<unsigned char*>(out.raw());
+    const auto* src = static_cast<const unsigned char*>(in.raw());
+    if (r == 0) {
+      std::memcpy(dst, src, esz);
+      return OkStatus();
+    }
+    // Per-axis map from output index to input index (-1: constant).
+    std::vector<std::vector<int64_t>> map(r);
+    for (size_t d = 0; d < r; ++d) {
+      map[d].resize(out_shape[d]);
+      for (int64_t o = 0; o < out_shape[d]; ++o)
+        map[d][o] = SourceIndex(o - pads[d], in.shape()[d], mode_);
+    }
+    const auto strides = Strides(in.shape());
+    const int64_t inner = out_shape[r - 1];
+    const int64_t rows = n / inner;
+    const auto& last = map[r - 1];
+    std::vector<int64_t> idx(r, 0);
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t base = 0;
+      bool constant_row = false;
+      for (size_t d = 0; d + 1 < r; ++d) {
+        const int64_t s = map[d][idx[d]];
+        if (s < 0) constant_row = true;
+        base += s * strides[d];
+      }
+      unsigned char* drow = dst + row * inner * static_cast<int64_t>(esz);
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t s = last[i];
+        const void* from = constant_row || s < 0 ? static_cast<const void*>(fill)
+                                                 : src + (base + s) * static_cast<int64_t>(esz);
+        std::memcpy(drow + i * static_cast<int64_t>(esz), from, esz);
+      }
+      for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
+        if (++idx[d] < out_shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  PadOp(const Node& node, PadMode mode, std::vector<int64_t> pads, float value)
+      : Op(node), mode_(mode), attr_pads_(std::move(pads)), value_(value) {}
+  PadMode mode_;
+  std::vector<int64_t> attr_pads_;  // Pad-1/2
+  float value_;                     // Pad-1/2
+};
+KILN_REGISTER_OP("Pad", 1, ir::kMaxOpset, &PadOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

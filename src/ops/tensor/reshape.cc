@@ -1,0 +1,286 @@
+// Ops that only relabel the shape of a row-major buffer: Flatten, Reshape, Squeeze, Unsqueeze,
+// Identity, Dropout (inference). Their kernels are one byte copy (skipped when the runtime makes
+// the output alias the input). Any fixed-size dtype works.
+// Negative axes are accepted in every opset (specs before 11 say non-negative; ONNX Runtime
+// accepts them too, and they have one meaning).
+// Limits: Dropout runs in inference mode only; Dropout-12+ with training_mode=true is accepted
+// only when ratio == 0 (the output is then the input and the mask all true), since a random mask
+// cannot be reproduced. Dropout-1/6's is_test attribute is ignored (treated as inference).
+#include <algorithm>
+#include <cstring>
+
+#include "ops/common.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+Status CopyInput0(const ComputeContext& ctx) {
+  const Tensor& in = ctx.in(0);
+  Tensor& out = ctx.out(0);
+  if (out.raw() != in.raw() && in.bytes() > 0) std::memcpy(out.raw(), in.raw(), in.bytes());
+  return OkStatus();
+}
+
+// Flatten: [d0..d(axis-1)] x [d(axis)..]; axis in [-r, r].
+class FlattenOp : public Op {
+ public:
+  explicit FlattenOp(const Node& node) : Op(node), axis_(node.GetInt("axis", 1)) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    const int64_t r = ctx.rank(0);
+    int64_t axis = axis_;
+    if (axis < -r || axis > r)
+      return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                       "]; got " + std::to_string(axis_));
+    if (axis < 0) axis += r;
+    int64_t a = 1, b = 1;
+    for (int64_t d = 0; d < r; ++d) (d < axis ? a : b) *= ctx.shape(0)[d];
+    ctx.SetOutput(0, ctx.dtype(0), {a, b});
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+
+ private:
+  int64_t axis_;
+};
+KILN_REGISTER_OP("Flatten", 1, ir::kMaxOpset, &ir::MakeOp<FlattenOp>);
+
+// Reshape: Reshape-1..4 read the `shape` attribute, Reshape-5+ the `shape` input. A 0 copies the
+// input dim (unless allowzero=1, Reshape-14+), one -1 is inferred from the element count.
+class ReshapeOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    const int64_t allowzero = node.GetInt("allowzero", 0);
+    if (allowzero != 0 && allowzero != 1)
+      return ir::AttrError(node, "allowzero must be 0 or 1; got " + std::to_string(allowzero));
+    if (node.opset < 5 && !node.HasAttr("shape"))
+      return ir::AttrError(node, "Reshape before opset 5 needs the `shape` attribute; got none");
+    return std::unique_ptr<Op>(new ReshapeOp(node, allowzero == 1));
+  }
+  std::vector<int> ShapeInputs() const override {
+    return opset() >= 5 ? std::vector<int>{1} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    std::vector<int64_t> req = attr_shape_;
+    if (opset() >= 5) {
+      KILN_ASSIGN_OR_RETURN(req, KnownInts(ctx, 1, "Reshape's shape"));
+      if (ctx.rank(1) != 1)
+        return ctx.Error("shape must be 1-D; got rank " + std::to_string(ctx.rank(1)));
+    }
+    const Shape& in = ctx.shape(0);
+    Shape out(req.size());
+    int64_t infer_at = -1, known = 1;
+    bool has_zero = false;
+    for (size_t i = 0; i < req.size(); ++i) {
+      int64_t d = req[i];
+      if (d == -1) {
+        if (infer_at >= 0)
+          return ctx.Error("shape may contain at most one -1; got " + IntsToString(req));
+        infer_at = static_cast<int64_t>(i);
+        continue;
+      }
+      if (d < -1) return ctx.Error("shape dims must be >= -1; got " + IntsToString(req));
+      if (d == 0) {
+        has_zero = true;
+        if (!allowzero_) {
+          if (i >= in.size())
+            return ctx.Error("a 0 in shape copies the input dim, but the input has rank " +
+                             std::to_string(in.size()) + "; got " + IntsToString(req));
+          d = in[i];
+        }
+      }
+      out[i] = d;
+      known *= d;
+    }
+    if (allowzero_ && has_zero && infer_at >= 0)
+      return ctx.Error("with allowzero=1 shape cannot contain both 0 and -1; got " +
+                       IntsToString(req));
+    const int64_t n = NumElements(in);
+    if (infer_at >= 0) {
+      if (known == 0 || n % known != 0)
+        return ctx.Error("cannot infer the -1 dim: " + std::to_string(n) +
+                         " elements do not divide by " + std::to_string(known) + "; got shape " +
+                         IntsToString(req));
+      out[infer_at] = n / known;
+    } else if (known != n) {
+      return ctx.Error("shape must keep the element count " + std::to_string(n) + "; got " +
+                       IntsToString(req) + " (" + std::to_string(known) + " elements)");
+    }
+    ctx.SetOutput(0, ctx.dtype(0), out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+
+ private:
+  ReshapeOp(const Node& node, bool allowzero)
+      : Op(node), allowzero_(allowzero), attr_shape_(node.GetInts("shape")) {}
+  bool allowzero_;
+  std::vector<int64_t> attr_shape_;
+};
+KILN_REGISTER_OP("Reshape", 1, ir::kMaxOpset, &ReshapeOp::Create);
+
+// Squeeze: axes from the attribute (Squeeze-1..12) or the optional input 1 (Squeeze-13+); with
+// no axes every size-1 dim is removed.
+class SqueezeOp : public Op {
+ public:
+  explicit SqueezeOp(const Node& node)
+      : Op(node), has_attr_axes_(node.HasAttr("axes")), attr_axes_(node.GetInts("axes")) {}
+  std::vector<int> ShapeInputs() const override {
+    return opset() >= 13 ? std::vector<int>{1} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    const Shape& in = ctx.shape(0);
+    const int64_t r = ctx.rank(0);
+    std::vector<int64_t> axes = attr_axes_;
+    bool have_axes = opset() < 13 && has_attr_axes_;
+    if (opset() >= 13 && ctx.has_input(1)) {
+      KILN_ASSIGN_OR_RETURN(axes, KnownInts(ctx, 1, "Squeeze's axes"));
+      have_axes = true;
+    }
+    std::vector<bool> drop(r, false);
+    if (!have_axes) {
+      for (int64_t d = 0; d < r; ++d) drop[d] = in[d] == 1;
+    } else {
+      for (int64_t a : axes) {
+        if (a < -r || a >= r)
+          return ctx.Error("axes must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                           "); got " + IntsToString(axes));
+        if (a < 0) a += r;
+        if (drop[a]) return ctx.Error("axes must not repeat; got " + IntsToString(axes));
+        if (in[a] != 1)
+          return ctx.Error("squeezed dims must have size 1; got size " + std::to_string(in[a]) +
+                           " at axis " + std::to_string(a));
+        drop[a] = true;
+      }
+    }
+    Shape out;
+    for (int64_t d = 0; d < r; ++d)
+      if (!drop[d]) out.push_back(in[d]);
+    ctx.SetOutput(0, ctx.dtype(0), out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+
+ private:
+  bool has_attr_axes_;
+  std::vector<int64_t> attr_axes_;
+};
+KILN_REGISTER_OP("Squeeze", 1, ir::kMaxOpset, &ir::MakeOp<SqueezeOp>);
+
+// Unsqueeze: axes (required) from the attribute (Unsqueeze-1..12) or input 1 (Unsqueeze-13+),
+// indexing the output, whose rank is rank(input) + len(axes).
+class UnsqueezeOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    if (node.opset < 13 && !node.HasAttr("axes"))
+      return ir::AttrError(node, "Unsqueeze before opset 13 needs the `axes` attribute; got none");
+    return std::unique_ptr<Op>(new UnsqueezeOp(node));
+  }
+  std::vector<int> ShapeInputs() const override {
+    return opset() >= 13 ? std::vector<int>{1} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    std::vector<int64_t> axes = attr_axes_;
+    if (opset() >= 13) {
+      KILN_ASSIGN_OR_RETURN(axes, KnownInts(ctx, 1, "Unsqueeze's axes"));
+    }
+    const Shape& in = ctx.shape(0);
+    const int64_t r = ctx.rank(0) + static_cast<int64_t>(axes.size());
+    std::vector<bool> inserted(r, false);
+    for (int64_t a : axes) {
+      if (a < -r || a >= r)
+        return ctx.Error("axes must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                         ") for output rank " + std::to_string(r) + "; got " + IntsToString(axes));
+      if (a < 0) a += r;
+      if (inserted[a]) return ctx.Error("axes must not repeat; got " + IntsToString(axes));
+      inserted[a] = true;
+    }
+    Shape out(r);
+    size_t j = 0;
+    for (int64_t d = 0; d < r; ++d) out[d] = inserted[d] ? 1 : in[j++];
+    ctx.SetOutput(0, ctx.dtype(0), out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+
+ private:
+  explicit UnsqueezeOp(const Node& node) : Op(node), attr_axes_(node.GetInts("axes")) {}
+  std::vector<int64_t> attr_axes_;
+};
+KILN_REGISTER_OP("Unsqueeze", 1, ir::kMaxOpset, &UnsqueezeOp::Create);
+
+class IdentityOp : public Op {
+ public:
+  explicit IdentityOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
+    if (ctx.value(0) != nullptr) ctx.SetOutputValue(0, *ctx.value(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+};
+KILN_REGISTER_OP("Identity", 1, ir::kMaxOpset, &ir::MakeOp<IdentityOp>);
+
+// Dropout in inference: output = input; the optional mask (bool from opset 10, the input's type
+// before) is all true.
+class DropoutOp : public Op {
+ public:
+  explicit DropoutOp(const Node& node) : Op(node) {}
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    if (opset() >= 12 && ctx.has_input(2)) {
+      if (ctx.dtype(2) != DataType::kBool)
+        return ctx.Error(std::string("training_mode must be bool; got ") +
+                         DataTypeName(ctx.dtype(2)));
+      if (ctx.value(2) != nullptr) {
+        double ratio = 0.5;
+        if (ctx.has_input(1) && ctx.value(1) != nullptr)
+          ratio = ReadScalarAsDouble(*ctx.value(1), 0);
+        const bool known_ratio = !ctx.has_input(1) || ctx.value(1) != nullptr;
+        if (ctx.value(2)->data<bool>()[0] && known_ratio && ratio != 0.0)
+          return Unsupported("failed to infer shapes of " + describe() +
+                             ": training_mode=true needs ratio 0 (kiln has no random dropout); got "
+                             "ratio " +
+                             std::to_string(ratio));
+      }
+    }
+    ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
+    if (ctx.num_outputs() > 1)
+      ctx.SetOutput(1, opset() >= 10 ? DataType::kBool : ctx.dtype(0), ctx.shape(0));
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    if (opset() >= 12 && ctx.has(2) && ctx.in(2).data<bool>()[0]) {
+      const double ratio = ctx.has(1) ? ReadScalarAsDouble(ctx.in(1), 0) : 0.5;
+      if (ratio != 0.0)
+        return Unsupported("failed to run " + describe() +
+                           ": training_mode=true needs ratio 0 (kiln has no random dropout); got "
+                           "ratio " +
+                           std::to_string(ratio) + (ctx.has(1) ? "" : " (default)"));
+    }
+    KILN_RETURN_IF_ERROR(CopyInput0(ctx));
+    if (ctx.outputs.size() > 1 && ctx.outputs[1] != nullptr) {
+      Tensor& mask = ctx.out(1);
+      unsigned char one[8] = {};
+      if (!StoreAsDtype(mask.dtype(), 1.0, one))
+        return RunError(std::string("mask dtype must be numeric or bool; got ") +
+                        DataTypeName(mask.dtype()));
+      FillBytes(mask.raw(), mask.numel(), one, DataTypeSize(mask.dtype()));
+    }
+    return OkStatus();
+  }
+};
+KILN_REGISTER_OP("Dropout", 1, ir::kMaxOpset, &ir::MakeOp<DropoutOp>);
+
+}  // namespace
+}  // namespace kiln::ops

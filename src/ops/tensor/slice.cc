@@ -1,0 +1,169 @@
+// Slice: per sliced axis a start, end and step (Slice-1: `starts`/`ends`/`axes` attributes, step 1;
+// Slice-10+: inputs starts, ends, optional axes and steps). Indices are resolved exactly as the
+// ONNX spec says: negative start/end add the dim, then step > 0 clamps start and end to [0, dim],
+// step < 0 clamps start to [0, dim-1] and end to [-1, dim-1]; the length is
+// ceil((end - start) / step) or 0. The kernel is a strided gather (offset sum(start*stride),
+// strides stride*step, which may be negative), so any fixed-size dtype works. Negative axes are
+// accepted in every opset.
+#include <algorithm>
+
+#include "ops/common.h"
+#include "ops/tensor/tensor_util.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+struct SlicePlan {
+  Shape out;
+  std::vector<int64_t> start, step;  // per input dim
+};
+
+// Empty string on success, else the broken rule with the offending values.
+std::string MakePlan(const Shape& in, const std::vector<int64_t>& starts,
+                     const std::vector<int64_t>& ends, const std::vector<int64_t>* axes_in,
+                     const std::vector<int64_t>* steps_in, SlicePlan* plan) {
+  const auto r = static_cast<int64_t>(in.size());
+  const size_t k = starts.size();
+  if (ends.size() != k)
+    return "starts and ends must have the same length; got " + IntsToString(starts) + " and " +
+           IntsToString(ends);
+  std::vector<int64_t> axes(k);
+  if (axes_in) {
+    if (axes_in->size() != k)
+      return "axes must have one entry per start; got " + IntsToString(*axes_in);
+    axes = *axes_in;
+  } else {
+    if (static_cast<int64_t>(k) > r)
+      return "without axes, starts may have at most rank (" + std::to_string(r) +
+             ") entries; got " + IntsToString(starts);
+    for (size_t i = 0; i < k; ++i) axes[i] = static_cast<int64_t>(i);
+  }
+  std::vector<int64_t> steps(k, 1);
+  if (steps_in) {
+    if (steps_in->size() != k)
+      return "steps must have one entry per start; got " + IntsToString(*steps_in);
+    steps = *steps_in;
+  }
+  plan->out = in;
+  plan->start.assign(r, 0);
+  plan->step.assign(r, 1);
+  std::vector<bool> seen(r, false);
+  for (size_t i = 0; i < k; ++i) {
+    int64_t a = axes[i];
+    if (a < -r || a >= r)
+      return "axes must be in [" + std::to_string(-r) + ", " + std::to_string(r) + "); got " +
+             IntsToString(axes);
+    if (a < 0) a += r;
+    if (seen[a]) return "axes must not repeat; got " + IntsToString(axes);
+    seen[a] = true;
+    const int64_t step = steps[i], dim = in[a];
+    if (step == 0) return "steps must be non-zero; got " + IntsToString(steps);
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    int64_t len = 0;
+    if (dim == 0) {
+      s = 0;  // nothing to take; the clamping ranges below would be empty
+    } else if (step > 0) {
+      s = std::min(std::max<int64_t>(s, 0), dim);
+      e = std::min(std::max<int64_t>(e, 0), dim);
+      if (e > s) len = (e - s - 1) / step + 1;
+    } else {
+      s = std::min(std::max<int64_t>(s, 0), dim - 1);
+      e = std::min(std::max<int64_t>(e, -1), dim - 1);
+      if (s > e) {
+        const uint64_t abs_step = uint64_t{0} - static_cast<uint64_t>(step);
+        len = static_cast<int64_t>(static_cast<uint64_t>(s - e - 1) / abs_step + 1);
+      }
+    }
+    plan->out[a] = len;
+    plan->start[a] = len > 0 ? s : 0;
+    plan->step[a] = step;
+  }
+  return "";
+}
+
+class SliceOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    if (node.opset < 10 && (!node.HasAttr("starts") || !node.HasAttr("ends")))
+      return ir::AttrError(node,
+                           "Slice before opset 10 needs `starts` and `ends` attributes; got " +
+                               std::string(node.HasAttr("starts") ? "no ends" : "no starts"));
+    return std::unique_ptr<Op>(new SliceOp(node));
+  }
+  std::vector<int> ShapeInputs() const override {
+    return opset() >= 10 ? std::vector<int>{1, 2, 3, 4} : std::vector<int>{};
+  }
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    SlicePlan plan;
+    std::string err;
+    if (opset() < 10) {
+      err = MakePlan(ctx.shape(0), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+    } else {
+      std::vector<int64_t> v[5];
+      for (size_t i = 1; i < 5; ++i) {
+        if (!ctx.has_input(i)) continue;
+        static const char* kNames[] = {"", "Slice's starts", "Slice's ends", "Slice's axes",
+                                       "Slice's steps"};
+        KILN_ASSIGN_OR_RETURN(v[i], KnownInts(ctx, i, kNames[i]));
+      }
+      if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.Error("starts and ends are required");
+      err = MakePlan(ctx.shape(0), v[1], v[2], ctx.has_input(3) ? &v[3] : nullptr,
+                     ctx.has_input(4) ? &v[4] : nullptr, &plan);
+    }
+    if (!err.empty()) return ctx.Error(err);
+    ctx.SetOutput(0, ctx.dtype(0), plan.out);
+    return OkStatus();
+  }
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& in = ctx.in(0);
+    SlicePlan plan;
+    std::string err;
+    if (opset() < 10) {
+      err = MakePlan(in.shape(), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+    } else {
+      std::vector<int64_t> v[5];
+      for (size_t i = 1; i < 5; ++i) {
+        if (!ctx.has(i)) continue;
+        KILN_ASSIGN_OR_RETURN(v[i], RunInts(*this, ctx.in(i), "input " + std::to_string(i)));
+      }
+      err = MakePlan(in.shape(), v[1], v[2], ctx.has(3) ? &v[3] : nullptr,
+                     ctx.has(4) ? &v[4] : nullptr, &plan);
+    }
+    if (!err.empty()) return RunError(err);
+    if (plan.out != ctx.out(0).shape())
+      return RunError("output was allocated as " + ShapeToString(ctx.out(0).shape()) +
+                      " but the slice has shape " + ShapeToString(plan.out));
+    const auto strides = Strides(in.shape());
+    std::vector<int64_t> st(strides.size());
+    int64_t offset = 0;
+    for (size_t d = 0; d < strides.size(); ++d) {
+      st[d] = strides[d] * plan.step[d];
+      offset += plan.start[d] * strides[d];
+    }
+    StridedGather(ctx.out(0).raw(), in.raw(), plan.out, st, offset, DataTypeSize(in.dtype()));
+    return OkStatus();
+  }
+
+ private:
+  explicit SliceOp(const Node& node)
+      : Op(node),
+        starts_(node.GetInts("starts")),
+        ends_(node.GetInts("ends")),
+        has_axes_(node.HasAttr("axes")),
+        axes_(node.GetInts("axes")) {}
+  std::vector<int64_t> starts_, ends_;  // Slice-1 attributes
+  bool has_axes_;
+  std::vector<int64_t> axes_;
+};
+KILN_REGISTER_OP("Slice", 1, ir::kMaxOpset, &SliceOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

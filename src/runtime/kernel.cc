@@ -1,0 +1,80 @@
+#include "runtime/kernel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::runtime {
+namespace {
+
+// Wraps an op's reference implementation as a kernel.
+class ReferenceKernel final : public Kernel {
+ public:
+  explicit ReferenceKernel(const ir::Op& op) : op_(op) {}
+  Status Run(const ir::ComputeContext& ctx) const override { return op_.Compute(ctx); }
+
+ private:
+  const ir::Op& op_;
+};
+
+bool VerboseDispatch() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_VERBOSE");
+    return v != nullptr && std::strstr(v, "dispatch") != nullptr;
+  }();
+  return on;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+KernelRegistry& KernelRegistry::Global() {
+  static KernelRegistry* r = new KernelRegistry();
+  return *r;
+}
+
+void KernelRegistry::Register(KernelDef def) {
+  defs_.push_back(std::make_unique<KernelDef>(std::move(def)));
+}
+
+std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
+                                                         const std::string& backend) const {
+  std::vector<const KernelDef*> out;
+  for (const auto& d : defs_)
+    if (d->op_type == node.op_type && d->domain == node.domain && d->backend == backend &&
+        node.opset >= d->since && node.opset <= d->until)
+      out.push_back(d.get());
+  std::stable_sort(out.begin(), out.end(),
+                   [](const KernelDef* a, const KernelDef* b) { return a->priority > b->priority; });
+  return out;
+}
+
+SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
+                            const std::vector<TensorInfo>& inputs, const std::string& backend,
+                            bool reference_only) {
+  if (!reference_only) {
+    for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
+      KernelSupport s = def->supports ? def->supports(node, op, inputs) : KernelSupport{true, ""};
+      if (s.ok) {
+        if (VerboseDispatch())
+          std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(),
+                       def->name.c_str());
+        return {def->create(node, op), def->name};
+      }
+      if (VerboseDispatch())
+        std::fprintf(stderr, "kiln dispatch: %s: %s declined: %s\n", node.Describe().c_str(),
+                     def->name.c_str(), s.reason.c_str());
+    }
+  }
+  std::string name = backend + "." + Lower(node.op_type) + ".ref";
+  if (VerboseDispatch())
+    std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(), name.c_str());
+  return {std::make_unique<ReferenceKernel>(op), name};
+}
+
+}  // namespace kiln::runtime

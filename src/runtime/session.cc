@@ -1,0 +1,161 @@
+#include "kiln/session.h"
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "onnx/onnx_loader.h"
+#include "runtime/execution_plan.h"
+
+namespace kiln {
+
+std::string TensorSpec::ToString() const {
+  std::string s = DataTypeName(dtype);
+  if (!rank_known) return s + "[?]";
+  s += "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ",";
+    s += dims[i] >= 0 ? std::to_string(dims[i]) : (dim_names[i].empty() ? "?" : dim_names[i]);
+  }
+  return s + "]";
+}
+
+struct Session::Impl {
+  SessionOptions options;
+  std::unique_ptr<runtime::Model> model;
+  std::vector<TensorSpec> inputs, outputs;
+  mutable std::mutex mu;
+  mutable std::map<std::vector<Shape>, std::shared_ptr<const runtime::ExecutionPlan>> plans;
+
+  StatusOr<std::vector<Tensor>> BindInputs(const std::vector<NamedTensor>& given) const;
+  StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> PlanFor(
+      const std::vector<Tensor>& ordered) const;
+};
+
+namespace {
+
+TensorSpec SpecOf(const ir::Value& v) {
+  TensorSpec s;
+  s.name = v.name;
+  s.dtype = v.dtype;
+  if (v.shape) {
+    s.rank_known = true;
+    for (const auto& d : *v.shape) {
+      s.dims.push_back(d.fixed() ? d.value : -1);
+      s.dim_names.push_back(d.param);
+    }
+  }
+  return s;
+}
+
+StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(
+    StatusOr<std::unique_ptr<ir::Graph>> graph, const SessionOptions& options) {
+  if (!graph.ok()) return graph.status();
+  KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
+  if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
+  auto impl = std::make_unique<Session::Impl>();
+  impl->options = options;
+  for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
+  for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
+  impl->model = std::move(model);
+  return impl;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> Session::Impl::BindInputs(
+    const std::vector<NamedTensor>& given) const {
+  std::vector<Tensor> ordered(inputs.size());
+  std::vector<bool> seen(inputs.size(), false);
+  for (const auto& nt : given) {
+    size_t k = 0;
+    while (k < inputs.size() && inputs[k].name != nt.name) ++k;
+    if (k == inputs.size()) {
+      std::string names;
+      for (const auto& s : inputs) names += (names.empty() ? "'" : ", '") + s.name + "'";
+      return InvalidArgument("unknown input '" + nt.name + "'; the model's inputs are " + names);
+    }
+    if (seen[k]) return InvalidArgument("input '" + nt.name + "' is given more than once");
+    seen[k] = true;
+    const TensorSpec& spec = inputs[k];
+    const Tensor& t = nt.tensor;
+    std::string expected = "expected " + spec.ToString();
+    std::string got = "got " + std::string(DataTypeName(t.dtype())) + ShapeToString(t.shape());
+    if (spec.dtype != DataType::kUndefined && t.dtype() != spec.dtype)
+      return InvalidArgument("input '" + nt.name + "': wrong dtype; " + expected + ", " + got);
+    if (!IsSupportedDataType(t.dtype()))
+      return InvalidArgument("input '" + nt.name + "': dtype " + DataTypeName(t.dtype()) +
+                             " is not supported");
+    if (spec.rank_known) {
+      if (t.rank() != static_cast<int64_t>(spec.dims.size()))
+        return InvalidArgument("input '" + nt.name + "': wrong rank; " + expected + ", " + got);
+      for (size_t d = 0; d < spec.dims.size(); ++d)
+        if (spec.dims[d] >= 0 && spec.dims[d] != t.shape()[d])
+          return InvalidArgument("input '" + nt.name + "': dimension " + std::to_string(d) +
+                                 " must be " + std::to_string(spec.dims[d]) + "; " + expected +
+                                 ", " + got);
+    }
+    for (int64_t d : t.shape())
+      if (d < 0) return InvalidArgument("input '" + nt.name + "': negative dimension; " + got);
+    ordered[k] = t;
+  }
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (!seen[k])
+      return InvalidArgument("missing input '" + inputs[k].name + "' (expected " +
+                             inputs[k].ToString() + ")");
+  return ordered;
+}
+
+StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
+    const std::vector<Tensor>& ordered) const {
+  std::vector<Shape> sig;
+  for (const auto& t : ordered) sig.push_back(t.shape());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = plans.find(sig);
+    if (it != plans.end()) return it->second;
+  }
+  KILN_ASSIGN_OR_RETURN(auto plan, runtime::ExecutionPlan::Create(*model, ordered, options));
+  std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
+  std::lock_guard<std::mutex> lock(mu);
+  return plans.emplace(sig, shared).first->second;
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
+                                                 const SessionOptions& options) {
+  auto impl = MakeImpl(onnxio::LoadModel(path), options);
+  if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
+  return std::unique_ptr<Session>(new Session(std::move(impl).value()));
+}
+
+StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& bytes,
+                                                          const SessionOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
+const std::vector<TensorSpec>& Session::outputs() const { return impl_->outputs; }
+
+Status Session::Run(const std::vector<NamedTensor>& inputs,
+                    std::vector<NamedTensor>* outputs) const {
+  KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+  KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+  std::vector<Tensor> outs;
+  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs));
+  outputs->clear();
+  for (size_t i = 0; i < outs.size(); ++i)
+    outputs->push_back(NamedTensor{impl_->outputs[i].name, std::move(outs[i])});
+  return OkStatus();
+}
+
+StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inputs) const {
+  KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+  KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+  return plan->Describe(*impl_->model);
+}
+
+}  // namespace kiln

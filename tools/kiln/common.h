@@ -1,0 +1,21 @@
+// Shared CLI helpers: Status -> exit code mapping, error printing, tensor file reading.
+#pragma once
+
+#include <string>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::cli {
+
+// Exit codes (documented in README "Exit codes"): 0 success; 1 usage error; otherwise
+// 10 + StatusCode (InvalidArgument 11, InvalidModel 12, Unsupported 13, NotFound 14, ...).
+int ExitCodeFor(const Status& s);
+// Prints "kiln: error: ..." to stderr and returns the exit code.
+int Fail(const Status& s);
+// Reads a .npy or .pb (ONNX TensorProto) file, chosen by extension.
+StatusOr<Tensor> ReadTensorFile(const std::string& path);
+// Output file name: every character outside [A-Za-z0-9._-] replaced by '_'.
+std::string SanitizeFileName(const std::string& name);
+
+}  // namespace kiln::cli

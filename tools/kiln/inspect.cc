@@ -1,0 +1,128 @@
+// `kiln inspect MODEL [--optimized] [--shape NAME=AxBxC]`: what the model is and whether kiln can
+// run it: IR version, opsets, inputs/outputs, op histogram, parameters, unsupported nodes.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <map>
+
+#include "common.h"
+#include "kiln/session.h"
+#include "onnx/onnx_loader.h"
+#include "runtime/execution_plan.h"
+
+namespace kiln::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  bool optimized = false;
+  std::vector<std::string> shapes;
+};
+
+std::string ValueString(const ir::Value& v) {
+  TensorSpec s;
+  s.dtype = v.dtype;
+  if (v.shape) {
+    s.rank_known = true;
+    for (const auto& d : *v.shape) {
+      s.dims.push_back(d.fixed() ? d.value : -1);
+      s.dim_names.push_back(d.param);
+    }
+  }
+  return s.ToString();
+}
+
+StatusOr<Shape> ParseShape(const std::string& text) {
+  Shape s;
+  size_t p = 0;
+  while (p <= text.size()) {
+    size_t e = text.find('x', p);
+    if (e == std::string::npos) e = text.size();
+    std::string tok = text.substr(p, e - p);
+    if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument("--shape: '" + text + "' is not of the form AxBxC");
+    s.push_back(std::stoll(tok));
+    p = e + 1;
+  }
+  return s;
+}
+
+Status DoInspect(const InspectArgs& a) {
+  KILN_ASSIGN_OR_RETURN(auto graph, onnxio::LoadModel(a.model));
+  const ir::Graph& g = *graph;
+  std::printf("model: %s\n", a.model.c_str());
+  std::printf("ir_version: %lld   producer: %s\n", static_cast<long long>(g.ir_version),
+              g.producer.empty() ? "(none)" : g.producer.c_str());
+  std::printf("opsets:");
+  for (const auto& [d, v] : g.opset_imports)
+    std::printf(" %s=%d", d.empty() ? "ai.onnx" : d.c_str(), v);
+  std::printf("\ninputs:\n");
+  for (int id : g.inputs)
+    std::printf("  %s: %s\n", g.values[id].name.c_str(), ValueString(g.values[id]).c_str());
+  std::printf("outputs:\n");
+  for (int id : g.outputs)
+    std::printf("  %s: %s\n", g.values[id].name.c_str(), ValueString(g.values[id]).c_str());
+  int64_t params = 0, param_bytes = 0;
+  for (const auto& v : g.values)
+    if (v.constant) {
+      params += v.constant->numel();
+      param_bytes += static_cast<int64_t>(v.constant->bytes());
+    }
+  for (const auto& n : g.nodes)
+    if (const Tensor* t = n.GetTensor("value")) {
+      params += t->numel();
+      param_bytes += static_cast<int64_t>(t->bytes());
+    }
+  std::printf("parameters: %lld (%.2f MB)\n", static_cast<long long>(params), param_bytes / 1e6);
+  std::map<std::string, int> hist;
+  for (const auto& n : g.nodes) hist[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
+  std::printf("nodes: %zu\n", g.nodes.size());
+  for (const auto& [op, c] : hist) std::printf("  %-24s %d\n", op.c_str(), c);
+
+  KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph)));
+  if (model->unsupported.empty()) {
+    std::printf("supported: yes, every node has a kiln implementation\n");
+  } else {
+    std::printf("supported: NO\n%s\n",
+                runtime::UnsupportedNodesError(model->unsupported).message().c_str());
+    return OkStatus();
+  }
+  if (!a.optimized) return OkStatus();
+
+  // Concrete shapes: --shape overrides; symbolic dims default to 1.
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model));
+  std::vector<NamedTensor> inputs;
+  for (const auto& spec : session->inputs()) {
+    Shape s;
+    for (int64_t d : spec.dims) s.push_back(d >= 0 ? d : 1);
+    for (const auto& kv : a.shapes) {
+      auto eq = kv.find('=');
+      if (eq != std::string::npos && kv.substr(0, eq) == spec.name) {
+        KILN_ASSIGN_OR_RETURN(s, ParseShape(kv.substr(eq + 1)));
+      }
+    }
+    inputs.push_back({spec.name, Tensor::Empty(spec.dtype, s)});
+  }
+  KILN_ASSIGN_OR_RETURN(std::string plan, session->DescribePlan(inputs));
+  std::printf("plan for");
+  for (const auto& in : inputs)
+    std::printf(" %s=%s", in.name.c_str(), ShapeToString(in.tensor.shape()).c_str());
+  std::printf(":\n%s", plan.c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddInspectCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Describe a model and check kiln can run it");
+  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_flag("--optimized", args->optimized, "Also print the prepared execution plan");
+  cmd->add_option("--shape", args->shapes, "NAME=AxBxC input shape for --optimized");
+  cmd->callback([args, exit_code] {
+    Status s = DoInspect(*args);
+    if (!s.ok()) *exit_code = Fail(s);
+  });
+}
+
+}  // namespace kiln::cli

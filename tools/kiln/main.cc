@@ -1,0 +1,25 @@
+// The `kiln` command: one binary, one subcommand per file.
+#include <CLI/CLI.hpp>
+
+#include "common.h"
+
+namespace kiln::cli {
+void AddInspectCommand(CLI::App& app, int* exit_code);
+void AddRunCommand(CLI::App& app, int* exit_code);
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: an offline inference engine for ONNX models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1.0");
+  int exit_code = 0;
+  kiln::cli::AddInspectCommand(app, &exit_code);
+  kiln::cli::AddRunCommand(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,86 @@
+// `kiln run MODEL --input NAME=FILE ... --output-dir DIR`: runs a model on tensors from .npy or
+// .pb files and writes each output as DIR/<sanitized output name>.npy.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "common.h"
+#include "core/npy.h"
+#include "kiln/session.h"
+
+namespace kiln::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  bool reference = false;
+};
+
+Status DoRun(const RunArgs& a) {
+  auto t0 = std::chrono::steady_clock::now();
+  SessionOptions opts;
+  opts.reference_only = a.reference;
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
+  auto t1 = std::chrono::steady_clock::now();
+
+  std::vector<NamedTensor> inputs;
+  for (const std::string& spec : a.inputs) {
+    std::string name, path;
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) {
+      if (session->inputs().size() != 1)
+        return InvalidArgument("--input " + spec + ": the model has " +
+                               std::to_string(session->inputs().size()) +
+                               " inputs, so name it: --input NAME=FILE");
+      name = session->inputs()[0].name;
+      path = spec;
+    } else {
+      name = spec.substr(0, eq);
+      path = spec.substr(eq + 1);
+    }
+    auto t = ReadTensorFile(path);
+    if (!t.ok()) return Status(t.status()).AddContext("while reading input '" + name + "'");
+    inputs.push_back({name, std::move(t).value()});
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(a.output_dir, ec);
+  if (ec || !std::filesystem::is_directory(a.output_dir))
+    return InvalidArgument("cannot create output directory '" + a.output_dir + "'");
+
+  std::vector<NamedTensor> outputs;
+  KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+  auto t2 = std::chrono::steady_clock::now();
+  for (const auto& o : outputs) {
+    std::string path = (std::filesystem::path(a.output_dir) / (SanitizeFileName(o.name) + ".npy")).string();
+    KILN_RETURN_IF_ERROR(WriteNpyFile(o.tensor, path));
+    std::printf("%s: %s%s -> %s\n", o.name.c_str(), DataTypeName(o.tensor.dtype()),
+                ShapeToString(o.tensor.shape()).c_str(), path.c_str());
+  }
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::printf("load %.1f ms, run %.1f ms\n", ms(t1 - t0), ms(t2 - t1));
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a model on input tensors (.npy or .pb files)");
+  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("--input,-i", args->inputs,
+                  "NAME=FILE (repeatable); FILE alone when the model has one input")
+      ->required();
+  cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files")
+      ->required();
+  cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  cmd->callback([args, exit_code] {
+    Status s = DoRun(*args);
+    if (!s.ok()) *exit_code = Fail(s);
+  });
+}
+
+}  // namespace kiln::cli
