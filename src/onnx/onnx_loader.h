@@ -1,6 +1,6 @@
 // ONNX protobuf -> ir::Graph. The only module that includes ONNX's generated headers. Parses with
-// Debian's libprotobuf/libonnx, runs ONNX's checker and shape inference (inferred shapes fill the
-// graph's value types for inspection; execution re-infers with concrete shapes), decodes
+// Debian's libprotobuf/libonnx, runs ONNX's checker on every node (shapes are inferred later by
+// kiln's own per-op inference, once concrete input shapes are known), decodes
 // initializers and Constant attributes, and reads external data files confined to the model's
 // folder. Stateless; thread-safe.
 #pragma once

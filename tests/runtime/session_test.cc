@@ -1,1 +1,178 @@
+// Session behaviour: input validation messages, the all-at-once unsupported-node report, shape
+// sub-graph folding at prepare time, plan reuse per shape signature, concurrent runs.
 #include <gtest/gtest.h>
+
+#include <thread>
+
+#include "kiln/session.h"
+#include "model_builder.h"
+
+namespace kiln {
+namespace {
+
+using testing::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+constexpr int kI64 = onnx::TensorProto::INT64;
+
+std::unique_ptr<Session> MustLoad(const std::string& bytes) {
+  auto s = Session::LoadFromBytes(bytes);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+Tensor Iota(Shape shape, float scale = 1.f) {
+  Tensor t = Tensor::Empty(DataType::kFloat, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * static_cast<float>(i);
+  return t;
+}
+
+// y = relu(x + b), x: [N,3], b: [3].
+std::string AddReluModel() {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 3}).Output("y", kF32, {-1, 3});
+  m.FloatInit("b", {3}, {1.f, -10.f, 0.5f});
+  m.Node("Add", {"x", "b"}, {"s"});
+  m.Node("Relu", {"s"}, {"y"});
+  return m.Bytes();
+}
+
+TEST(SessionTest, RunsAndReportsSpecs) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->inputs().size(), 1u);
+  EXPECT_EQ(s->inputs()[0].ToString(), "float32[N,3]");
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 3})}}, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].name, "y");
+  EXPECT_EQ(out[0].tensor.shape(), (Shape{2, 3}));
+  const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
+}
+
+TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  std::vector<NamedTensor> out;
+  struct Case {
+    std::vector<NamedTensor> in;
+    std::vector<std::string> must_mention;
+  };
+  std::vector<Case> cases = {
+      {{}, {"missing input 'x'", "float32[N,3]"}},
+      {{{"z", Iota({1, 3})}}, {"unknown input 'z'", "'x'"}},
+      {{{"x", Tensor::Empty(DataType::kInt64, {1, 3})}}, {"input 'x'", "dtype", "float32[N,3]", "int64[1,3]"}},
+      {{{"x", Iota({3})}}, {"input 'x'", "rank", "float32[3]"}},
+      {{{"x", Iota({1, 4})}}, {"input 'x'", "dimension 1 must be 3", "float32[1,4]"}},
+      {{{"x", Iota({1, 3})}, {"x", Iota({1, 3})}}, {"more than once"}},
+  };
+  for (const auto& c : cases) {
+    Status st = s->Run(c.in, &out);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    for (const auto& m : c.must_mention)
+      EXPECT_NE(st.message().find(m), std::string::npos) << st.message() << " lacks " << m;
+  }
+}
+
+TEST(SessionTest, ReportsEveryUnsupportedNodeAtOnce) {
+  ModelBuilder m(13);
+  m.ImportDomain("com.example", 1);
+  m.Input("x", kF32, {2, 3}).Output("y", kF32, {-1, -1});
+  m.Node("Relu", {"x"}, {"a"}, "fine");
+  m.Node("NonZero", {"a"}, {"b"}, "nz");
+  m.Node("FancyOp", {"x"}, {"c"}, "custom", "com.example");
+  m.Node("Add", {"a", "x"}, {"y"}, "fine_too");
+  auto s = Session::LoadFromBytes(m.Bytes());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported);
+  const std::string& msg = s.status().message();
+  EXPECT_NE(msg.find("2 unsupported nodes"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'nz' NonZero (ai.onnx opset 13)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'custom' FancyOp (com.example opset 1)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("'fine'"), std::string::npos) << msg;
+}
+
+TEST(SessionTest, RejectsAttributesItCannotHonour) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {1, 1, 4, 4}).Output("y", kF32, {-1, -1, -1, -1});
+  auto& n = m.Node("MaxPool", {"x"}, {"y"}, "pool");
+  ModelBuilder::IntsAttr(n, "kernel_shape", {2, 2});
+  ModelBuilder::IntsAttr(n, "strides", {0, 1});
+  auto s = Session::LoadFromBytes(m.Bytes());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("'pool'"), std::string::npos) << s.status().message();
+}
+
+// PyTorch's flatten export: Shape -> Gather -> Unsqueeze -> Concat -> Reshape. With concrete
+// input shapes the shape sub-graph folds at prepare time; only Relu and Reshape run.
+TEST(SessionTest, FoldsShapeSubgraphOncePerSignature) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {-1, 2, 3}).Output("y", kF32, {-1, 6});
+  m.Int64Init("zero", {}, {0});
+  m.Int64Init("axes", {1}, {0});
+  m.Int64Init("minus1", {1}, {-1});
+  m.Node("Relu", {"x"}, {"r"});
+  m.Node("Shape", {"r"}, {"shape"});
+  m.Node("Gather", {"shape", "zero"}, {"batch"});
+  m.Node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  ModelBuilder::IntAttr(m.Node("Concat", {"batch1", "minus1"}, {"newshape"}), "axis", 0);
+  m.Node("Reshape", {"r", "newshape"}, {"y"});
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  auto plan = s->DescribePlan({{"x", Iota({4, 2, 3})}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find("2 steps, 4 nodes folded"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("Shape '"), std::string::npos) << *plan;
+  EXPECT_NE(plan->find("float32[4,6]"), std::string::npos) << *plan;
+  for (int64_t n : {1, 3}) {
+    std::vector<NamedTensor> out;
+    ASSERT_TRUE(s->Run({{"x", Iota({n, 2, 3}, -1.f)}}, &out).ok());
+    EXPECT_EQ(out[0].tensor.shape(), (Shape{n, 6}));
+    EXPECT_EQ(out[0].tensor.data<float>()[0], 0.f);
+  }
+}
+
+// A Reshape whose target shape is computed from run-time data cannot be prepared statically: it
+// is marked dynamic and still runs correctly.
+TEST(SessionTest, RunsDataDependentShapesAtRunTime) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {6}).Input("shape", kI64, {2}).Output("y", kF32, {-1, -1});
+  m.Node("Reshape", {"x", "shape"}, {"y"});
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  std::vector<NamedTensor> out;
+  Tensor shape = Tensor::FromVector<int64_t>({3, 2}, {2});
+  ASSERT_TRUE(s->Run({{"x", Iota({6})}, {"shape", shape}}, &out).ok());
+  EXPECT_EQ(out[0].tensor.shape(), (Shape{3, 2}));
+  auto plan = s->DescribePlan({{"x", Iota({6})}, {"shape", shape}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("shapes at run time"), std::string::npos) << *plan;
+  Tensor bad = Tensor::FromVector<int64_t>({4, 2}, {2});
+  Status st = s->Run({{"x", Iota({6})}, {"shape", bad}}, &out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("Reshape"), std::string::npos) << st.ToString();
+}
+
+TEST(SessionTest, ConcurrentRunsAgree) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  std::vector<std::thread> threads;
+  std::vector<int> bad(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        int64_t n = 1 + (i + t) % 3;
+        std::vector<NamedTensor> out;
+        if (!s->Run({{"x", Iota({n, 3})}}, &out).ok() || out[0].tensor.shape()[0] != n ||
+            out[0].tensor.data<float>()[2] != 2.5f)
+          ++bad[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace kiln

@@ -75,13 +75,6 @@ uint16_t FloatToBf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-int64_t FloatToInt64(double v) {
-  if (std::isnan(v)) return 0;
-  if (v >= 9223372036854775807.0) return INT64_MAX;
-  if (v <= -9223372036854775808.0) return INT64_MIN;
-  return static_cast<int64_t>(v);
-}
-
 template <typename T>
 constexpr bool kFloatLike =
     std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
@@ -106,7 +99,7 @@ U ConvertOne(T x) {
   else if constexpr (std::is_same_v<U, BFloat16>)
     return BFloat16{FloatToBf16(static_cast<float>(v))};
   else if constexpr (std::is_integral_v<U> && kFloatLike<T>)
-    return static_cast<U>(FloatToInt64(static_cast<double>(v)));
+    return static_cast<U>(TruncToInt64(static_cast<double>(v)));
   else
     return static_cast<U>(v);
 }
@@ -204,6 +197,9 @@ class CastOp : public Op {
     return std::unique_ptr<Op>(new CastOp(node, to));
   }
   Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    if (to_ == DataType::kUndefined && !ctx.has_input(1))
+      return ctx.Error("CastLike needs target_type (input 1); got none");
     const DataType to = to_ != DataType::kUndefined ? to_ : ctx.dtype(1);
     for (DataType t : {ctx.dtype(0), to})
       if (!Castable(t))

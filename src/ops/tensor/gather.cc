@@ -21,6 +21,7 @@ class GatherOp : public Op {
   explicit GatherOp(const Node& node) : Op(node), axis_(node.GetInt("axis", 0)) {}
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    if (!ctx.has_input(1)) return ctx.Error("indices (input 1) are required; got none");
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64, DataType::kInt32}));
     const int64_t r = ctx.rank(0);
     if (r == 0) return ctx.Error("data must have rank >= 1; got a scalar");

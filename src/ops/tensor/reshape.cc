@@ -238,6 +238,10 @@ class DropoutOp : public Op {
   explicit DropoutOp(const Node& node) : Op(node) {}
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    for (size_t i = 1; i < 3; ++i)
+      if (ctx.has_input(i) && NumElements(ctx.shape(i)) != 1)
+        return ctx.Error(std::string(i == 1 ? "ratio" : "training_mode") +
+                         " must hold one element; got shape " + ShapeToString(ctx.shape(i)));
     if (opset() >= 12 && ctx.has_input(2)) {
       if (ctx.dtype(2) != DataType::kBool)
         return ctx.Error(std::string("training_mode must be bool; got ") +

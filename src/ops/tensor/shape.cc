@@ -23,6 +23,7 @@ class ShapeOp : public Op {
         end_(node.GetInt("end", INT64_MAX)),
         has_end_(node.HasAttr("end")) {}
   Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     ctx.SetOutputValue(0, Value(ctx.shape(0)));
     return OkStatus();
   }
@@ -62,6 +63,7 @@ class SizeOp : public Op {
  public:
   explicit SizeOp(const Node& node) : Op(node) {}
   Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     ctx.SetOutputValue(0, Tensor::FromVector<int64_t>({NumElements(ctx.shape(0))}, {}));
     return OkStatus();
   }

@@ -83,7 +83,7 @@ std::string MakePlan(const Shape& in, const std::vector<int64_t>& starts,
     }
     plan->out[a] = len;
     plan->start[a] = len > 0 ? s : 0;
-    plan->step[a] = step;
+    plan->step[a] = len > 1 ? step : 1;  // a huge step taking one element must not overflow
   }
   return "";
 }

@@ -106,78 +106,54 @@ void FillBytes(void* dst, int64_t n, const void* value, size_t esz) {
   for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * esz, value, esz);
 }
 
-namespace {
-// Truncates toward zero, saturating at the int64 range; NaN becomes 0 (C++ leaves these undefined).
-int64_t DoubleToInt64(double v) {
+int64_t TruncToInt64(double v) {
   if (std::isnan(v)) return 0;
   if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
   if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
   return static_cast<int64_t>(v);
 }
+
+namespace {
+template <typename T>
+bool Put(T x, void* dst) {
+  std::memcpy(dst, &x, sizeof(T));
+  return true;
+}
 }  // namespace
 
 bool StoreAsDtype(DataType dtype, double v, void* dst) {
+  const int64_t i = TruncToInt64(v);
   switch (dtype) {
-    case DataType::kFloat: {
-      float x = static_cast<float>(v);
-      std::memcpy(dst, &x, 4);
-      return true;
-    }
+    case DataType::kFloat:
+      return Put(static_cast<float>(v), dst);
     case DataType::kDouble:
-      std::memcpy(dst, &v, 8);
-      return true;
-    case DataType::kBool: {
-      bool x = v != 0;
-      std::memcpy(dst, &x, 1);
-      return true;
-    }
-    case DataType::kInt64: {
-      int64_t x = DoubleToInt64(v);
-      std::memcpy(dst, &x, 8);
-      return true;
-    }
-    case DataType::kInt32: {
-      auto x = static_cast<int32_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 4);
-      return true;
-    }
-    case DataType::kUInt32: {
-      auto x = static_cast<uint32_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 4);
-      return true;
-    }
-    case DataType::kInt16: {
-      auto x = static_cast<int16_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 2);
-      return true;
-    }
-    case DataType::kUInt16: {
-      auto x = static_cast<uint16_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 2);
-      return true;
-    }
-    case DataType::kInt8: {
-      auto x = static_cast<int8_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 1);
-      return true;
-    }
-    case DataType::kUInt8: {
-      auto x = static_cast<uint8_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 1);
-      return true;
-    }
-    case DataType::kUInt64: {
-      auto x = static_cast<uint64_t>(DoubleToInt64(v));
-      std::memcpy(dst, &x, 8);
-      return true;
-    }
+      return Put(v, dst);
+    case DataType::kBool:
+      return Put(v != 0, dst);
+    case DataType::kInt64:
+      return Put(i, dst);
+    case DataType::kInt32:
+      return Put(static_cast<int32_t>(i), dst);
+    case DataType::kInt16:
+      return Put(static_cast<int16_t>(i), dst);
+    case DataType::kInt8:
+      return Put(static_cast<int8_t>(i), dst);
+    case DataType::kUInt64:
+      return Put(static_cast<uint64_t>(i), dst);
+    case DataType::kUInt32:
+      return Put(static_cast<uint32_t>(i), dst);
+    case DataType::kUInt16:
+      return Put(static_cast<uint16_t>(i), dst);
+    case DataType::kUInt8:
+      return Put(static_cast<uint8_t>(i), dst);
     default:
       return false;
   }
 }
 
 Status ExpectFixedSize(const ir::InferContext& ctx, size_t i) {
-  if (!ctx.has_input(i) || DataTypeSize(ctx.dtype(i)) > 0) return OkStatus();
+  if (!ctx.has_input(i)) return ctx.Error("input " + std::to_string(i) + " is required; got none");
+  if (DataTypeSize(ctx.dtype(i)) > 0) return OkStatus();
   return Unsupported("failed to infer shapes of " + ctx.node().Describe() + ": input " +
                      std::to_string(i) + " must have a fixed-size element type; got " +
                      DataTypeName(ctx.dtype(i)));

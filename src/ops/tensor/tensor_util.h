@@ -27,11 +27,15 @@ void TransposeBytes(void* dst, const void* src, const Shape& src_shape,
 // Fills n elements of `esz` bytes at dst with the element at `value`.
 void FillBytes(void* dst, int64_t n, const void* value, size_t esz);
 
-// Stores `v` converted to dtype at dst (one element). Integers truncate toward zero; bool is
-// v != 0. Returns false for dtypes it cannot store (string, float16, bfloat16).
+// Truncates toward zero, saturating at the int64 range; NaN becomes 0 (C++ leaves these undefined).
+int64_t TruncToInt64(double v);
+
+// Stores `v` converted to dtype at dst (one element). Integers truncate toward zero (TruncToInt64,
+// then two's-complement wrap); bool is v != 0. False for dtypes it cannot store (string, float16,
+// bfloat16).
 bool StoreAsDtype(DataType dtype, double v, void* dst);
 
-// Unsupported error unless input i has a fixed-size dtype (not string/undefined).
+// Error unless input i is present (InvalidModel) with a fixed-size dtype (else Unsupported).
 Status ExpectFixedSize(const ir::InferContext& ctx, size_t i);
 
 // The values of int32/int64 input i, which must be known (a shape input). `what` names the

@@ -1,0 +1,34 @@
+#!/usr/bin/python3
+"""Writes the small models cli_test.sh uses into OUTDIR (Debian's python3-onnx)."""
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+
+# Two inputs, an output whose name needs sanitising.
+g = helper.make_graph(
+    [helper.make_node("Add", ["a", "b"], ["sum:0/x"], name="add")],
+    "two_inputs",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3])],
+    [helper.make_tensor_value_info("sum:0/x", TensorProto.FLOAT, ["N", 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/two_inputs.onnx")
+
+# Unsupported nodes, twice.
+g = helper.make_graph(
+    [helper.make_node("NonZero", ["x"], ["nz"], name="nz1"),
+     helper.make_node("Det", ["x"], ["y"], name="det1")],
+    "unsupported",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
+     helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/unsupported.onnx")
+
+np.save(f"{out}/a.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
+np.save(f"{out}/b.npy", np.ones((2, 3), dtype=np.float32))
+np.save(f"{out}/b_int.npy", np.ones((2, 3), dtype=np.int64))
+np.save(f"{out}/b_rank.npy", np.ones((6,), dtype=np.float32))
+with open(f"{out}/b.pb", "wb") as f:
+    f.write(numpy_helper.from_array(np.full((2, 3), 2, dtype=np.float32), "b").SerializeToString())
