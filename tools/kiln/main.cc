@@ -6,6 +6,7 @@
 namespace kiln::cli {
 void AddInspectCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
+void AddOpsCommand(CLI::App& app, int* exit_code);
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kiln::cli::AddInspectCommand(app, &exit_code);
   kiln::cli::AddRunCommand(app, &exit_code);
+  kiln::cli::AddOpsCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
