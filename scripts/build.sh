@@ -3,6 +3,6 @@
 # usage: scripts/build.sh [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset release "$@" > build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
+cmake --preset release "$@" > build-configure.log 2>&1 || { cat build-configure.log >&2; exit 1; }
 grep -E "kiln: CUDA" build-configure.log || true
 ninja -C build/release -j"$(nproc)"

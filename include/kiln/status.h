@@ -1,6 +1,7 @@
 // Status and StatusOr<T>: kiln's error values. Every fallible function returns one; nothing aborts
-// on bad input. Messages follow "failed to <verb> <op> node '<name>' (opset N): <rule>; got <value>"
-// and gain context on the way up ("while loading resnet50.onnx"). Thread-safety: values, copyable.
+// on bad input. Messages follow "failed to <verb> <op> node '<name>' (opset N): <rule>; got
+// <value>" and gain context on the way up ("while loading resnet50.onnx"). Thread-safety: values,
+// copyable.
 #pragma once
 
 #include <string>
@@ -84,9 +85,9 @@ class [[nodiscard]] StatusOr {
 #define KILN_CONCAT_INNER_(a, b) a##b
 #define KILN_CONCAT_(a, b) KILN_CONCAT_INNER_(a, b)
 
-#define KILN_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::kiln::Status kiln_status_ = (expr);   \
+#define KILN_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::kiln::Status kiln_status_ = (expr);        \
     if (!kiln_status_.ok()) return kiln_status_; \
   } while (0)
 

@@ -42,13 +42,34 @@ bool IsSupportedDataType(DataType t);
 
 template <typename T>
 struct DataTypeOf;
-template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::kFloat; };
-template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::kDouble; };
-template <> struct DataTypeOf<int64_t> { static constexpr DataType value = DataType::kInt64; };
-template <> struct DataTypeOf<int32_t> { static constexpr DataType value = DataType::kInt32; };
-template <> struct DataTypeOf<uint8_t> { static constexpr DataType value = DataType::kUInt8; };
-template <> struct DataTypeOf<int8_t> { static constexpr DataType value = DataType::kInt8; };
-template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::kBool; };
+template <>
+struct DataTypeOf<float> {
+  static constexpr DataType value = DataType::kFloat;
+};
+template <>
+struct DataTypeOf<double> {
+  static constexpr DataType value = DataType::kDouble;
+};
+template <>
+struct DataTypeOf<int64_t> {
+  static constexpr DataType value = DataType::kInt64;
+};
+template <>
+struct DataTypeOf<int32_t> {
+  static constexpr DataType value = DataType::kInt32;
+};
+template <>
+struct DataTypeOf<uint8_t> {
+  static constexpr DataType value = DataType::kUInt8;
+};
+template <>
+struct DataTypeOf<int8_t> {
+  static constexpr DataType value = DataType::kInt8;
+};
+template <>
+struct DataTypeOf<bool> {
+  static constexpr DataType value = DataType::kBool;
+};
 
 using Shape = std::vector<int64_t>;
 
@@ -79,9 +100,13 @@ class Tensor {
   void* raw() { return data_; }
   const void* raw() const { return data_; }
   template <typename T>
-  T* data() { return static_cast<T*>(data_); }
+  T* data() {
+    return static_cast<T*>(data_);
+  }
   template <typename T>
-  const T* data() const { return static_cast<const T*>(data_); }
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
 
   // Same storage, new shape with the same element count.
   Tensor Reshaped(Shape shape) const;
@@ -99,7 +124,8 @@ template <typename T>
 Tensor Tensor::FromVector(const std::vector<T>& values, Shape shape) {
   Tensor t = Empty(DataTypeOf<T>::value, std::move(shape));
   T* dst = t.data<T>();
-  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i) dst[i] = values[i];
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i)
+    dst[i] = values[i];
   return t;
 }
 

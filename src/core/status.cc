@@ -4,17 +4,28 @@ namespace kiln {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kInvalidModel: return "InvalidModel";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kOutOfMemory: return "OutOfMemory";
-    case StatusCode::kDeviceError: return "DeviceError";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kInternal: return "Internal";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kInvalidModel:
+      return "InvalidModel";
+    case StatusCode::kUnsupported:
+      return "Unsupported";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kOutOfMemory:
+      return "OutOfMemory";
+    case StatusCode::kDeviceError:
+      return "DeviceError";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -8,42 +8,77 @@ namespace kiln {
 
 size_t DataTypeSize(DataType t) {
   switch (t) {
-    case DataType::kFloat: case DataType::kInt32: case DataType::kUInt32: return 4;
-    case DataType::kUInt8: case DataType::kInt8: case DataType::kBool: return 1;
-    case DataType::kUInt16: case DataType::kInt16: case DataType::kFloat16:
-    case DataType::kBFloat16: return 2;
-    case DataType::kInt64: case DataType::kDouble: case DataType::kUInt64: return 8;
-    case DataType::kUndefined: case DataType::kString: return 0;
+    case DataType::kFloat:
+    case DataType::kInt32:
+    case DataType::kUInt32:
+      return 4;
+    case DataType::kUInt8:
+    case DataType::kInt8:
+    case DataType::kBool:
+      return 1;
+    case DataType::kUInt16:
+    case DataType::kInt16:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kInt64:
+    case DataType::kDouble:
+    case DataType::kUInt64:
+      return 8;
+    case DataType::kUndefined:
+    case DataType::kString:
+      return 0;
   }
   return 0;
 }
 
 const char* DataTypeName(DataType t) {
   switch (t) {
-    case DataType::kUndefined: return "undefined";
-    case DataType::kFloat: return "float32";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt16: return "uint16";
-    case DataType::kInt16: return "int16";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kString: return "string";
-    case DataType::kBool: return "bool";
-    case DataType::kFloat16: return "float16";
-    case DataType::kDouble: return "float64";
-    case DataType::kUInt32: return "uint32";
-    case DataType::kUInt64: return "uint64";
-    case DataType::kBFloat16: return "bfloat16";
+    case DataType::kUndefined:
+      return "undefined";
+    case DataType::kFloat:
+      return "float32";
+    case DataType::kUInt8:
+      return "uint8";
+    case DataType::kInt8:
+      return "int8";
+    case DataType::kUInt16:
+      return "uint16";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kInt32:
+      return "int32";
+    case DataType::kInt64:
+      return "int64";
+    case DataType::kString:
+      return "string";
+    case DataType::kBool:
+      return "bool";
+    case DataType::kFloat16:
+      return "float16";
+    case DataType::kDouble:
+      return "float64";
+    case DataType::kUInt32:
+      return "uint32";
+    case DataType::kUInt64:
+      return "uint64";
+    case DataType::kBFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
 
 bool IsSupportedDataType(DataType t) {
   switch (t) {
-    case DataType::kFloat: case DataType::kInt32: case DataType::kInt64: case DataType::kBool:
-    case DataType::kUInt8: case DataType::kInt8: return true;
-    default: return false;
+    case DataType::kFloat:
+    case DataType::kInt32:
+    case DataType::kInt64:
+    case DataType::kBool:
+    case DataType::kUInt8:
+    case DataType::kInt8:
+      return true;
+    default:
+      return false;
   }
 }
 

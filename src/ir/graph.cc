@@ -26,8 +26,7 @@ std::vector<float> Node::GetFloats(const std::string& n, std::vector<float> def)
 }
 const Tensor* Node::GetTensor(const std::string& n) const {
   auto it = attrs.find(n);
-  return it == attrs.end() || it->second.type != Attribute::Type::kTensor ? nullptr
-                                                                           : &it->second.t;
+  return it == attrs.end() || it->second.type != Attribute::Type::kTensor ? nullptr : &it->second.t;
 }
 std::string Node::Describe() const {
   return op_type + " node '" + name + "' (opset " + std::to_string(opset) + ")";

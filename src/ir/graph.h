@@ -38,7 +38,7 @@ struct Attribute {
 struct Value {
   std::string name;
   DataType dtype = DataType::kUndefined;
-  std::optional<std::vector<Dim>> shape;  // nullopt: rank unknown
+  std::optional<std::vector<Dim>> shape;   // nullopt: rank unknown
   std::shared_ptr<const Tensor> constant;  // initializer or folded Constant output
   int producer = -1;                       // node index, -1 for graph inputs and initializers
 };
@@ -46,8 +46,8 @@ struct Value {
 struct Node {
   std::string name;
   std::string op_type;
-  std::string domain;  // "" for ai.onnx
-  int opset = 0;       // the opset version the model imports for `domain`
+  std::string domain;        // "" for ai.onnx
+  int opset = 0;             // the opset version the model imports for `domain`
   std::vector<int> inputs;   // value ids; -1 marks an omitted optional input
   std::vector<int> outputs;  // value ids; -1 marks an omitted optional output
   std::map<std::string, Attribute> attrs;
@@ -71,7 +71,7 @@ struct Graph {
   std::map<std::string, int> opset_imports;  // domain -> version
   std::vector<Value> values;
   std::vector<Node> nodes;
-  std::vector<int> inputs;   // graph inputs that are not initializers
+  std::vector<int> inputs;  // graph inputs that are not initializers
   std::vector<int> outputs;
 
   int FindValue(const std::string& name) const;

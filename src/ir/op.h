@@ -29,7 +29,9 @@ class InferContext {
 
   const Node& node() const { return node_; }
   size_t num_inputs() const { return dtypes_.size(); }
-  bool has_input(size_t i) const { return i < dtypes_.size() && dtypes_[i] != DataType::kUndefined; }
+  bool has_input(size_t i) const {
+    return i < dtypes_.size() && dtypes_[i] != DataType::kUndefined;
+  }
   DataType dtype(size_t i) const { return dtypes_[i]; }
   const Shape& shape(size_t i) const { return shapes_[i]; }
   int64_t rank(size_t i) const { return static_cast<int64_t>(shapes_[i].size()); }
@@ -131,6 +133,6 @@ StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node) {
 
 }  // namespace kiln::ir
 
-#define KILN_REGISTER_OP(op_type, since, until, factory)                       \
-  static ::kiln::ir::OpRegistrar KILN_CONCAT_(kiln_op_registrar_, __COUNTER__)( \
-      op_type, since, until, factory)
+#define KILN_REGISTER_OP(op_type, since, until, factory)                                       \
+  static ::kiln::ir::OpRegistrar KILN_CONCAT_(kiln_op_registrar_, __COUNTER__)(op_type, since, \
+                                                                               until, factory)

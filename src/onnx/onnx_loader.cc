@@ -36,9 +36,18 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::s
                                      const std::string& what) {
   Attribute out;
   switch (a.type()) {
-    case onnx::AttributeProto::FLOAT: out.type = Attribute::Type::kFloat; out.f = a.f(); break;
-    case onnx::AttributeProto::INT: out.type = Attribute::Type::kInt; out.i = a.i(); break;
-    case onnx::AttributeProto::STRING: out.type = Attribute::Type::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::FLOAT:
+      out.type = Attribute::Type::kFloat;
+      out.f = a.f();
+      break;
+    case onnx::AttributeProto::INT:
+      out.type = Attribute::Type::kInt;
+      out.i = a.i();
+      break;
+    case onnx::AttributeProto::STRING:
+      out.type = Attribute::Type::kString;
+      out.s = a.s();
+      break;
     case onnx::AttributeProto::TENSOR: {
       out.type = Attribute::Type::kTensor;
       KILN_ASSIGN_OR_RETURN(out.t, TensorFromProto(a.t(), model_dir, what));
@@ -56,8 +65,12 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::s
       out.type = Attribute::Type::kStrings;
       out.strings.assign(a.strings().begin(), a.strings().end());
       break;
-    case onnx::AttributeProto::GRAPH: out.type = Attribute::Type::kGraph; break;
-    default: out.type = Attribute::Type::kOther; break;
+    case onnx::AttributeProto::GRAPH:
+      out.type = Attribute::Type::kGraph;
+      break;
+    default:
+      out.type = Attribute::Type::kOther;
+      break;
   }
   return out;
 }
@@ -68,9 +81,8 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
   const onnx::GraphProto& gp = model.graph();
   g->name = gp.name();
   g->ir_version = model.ir_version();
-  g->producer = model.producer_name() + (model.producer_version().empty()
-                                              ? ""
-                                              : " " + model.producer_version());
+  g->producer = model.producer_name() +
+                (model.producer_version().empty() ? "" : " " + model.producer_version());
   for (const auto& op : model.opset_import()) {
     std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
     g->opset_imports[d] = static_cast<int>(op.version());

@@ -1,10 +1,11 @@
 // TensorProto decoding: raw_data or typed fields, and external data confined to the model folder.
+#include "onnx/tensor_proto.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
-#include "onnx/tensor_proto.h"
 #include "onnx/tensor_proto_internal.h"
 
 namespace kiln::onnxio {
@@ -145,18 +146,33 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
       else
         CopyConvert(proto.uint64_data(), t.data<uint64_t>(), numel);
       break;
-    case DataType::kInt32: case DataType::kInt16: case DataType::kInt8: case DataType::kUInt16:
-    case DataType::kUInt8: case DataType::kBool: case DataType::kFloat16:
+    case DataType::kInt32:
+    case DataType::kInt16:
+    case DataType::kInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt8:
+    case DataType::kBool:
+    case DataType::kFloat16:
     case DataType::kBFloat16: {
       if (proto.int32_data_size() != numel) return mismatch(proto.int32_data_size());
       for (int64_t i = 0; i < numel; ++i) {
         int32_t v = proto.int32_data(static_cast<int>(i));
         char* dst = static_cast<char*>(t.raw()) + i * es;
         switch (dtype) {
-          case DataType::kInt32: std::memcpy(dst, &v, 4); break;
-          case DataType::kBool: *reinterpret_cast<bool*>(dst) = v != 0; break;
-          case DataType::kInt8: case DataType::kUInt8: *dst = static_cast<char>(v); break;
-          default: { uint16_t h = static_cast<uint16_t>(v); std::memcpy(dst, &h, 2); }
+          case DataType::kInt32:
+            std::memcpy(dst, &v, 4);
+            break;
+          case DataType::kBool:
+            *reinterpret_cast<bool*>(dst) = v != 0;
+            break;
+          case DataType::kInt8:
+          case DataType::kUInt8:
+            *dst = static_cast<char>(v);
+            break;
+          default: {
+            uint16_t h = static_cast<uint16_t>(v);
+            std::memcpy(dst, &h, 2);
+          }
         }
       }
       break;

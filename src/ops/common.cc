@@ -65,14 +65,22 @@ std::vector<int64_t> ReadInts(const Tensor& t) {
 
 double ReadScalarAsDouble(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DataType::kFloat: return t.data<float>()[i];
-    case DataType::kDouble: return t.data<double>()[i];
-    case DataType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DataType::kInt32: return t.data<int32_t>()[i];
-    case DataType::kBool: return t.data<bool>()[i] ? 1.0 : 0.0;
-    case DataType::kUInt8: return t.data<uint8_t>()[i];
-    case DataType::kInt8: return t.data<int8_t>()[i];
-    default: return 0.0;
+    case DataType::kFloat:
+      return t.data<float>()[i];
+    case DataType::kDouble:
+      return t.data<double>()[i];
+    case DataType::kInt64:
+      return static_cast<double>(t.data<int64_t>()[i]);
+    case DataType::kInt32:
+      return t.data<int32_t>()[i];
+    case DataType::kBool:
+      return t.data<bool>()[i] ? 1.0 : 0.0;
+    case DataType::kUInt8:
+      return t.data<uint8_t>()[i];
+    case DataType::kInt8:
+      return t.data<int8_t>()[i];
+    default:
+      return 0.0;
   }
 }
 

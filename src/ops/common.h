@@ -54,27 +54,63 @@ void ForEachBroadcast2(const Shape& out, const Shape& a, const Shape& b, F&& f) 
 
 // Calls f.template operator()<T>() for the tensor's dtype among float, int32, int64, bool,
 // uint8, int8; returns Unsupported otherwise.
-#define KILN_DISPATCH_ALL(dtype, describe, ...)                                       \
-  switch (dtype) {                                                                    \
-    case ::kiln::DataType::kFloat: { using T = float; __VA_ARGS__; break; }           \
-    case ::kiln::DataType::kInt32: { using T = int32_t; __VA_ARGS__; break; }         \
-    case ::kiln::DataType::kInt64: { using T = int64_t; __VA_ARGS__; break; }         \
-    case ::kiln::DataType::kBool: { using T = bool; __VA_ARGS__; break; }             \
-    case ::kiln::DataType::kUInt8: { using T = uint8_t; __VA_ARGS__; break; }         \
-    case ::kiln::DataType::kInt8: { using T = int8_t; __VA_ARGS__; break; }           \
-    default:                                                                          \
-      return ::kiln::Unsupported(std::string("failed to run ") + (describe) +         \
+#define KILN_DISPATCH_ALL(dtype, describe, ...)                                         \
+  switch (dtype) {                                                                      \
+    case ::kiln::DataType::kFloat: {                                                    \
+      using T = float;                                                                  \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kInt32: {                                                    \
+      using T = int32_t;                                                                \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kInt64: {                                                    \
+      using T = int64_t;                                                                \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kBool: {                                                     \
+      using T = bool;                                                                   \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kUInt8: {                                                    \
+      using T = uint8_t;                                                                \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kInt8: {                                                     \
+      using T = int8_t;                                                                 \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    default:                                                                            \
+      return ::kiln::Unsupported(std::string("failed to run ") + (describe) +           \
                                  ": unsupported dtype " + ::kiln::DataTypeName(dtype)); \
   }
 
 // Numeric types only (float, int32, int64).
-#define KILN_DISPATCH_NUMERIC(dtype, describe, ...)                                   \
-  switch (dtype) {                                                                    \
-    case ::kiln::DataType::kFloat: { using T = float; __VA_ARGS__; break; }           \
-    case ::kiln::DataType::kInt32: { using T = int32_t; __VA_ARGS__; break; }         \
-    case ::kiln::DataType::kInt64: { using T = int64_t; __VA_ARGS__; break; }         \
-    default:                                                                          \
-      return ::kiln::Unsupported(std::string("failed to run ") + (describe) +         \
+#define KILN_DISPATCH_NUMERIC(dtype, describe, ...)                                     \
+  switch (dtype) {                                                                      \
+    case ::kiln::DataType::kFloat: {                                                    \
+      using T = float;                                                                  \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kInt32: {                                                    \
+      using T = int32_t;                                                                \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    case ::kiln::DataType::kInt64: {                                                    \
+      using T = int64_t;                                                                \
+      __VA_ARGS__;                                                                      \
+      break;                                                                            \
+    }                                                                                   \
+    default:                                                                            \
+      return ::kiln::Unsupported(std::string("failed to run ") + (describe) +           \
                                  ": unsupported dtype " + ::kiln::DataTypeName(dtype)); \
   }
 

@@ -12,7 +12,8 @@ StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph) {
   for (size_t i = 0; i < graph->nodes.size(); ++i) {
     const ir::Node& node = graph->nodes[i];
     std::string why;
-    const ir::OpDef* def = ir::OpRegistry::Global().Find(node.domain, node.op_type, node.opset, &why);
+    const ir::OpDef* def =
+        ir::OpRegistry::Global().Find(node.domain, node.op_type, node.opset, &why);
     if (def == nullptr) {
       m->unsupported.push_back({node.name, node.op_type, node.domain, node.opset, why});
       continue;
@@ -28,9 +29,9 @@ StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph) {
   for (int id : graph->inputs) {
     const ir::Value& v = graph->values[id];
     if (v.dtype != DataType::kUndefined && !IsSupportedDataType(v.dtype))
-      m->unsupported.push_back({"(graph input '" + v.name + "')", "", "", 0,
-                                std::string("input dtype ") + DataTypeName(v.dtype) +
-                                    " is not supported"});
+      m->unsupported.push_back(
+          {"(graph input '" + v.name + "')", "", "", 0,
+           std::string("input dtype ") + DataTypeName(v.dtype) + " is not supported"});
   }
   m->graph = std::move(graph);
   return m;
@@ -227,7 +228,8 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       cc.outputs.push_back(&env[id]);
     }
     Status s = step.kernel->Run(cc);
-    if (!s.ok()) return s.AddContext("while running " + node.Describe() + " with " + step.kernel_name);
+    if (!s.ok())
+      return s.AddContext("while running " + node.Describe() + " with " + step.kernel_name);
     for (int id : node.inputs)
       if (id >= 0 && last_use[id] == static_cast<int>(si) && !constants[id]) env[id] = Tensor();
   }

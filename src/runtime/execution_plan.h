@@ -28,8 +28,8 @@ struct UnsupportedNode {
 
 struct Model {
   std::unique_ptr<ir::Graph> graph;
-  std::vector<int> order;                       // topological node order
-  std::vector<std::unique_ptr<ir::Op>> ops;     // per node index; null when unsupported
+  std::vector<int> order;                    // topological node order
+  std::vector<std::unique_ptr<ir::Op>> ops;  // per node index; null when unsupported
   std::vector<UnsupportedNode> unsupported;
 };
 

@@ -49,8 +49,9 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
     if (d->op_type == node.op_type && d->domain == node.domain && d->backend == backend &&
         node.opset >= d->since && node.opset <= d->until)
       out.push_back(d.get());
-  std::stable_sort(out.begin(), out.end(),
-                   [](const KernelDef* a, const KernelDef* b) { return a->priority > b->priority; });
+  std::stable_sort(out.begin(), out.end(), [](const KernelDef* a, const KernelDef* b) {
+    return a->priority > b->priority;
+  });
   return out;
 }
 

@@ -79,6 +79,6 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
 
 }  // namespace kiln::runtime
 
-#define KILN_REGISTER_KERNEL(...)                                                    \
-  static ::kiln::runtime::KernelRegistrar KILN_CONCAT_(kiln_kernel_registrar_, __COUNTER__)( \
-      __VA_ARGS__)
+#define KILN_REGISTER_KERNEL(...)                                              \
+  static ::kiln::runtime::KernelRegistrar KILN_CONCAT_(kiln_kernel_registrar_, \
+                                                       __COUNTER__)(__VA_ARGS__)

@@ -48,8 +48,8 @@ TensorSpec SpecOf(const ir::Value& v) {
   return s;
 }
 
-StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(
-    StatusOr<std::unique_ptr<ir::Graph>> graph, const SessionOptions& options) {
+StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::Graph>> graph,
+                                                  const SessionOptions& options) {
   if (!graph.ok()) return graph.status();
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);

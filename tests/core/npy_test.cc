@@ -1,10 +1,10 @@
+#include "core/npy.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-
-#include "core/npy.h"
 
 namespace kiln {
 namespace {

@@ -1,6 +1,7 @@
+#include "kiln/status.h"
+
 #include <gtest/gtest.h>
 
-#include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln {

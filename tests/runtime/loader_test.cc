@@ -77,10 +77,10 @@ TEST(LoaderTest, RejectsExternalDataEscapingTheFolder) {
   struct Case {
     std::string location, must_mention;
   };
-  for (const Case& c : {Case{(outside.path() / "secret.bin").string(), "must be relative"},
-                        Case{"../x/secret.bin", "must not contain '..'"},
-                        Case{"link.bin", "resolves outside the model folder"},
-                        Case{"missing.bin", "not found"}}) {
+  for (const Case& c :
+       {Case{(outside.path() / "secret.bin").string(), "must be relative"},
+        Case{"../x/secret.bin", "must not contain '..'"},
+        Case{"link.bin", "resolves outside the model folder"}, Case{"missing.bin", "not found"}}) {
     WriteFile(d.path() / "m.onnx", ExternalModel(c.location));
     auto s = Session::Load((d.path() / "m.onnx").string());
     ASSERT_FALSE(s.ok()) << c.location;
@@ -145,9 +145,15 @@ TEST(LoaderTest, SurvivesMutatedModels) {
     for (int e = 0; e < edits; ++e) {
       size_t pos = rng() % b.size();
       switch (rng() % 3) {
-        case 0: b[pos] = static_cast<char>(rng()); break;
-        case 1: b.erase(pos, 1 + rng() % 8); break;
-        default: b.insert(pos, 1, static_cast<char>(rng())); break;
+        case 0:
+          b[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          b.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          b.insert(pos, 1, static_cast<char>(rng()));
+          break;
       }
       if (b.empty()) b = "x";
     }
@@ -162,7 +168,8 @@ TEST(LoaderTest, SurvivesMutatedModels) {
     for (const auto& spec : (*s)->inputs()) {
       Shape shape;
       for (int64_t d : spec.dims) shape.push_back(d >= 0 && d <= 64 ? d : 1);
-      if (spec.dtype == DataType::kFloat) in.push_back({spec.name, Tensor::Empty(spec.dtype, shape)});
+      if (spec.dtype == DataType::kFloat)
+        in.push_back({spec.name, Tensor::Empty(spec.dtype, shape)});
     }
     std::vector<NamedTensor> out;
     (void)(*s)->Run(in, &out);

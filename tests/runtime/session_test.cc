@@ -1,10 +1,11 @@
 // Session behaviour: input validation messages, the all-at-once unsupported-node report, shape
 // sub-graph folding at prepare time, plan reuse per shape signature, concurrent runs.
+#include "kiln/session.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "kiln/session.h"
 #include "model_builder.h"
 
 namespace kiln {
@@ -61,7 +62,8 @@ TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {
   std::vector<Case> cases = {
       {{}, {"missing input 'x'", "float32[N,3]"}},
       {{{"z", Iota({1, 3})}}, {"unknown input 'z'", "'x'"}},
-      {{{"x", Tensor::Empty(DataType::kInt64, {1, 3})}}, {"input 'x'", "dtype", "float32[N,3]", "int64[1,3]"}},
+      {{{"x", Tensor::Empty(DataType::kInt64, {1, 3})}},
+       {"input 'x'", "dtype", "float32[N,3]", "int64[1,3]"}},
       {{{"x", Iota({3})}}, {"input 'x'", "rank", "float32[3]"}},
       {{{"x", Iota({1, 4})}}, {"input 'x'", "dimension 1 must be 3", "float32[1,4]"}},
       {{{"x", Iota({1, 3})}, {"x", Iota({1, 3})}}, {"more than once"}},

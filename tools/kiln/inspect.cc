@@ -1,7 +1,6 @@
 // `kiln inspect MODEL [--optimized] [--shape NAME=AxBxC]`: what the model is and whether kiln can
 // run it: IR version, opsets, inputs/outputs, op histogram, parameters, unsupported nodes.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <map>
 

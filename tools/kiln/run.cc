@@ -1,7 +1,6 @@
 // `kiln run MODEL --input NAME=FILE ... --output-dir DIR`: runs a model on tensors from .npy or
 // .pb files and writes each output as DIR/<sanitized output name>.npy.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -55,7 +54,8 @@ Status DoRun(const RunArgs& a) {
   KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
   auto t2 = std::chrono::steady_clock::now();
   for (const auto& o : outputs) {
-    std::string path = (std::filesystem::path(a.output_dir) / (SanitizeFileName(o.name) + ".npy")).string();
+    std::string path =
+        (std::filesystem::path(a.output_dir) / (SanitizeFileName(o.name) + ".npy")).string();
     KILN_RETURN_IF_ERROR(WriteNpyFile(o.tensor, path));
     std::printf("%s: %s%s -> %s\n", o.name.c_str(), DataTypeName(o.tensor.dtype()),
                 ShapeToString(o.tensor.shape()).c_str(), path.c_str());

@@ -40,8 +40,7 @@ struct PowFn {};
 template <typename Fn, Kind kKind>
 class BinaryOp : public Op {
  public:
-  explicit BinaryOp(const Node& node)
-      : Op(node), legacy_axis_(LegacyAxis(node)) {}
+  explicit BinaryOp(const Node& node) : Op(node), legacy_axis_(LegacyAxis(node)) {}
 
   Status Infer(InferContext& ctx) const override {
     if (ctx.dtype(0) != ctx.dtype(1) && !(std::is_same_v<Fn, PowFn>))
@@ -49,9 +48,9 @@ class BinaryOp : public Op {
     if (kKind == Kind::kLogic) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
     } else {
-      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(
-          0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-              kKind == Kind::kCompare ? DataType::kBool : DataType::kFloat}));
+      KILN_RETURN_IF_ERROR(
+          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
+                              kKind == Kind::kCompare ? DataType::kBool : DataType::kFloat}));
     }
     Shape b = LegacyAligned(legacy_axis_, ctx.shape(0), ctx.shape(1));
     auto out = BroadcastShapes({ctx.shape(0), b});
@@ -104,23 +103,69 @@ class BinaryOp : public Op {
   int64_t legacy_axis_;
 };
 
-struct AddFn { template <typename T> auto operator()(T a, T b) const { return a + b; } };
-struct SubFn { template <typename T> auto operator()(T a, T b) const { return a - b; } };
-struct MulFn { template <typename T> auto operator()(T a, T b) const { return a * b; } };
+struct AddFn {
+  template <typename T>
+  auto operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct SubFn {
+  template <typename T>
+  auto operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct MulFn {
+  template <typename T>
+  auto operator()(T a, T b) const {
+    return a * b;
+  }
+};
 struct DivFn {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a / b);
-    else return a / b;
+    if constexpr (std::is_integral_v<T>)
+      return b == 0 ? T(0) : static_cast<T>(a / b);
+    else
+      return a / b;
   }
 };
-struct EqFn { template <typename T> bool operator()(T a, T b) const { return a == b; } };
-struct LtFn { template <typename T> bool operator()(T a, T b) const { return a < b; } };
-struct GtFn { template <typename T> bool operator()(T a, T b) const { return a > b; } };
-struct LeFn { template <typename T> bool operator()(T a, T b) const { return a <= b; } };
-struct GeFn { template <typename T> bool operator()(T a, T b) const { return a >= b; } };
-struct AndFn { bool operator()(bool a, bool b) const { return a && b; } };
-struct OrFn { bool operator()(bool a, bool b) const { return a || b; } };
+struct EqFn {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a == b;
+  }
+};
+struct LtFn {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a < b;
+  }
+};
+struct GtFn {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a > b;
+  }
+};
+struct LeFn {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a <= b;
+  }
+};
+struct GeFn {
+  template <typename T>
+  bool operator()(T a, T b) const {
+    return a >= b;
+  }
+};
+struct AndFn {
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+struct OrFn {
+  bool operator()(bool a, bool b) const { return a || b; }
+};
 
 KILN_REGISTER_OP("Add", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AddFn, Kind::kArith>>));
 KILN_REGISTER_OP("Sub", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<SubFn, Kind::kArith>>));
@@ -130,8 +175,7 @@ KILN_REGISTER_OP("Pow", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<PowFn, Kind::kAr
 KILN_REGISTER_OP("Equal", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<EqFn, Kind::kCompare>>));
 KILN_REGISTER_OP("Less", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<LtFn, Kind::kCompare>>));
 KILN_REGISTER_OP("Greater", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<GtFn, Kind::kCompare>>));
-KILN_REGISTER_OP("LessOrEqual", 12, ir::kMaxOpset,
-                 (&ir::MakeOp<BinaryOp<LeFn, Kind::kCompare>>));
+KILN_REGISTER_OP("LessOrEqual", 12, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<LeFn, Kind::kCompare>>));
 KILN_REGISTER_OP("GreaterOrEqual", 12, ir::kMaxOpset,
                  (&ir::MakeOp<BinaryOp<GeFn, Kind::kCompare>>));
 KILN_REGISTER_OP("And", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AndFn, Kind::kLogic>>));
@@ -145,8 +189,7 @@ class PReluOp : public Op {
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
     auto out = BroadcastShapes({ctx.shape(0), SlopeShape(ctx.shape(0), ctx.shape(1))});
-    if (!out.ok() || *out != ctx.shape(0))
-      return ctx.Error("slope must broadcast to X's shape");
+    if (!out.ok() || *out != ctx.shape(0)) return ctx.Error("slope must broadcast to X's shape");
     ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
     return OkStatus();
   }
@@ -154,11 +197,9 @@ class PReluOp : public Op {
     const float* x = ctx.in(0).data<float>();
     const float* s = ctx.in(1).data<float>();
     float* y = ctx.out(0).data<float>();
-    ForEachBroadcast2(ctx.in(0).shape(), ctx.in(0).shape(),
-                      SlopeShape(ctx.in(0).shape(), ctx.in(1).shape()),
-                      [&](int64_t i, int64_t ix, int64_t is) {
-                        y[i] = x[ix] < 0.f ? s[is] * x[ix] : x[ix];
-                      });
+    ForEachBroadcast2(
+        ctx.in(0).shape(), ctx.in(0).shape(), SlopeShape(ctx.in(0).shape(), ctx.in(1).shape()),
+        [&](int64_t i, int64_t ix, int64_t is) { y[i] = x[ix] < 0.f ? s[is] * x[ix] : x[ix]; });
     return OkStatus();
   }
 
@@ -232,7 +273,8 @@ class VariadicOp : public Op {
       if (ctx.dtype(i) != ctx.dtype(0)) return ctx.Error("inputs must have the same dtype");
       shapes.push_back(ctx.shape(i));
     }
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    KILN_RETURN_IF_ERROR(
+        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
     auto out = BroadcastShapes(shapes);
     if (!out.ok()) return ctx.Error(out.status().message());
     ctx.SetOutput(0, ctx.dtype(0), *out);
@@ -249,9 +291,12 @@ class VariadicOp : public Op {
         const Tensor& ak = ctx.in(k);
         const T* pk = ak.data<T>();
         ForEachBroadcast2(y.shape(), y.shape(), ak.shape(), [&](int64_t i, int64_t, int64_t ib) {
-          if constexpr (kV == Variadic::kMin) py[i] = std::min(py[i], pk[ib]);
-          else if constexpr (kV == Variadic::kMax) py[i] = std::max(py[i], pk[ib]);
-          else py[i] = py[i] + pk[ib];
+          if constexpr (kV == Variadic::kMin)
+            py[i] = std::min(py[i], pk[ib]);
+          else if constexpr (kV == Variadic::kMax)
+            py[i] = std::max(py[i], pk[ib]);
+          else
+            py[i] = py[i] + pk[ib];
         });
       }
       if constexpr (kV == Variadic::kMean) {

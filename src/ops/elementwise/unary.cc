@@ -37,10 +37,10 @@ class FloatUnaryOp : public Op {
   Fn fn_;
 };
 
-#define KILN_FLOAT_UNARY(NAME, SINCE, ...)                                 \
-  StatusOr<std::unique_ptr<Op>> Create##NAME(const Node& node) {           \
-    return std::unique_ptr<Op>(new FloatUnaryOp(node, __VA_ARGS__));       \
-  }                                                                        \
+#define KILN_FLOAT_UNARY(NAME, SINCE, ...)                           \
+  StatusOr<std::unique_ptr<Op>> Create##NAME(const Node& node) {     \
+    return std::unique_ptr<Op>(new FloatUnaryOp(node, __VA_ARGS__)); \
+  }                                                                  \
   KILN_REGISTER_OP(#NAME, SINCE, ir::kMaxOpset, &Create##NAME)
 
 KILN_FLOAT_UNARY(Relu, 1, [](float x) { return x > 0.f ? x : 0.f; });
@@ -56,12 +56,10 @@ KILN_FLOAT_UNARY(Log, 1, [](float x) { return std::log(x); });
 KILN_FLOAT_UNARY(Reciprocal, 1, [](float x) { return 1.f / x; });
 KILN_FLOAT_UNARY(Floor, 1, [](float x) { return std::floor(x); });
 KILN_FLOAT_UNARY(Ceil, 1, [](float x) { return std::ceil(x); });
-KILN_FLOAT_UNARY(HardSwish, 14, [](float x) {
-  return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f));
-});
-KILN_FLOAT_UNARY(LeakyRelu, 1, [a = node.GetFloat("alpha", 0.01f)](float x) {
-  return x >= 0.f ? x : a * x;
-});
+KILN_FLOAT_UNARY(HardSwish, 14,
+                 [](float x) { return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f)); });
+KILN_FLOAT_UNARY(LeakyRelu, 1,
+                 [a = node.GetFloat("alpha", 0.01f)](float x) { return x >= 0.f ? x : a * x; });
 KILN_FLOAT_UNARY(Elu, 1, [a = node.GetFloat("alpha", 1.0f)](float x) {
   return x >= 0.f ? x : a * (std::exp(x) - 1.f);
 });
@@ -81,8 +79,8 @@ class SignedUnaryOp : public Op {
  public:
   explicit SignedUnaryOp(const Node& node) : Op(node) {}
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(
-        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64, DataType::kInt8}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(
+        0, {DataType::kFloat, DataType::kInt32, DataType::kInt64, DataType::kInt8}));
     ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
     return OkStatus();
   }
@@ -98,11 +96,15 @@ class SignedUnaryOp : public Op {
 
 struct NegFn {
   template <typename T>
-  T operator()(T x) const { return -x; }
+  T operator()(T x) const {
+    return -x;
+  }
 };
 struct AbsFn {
   template <typename T>
-  T operator()(T x) const { return x < 0 ? -x : x; }
+  T operator()(T x) const {
+    return x < 0 ? -x : x;
+  }
 };
 KILN_REGISTER_OP("Neg", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<NegFn>>);
 KILN_REGISTER_OP("Abs", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<AbsFn>>);
@@ -132,7 +134,8 @@ class ClipOp : public Op {
         min_(node.GetFloat("min", -std::numeric_limits<float>::infinity())),
         max_(node.GetFloat("max", std::numeric_limits<float>::infinity())) {}
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    KILN_RETURN_IF_ERROR(
+        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
     for (size_t i = 1; i < 3; ++i)
       if (ctx.has_input(i) && NumElements(ctx.shape(i)) != 1)
         return ctx.Error("Clip min/max must be scalars");

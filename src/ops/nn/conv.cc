@@ -57,9 +57,9 @@ class ConvOp : public Op {
       return ctx.Error("W must have the rank of X (" + std::to_string(x.size()) + "); got rank " +
                        std::to_string(w.size()));
     if (w[1] * group_ != x[1])
-      return ctx.Error("W's dim 1 times group must equal X's channels; got W[1]=" +
-                       std::to_string(w[1]) + ", group=" + std::to_string(group_) +
-                       ", X channels=" + std::to_string(x[1]));
+      return ctx.Error(
+          "W's dim 1 times group must equal X's channels; got W[1]=" + std::to_string(w[1]) +
+          ", group=" + std::to_string(group_) + ", X channels=" + std::to_string(x[1]));
     if (w[0] % group_ != 0)
       return ctx.Error("W's output channels must be divisible by group; got " +
                        std::to_string(w[0]) + " and group " + std::to_string(group_));

@@ -47,8 +47,8 @@ class ConvTransposeOp : public Op {
     op->output_shape_ = node.GetInts("output_shape");
     for (int64_t p : op->output_padding_)
       if (p < 0)
-        return ir::AttrError(node, "output_padding must be >= 0; got " +
-                                       JoinInts(op->output_padding_));
+        return ir::AttrError(node,
+                             "output_padding must be >= 0; got " + JoinInts(op->output_padding_));
     for (int64_t o : op->output_shape_)
       if (o < 0)
         return ir::AttrError(node, "output_shape must be >= 0; got " + JoinInts(op->output_shape_));
@@ -188,8 +188,7 @@ class ConvTransposeOp : public Op {
       }
       if (win->out[i] < 0)
         return "pads must not exceed the full output size " + std::to_string(full) +
-               " along spatial dim " + std::to_string(i) + "; got pads " +
-               JoinInts(attrs_.pads);
+               " along spatial dim " + std::to_string(i) + "; got pads " + JoinInts(attrs_.pads);
     }
     return "";
   }

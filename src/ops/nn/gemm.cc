@@ -48,8 +48,8 @@ class GemmOp : public Op {
     const int64_t kb = trans_b_ ? ctx.shape(1)[1] : ctx.shape(1)[0];
     if (k != kb)
       return ctx.Error("the inner dims of A" + std::string(trans_a_ ? "^T" : "") + " and B" +
-                       (trans_b_ ? "^T" : "") + " must match; got " + std::to_string(k) +
-                       " and " + std::to_string(kb));
+                       (trans_b_ ? "^T" : "") + " must match; got " + std::to_string(k) + " and " +
+                       std::to_string(kb));
     const Shape y = {m, n};
     if (ctx.has_input(2)) {
       auto b = BroadcastShapes({y, ctx.shape(2)});

@@ -73,12 +73,14 @@ class BatchNormalizationOp : public Op {
     if (extra > 0 && (training_ || opset() < 14))
       return Unsupported("failed to infer shapes of " + describe() +
                          ": training-mode outputs (running/saved mean and variance) are not "
-                         "supported; got " + std::to_string(extra + 1) + " outputs");
+                         "supported; got " +
+                         std::to_string(extra + 1) + " outputs");
     if (extra > 0)
       return ctx.Error("outputs running_mean and running_var require training_mode=1; got " +
                        std::to_string(extra + 1) + " outputs with training_mode=0");
     const Shape& x = ctx.shape(0);
-    if (x.size() < 2) return ctx.Error("X must be [N, C, ...]; got rank " + std::to_string(x.size()));
+    if (x.size() < 2)
+      return ctx.Error("X must be [N, C, ...]; got rank " + std::to_string(x.size()));
     const int64_t c = x[1];
     const Shape per_activation(x.begin() + 1, x.end());
     for (size_t i = 1; i < 5; ++i) {
@@ -170,8 +172,8 @@ class InstanceNormalizationOp : public Op {
   Status Infer(InferContext& ctx) const override {
     for (size_t i = 0; i < 3; ++i) {
       if (!ctx.has_input(i))
-        return ctx.Error("inputs input, scale and B are all required; input " +
-                         std::to_string(i) + " is missing");
+        return ctx.Error("inputs input, scale and B are all required; input " + std::to_string(i) +
+                         " is missing");
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
     }
     const Shape& x = ctx.shape(0);
@@ -260,10 +262,10 @@ class LayerNormalizationOp : public Op {
     const std::vector<float> scale = Expand(ctx.in(1), inner_shape, 1.f);
     const std::vector<float> bias =
         ctx.has(2) ? Expand(ctx.in(2), inner_shape, 0.f) : std::vector<float>(inner, 0.f);
-    float* mean_out = ctx.outputs.size() > 1 && ctx.outputs[1] ? ctx.outputs[1]->data<float>()
-                                                                : nullptr;
-    float* inv_out = ctx.outputs.size() > 2 && ctx.outputs[2] ? ctx.outputs[2]->data<float>()
-                                                               : nullptr;
+    float* mean_out =
+        ctx.outputs.size() > 1 && ctx.outputs[1] ? ctx.outputs[1]->data<float>() : nullptr;
+    float* inv_out =
+        ctx.outputs.size() > 2 && ctx.outputs[2] ? ctx.outputs[2]->data<float>() : nullptr;
     for (int64_t r = 0; r < outer; ++r) {
       const float* xp = xt.data<float>() + r * inner;
       float* yp = ctx.out(0).data<float>() + r * inner;

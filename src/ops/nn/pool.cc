@@ -98,7 +98,8 @@ class MaxPoolOp : public WindowPoolOp {
 
   Status Infer(InferContext& ctx) const override {
     if (opset() >= 12)
-      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kUInt8, DataType::kInt8}));
+      KILN_RETURN_IF_ERROR(
+          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kUInt8, DataType::kInt8}));
     else
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
     Window win;
@@ -139,8 +140,7 @@ class MaxPoolOp : public WindowPoolOp {
   explicit MaxPoolOp(const Node& node) : WindowPoolOp(node) {}
 
   // Taps k in [lo, hi) of one dim whose position start + k*d lies in [0, in).
-  static void TapRange(int64_t start, int64_t k, int64_t d, int64_t in, int64_t* lo,
-                       int64_t* hi) {
+  static void TapRange(int64_t start, int64_t k, int64_t d, int64_t in, int64_t* lo, int64_t* hi) {
     *lo = std::max<int64_t>(0, CeilDiv(-start, d));
     *hi = std::min<int64_t>(k, FloorDiv(in - 1 - start, d) + 1);
     if (*hi < *lo) *hi = *lo;
@@ -280,8 +280,8 @@ class GlobalPoolOp : public Op {
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
     const Shape& x = ctx.shape(0);
-    if (x.size() < 2) return ctx.Error("X must be [N, C, spatial...]; got rank " +
-                                       std::to_string(x.size()));
+    if (x.size() < 2)
+      return ctx.Error("X must be [N, C, spatial...]; got rank " + std::to_string(x.size()));
     Shape y(x.size(), 1);
     y[0] = x[0];
     y[1] = x[1];

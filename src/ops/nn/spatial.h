@@ -52,29 +52,29 @@ inline Status ParseWindowAttrs(const ir::Node& node, bool allow_dilations, Windo
   else if (ap == "VALID")
     a->auto_pad = AutoPad::kValid;
   else
-    return ir::AttrError(node, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID; got '" +
-                                   ap + "'");
+    return ir::AttrError(
+        node, "auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID; got '" + ap + "'");
   a->kernel_shape = node.GetInts("kernel_shape");
   a->strides = node.GetInts("strides");
   a->dilations = node.GetInts("dilations");
   a->pads = node.GetInts("pads");
   for (int64_t k : a->kernel_shape)
     if (k < 1)
-      return ir::AttrError(node, "kernel_shape entries must be >= 1; got " +
-                                     JoinInts(a->kernel_shape));
+      return ir::AttrError(node,
+                           "kernel_shape entries must be >= 1; got " + JoinInts(a->kernel_shape));
   for (int64_t s : a->strides)
     if (s < 1) return ir::AttrError(node, "strides must be >= 1; got " + JoinInts(a->strides));
   for (int64_t d : a->dilations)
     if (d < 1) return ir::AttrError(node, "dilations must be >= 1; got " + JoinInts(a->dilations));
   if (!allow_dilations && !a->dilations.empty() &&
       std::any_of(a->dilations.begin(), a->dilations.end(), [](int64_t d) { return d != 1; }))
-    return ir::AttrError(node, "dilations are not defined for this op at this opset; got " +
-                                   JoinInts(a->dilations));
+    return ir::AttrError(
+        node, "dilations are not defined for this op at this opset; got " + JoinInts(a->dilations));
   for (int64_t p : a->pads)
     if (p < 0) return ir::AttrError(node, "pads must be >= 0; got " + JoinInts(a->pads));
   if (a->pads.size() % 2 != 0)
-    return ir::AttrError(node, "pads must hold a begin and an end per spatial dim; got " +
-                                   JoinInts(a->pads));
+    return ir::AttrError(
+        node, "pads must hold a begin and an end per spatial dim; got " + JoinInts(a->pads));
   return OkStatus();
 }
 
@@ -147,9 +147,9 @@ inline std::string ForwardWindow(const WindowAttrs& a, const std::vector<int64_t
     const int64_t span = in[i] + w->pad_begin[i] + w->pad_end[i] - eff;
     if (span < 0)
       return "the dilated kernel (extent " + std::to_string(eff) +
-             ") must fit in the padded input along spatial dim " + std::to_string(i) + "; got input " +
-             std::to_string(in[i]) + " with pads " + std::to_string(w->pad_begin[i]) + "+" +
-             std::to_string(w->pad_end[i]);
+             ") must fit in the padded input along spatial dim " + std::to_string(i) +
+             "; got input " + std::to_string(in[i]) + " with pads " +
+             std::to_string(w->pad_begin[i]) + "+" + std::to_string(w->pad_end[i]);
     int64_t o = (ceil_mode ? CeilDiv(span, s) : span / s) + 1;
     if (ceil_mode && (o - 1) * s >= in[i] + w->pad_begin[i]) --o;
     w->out[i] = o;

@@ -21,7 +21,7 @@ cudaError_t LaunchActivation(const float* src, float* dst, long n, int activatio
   long blocks = (n + kThreads - 1) / kThreads;
   if (blocks > 65535L * 16) blocks = 65535L * 16;
   ActivationKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(src, dst, n, activation,
-                                                                          lo, hi);
+                                                                           lo, hi);
   return cudaGetLastError();
 }
 

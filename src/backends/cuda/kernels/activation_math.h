@@ -23,11 +23,16 @@ KILN_HD float Clip(float x, float lo, float hi) { return fminf(hi, fmaxf(lo, x))
 
 KILN_HD float Apply(Activation a, float x, float lo, float hi) {
   switch (a) {
-    case Activation::kRelu: return Relu(x);
-    case Activation::kSigmoid: return Sigmoid(x);
-    case Activation::kHardSwish: return HardSwish(x);
-    case Activation::kSilu: return Silu(x);
-    case Activation::kClip: return Clip(x, lo, hi);
+    case Activation::kRelu:
+      return Relu(x);
+    case Activation::kSigmoid:
+      return Sigmoid(x);
+    case Activation::kHardSwish:
+      return HardSwish(x);
+    case Activation::kSilu:
+      return Silu(x);
+    case Activation::kClip:
+      return Clip(x, lo, hi);
   }
   return x;
 }
