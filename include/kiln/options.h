@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -10,6 +11,15 @@ struct SessionOptions {
   std::string backend = "cpu";
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
+  // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical
+  // cores.
+  int num_threads = 0;
+  // Run the graph optimizer (src/passes) at load.
+  bool optimize = true;
+  // Pass names to skip (see `kiln inspect --optimized`), for debugging and pass-off comparisons.
+  std::vector<std::string> disabled_passes;
+  // "fp32" (default) or "bf16": convolutions and matmuls in bfloat16 where the CPU supports it.
+  std::string precision = "fp32";
 };
 
 }  // namespace kiln
