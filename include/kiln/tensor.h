@@ -84,6 +84,9 @@ class Tensor {
 
   // Allocates zero-initialised, 64-byte aligned storage.
   static Tensor Empty(DataType dtype, Shape shape);
+  // Same, with at least `min_bytes` of storage (a backend's padded or blocked layout may need more
+  // than numel * element size).
+  static Tensor Empty(DataType dtype, Shape shape, size_t min_bytes);
   // Wraps memory owned by someone else; `data` must outlive every copy of the tensor.
   static Tensor View(DataType dtype, Shape shape, void* data);
   // A 1-D or scalar tensor from values (convenience for constants and tests).

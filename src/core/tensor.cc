@@ -1,5 +1,6 @@
 #include "kiln/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -97,11 +98,13 @@ std::string ShapeToString(const Shape& shape) {
   return s + "]";
 }
 
-Tensor Tensor::Empty(DataType dtype, Shape shape) {
+Tensor Tensor::Empty(DataType dtype, Shape shape) { return Empty(dtype, std::move(shape), 0); }
+
+Tensor Tensor::Empty(DataType dtype, Shape shape, size_t min_bytes) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  size_t bytes = t.bytes();
+  size_t bytes = std::max(t.bytes(), min_bytes);
   size_t alloc = ((bytes + 63) / 64) * 64;
   if (alloc == 0) alloc = 64;
   void* p = std::aligned_alloc(64, alloc);

@@ -46,6 +46,15 @@ int Graph::GetOrAddValue(const std::string& name) {
   return id;
 }
 
+Status Graph::RebuildIndex() {
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!index.emplace(values[i].name, static_cast<int>(i)).second)
+      return Internal("graph value name '" + values[i].name + "' is used twice");
+  index_ = std::move(index);
+  return OkStatus();
+}
+
 StatusOr<std::vector<int>> Graph::TopologicalOrder() const {
   const size_t n = nodes.size();
   std::vector<int> pending(n, 0);

@@ -79,6 +79,9 @@ struct Graph {
   int GetOrAddValue(const std::string& name);
   // Node indices in dependency order; InvalidModel on a cycle or a value used before it exists.
   StatusOr<std::vector<int>> TopologicalOrder() const;
+  // Rebuilds the name -> id index from `values`, for graph rewrites (src/passes) that drop or
+  // renumber values. Names must be unique; Internal error naming the first duplicate otherwise.
+  Status RebuildIndex();
 
  private:
   std::map<std::string, int> index_;

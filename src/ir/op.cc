@@ -93,4 +93,9 @@ OpRegistrar::OpRegistrar(const char* op_type, int since, int until, OpFactory cr
   OpRegistry::Global().Register(OpDef{op_type, "", since, until, create});
 }
 
+OpRegistrar::OpRegistrar(const char* domain, const char* op_type, int since, int until,
+                         OpFactory create) {
+  OpRegistry::Global().Register(OpDef{op_type, domain, since, until, create});
+}
+
 }  // namespace kiln::ir

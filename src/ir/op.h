@@ -5,6 +5,8 @@
 //
 // Registration is one line next to the op's code:
 //   KILN_REGISTER_OP("Relu", 6, kMaxOpset, &ReluOp::Create);
+// and, for ops of another domain (kiln's fused ops live in domain "kiln"):
+//   KILN_REGISTER_OP_DOMAIN("kiln", "FusedConv", 1, kMaxOpset, &FusedConvOp::Create);
 #pragma once
 
 #include <memory>
@@ -122,7 +124,9 @@ class OpRegistry {
 };
 
 struct OpRegistrar {
+  // Domain "" (ai.onnx).
   OpRegistrar(const char* op_type, int since, int until, OpFactory create);
+  OpRegistrar(const char* domain, const char* op_type, int since, int until, OpFactory create);
 };
 
 // Convenience factory for ops whose constructor takes (const Node&) and cannot fail.
@@ -136,3 +140,7 @@ StatusOr<std::unique_ptr<Op>> MakeOp(const Node& node) {
 #define KILN_REGISTER_OP(op_type, since, until, factory)                                       \
   static ::kiln::ir::OpRegistrar KILN_CONCAT_(kiln_op_registrar_, __COUNTER__)(op_type, since, \
                                                                                until, factory)
+
+#define KILN_REGISTER_OP_DOMAIN(domain, op_type, since, until, factory)         \
+  static ::kiln::ir::OpRegistrar KILN_CONCAT_(kiln_op_registrar_, __COUNTER__)( \
+      domain, op_type, since, until, factory)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "core/threading.h"
+
 namespace kiln::runtime {
 
 StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph) {
@@ -52,14 +54,47 @@ Status UnsupportedNodesError(const std::vector<UnsupportedNode>& nodes) {
 
 namespace {
 
-std::vector<TensorInfo> InfosOf(const ir::Node& node, const ExecutionPlan& p) {
-  std::vector<TensorInfo> v;
-  for (int id : node.inputs)
-    v.push_back(id < 0 ? TensorInfo{} : TensorInfo{p.dtypes[id], p.shapes[id]});
-  return v;
-}
+// Converts a value stored in a backend layout to plain.
+class ToPlainKernel final : public Kernel {
+ public:
+  explicit ToPlainKernel(std::shared_ptr<const Layout> layout) : layout_(std::move(layout)) {}
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return layout_->ToPlain(ctx.in(0).raw(), ctx.out(0).raw());
+  }
+  bool AcceptsLayout(size_t) const override { return true; }
+
+ private:
+  std::shared_ptr<const Layout> layout_;
+};
 
 }  // namespace
+
+int ExecutionPlan::AddSlot(DataType dtype, const Shape& shape) {
+  dtypes.push_back(dtype);
+  shapes.push_back(shape);
+  static_shape.push_back(true);
+  constants.push_back(nullptr);
+  layouts.push_back(nullptr);
+  last_use.push_back(-1);
+  return static_cast<int>(dtypes.size()) - 1;
+}
+
+int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
+  if (slot < 0 || !layouts[slot]) return slot;
+  if ((*plain_of)[slot] >= 0) return (*plain_of)[slot];
+  int out = AddSlot(dtypes[slot], shapes[slot]);
+  plain_of->push_back(-1);
+  Step step;
+  step.kernel = std::make_unique<ToPlainKernel>(layouts[slot]);
+  step.kernel_name = "to_plain(" + layouts[slot]->name() + ")";
+  step.in_slots = {slot};
+  step.out_slots = {out};
+  last_use[slot] = static_cast<int>(steps.size());
+  steps.push_back(std::move(step));
+  ++conversions;
+  (*plain_of)[slot] = out;
+  return out;
+}
 
 StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& model,
                                                                const std::vector<Tensor>& inputs,
@@ -67,13 +102,11 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
   const ir::Graph& g = *model.graph;
   auto plan = std::make_unique<ExecutionPlan>();
   ExecutionPlan& p = *plan;
-  const size_t nv = g.values.size();
-  p.dtypes.assign(nv, DataType::kUndefined);
-  p.shapes.assign(nv, Shape{});
-  p.static_shape.assign(nv, false);
-  p.constants.assign(nv, nullptr);
-  p.last_use.assign(nv, -1);
-  for (size_t i = 0; i < nv; ++i) {
+  p.num_threads = options.num_threads > 0 ? options.num_threads : PhysicalCores();
+  SetThreadCount(p.num_threads);
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    p.AddSlot(DataType::kUndefined, {});
+    p.static_shape[i] = false;
     if (g.values[i].constant) {
       p.constants[i] = g.values[i].constant;
       p.dtypes[i] = g.values[i].constant->dtype();
@@ -81,6 +114,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
       p.static_shape[i] = true;
     }
   }
+  std::vector<int> plain_of(g.values.size(), -1);
   for (size_t k = 0; k < g.inputs.size(); ++k) {
     int id = g.inputs[k];
     p.dtypes[id] = inputs[k].dtype();
@@ -158,49 +192,70 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     Step step;
     step.node = ni;
     step.dynamic = dynamic;
-    auto infos = InfosOf(node, p);
-    SelectedKernel sel = SelectKernel(node, op, infos, options.backend, options.reference_only);
+    PrepareContext pc;
+    pc.num_threads = p.num_threads;
+    pc.precision = options.precision;
+    for (int id : node.inputs) {
+      pc.inputs.push_back(id < 0 ? TensorInfo{}
+                                 : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
+      pc.constants.push_back(id < 0 ? nullptr : p.constants[id].get());
+    }
+    SelectedKernel sel = SelectKernel(node, op, pc.inputs, pc.constants, options.backend,
+                                      dynamic || options.reference_only);
     step.kernel = std::move(sel.kernel);
     step.kernel_name = std::move(sel.name);
-    if (!dynamic) {
-      std::vector<TensorInfo> outs;
-      for (int id : node.outputs)
-        outs.push_back(id < 0 ? TensorInfo{} : TensorInfo{p.dtypes[id], p.shapes[id]});
-      Status s = step.kernel->Prepare(infos, outs);
-      if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      int slot = node.inputs[i];
+      if (slot >= 0 && p.layouts[slot] && !step.kernel->AcceptsLayout(i)) {
+        slot = p.PlainSlot(slot, &plain_of);
+        pc.inputs[i].layout = nullptr;
+      }
+      step.in_slots.push_back(slot);
     }
-    for (int id : node.inputs)
-      if (id >= 0) p.last_use[id] = static_cast<int>(p.steps.size());
+    if (!dynamic) {
+      for (int id : node.outputs)
+        pc.outputs.push_back(id < 0 ? TensorInfo{} : TensorInfo{p.dtypes[id], p.shapes[id]});
+      Status s = step.kernel->Prepare(&pc);
+      if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
+      for (size_t o = 0; o < node.outputs.size(); ++o)
+        if (node.outputs[o] >= 0) p.layouts[node.outputs[o]] = pc.outputs[o].layout;
+    }
+    step.out_slots = node.outputs;
+    for (int slot : step.in_slots)
+      if (slot >= 0) p.last_use[slot] = static_cast<int>(p.steps.size());
     p.steps.push_back(std::move(step));
   }
-  for (int id : g.outputs) p.last_use[id] = static_cast<int>(p.steps.size());
+  for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
+  for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
   return plan;
 }
 
 Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
                               std::vector<Tensor>* outputs) const {
   const ir::Graph& g = *model.graph;
-  std::vector<Tensor> env(g.values.size());
+  SetThreadCount(num_threads);
+  std::vector<Tensor> env(dtypes.size());
   for (size_t k = 0; k < g.inputs.size(); ++k) env[g.inputs[k]] = inputs[k];
-  auto get = [&](int id) -> const Tensor* {
-    if (id < 0) return nullptr;
-    if (constants[id]) return constants[id].get();
-    return env[id].defined() ? &env[id] : nullptr;
+  auto get = [&](int slot) -> const Tensor* {
+    if (slot < 0) return nullptr;
+    if (constants[slot]) return constants[slot].get();
+    return env[slot].defined() ? &env[slot] : nullptr;
   };
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
-    const ir::Node& node = g.nodes[step.node];
+    const std::string what =
+        step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
     ir::ComputeContext cc;
-    for (int id : node.inputs) {
-      const Tensor* t = get(id);
-      if (id >= 0 && t == nullptr)
-        return Internal("value '" + g.values[id].name + "' missing when running " +
-                        node.Describe());
+    for (int slot : step.in_slots) {
+      const Tensor* t = get(slot);
+      if (slot >= 0 && t == nullptr)
+        return Internal("slot " + std::to_string(slot) + " missing when running " + what);
       cc.inputs.push_back(t);
     }
-    std::vector<DataType> odt(node.outputs.size());
-    std::vector<Shape> osh(node.outputs.size());
+    std::vector<DataType> odt(step.out_slots.size());
+    std::vector<Shape> osh(step.out_slots.size());
     if (step.dynamic) {
+      const ir::Node& node = g.nodes[step.node];
       std::vector<DataType> dts;
       std::vector<Shape> shs;
       for (const Tensor* t : cc.inputs) {
@@ -212,31 +267,33 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       odt = ctx.out_dtypes();
       osh = ctx.out_shapes();
     } else {
-      for (size_t o = 0; o < node.outputs.size(); ++o)
-        if (node.outputs[o] >= 0) {
-          odt[o] = dtypes[node.outputs[o]];
-          osh[o] = shapes[node.outputs[o]];
+      for (size_t o = 0; o < step.out_slots.size(); ++o)
+        if (step.out_slots[o] >= 0) {
+          odt[o] = dtypes[step.out_slots[o]];
+          osh[o] = shapes[step.out_slots[o]];
         }
     }
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      int id = node.outputs[o];
-      if (id < 0) {
+    for (size_t o = 0; o < step.out_slots.size(); ++o) {
+      int slot = step.out_slots[o];
+      if (slot < 0) {
         cc.outputs.push_back(nullptr);
         continue;
       }
-      env[id] = Tensor::Empty(odt[o], osh[o]);
-      cc.outputs.push_back(&env[id]);
+      size_t bytes = layouts[slot] ? layouts[slot]->bytes() : 0;
+      env[slot] = Tensor::Empty(odt[o], osh[o], bytes);
+      cc.outputs.push_back(&env[slot]);
     }
     Status s = step.kernel->Run(cc);
-    if (!s.ok())
-      return s.AddContext("while running " + node.Describe() + " with " + step.kernel_name);
-    for (int id : node.inputs)
-      if (id >= 0 && last_use[id] == static_cast<int>(si) && !constants[id]) env[id] = Tensor();
+    if (!s.ok()) return s.AddContext("while running " + what + " with " + step.kernel_name);
+    for (int slot : step.in_slots)
+      if (slot >= 0 && last_use[slot] == static_cast<int>(si) && !constants[slot])
+        env[slot] = Tensor();
   }
   outputs->clear();
-  for (int id : g.outputs) {
-    const Tensor* t = get(id);
-    if (t == nullptr) return Internal("graph output '" + g.values[id].name + "' was not computed");
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    const Tensor* t = get(output_slots[k]);
+    if (t == nullptr)
+      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
     outputs->push_back(t->Clone());
   }
   return OkStatus();
@@ -245,14 +302,21 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
 std::string ExecutionPlan::Describe(const Model& model) const {
   const ir::Graph& g = *model.graph;
   std::string s = std::to_string(steps.size()) + " steps, " + std::to_string(folded_nodes) +
-                  " nodes folded into constants\n";
+                  " nodes folded into constants, " + std::to_string(conversions) +
+                  " layout conversions, " + std::to_string(num_threads) + " threads\n";
   for (const Step& st : steps) {
+    if (st.node < 0) {
+      s += "  " + st.kernel_name + "\n";
+      continue;
+    }
     const ir::Node& n = g.nodes[st.node];
     s += "  " + n.op_type + " '" + n.name + "' -> " + st.kernel_name;
     if (st.dynamic) s += " (shapes at run time)";
-    for (int id : n.outputs)
-      if (id >= 0 && static_shape[id])
-        s += " " + std::string(DataTypeName(dtypes[id])) + ShapeToString(shapes[id]);
+    for (int slot : st.out_slots)
+      if (slot >= 0 && static_shape[slot]) {
+        s += " " + std::string(DataTypeName(dtypes[slot])) + ShapeToString(shapes[slot]);
+        if (layouts[slot]) s += "@" + layouts[slot]->name();
+      }
     s += "\n";
   }
   return s;

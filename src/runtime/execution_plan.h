@@ -38,23 +38,31 @@ StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph);
 // One Unsupported status listing every node.
 Status UnsupportedNodesError(const std::vector<UnsupportedNode>& nodes);
 
+// One unit of work: a node's kernel, or (node == -1) a conversion of a value from a backend
+// layout to plain. Slots index the plan's per-value tables: graph value ids first, then the
+// plain copies conversions produce.
 struct Step {
   int node = -1;
   std::unique_ptr<Kernel> kernel;
   std::string kernel_name;
   bool dynamic = false;
+  std::vector<int> in_slots, out_slots;  // -1 marks an omitted optional input/output
 };
 
 struct ExecutionPlan {
   std::vector<Step> steps;
-  // Per value id: dtype and shape when known statically, and the value when it is constant.
+  // Per slot: dtype and shape when known statically, the value when constant, the layout when a
+  // kernel stores it non-plain, and the index of the last step reading it (-1: none).
   std::vector<DataType> dtypes;
   std::vector<Shape> shapes;
   std::vector<bool> static_shape;
   std::vector<std::shared_ptr<const Tensor>> constants;
-  // Per value id: index of the last step reading it (-1: none); graph outputs are never freed.
+  std::vector<std::shared_ptr<const Layout>> layouts;
   std::vector<int> last_use;
+  std::vector<int> output_slots;  // per graph output, always plain
   int folded_nodes = 0;
+  int conversions = 0;
+  int num_threads = 1;
 
   static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
                                                          const std::vector<Tensor>& inputs,
@@ -63,6 +71,11 @@ struct ExecutionPlan {
   Status Execute(const Model& model, const std::vector<Tensor>& inputs,
                  std::vector<Tensor>* outputs) const;
   std::string Describe(const Model& model) const;
+
+ private:
+  int AddSlot(DataType dtype, const Shape& shape);
+  // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.
+  int PlainSlot(int slot, std::vector<int>* plain_of);
 };
 
 }  // namespace kiln::runtime

@@ -56,11 +56,16 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
 }
 
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
-                            const std::vector<TensorInfo>& inputs, const std::string& backend,
-                            bool reference_only) {
+                            const std::vector<TensorInfo>& inputs,
+                            const std::vector<const Tensor*>& constants,
+                            const std::string& backend, bool reference_only) {
   if (!reference_only) {
     for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
-      KernelSupport s = def->supports ? def->supports(node, op, inputs) : KernelSupport{true, ""};
+      KernelSupport s{true, ""};
+      for (int i : def->constant_inputs)
+        if (node.HasInput(i) && (static_cast<size_t>(i) >= constants.size() || !constants[i]))
+          s = {false, "input " + std::to_string(i) + " must be constant (it is prepacked)"};
+      if (s.ok && def->supports) s = def->supports(node, op, inputs);
       if (s.ok) {
         if (VerboseDispatch())
           std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(),

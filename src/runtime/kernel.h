@@ -18,9 +18,32 @@
 
 namespace kiln::runtime {
 
+// A physical layout other than dense row-major, chosen by a backend kernel for a value it
+// produces (e.g. oneDNN's blocked nChw16c). Values without one are plain row-major. A Layout knows
+// its size and how to convert a buffer to plain, so the planner can insert conversions wherever a
+// consumer (or the graph output) needs plain data. Immutable; shared by plans.
+class Layout {
+ public:
+  virtual ~Layout() = default;
+  virtual size_t bytes() const = 0;
+  virtual std::string name() const = 0;
+  virtual Status ToPlain(const void* src, void* dst) const = 0;
+};
+
 struct TensorInfo {
   DataType dtype = DataType::kUndefined;
   Shape shape;
+  std::shared_ptr<const Layout> layout;  // nullptr: plain
+};
+
+// What Kernel::Prepare sees: concrete input infos (with layouts), the values of inputs that are
+// constant (weights; nullptr otherwise), and output infos whose layout the kernel may set.
+struct PrepareContext {
+  std::vector<TensorInfo> inputs;
+  std::vector<const Tensor*> constants;
+  std::vector<TensorInfo> outputs;
+  int num_threads = 1;
+  std::string precision = "fp32";
 };
 
 struct KernelSupport {
@@ -31,11 +54,11 @@ struct KernelSupport {
 class Kernel {
  public:
   virtual ~Kernel() = default;
-  // `inputs`/`outputs` carry concrete shapes; omitted optional ones have kUndefined dtype.
-  virtual Status Prepare(const std::vector<TensorInfo>& inputs,
-                         const std::vector<TensorInfo>& outputs) {
-    return OkStatus();
-  }
+  // Omitted optional inputs/outputs have kUndefined dtype. May set ctx->outputs[i].layout.
+  virtual Status Prepare(PrepareContext* ctx) { return OkStatus(); }
+  // Whether input i may arrive in a non-plain layout (the one Prepare saw). When false, the
+  // planner converts such an input to plain before this kernel.
+  virtual bool AcceptsLayout(size_t input) const { return false; }
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;
 };
 
@@ -50,6 +73,8 @@ struct KernelDef {
   std::function<KernelSupport(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>&)>
       supports;
   std::function<std::unique_ptr<Kernel>(const ir::Node&, const ir::Op&)> create;
+  // Inputs that must be constant (weights the kernel prepacks); the selector declines otherwise.
+  std::vector<int> constant_inputs;
 };
 
 class KernelRegistry {
@@ -74,8 +99,9 @@ struct SelectedKernel {
   std::string name;
 };
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
-                            const std::vector<TensorInfo>& inputs, const std::string& backend,
-                            bool reference_only);
+                            const std::vector<TensorInfo>& inputs,
+                            const std::vector<const Tensor*>& constants,
+                            const std::string& backend, bool reference_only);
 
 }  // namespace kiln::runtime
 

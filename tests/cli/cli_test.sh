@@ -45,9 +45,38 @@ check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-io 0 "a: float32\[N,3\]" -- "$KILN" inspect "$M"
 check inspect-unsupported 0 "'nz1' NonZero \(ai.onnx opset 13\)" -- "$KILN" inspect "$W/unsupported.onnx"
-check inspect-optimized 0 "cpu.add.ref" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"
+check inspect-optimized 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"
 check demo-model 0 "parameters: 206922" -- "$KILN" inspect "$SRC/demo/fashion_mnist_cnn.onnx"
-for sub in run inspect; do
+D=$SRC/demo/fashion_mnist_cnn.onnx
+check bench-ok 0 "latency over 3 timed runs" -- "$KILN" bench "$D" --iterations 3 --warmup 1 --json "$W/bench.json"
+check bench-explains-first-run 0 "includes plan preparation" -- "$KILN" bench "$D" --iterations 1 --warmup 0
+check bench-json-keys 0 "ok" -- /usr/bin/python3 -c "
+import json
+j = json.load(open('$W/bench.json'))
+keys = ['load_ms', 'first_run_ms', 'latency_ms', 'throughput_per_s', 'model', 'batch', 'threads',
+        'warmup', 'iterations', 'precision', 'kiln_version', 'onednn_version', 'cpu_model',
+        'cpu_isa', 'rss_mb']
+missing = [k for k in keys if k not in j]
+assert not missing, missing
+lat = j['latency_ms']
+assert sorted(lat) == sorted(['min', 'p50', 'p90', 'p99', 'max', 'mean', 'std']), lat
+assert 0 < lat['min'] <= lat['p50'] <= lat['p90'] <= lat['p99'] <= lat['max'], lat
+assert j['batch'] == 1 and j['iterations'] == 3 and j['warmup'] == 1 and j['precision'] == 'fp32'
+assert abs(j['throughput_per_s'] - 1000 / lat['mean']) < 1e-6 * j['throughput_per_s']
+assert j['threads'] >= 1 and j['rss_mb'] > 0 and isinstance(j['cpu_isa'], list)
+print('ok')"
+check bench-batch-threads 0 "batch 4, threads 1" -- "$KILN" bench "$D" --batch 4 --threads 1 --iterations 2 --warmup 0
+check bench-json-stdout 0 "^ok$" -- bash -c "'$KILN' bench '$D' --iterations 2 --warmup 0 --json - 2>/dev/null | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"runtime\"]==\"kiln\"; print(\"ok\")'"
+check bench-bad-shape 11 "--shape input=1x1x28: input 'input' is float32\[N,1,28,28\], rank 4, got rank 3" -- "$KILN" bench "$D" --shape input=1x1x28 --iterations 1
+check bench-bad-shape-syntax 11 "expected positive integer dims" -- "$KILN" bench "$D" --shape input=1xax28x28 --iterations 1
+check bench-shape-fixed-dim 11 "dim 1 of input 'input' is fixed to 1" -- "$KILN" bench "$D" --shape input=1x2x28x28 --iterations 1
+check bench-unknown-shape-input 11 "unknown input 'foo'; the model's inputs are: input" -- "$KILN" bench "$D" --shape foo=1x2 --iterations 1
+check bench-batch-zero 1 "--batch: Value 0 not in range" -- "$KILN" bench "$D" --batch 0
+check bench-bad-precision 1 "--precision: fp16 not in" -- "$KILN" bench "$D" --precision fp16
+check bench-symbolic-dim 11 "input 'x' \(float32\[N,3,H\]\): dim 2 \('H'\) is symbolic" -- "$KILN" bench "$W/sym.onnx"
+check bench-symbolic-dim-shape 0 "input x: float32\[2,3,5\]" -- "$KILN" bench "$W/sym.onnx" --shape x=2x3x5 --iterations 1 --warmup 0
+check bench-missing-model 14 "cannot open model file" -- "$KILN" bench "$W/none.onnx"
+for sub in run inspect bench; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help
 done
 check help-top 0 "inspect" -- "$KILN" --help

@@ -26,6 +26,14 @@ g = helper.make_graph(
      helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/unsupported.onnx")
 
+# A symbolic dim besides the batch (for `kiln bench` shape errors).
+g = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+    "symbolic",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H"])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/sym.onnx")
+
 np.save(f"{out}/a.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
 np.save(f"{out}/b.npy", np.ones((2, 3), dtype=np.float32))
 np.save(f"{out}/b_int.npy", np.ones((2, 3), dtype=np.int64))

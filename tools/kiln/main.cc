@@ -7,6 +7,7 @@ namespace kiln::cli {
 void AddInspectCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
+void AddBenchCommand(CLI::App& app, int* exit_code);
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddInspectCommand(app, &exit_code);
   kiln::cli::AddRunCommand(app, &exit_code);
   kiln::cli::AddOpsCommand(app, &exit_code);
+  kiln::cli::AddBenchCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,136 +12,159 @@
 // the result independent of summation order, as an oracle should be.
 //
 // Limits: 1 to 3 spatial dims (more is Unsupported); no quantized or half types.
+// The routine itself (conv.h) is shared with kiln's FusedConv (src/ops/fused/fused_conv.cc).
+#include "ops/nn/conv.h"
+
 #include <memory>
 #include <vector>
 
 #include "ops/common.h"
-#include "ops/nn/spatial.h"
 
 namespace kiln::ops {
+namespace nn {
+
+Status ParseConvParams(const ir::Node& node, ConvParams* params) {
+  KILN_RETURN_IF_ERROR(ParseWindowAttrs(node, /*allow_dilations=*/true, &params->window));
+  params->group = node.GetInt("group", 1);
+  if (params->group < 1)
+    return ir::AttrError(node, "group must be >= 1; got " + std::to_string(params->group));
+  return OkStatus();
+}
+
+namespace {
+
+// Resolves the window for concrete X and W shapes; returns the violated rule or "".
+std::string Resolve(const ConvParams& p, const Shape& x, const Shape& w, Window* win) {
+  std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
+  return ForwardWindow(p.window, in, kernel, /*ceil_mode=*/false, win);
+}
+
+}  // namespace
+
+StatusOr<Shape> InferConvShape(const ConvParams& params, const ir::InferContext& ctx,
+                               const std::string& describe) {
+  const int64_t group = params.group;
+  KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+  KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
+  KILN_RETURN_IF_ERROR(ctx.ExpectDtype(2, {DataType::kFloat}));
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("Conv needs inputs X and W");
+  const Shape& x = ctx.shape(0);
+  const Shape& w = ctx.shape(1);
+  if (x.size() < 3)
+    return ctx.Error("X must be [N, C, spatial...] with at least one spatial dim; got rank " +
+                     std::to_string(x.size()));
+  if (x.size() > 5)
+    return Unsupported("failed to infer shapes of " + describe +
+                       ": kiln's Conv handles 1 to 3 spatial dims; got " +
+                       std::to_string(x.size() - 2));
+  if (w.size() != x.size())
+    return ctx.Error("W must have the rank of X (" + std::to_string(x.size()) + "); got rank " +
+                     std::to_string(w.size()));
+  if (w[1] * group != x[1])
+    return ctx.Error(
+        "W's dim 1 times group must equal X's channels; got W[1]=" + std::to_string(w[1]) +
+        ", group=" + std::to_string(group) + ", X channels=" + std::to_string(x[1]));
+  if (w[0] % group != 0)
+    return ctx.Error("W's output channels must be divisible by group; got " + std::to_string(w[0]) +
+                     " and group " + std::to_string(group));
+  if (ctx.has_input(2) && (ctx.rank(2) != 1 || ctx.shape(2)[0] != w[0]))
+    return ctx.Error("B must be 1-D with W's output channels (" + std::to_string(w[0]) + "); got " +
+                     ShapeToString(ctx.shape(2)));
+  Window win;
+  std::string err = Resolve(params, x, w, &win);
+  if (!err.empty()) return ctx.Error(err);
+  Shape y = {x[0], w[0]};
+  y.insert(y.end(), win.out.begin(), win.out.end());
+  return y;
+}
+
+std::string ConvReference(const ConvParams& params, const Tensor& xt, const Tensor& wt,
+                          const Tensor* bt, Tensor* yt) {
+  Window win;
+  std::string err = Resolve(params, xt.shape(), wt.shape(), &win);
+  if (!err.empty()) return err;
+  const Geometry3 g = ToGeometry3(win);
+  const int64_t group = params.group;
+  const int64_t n_batch = xt.shape()[0], c_in = xt.shape()[1], m_out = wt.shape()[0];
+  const int64_t cg = c_in / group, mg = m_out / group;
+  const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_size = g.k_size();
+  const float* x = xt.data<float>();
+  const float* w = wt.data<float>();
+  const float* bias = bt != nullptr ? bt->data<float>() : nullptr;
+  float* y = yt->data<float>();
+  std::vector<double> acc(static_cast<size_t>(out_plane));
+  for (int64_t n = 0; n < n_batch; ++n) {
+    for (int64_t m = 0; m < m_out; ++m) {
+      const int64_t grp = m / mg;
+      std::fill(acc.begin(), acc.end(), bias ? static_cast<double>(bias[m]) : 0.0);
+      for (int64_t c = 0; c < cg; ++c) {
+        const float* xp = x + (n * c_in + grp * cg + c) * in_plane;
+        const float* wk = w + (m * cg + c) * k_size;
+        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+          const int64_t td = kd * g.d[0];
+          int64_t od0, od1;
+          ValidOutputRange(g.out[0], g.in[0], g.s[0], g.pb[0], td, &od0, &od1);
+          for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+            const int64_t th = kh * g.d[1];
+            int64_t oh0, oh1;
+            ValidOutputRange(g.out[1], g.in[1], g.s[1], g.pb[1], th, &oh0, &oh1);
+            for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+              const int64_t tw = kw * g.d[2];
+              int64_t ow0, ow1;
+              ValidOutputRange(g.out[2], g.in[2], g.s[2], g.pb[2], tw, &ow0, &ow1);
+              const double wv = wk[(kd * g.k[1] + kh) * g.k[2] + kw];
+              for (int64_t od = od0; od < od1; ++od) {
+                const int64_t id = od * g.s[0] - g.pb[0] + td;
+                for (int64_t oh = oh0; oh < oh1; ++oh) {
+                  const int64_t ih = oh * g.s[1] - g.pb[1] + th;
+                  const int64_t xb = (id * g.in[1] + ih) * g.in[2] - g.pb[2] + tw;
+                  double* ar = acc.data() + (od * g.out[1] + oh) * g.out[2];
+                  for (int64_t ow = ow0; ow < ow1; ++ow) ar[ow] += wv * xp[xb + ow * g.s[2]];
+                }
+              }
+            }
+          }
+        }
+      }
+      float* yp = y + (n * m_out + m) * out_plane;
+      for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<float>(acc[i]);
+    }
+  }
+  return "";
+}
+
+}  // namespace nn
+
 namespace {
 
 using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
 using ir::Op;
-using nn::Geometry3;
-using nn::Window;
 
 class ConvOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<ConvOp> op(new ConvOp(node));
-    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &op->attrs_));
-    op->group_ = node.GetInt("group", 1);
-    if (op->group_ < 1)
-      return ir::AttrError(node, "group must be >= 1; got " + std::to_string(op->group_));
+    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->params_));
     return std::unique_ptr<Op>(std::move(op));
   }
 
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(2, {DataType::kFloat}));
-    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("Conv needs inputs X and W");
-    const Shape& x = ctx.shape(0);
-    const Shape& w = ctx.shape(1);
-    if (x.size() < 3)
-      return ctx.Error("X must be [N, C, spatial...] with at least one spatial dim; got rank " +
-                       std::to_string(x.size()));
-    if (x.size() > 5)
-      return Unsupported("failed to infer shapes of " + describe() +
-                         ": kiln's Conv handles 1 to 3 spatial dims; got " +
-                         std::to_string(x.size() - 2));
-    if (w.size() != x.size())
-      return ctx.Error("W must have the rank of X (" + std::to_string(x.size()) + "); got rank " +
-                       std::to_string(w.size()));
-    if (w[1] * group_ != x[1])
-      return ctx.Error(
-          "W's dim 1 times group must equal X's channels; got W[1]=" + std::to_string(w[1]) +
-          ", group=" + std::to_string(group_) + ", X channels=" + std::to_string(x[1]));
-    if (w[0] % group_ != 0)
-      return ctx.Error("W's output channels must be divisible by group; got " +
-                       std::to_string(w[0]) + " and group " + std::to_string(group_));
-    if (ctx.has_input(2) && (ctx.rank(2) != 1 || ctx.shape(2)[0] != w[0]))
-      return ctx.Error("B must be 1-D with W's output channels (" + std::to_string(w[0]) +
-                       "); got " + ShapeToString(ctx.shape(2)));
-    Window win;
-    std::string err = Resolve(x, w, &win);
-    if (!err.empty()) return ctx.Error(err);
-    Shape y = {x[0], w[0]};
-    y.insert(y.end(), win.out.begin(), win.out.end());
+    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(params_, ctx, describe()));
     ctx.SetOutput(0, DataType::kFloat, y);
     return OkStatus();
   }
 
   Status Compute(const ComputeContext& ctx) const override {
-    const Tensor& xt = ctx.in(0);
-    const Tensor& wt = ctx.in(1);
-    Window win;
-    std::string err = Resolve(xt.shape(), wt.shape(), &win);
-    if (!err.empty()) return RunError(err);
-    const Geometry3 g = nn::ToGeometry3(win);
-    const int64_t n_batch = xt.shape()[0], c_in = xt.shape()[1], m_out = wt.shape()[0];
-    const int64_t cg = c_in / group_, mg = m_out / group_;
-    const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_size = g.k_size();
-    const float* x = xt.data<float>();
-    const float* w = wt.data<float>();
-    const float* bias = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
-    float* y = ctx.out(0).data<float>();
-    std::vector<double> acc(static_cast<size_t>(out_plane));
-
-    for (int64_t n = 0; n < n_batch; ++n) {
-      for (int64_t m = 0; m < m_out; ++m) {
-        const int64_t grp = m / mg;
-        std::fill(acc.begin(), acc.end(), bias ? static_cast<double>(bias[m]) : 0.0);
-        for (int64_t c = 0; c < cg; ++c) {
-          const float* xp = x + (n * c_in + grp * cg + c) * in_plane;
-          const float* wk = w + (m * cg + c) * k_size;
-          for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-            const int64_t td = kd * g.d[0];
-            int64_t od0, od1;
-            nn::ValidOutputRange(g.out[0], g.in[0], g.s[0], g.pb[0], td, &od0, &od1);
-            for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-              const int64_t th = kh * g.d[1];
-              int64_t oh0, oh1;
-              nn::ValidOutputRange(g.out[1], g.in[1], g.s[1], g.pb[1], th, &oh0, &oh1);
-              for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-                const int64_t tw = kw * g.d[2];
-                int64_t ow0, ow1;
-                nn::ValidOutputRange(g.out[2], g.in[2], g.s[2], g.pb[2], tw, &ow0, &ow1);
-                const double wv = wk[(kd * g.k[1] + kh) * g.k[2] + kw];
-                for (int64_t od = od0; od < od1; ++od) {
-                  const int64_t id = od * g.s[0] - g.pb[0] + td;
-                  for (int64_t oh = oh0; oh < oh1; ++oh) {
-                    const int64_t ih = oh * g.s[1] - g.pb[1] + th;
-                    const int64_t xb = (id * g.in[1] + ih) * g.in[2] - g.pb[2] + tw;
-                    double* ar = acc.data() + (od * g.out[1] + oh) * g.out[2];
-                    for (int64_t ow = ow0; ow < ow1; ++ow) ar[ow] += wv * xp[xb + ow * g.s[2]];
-                  }
-                }
-              }
-            }
-          }
-        }
-        float* yp = y + (n * m_out + m) * out_plane;
-        for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<float>(acc[i]);
-      }
-    }
-    return OkStatus();
+    std::string err = nn::ConvReference(params_, ctx.in(0), ctx.in(1),
+                                        ctx.has(2) ? &ctx.in(2) : nullptr, &ctx.out(0));
+    return err.empty() ? OkStatus() : RunError(err);
   }
 
  private:
   explicit ConvOp(const Node& node) : Op(node) {}
-
-  // Resolves the window for concrete X and W shapes; returns the violated rule or "".
-  std::string Resolve(const Shape& x, const Shape& w, Window* win) const {
-    std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
-    return nn::ForwardWindow(attrs_, in, kernel, /*ceil_mode=*/false, win);
-  }
-
-  nn::WindowAttrs attrs_;
-  int64_t group_ = 1;
+  nn::ConvParams params_;
 };
 
 KILN_REGISTER_OP("Conv", 1, ir::kMaxOpset, &ConvOp::Create);

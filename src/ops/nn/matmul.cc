@@ -6,28 +6,19 @@
 // overflow wraps to the output type without undefined behaviour).
 //
 // Algorithm: per broadcast batch index, one output row at a time in an accumulator row:
-// acc[n] += A(m, k) * B(k, n) with the inner loop along B's contiguous rows.
+// acc[n] += A(m, k) * B(k, n) with the inner loop along B's contiguous rows. The float routine
+// (matmul.h) is shared with kiln's FusedMatMul.
+#include "ops/nn/matmul.h"
+
 #include <memory>
 #include <vector>
 
 #include "ops/common.h"
 
 namespace kiln::ops {
-namespace {
+namespace nn {
 
-using ir::ComputeContext;
-using ir::InferContext;
-using ir::Node;
-using ir::Op;
-
-// The operands' matrix views and the broadcast batch shape.
-struct MatMulDims {
-  Shape batch_a, batch_b, batch;
-  int64_t m = 1, k = 1, n = 1, kb = 1;
-  Shape out;
-};
-
-StatusOr<MatMulDims> ComputeDims(const Shape& a, const Shape& b) {
+StatusOr<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b) {
   MatMulDims d;
   if (a.empty() || b.empty())
     return InvalidArgument("A and B must have rank >= 1; got " + ShapeToString(a) + " and " +
@@ -58,6 +49,8 @@ StatusOr<MatMulDims> ComputeDims(const Shape& a, const Shape& b) {
   if (b.size() > 1) d.out.push_back(d.n);
   return d;
 }
+
+namespace {
 
 template <typename T, typename Acc>
 void MatMulKernel(const T* a, const T* b, T* y, const MatMulDims& d) {
@@ -95,6 +88,23 @@ void MatMulKernel(const T* a, const T* b, T* y, const MatMulDims& d) {
   }
 }
 
+}  // namespace
+
+void MatMulFloat(const float* a, const float* b, float* y, const MatMulDims& d) {
+  MatMulKernel<float, double>(a, b, y, d);
+}
+
+}  // namespace nn
+
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+using nn::MatMulDims;
+using nn::MatMulKernel;
+
 class MatMulOp : public Op {
  public:
   explicit MatMulOp(const Node& node) : Op(node) {}
@@ -106,14 +116,14 @@ class MatMulOp : public Op {
     if (ctx.dtype(1) != ctx.dtype(0))
       return ctx.Error(std::string("A and B must have the same dtype; got ") +
                        DataTypeName(ctx.dtype(0)) + " and " + DataTypeName(ctx.dtype(1)));
-    auto d = ComputeDims(ctx.shape(0), ctx.shape(1));
+    auto d = nn::ComputeMatMulDims(ctx.shape(0), ctx.shape(1));
     if (!d.ok()) return ctx.Error(d.status().message());
     ctx.SetOutput(0, ctx.dtype(0), d->out);
     return OkStatus();
   }
 
   Status Compute(const ComputeContext& ctx) const override {
-    auto d = ComputeDims(ctx.in(0).shape(), ctx.in(1).shape());
+    auto d = nn::ComputeMatMulDims(ctx.in(0).shape(), ctx.in(1).shape());
     if (!d.ok()) return RunError(d.status().message());
     switch (ctx.in(0).dtype()) {
       case DataType::kFloat:

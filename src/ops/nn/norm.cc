@@ -1,5 +1,6 @@
 // Normalizations: BatchNormalization (opsets 1, 6, 7, 9, 14, 15), InstanceNormalization (1, 6),
-// LayerNormalization (17). Reference kernels; float32 tensors, statistics in double.
+// LayerNormalization (17; also domain "kiln" opset 1). Reference kernels; float32 tensors,
+// statistics in double.
 //
 // BatchNormalization, inference: y = (x - mean) / sqrt(var + epsilon) * scale + B per channel of
 // X [N, C, D1..Dn], folded into one double scale and shift per channel. The parameters are [C]
@@ -299,6 +300,9 @@ class LayerNormalizationOp : public Op {
 KILN_REGISTER_OP("BatchNormalization", 1, ir::kMaxOpset, &BatchNormalizationOp::Create);
 KILN_REGISTER_OP("InstanceNormalization", 1, ir::kMaxOpset, &InstanceNormalizationOp::Create);
 KILN_REGISTER_OP("LayerNormalization", 17, ir::kMaxOpset, &LayerNormalizationOp::Create);
+// The same op under domain "kiln" (opset 1), for the graph optimizer's fusion of the decomposed
+// LayerNormalization that exporters write at opset <= 16 (src/passes/fuse_layernorm.cc).
+KILN_REGISTER_OP_DOMAIN("kiln", "LayerNormalization", 1, 1, &LayerNormalizationOp::Create);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -1,0 +1,122 @@
+// cpu.<op>.onednn for Add, Sub, Mul, Div, float32, on oneDNN's binary
+// primitive with broadcasting. oneDNN broadcasts only its second source, so commutative ops swap
+// their operands when the first is the broadcast one (EfficientNet's Mul(scale[N,C,1,1],
+// x[N,C,H,W])); ranks are aligned by prepending 1s. The output takes the first source's layout,
+// so blocked tensors flow through residual adds and squeeze-excite multiplies without reorders.
+#include "backends/cpu/onednn_common.h"
+#include "ops/common.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+bool Commutative(const std::string& t) { return t == "Add" || t == "Mul"; }
+
+dnnl::algorithm AlgOf(const std::string& t) {
+  if (t == "Add") return dnnl::algorithm::binary_add;
+  if (t == "Sub") return dnnl::algorithm::binary_sub;
+  if (t == "Mul") return dnnl::algorithm::binary_mul;
+  return dnnl::algorithm::binary_div;
+}
+
+// Which input plays oneDNN's src0 (full-size), or -1 when neither matches the output shape.
+int FullInput(const ir::Node& node, const std::vector<TensorInfo>& in, const Shape& out) {
+  if (in[0].shape == out) return 0;
+  if (in[1].shape == out && Commutative(node.op_type)) return 1;
+  return -1;
+}
+
+class BinaryOneDnn final : public runtime::Kernel {
+ public:
+  explicit BinaryOneDnn(const ir::Node& node) : node_(node) {}
+  // Supports() has checked that a blocked operand has the output's rank; Prepare reads either
+  // operand in whatever layout it arrives.
+  bool AcceptsLayout(size_t input) const override { return input < 2; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] {
+      const Shape& out = ctx->outputs[0].shape;
+      full_ = FullInput(node_, ctx->inputs, out);
+      if (full_ < 0) throw dnnl::error(dnnl_unimplemented, "no full-size operand");
+      const TensorInfo& a = ctx->inputs[full_];
+      const TensorInfo& b = ctx->inputs[1 - full_];
+      src0_ = InputDesc(a);
+      if (b.layout) {
+        src1_ = InputDesc(b);
+      } else {
+        Shape bs(out.size() - b.shape.size(), 1);
+        bs.insert(bs.end(), b.shape.begin(), b.shape.end());
+        src1_ = PlainDesc(bs);
+      }
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::binary::desc d(AlgOf(node_.op_type), src0_, src1_, src0_);
+      pd_ = dnnl::binary::primitive_desc(d, attr, Engine());
+      prim_ = dnnl::binary(pd_);
+      ctx->outputs[0].layout = a.layout;
+    });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      memory s0(src0_, Engine(), const_cast<void*>(ctx.in(full_).raw()));
+      memory s1(src1_, Engine(), const_cast<void*>(ctx.in(1 - full_).raw()));
+      memory dst(src0_, Engine(), ctx.out(0).raw());
+      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      prim_.execute(ThreadStream(), {{DNNL_ARG_SRC_0, s0},
+                                     {DNNL_ARG_SRC_1, s1},
+                                     {DNNL_ARG_DST, dst},
+                                     {DNNL_ARG_SCRATCHPAD, sp}});
+      ThreadStream().wait();
+    });
+  }
+
+ private:
+  ir::Node node_;
+  int full_ = 0;
+  memory::desc src0_, src1_;
+  dnnl::binary::primitive_desc pd_;
+  dnnl::binary prim_;
+};
+
+KernelSupport SupportsBinary(const ir::Node& node, const ir::Op&,
+                             const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1})) return {false, "needs float32 inputs"};
+  if (node.opset < 7) return {false, "legacy broadcast attributes"};
+  auto out = ops::BroadcastShapes({in[0].shape, in[1].shape});
+  if (!out.ok()) return {false, "shapes do not broadcast"};
+  int full = FullInput(node, in, *out);
+  if (full < 0) return {false, "neither operand has the output shape"};
+  const TensorInfo& other = in[1 - full];
+  if (other.layout && other.shape != *out && other.shape.size() != out->size())
+    return {false, "broadcast operand in a blocked layout with a different rank"};
+  if (out->size() > 12 || out->empty()) return {false, "rank must be 1..12"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateBinary(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<BinaryOneDnn>(node);
+}
+
+#define KILN_BINARY_KERNEL(OP, NAME)                             \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", \
+                                          OP,                    \
+                                          "",                    \
+                                          7,                     \
+                                          ir::kMaxOpset,         \
+                                          "cpu",                 \
+                                          10,                    \
+                                          SupportsBinary,        \
+                                          CreateBinary,          \
+                                          {}})
+KILN_BINARY_KERNEL("Add", "add");
+KILN_BINARY_KERNEL("Sub", "sub");
+KILN_BINARY_KERNEL("Mul", "mul");
+KILN_BINARY_KERNEL("Div", "div");
+
+}  // namespace
+}  // namespace kiln::backends::cpu

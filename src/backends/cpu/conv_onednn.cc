@@ -1,0 +1,180 @@
+// cpu.conv.onednn: Conv and kiln.FusedConv (Y = act(Conv(X, W) + B + Z)) on oneDNN's
+// convolution_forward, float32, 1-3 spatial dims, any group count (depthwise included).
+// Prepare creates the primitive for the concrete shapes, lets oneDNN choose the weight and output
+// layouts (format_tag::any), and reorders the constant weights once. The input is read in the
+// layout its producer left it in (a oneDNN blocked layout or plain); if the primitive wants
+// another, it is reordered at run time. The residual Z becomes a sum post-op (copied or reordered
+// into the output first), the activation an eltwise post-op. Needs W (and B) constant.
+#include <cstring>
+
+#include "backends/cpu/onednn_common.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+class ConvOneDnn final : public runtime::Kernel {
+ public:
+  explicit ConvOneDnn(const ir::Node& node) : node_(node) {}
+
+  bool AcceptsLayout(size_t input) const override { return input == 0 || input == 3; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      dnnl::stream& s = ThreadStream();
+      memory src(src_in_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      Tensor src_tmp, scratch;
+      if (src_reorder_) {
+        src_tmp = Tensor::Empty(DataType::kFloat, {}, pd_.src_desc().get_size());
+        memory tmp(pd_.src_desc(), Engine(), src_tmp.raw());
+        src_reorder_.execute(s, src, tmp);
+        src = tmp;
+      }
+      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
+      if (has_sum_) {
+        const Tensor& z = ctx.in(3);
+        if (z_desc_ == pd_.dst_desc()) {
+          std::memcpy(ctx.out(0).raw(), z.raw(), pd_.dst_desc().get_size());
+        } else {
+          memory zm(z_desc_, Engine(), const_cast<void*>(z.raw()));
+          z_reorder_.execute(s, zm, dst);
+        }
+      }
+      scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
+                                              {DNNL_ARG_WEIGHTS, weights_},
+                                              {DNNL_ARG_DST, dst},
+                                              {DNNL_ARG_SCRATCHPAD, sp}};
+      if (bias_) args[DNNL_ARG_BIAS] = bias_;
+      prim_.execute(s, args);
+      s.wait();
+    });
+  }
+
+ private:
+  void DoPrepare(runtime::PrepareContext* ctx) {
+    const TensorInfo& x = ctx->inputs[0];
+    const Shape& ws = ctx->inputs[1].shape;
+    const Shape& ys = ctx->outputs[0].shape;
+    ops::nn::WindowAttrs attrs;
+    Status st = ops::nn::ParseWindowAttrs(node_, true, &attrs);
+    if (!st.ok()) throw dnnl::error(dnnl_invalid_arguments, st.message().c_str());
+    ops::nn::Window win;
+    std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()), kernel(ws.begin() + 2, ws.end());
+    std::string rule = ops::nn::ForwardWindow(attrs, in, kernel, false, &win);
+    if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+    const int64_t group = node_.GetInt("group", 1);
+    memory::dims wdims;
+    if (group > 1) {
+      wdims = {group, ws[0] / group, ws[1]};
+      wdims.insert(wdims.end(), ws.begin() + 2, ws.end());
+    } else {
+      wdims = Dims(ws);
+    }
+    memory::dims strides(win.strides.begin(), win.strides.end());
+    memory::dims dil, pl(win.pad_begin.begin(), win.pad_begin.end()),
+        pr(win.pad_end.begin(), win.pad_end.end());
+    for (int64_t d : win.dilations) dil.push_back(d - 1);
+
+    dnnl::post_ops ops;
+    has_sum_ = node_.domain == "kiln" && node_.HasInput(3);
+    if (has_sum_) ops.append_sum(1.f);
+    if (node_.domain == "kiln")
+      AppendActivation(node_.GetString("activation", ""), node_.GetFloat("activation_alpha", 0.f),
+                       node_.GetFloat("activation_beta", 0.f), &ops);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+    src_in_desc_ = InputDesc(x);
+    memory::desc src_any(Dims(x.shape), memory::data_type::f32, memory::format_tag::any);
+    memory::desc w_any(wdims, memory::data_type::f32, memory::format_tag::any);
+    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    const bool has_bias = node_.HasInput(2);
+    memory::desc b_desc({ws[0]}, memory::data_type::f32, memory::format_tag::x);
+    auto desc = has_bias
+                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, src_any,
+                                                      w_any, b_desc, dst_any, strides, dil, pl, pr)
+                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, src_any,
+                                                      w_any, dst_any, strides, dil, pl, pr);
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
+    prim_ = dnnl::convolution_forward(pd_);
+    if (pd_.src_desc() != src_in_desc_) src_reorder_ = MakeReorder(src_in_desc_, pd_.src_desc());
+
+    // Prepack the constant weights into the layout the primitive chose.
+    const Tensor& w = *ctx->constants[1];
+    memory::desc w_plain = group > 1 ? memory::desc(wdims, memory::data_type::f32,
+                                                    ws.size() == 3   ? memory::format_tag::goiw
+                                                    : ws.size() == 4 ? memory::format_tag::goihw
+                                                                     : memory::format_tag::goidhw)
+                                     : PlainDesc(ws);
+    packed_w_ = Tensor::Empty(DataType::kFloat, {}, pd_.weights_desc().get_size());
+    weights_ = memory(pd_.weights_desc(), Engine(), packed_w_.raw());
+    memory wsrc(w_plain, Engine(), const_cast<void*>(w.raw()));
+    dnnl::reorder(wsrc, weights_).execute(ThreadStream(), wsrc, weights_);
+    ThreadStream().wait();
+    if (has_bias) {
+      bias_copy_ = ctx->constants[2]->Clone();
+      bias_ = memory(b_desc, Engine(), bias_copy_.raw());
+    }
+    if (has_sum_) {
+      z_desc_ = InputDesc(ctx->inputs[3]);
+      if (z_desc_ != pd_.dst_desc()) z_reorder_ = MakeReorder(z_desc_, pd_.dst_desc());
+    }
+    ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+  }
+
+  ir::Node node_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  memory::desc src_in_desc_, z_desc_;
+  dnnl::reorder src_reorder_, z_reorder_;
+  Tensor packed_w_, bias_copy_;
+  memory weights_, bias_;
+  bool has_sum_ = false;
+};
+
+KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and W"};
+  if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
+  if (node.HasInput(2) && in[2].dtype != DataType::kFloat) return {false, "needs float32 B"};
+  if (node.domain == "kiln") {
+    std::string act = node.GetString("activation", "");
+    dnnl::post_ops probe;
+    if (!AppendActivation(act, 0.f, 0.f, &probe))
+      return {false, "activation '" + act + "' has no oneDNN post-op"};
+  }
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateConv(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<ConvOneDnn>(node);
+}
+
+// W and B (inputs 1, 2) must be constant so Prepare can prepack them.
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "cpu.conv.onednn", "Conv", "", 1, ir::kMaxOpset, "cpu", 10, SupportsConv, CreateConv, {1, 2}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedconv.onednn",
+                                        "FusedConv",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsConv,
+                                        CreateConv,
+                                        {1, 2}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

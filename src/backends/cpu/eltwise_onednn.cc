@@ -1,0 +1,116 @@
+// cpu.<op>.onednn for standalone activations (Relu, LeakyRelu, Clip with constant bounds,
+// Sigmoid, Tanh, HardSwish, HardSigmoid, Elu, Exp, Sqrt, Abs), float32, on oneDNN's eltwise
+// primitive. Reads its input in whatever layout the producer used and writes the same layout, so
+// activations between oneDNN ops cost no reorder. (Most activations after Conv are fused by the
+// optimizer instead; these cover the rest.)
+#include "backends/cpu/onednn_common.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+bool EltwiseAlg(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                dnnl::algorithm* alg, float* alpha, float* beta) {
+  const std::string& t = node.op_type;
+  std::string act;
+  if (t == "Elu") {
+    *alg = dnnl::algorithm::eltwise_elu;
+    *alpha = node.GetFloat("alpha", 1.f);
+    *beta = 0.f;
+    return true;
+  }
+  if (t == "Exp" || t == "Sqrt" || t == "Abs") {
+    *alg = t == "Exp"    ? dnnl::algorithm::eltwise_exp
+           : t == "Sqrt" ? dnnl::algorithm::eltwise_sqrt
+                         : dnnl::algorithm::eltwise_abs;
+    *alpha = *beta = 0.f;
+    return true;
+  }
+  if (!ActivationOfNode(node, constants, &act, alpha, beta) || act == "HardSigmoid") return false;
+  if (act == "Relu")
+    *alg = dnnl::algorithm::eltwise_relu, *alpha = 0.f;
+  else if (act == "LeakyRelu")
+    *alg = dnnl::algorithm::eltwise_relu;
+  else if (act == "Clip")
+    *alg = dnnl::algorithm::eltwise_clip_v2;
+  else if (act == "Sigmoid")
+    *alg = dnnl::algorithm::eltwise_logistic;
+  else if (act == "Tanh")
+    *alg = dnnl::algorithm::eltwise_tanh;
+  else if (act == "HardSwish")
+    *alg = dnnl::algorithm::eltwise_hardswish;
+  else
+    return false;
+  return true;
+}
+
+class EltwiseOneDnn final : public runtime::Kernel {
+ public:
+  explicit EltwiseOneDnn(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] {
+      dnnl::algorithm alg;
+      float alpha = 0, beta = 0;
+      if (!EltwiseAlg(node_, ctx->constants, &alg, &alpha, &beta))
+        throw dnnl::error(dnnl_unimplemented, "no eltwise algorithm");
+      desc_ = InputDesc(ctx->inputs[0]);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, desc_, alpha, beta);
+      pd_ = dnnl::eltwise_forward::primitive_desc(d, attr, Engine());
+      prim_ = dnnl::eltwise_forward(pd_);
+      ctx->outputs[0].layout = ctx->inputs[0].layout;
+    });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      memory src(desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      memory dst(desc_, Engine(), ctx.out(0).raw());
+      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      prim_.execute(ThreadStream(),
+                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, sp}});
+      ThreadStream().wait();
+    });
+  }
+
+ private:
+  ir::Node node_;
+  memory::desc desc_;
+  dnnl::eltwise_forward::primitive_desc pd_;
+  dnnl::eltwise_forward prim_;
+};
+
+KernelSupport SupportsEltwise(const ir::Node& node, const ir::Op&,
+                              const std::vector<TensorInfo>& in) {
+  // Clip's bounds must be constant: KernelDef::constant_inputs checks them.
+  if (!AllFloat(in, {0})) return {false, "needs float32"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateEltwise(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<EltwiseOneDnn>(node);
+}
+
+#define KILN_ELTWISE_KERNEL(OP, NAME, CONSTS)                                                     \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, "cpu", \
+                                          10, SupportsEltwise, CreateEltwise, CONSTS})
+KILN_ELTWISE_KERNEL("Relu", "relu", {});
+KILN_ELTWISE_KERNEL("LeakyRelu", "leakyrelu", {});
+KILN_ELTWISE_KERNEL("Clip", "clip", (std::vector<int>{1, 2}));
+KILN_ELTWISE_KERNEL("Sigmoid", "sigmoid", {});
+KILN_ELTWISE_KERNEL("Tanh", "tanh", {});
+KILN_ELTWISE_KERNEL("HardSwish", "hardswish", {});
+KILN_ELTWISE_KERNEL("Elu", "elu", {});
+KILN_ELTWISE_KERNEL("Exp", "exp", {});
+KILN_ELTWISE_KERNEL("Sqrt", "sqrt", {});
+KILN_ELTWISE_KERNEL("Abs", "abs", {});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,143 @@
+#include "backends/cpu/onednn_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::backends::cpu {
+
+dnnl::engine& Engine() {
+  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+dnnl::stream& ThreadStream() {
+  thread_local dnnl::stream s(Engine());
+  return s;
+}
+
+dnnl::memory::dims Dims(const Shape& shape) {
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  return dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from, Engine(), to));
+}
+
+dnnl::memory::desc PlainDesc(const Shape& shape, dnnl::memory::data_type dt) {
+  dnnl::memory::dims dims = Dims(shape);
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+std::string OneDnnLayout::name() const {
+  // oneDNN's format-tag letters: dims a, b, c, ... listed outermost first, then inner blocks
+  // ("acdb" is NHWC, "aBcd16b" is nChw16c).
+  const auto& d = desc_.data;
+  if (d.format_kind != dnnl_blocked) return "onednn-opaque";
+  const auto& b = d.format_desc.blocking;
+  std::vector<int> order(d.ndims);
+  for (int i = 0; i < d.ndims; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::vector<bool> blocked(d.ndims, false);
+  for (int i = 0; i < b.inner_nblks; ++i) blocked[b.inner_idxs[i]] = true;
+  std::string s;
+  for (int i : order) s += static_cast<char>((blocked[i] ? 'A' : 'a') + i);
+  for (int i = 0; i < b.inner_nblks; ++i)
+    s += std::to_string(b.inner_blks[i]) + static_cast<char>('a' + b.inner_idxs[i]);
+  return s;
+}
+
+Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
+  return Guard("reorder to plain", [&] {
+    dnnl::memory::desc plain = PlainDesc(shape_, desc_.data_type());
+    dnnl::memory s(desc_, Engine(), const_cast<void*>(src));
+    dnnl::memory d(plain, Engine(), dst);
+    dnnl::reorder(s, d).execute(ThreadStream(), s, d);
+    ThreadStream().wait();
+  });
+}
+
+dnnl::memory::desc InputDesc(const runtime::TensorInfo& info) {
+  if (auto* l = dynamic_cast<const OneDnnLayout*>(info.layout.get())) return l->desc();
+  return PlainDesc(info.shape);
+}
+
+std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
+                                                 const Shape& shape) {
+  if (desc == PlainDesc(shape, desc.data_type())) return nullptr;
+  return std::make_shared<OneDnnLayout>(desc, shape);
+}
+
+bool AppendActivation(const std::string& a, float alpha, float beta, dnnl::post_ops* ops) {
+  using alg = dnnl::algorithm;
+  if (a.empty()) return true;
+  if (a == "Relu")
+    ops->append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
+  else if (a == "LeakyRelu")
+    ops->append_eltwise(1.f, alg::eltwise_relu, alpha, 0.f);
+  else if (a == "Clip")
+    ops->append_eltwise(1.f, alg::eltwise_clip_v2, alpha, beta);
+  else if (a == "Sigmoid")
+    ops->append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
+  else if (a == "Tanh")
+    ops->append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
+  else if (a == "HardSwish")
+    ops->append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
+  else if (a == "Silu")
+    ops->append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);
+  else if (a == "Gelu")
+    ops->append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
+  else if (a == "HardSigmoid") {
+    ops->append_eltwise(1.f, alg::eltwise_linear, alpha, beta);
+    ops->append_eltwise(1.f, alg::eltwise_clip_v2, 0.f, 1.f);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                      std::string* name, float* alpha, float* beta) {
+  const std::string& t = node.op_type;
+  *alpha = 0.f;
+  *beta = 0.f;
+  if (t == "Relu" || t == "Sigmoid" || t == "Tanh" || t == "HardSwish") {
+    *name = t;
+  } else if (t == "LeakyRelu") {
+    *name = t;
+    *alpha = node.GetFloat("alpha", 0.01f);
+  } else if (t == "HardSigmoid") {
+    *name = t;
+    *alpha = node.GetFloat("alpha", 0.2f);
+    *beta = node.GetFloat("beta", 0.5f);
+  } else if (t == "Clip") {
+    *name = t;
+    *alpha = -std::numeric_limits<float>::infinity();
+    *beta = std::numeric_limits<float>::infinity();
+    if (node.opset < 11) {
+      *alpha = node.GetFloat("min", *alpha);
+      *beta = node.GetFloat("max", *beta);
+    } else {
+      for (size_t i = 1; i < 3; ++i) {
+        if (!node.HasInput(i)) continue;
+        if (i >= constants.size() || constants[i] == nullptr) return false;
+        (i == 1 ? *alpha : *beta) = constants[i]->data<float>()[0];
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx) {
+  for (size_t i : idx)
+    if (i >= infos.size() || infos[i].dtype != DataType::kFloat) return false;
+  return true;
+}
+
+}  // namespace kiln::backends::cpu

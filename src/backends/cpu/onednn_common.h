@@ -1,0 +1,72 @@
+// Shared pieces of the oneDNN kernels: the CPU engine, a per-thread stream, memory descriptors for
+// kiln tensors, the OneDnnLayout a kernel attaches to a blocked output (so the next oneDNN kernel
+// reads it without a reorder and the planner converts it to plain only where needed), post-op
+// construction for fused activations, and exception-to-Status conversion.
+#pragma once
+
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+#include "runtime/kernel.h"
+
+namespace kiln::backends::cpu {
+
+dnnl::engine& Engine();
+// One stream per calling thread (oneDNN streams are not thread-safe).
+dnnl::stream& ThreadStream();
+
+// Dense row-major descriptor for a shape.
+dnnl::memory::desc PlainDesc(const Shape& shape,
+                             dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+dnnl::memory::dims Dims(const Shape& shape);
+// A reorder primitive between two descriptors on the CPU engine.
+dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+
+// A value stored in a oneDNN-chosen layout.
+class OneDnnLayout final : public runtime::Layout {
+ public:
+  OneDnnLayout(dnnl::memory::desc desc, Shape shape) : desc_(desc), shape_(std::move(shape)) {}
+  size_t bytes() const override { return desc_.get_size(); }
+  std::string name() const override;
+  Status ToPlain(const void* src, void* dst) const override;
+  const dnnl::memory::desc& desc() const { return desc_; }
+
+ private:
+  dnnl::memory::desc desc_;
+  Shape shape_;
+};
+
+// The descriptor an input arrives in: its OneDnnLayout's, or plain.
+dnnl::memory::desc InputDesc(const runtime::TensorInfo& info);
+// The layout to record for an output a primitive writes with `desc` (nullptr when plain).
+std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
+                                                 const Shape& shape);
+
+// A fused activation as FusedConv/FusedMatMul nodes describe it (attributes `activation`,
+// `activation_alpha`, `activation_beta`), or a standalone activation node's op type and
+// attributes. Appends the matching eltwise post-op(s); false when oneDNN has no equivalent.
+bool AppendActivation(const std::string& activation, float alpha, float beta, dnnl::post_ops* ops);
+// Activation of a standalone node (Relu, Clip with constant bounds, ...): fills name/alpha/beta.
+bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                      std::string* name, float* alpha, float* beta);
+
+// Runs `fn`, converting dnnl::error into a Status naming `what`.
+template <typename F>
+Status Guard(const std::string& what, F&& fn) {
+  try {
+    fn();
+  } catch (const dnnl::error& e) {
+    return Status(StatusCode::kInternal, "oneDNN failed in " + what + ": " + e.what() +
+                                             " (status " +
+                                             std::to_string(static_cast<int>(e.status)) + ")");
+  }
+  return OkStatus();
+}
+
+// True when every dim of every listed info is known and the dtype is float32.
+bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);
+
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,115 @@
+// cpu.<op>.onednn for MaxPool (without the Indices output), AveragePool, GlobalAveragePool and
+// GlobalMaxPool, float32, 1-3 spatial dims, on oneDNN's pooling_v2 primitive (dilations). ceil_mode
+// is expressed as extra end padding so oneDNN produces the ONNX output size; AveragePool with
+// ceil_mode is declined (its divisor near the border differs). Input read in the producer's
+// layout; oneDNN picks the output layout.
+#include "backends/cpu/onednn_common.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+class PoolOneDnn final : public runtime::Kernel {
+ public:
+  explicit PoolOneDnn(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      memory src(src_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
+      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      prim_.execute(ThreadStream(),
+                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, sp}});
+      ThreadStream().wait();
+    });
+  }
+
+ private:
+  void DoPrepare(runtime::PrepareContext* ctx) {
+    const Shape& xs = ctx->inputs[0].shape;
+    const Shape& ys = ctx->outputs[0].shape;
+    const size_t n = xs.size() - 2;
+    const bool global = node_.op_type.rfind("Global", 0) == 0;
+    const bool is_max = node_.op_type.find("Max") != std::string::npos;
+    memory::dims kernel, strides, dil, pl, pr;
+    if (global) {
+      kernel.assign(xs.begin() + 2, xs.end());
+      strides.assign(n, 1);
+      dil.assign(n, 0);
+      pl.assign(n, 0);
+      pr.assign(n, 0);
+    } else {
+      ops::nn::WindowAttrs attrs;
+      Status st = ops::nn::ParseWindowAttrs(node_, is_max, &attrs);
+      if (!st.ok()) throw dnnl::error(dnnl_invalid_arguments, st.message().c_str());
+      ops::nn::Window w;
+      std::vector<int64_t> in(xs.begin() + 2, xs.end());
+      std::string rule =
+          ops::nn::ForwardWindow(attrs, in, {}, node_.GetInt("ceil_mode", 0) != 0, &w);
+      if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+      for (size_t i = 0; i < n; ++i) {
+        kernel.push_back(w.kernel[i]);
+        strides.push_back(w.strides[i]);
+        dil.push_back(w.dilations[i] - 1);
+        pl.push_back(w.pad_begin[i]);
+        // End padding that makes oneDNN's floor formula give the ONNX (possibly ceil) size.
+        const int64_t keff = (w.kernel[i] - 1) * w.dilations[i] + 1;
+        pr.push_back(std::max<int64_t>(
+            w.pad_end[i], (ys[2 + i] - 1) * w.strides[i] + keff - xs[2 + i] - w.pad_begin[i]));
+      }
+    }
+    dnnl::algorithm alg = is_max ? dnnl::algorithm::pooling_max
+                          : (!global && node_.GetInt("count_include_pad", 0) != 0)
+                              ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
+    src_ = InputDesc(ctx->inputs[0]);
+    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_, dst_any,
+                                     strides, kernel, dil, pl, pr);
+    pd_ = dnnl::pooling_v2_forward::primitive_desc(d, attr, Engine());
+    prim_ = dnnl::pooling_v2_forward(pd_);
+    ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+  }
+
+  ir::Node node_;
+  memory::desc src_;
+  dnnl::pooling_v2_forward::primitive_desc pd_;
+  dnnl::pooling_v2_forward prim_;
+};
+
+KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0})) return {false, "needs float32"};
+  if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
+  if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
+  if (node.op_type == "AveragePool" && node.GetInt("ceil_mode", 0) != 0)
+    return {false, "AveragePool with ceil_mode"};
+  if (node.GetInt("storage_order", 0) != 0) return {false, "storage_order=1"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreatePool(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<PoolOneDnn>(node);
+}
+
+#define KILN_POOL_KERNEL(OP, NAME)         \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
+      "cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, "cpu", 10, SupportsPool, CreatePool, {}})
+KILN_POOL_KERNEL("MaxPool", "maxpool");
+KILN_POOL_KERNEL("AveragePool", "averagepool");
+KILN_POOL_KERNEL("GlobalAveragePool", "globalaveragepool");
+KILN_POOL_KERNEL("GlobalMaxPool", "globalmaxpool");
+
+}  // namespace
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,74 @@
+// FusedMatMul (domain "kiln", opset 1): Y = act(MatMul(A, B) + bias), written by the graph
+// optimizer (src/passes/fuse_matmul_add.cc) in place of MatMul -> Add -> [activation]. Reference
+// kernel.
+//
+// Inputs: A [..., M, K] (rank >= 1, numpy matmul rules), B [K, N] (2-D), bias [N] (1-D, added to
+// every row). Attributes: `activation`, `activation_alpha`, `activation_beta`
+// (ops/fused/activation.h), applied after the bias.
+//
+// Algorithm: the MatMul reference routine (ops/nn/matmul.h, double accumulation, rounded to
+// float), then y += bias in float and the activation, so the result equals the unfused graph's.
+// Limits: float32 only.
+#include <memory>
+
+#include "ops/common.h"
+#include "ops/fused/activation.h"
+#include "ops/nn/matmul.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+class FusedMatMulOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<FusedMatMulOp> op(new FusedMatMulOp(node));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->act_));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    for (size_t i = 0; i < 3; ++i) {
+      if (!ctx.has_input(i)) return ctx.Error("inputs A, B and bias are required");
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
+    }
+    if (ctx.rank(1) != 2) return ctx.Error("B must be 2-D");
+    auto d = nn::ComputeMatMulDims(ctx.shape(0), ctx.shape(1));
+    if (!d.ok()) return ctx.Error(d.status().message());
+    if (ctx.shape(2) != Shape{d->n})
+      return ctx.Error("bias must be 1-D with B's columns (" + std::to_string(d->n) + ")");
+    ctx.SetOutput(0, DataType::kFloat, d->out);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    auto d = nn::ComputeMatMulDims(ctx.in(0).shape(), ctx.in(1).shape());
+    if (!d.ok()) return RunError(d.status().message());
+    if (ctx.in(1).rank() != 2 || ctx.in(2).shape() != Shape{d->n})
+      return RunError("B must be 2-D and bias [" + std::to_string(d->n) + "]; got " +
+                      ShapeToString(ctx.in(1).shape()) + " and " +
+                      ShapeToString(ctx.in(2).shape()));
+    Tensor& y = ctx.out(0);
+    float* yp = y.data<float>();
+    nn::MatMulFloat(ctx.in(0).data<float>(), ctx.in(1).data<float>(), yp, *d);
+    const float* bias = ctx.in(2).data<float>();
+    const int64_t n = d->n, rows = d->n > 0 ? y.numel() / d->n : 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bias[j];
+    ApplyActivation(act_, yp, y.numel());
+    return OkStatus();
+  }
+
+ private:
+  explicit FusedMatMulOp(const Node& node) : Op(node) {}
+  Activation act_;
+};
+
+KILN_REGISTER_OP_DOMAIN("kiln", "FusedMatMul", 1, 1, &FusedMatMulOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

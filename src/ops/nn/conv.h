@@ -1,0 +1,32 @@
+// The Conv reference routine shared by Conv (conv.cc) and kiln's FusedConv (ops/fused/): attribute
+// parsing, shape checking and the direct-convolution loop. Internal to src/ops/.
+//
+// Layout: X [N, C, D1..Dn], W [M, C/group, k1..kn], optional B [M], Y [N, M, O1..On], row-major;
+// float32 only; 1 to 3 spatial dims.
+#pragma once
+
+#include <string>
+
+#include "ops/nn/spatial.h"
+
+namespace kiln::ops::nn {
+
+struct ConvParams {
+  WindowAttrs window;
+  int64_t group = 1;
+};
+
+// Parses and checks Conv's attributes (auto_pad, kernel_shape, strides, dilations, pads, group).
+Status ParseConvParams(const ir::Node& node, ConvParams* params);
+
+// Checks inputs 0..2 (X, W, optional B) of `ctx` and returns Y's shape. `describe` names the node
+// in Unsupported messages.
+StatusOr<Shape> InferConvShape(const ConvParams& params, const ir::InferContext& ctx,
+                               const std::string& describe);
+
+// Y = Conv(X, W) + B with double accumulation; `b` may be null; `y` is allocated with the shape
+// InferConvShape returned. Returns the violated rule as text, "" when fine.
+std::string ConvReference(const ConvParams& params, const Tensor& x, const Tensor& w,
+                          const Tensor* b, Tensor* y);
+
+}  // namespace kiln::ops::nn

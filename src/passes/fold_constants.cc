@@ -1,0 +1,109 @@
+// fold_constants: evaluates at load every node whose inputs are all constant (initializers,
+// Constant nodes, values folded earlier in the same sweep) with the op's reference kernel, and
+// replaces it by constant values (ir::Value::constant). Constant nodes, including the weights
+// Paddle-style exporters write as Constant nodes, become plain constants, so the fusions that
+// need constant weights see them.
+//
+// Nodes are visited in topological order, so chains fold in one sweep. Limits: a node whose op is
+// not in the registry for its opset, whose inference or kernel fails (the runtime then reports the
+// error in context), or whose outputs would exceed kMaxGrowthBytes more than its inputs (Expand,
+// Tile, ConstantOfShape blowing small tensors up) is left alone. Shape sub-graphs that start from
+// graph inputs are not constant here; the execution plan folds them once input shapes are known.
+#include <memory>
+
+#include "ir/op.h"
+#include "passes/graph_edit.h"
+#include "passes/pass.h"
+
+namespace kiln::passes {
+namespace {
+
+constexpr size_t kMaxGrowthBytes = size_t{16} << 20;
+
+// The node's output values, or nullopt when it cannot (or should not) be folded.
+std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Node& node) {
+  const ir::OpDef* def = ir::OpRegistry::Global().Find(node.domain, node.op_type, node.opset);
+  if (def == nullptr) return std::nullopt;
+  auto op = def->create(node);
+  if (!op.ok()) return std::nullopt;
+  std::vector<DataType> dts;
+  std::vector<Shape> shs;
+  std::vector<const Tensor*> vals;
+  size_t in_bytes = 0;
+  for (int id : node.inputs) {
+    const Tensor* t = ed.ConstantOf(id);
+    dts.push_back(t ? t->dtype() : DataType::kUndefined);
+    shs.push_back(t ? t->shape() : Shape{});
+    vals.push_back(t);
+    in_bytes += t ? t->bytes() : 0;
+  }
+  ir::InferContext ctx(node, dts, shs, vals);
+  if (!(*op)->Infer(ctx).ok()) return std::nullopt;
+  std::vector<Tensor> outs(node.outputs.size());
+  bool given = true;
+  size_t out_bytes = 0;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o] < 0) continue;
+    if (ctx.out_values()[o].defined()) {
+      outs[o] = ctx.out_values()[o];
+      continue;
+    }
+    given = false;
+    if (DataTypeSize(ctx.out_dtypes()[o]) == 0) return std::nullopt;
+    out_bytes += static_cast<size_t>(NumElements(ctx.out_shapes()[o])) *
+                 DataTypeSize(ctx.out_dtypes()[o]);
+  }
+  if (given) return outs;
+  if (out_bytes > in_bytes + kMaxGrowthBytes) return std::nullopt;
+  ir::ComputeContext cc;
+  cc.inputs = vals;
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    if (node.outputs[o] < 0) {
+      cc.outputs.push_back(nullptr);
+      continue;
+    }
+    if (!outs[o].defined()) outs[o] = Tensor::Empty(ctx.out_dtypes()[o], ctx.out_shapes()[o]);
+    cc.outputs.push_back(&outs[o]);
+  }
+  if (!(*op)->Compute(cc).ok()) return std::nullopt;
+  return outs;
+}
+
+class FoldConstantsPass : public Pass {
+ public:
+  std::string name() const override { return "fold_constants"; }
+
+  StatusOr<bool> Run(ir::Graph& graph) override {
+    summary_.clear();
+    auto order = graph.TopologicalOrder();
+    if (!order.ok()) return false;
+    GraphEditor ed(graph);
+    int constants = 0, computed = 0;
+    for (int ni : *order) {
+      const ir::Node& node = ed.node(ni);
+      bool all_const = true, any_output = false;
+      for (int id : node.inputs) all_const = all_const && (id < 0 || ed.ConstantOf(id));
+      for (int id : node.outputs) any_output = any_output || id >= 0;
+      if (!all_const || !any_output) continue;
+      auto outs = Evaluate(ed, node);
+      if (!outs) continue;
+      const std::vector<int> outputs = node.outputs;
+      const bool is_constant_node = IsOnnxOp(node, "Constant");
+      ed.RemoveNode(ni);
+      for (size_t o = 0; o < outputs.size(); ++o)
+        if (outputs[o] >= 0) ed.MakeConstant(outputs[o], std::move((*outs)[o]));
+      ++(is_constant_node ? constants : computed);
+    }
+    if (constants + computed == 0) return false;
+    KILN_RETURN_IF_ERROR(ed.Commit());
+    summary_ = std::to_string(constants) + " Constant nodes became constants, " +
+               std::to_string(computed) + " nodes evaluated";
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFoldConstantsPass() { return std::make_unique<FoldConstantsPass>(); }
+
+}  // namespace kiln::passes

@@ -1,0 +1,99 @@
+// GraphEditor: the graph surgery every pass uses. It wraps an ir::Graph, keeps per-value consumer
+// lists up to date while a pass removes nodes, rewires inputs and adds constants, and Commit()
+// restores ir::Graph's invariants in one go: removed nodes and values nothing references any more
+// are dropped (releasing replaced weights), Value::producer is recomputed, nodes are re-sorted
+// topologically (stable, so file order is kept wherever it is valid) and the name index rebuilt.
+//
+// Node indices stay stable until Commit(); value ids stay stable until Commit(). Graph output
+// values are never renamed: a pass that removes the producer of a graph output must make another
+// node produce that same value. Not thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::passes {
+
+class GraphEditor {
+ public:
+  explicit GraphEditor(ir::Graph& graph);
+
+  ir::Graph& graph() { return g_; }
+  int num_nodes() const { return static_cast<int>(g_.nodes.size()); }
+  bool alive(int node) const { return !dead_[node]; }
+  const ir::Node& node(int i) const { return g_.nodes[i]; }
+  // For attribute, name and op_type changes only; inputs and outputs go through the setters.
+  ir::Node& mutable_node(int i) { return g_.nodes[i]; }
+  const ir::Value& value(int v) const { return g_.values[v]; }
+
+  // Live nodes reading `v`, one entry per use (a node reading v twice appears twice).
+  const std::vector<int>& Consumers(int v) const { return consumers_[v]; }
+  bool IsGraphOutput(int v) const;
+  bool IsGraphInput(int v) const;
+  // The one live node reading `v` (once), provided `v` is not a graph output; -1 otherwise.
+  int SoleConsumer(int v) const;
+  // The live node producing `v`, or -1.
+  int Producer(int v) const;
+  // v's constant payload, or nullptr (also for v < 0).
+  const Tensor* ConstantOf(int v) const;
+  // The value of a one-element numeric constant, as double.
+  std::optional<double> ScalarOf(int v) const;
+
+  void SetInput(int node, size_t slot, int v);  // slot == inputs.size() appends
+  void SetOutput(int node, size_t slot, int v);
+  // Every live node input reading `from` reads `to` instead; graph outputs are not touched.
+  void ReplaceUses(int from, int to);
+  void RemoveNode(int node);
+  // Appends a node (its inputs and outputs must be valid value ids or -1); returns its index.
+  // Prefer ReplaceNode where a node of the pattern can be reused: an appended node is sorted
+  // after every independent node, which changes execution order.
+  int AddNode(ir::Node node);
+  // Replaces live node `index` by `node` (uses and producers updated), keeping its position.
+  void ReplaceNode(int index, ir::Node node);
+  // A new constant value named after `base` (made unique).
+  int AddConstant(const std::string& base, Tensor t);
+  // Makes `v` a constant (its producer, if any, must be removed by the caller).
+  void MakeConstant(int v, Tensor t);
+  // A fresh, unused value name derived from `base`.
+  std::string UniqueName(const std::string& base) const;
+
+  bool changed() const { return changed_; }
+  // Compacts and re-sorts the graph (see above) and re-initialises the editor on the result.
+  // Internal error when the edits left the graph inconsistent (a cycle, a value produced twice).
+  Status Commit();
+
+ private:
+  void Init();
+  void EraseUse(int v, int node);
+
+  ir::Graph& g_;
+  std::vector<std::vector<int>> consumers_;
+  std::vector<char> dead_;
+  std::vector<char> is_output_, is_input_;
+  bool changed_ = false;
+};
+
+// Attribute constructors for rewritten nodes.
+ir::Attribute StringAttr(const std::string& s);
+ir::Attribute FloatAttr(float f);
+ir::Attribute IntAttr(int64_t i);
+
+// Makes the graph import domain "kiln" at opset 1 (kiln's fused ops); false, changing nothing,
+// when the model already imports "kiln" at another version.
+bool ImportKilnDomain(ir::Graph& graph);
+
+// True when `node` is the ai.onnx op `op_type`.
+inline bool IsOnnxOp(const ir::Node& node, const char* op_type) {
+  return node.domain.empty() && node.op_type == op_type;
+}
+// True when `node` is kiln's `op_type` (domain "kiln").
+inline bool IsKilnOp(const ir::Node& node, const char* op_type) {
+  return node.domain == "kiln" && node.op_type == op_type;
+}
+
+}  // namespace kiln::passes

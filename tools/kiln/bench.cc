@@ -1,0 +1,515 @@
+// `kiln bench MODEL [--batch N] [--threads T] [--warmup W] [--iterations I] [--shape NAME=AxBxC]
+// [--input NAME=FILE] [--json FILE] [--precision fp32|bf16] [--reference]`: measures load time,
+// the cold first run (plan preparation included), then latency percentiles and throughput over
+// timed runs on the same inputs. The JSON uses the key names of /work/shared/bench/ort_bench.js
+// (ONNX Runtime's runner) so the two can be compared side by side (bench/compare_ort does).
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+#include "kiln/session.h"
+
+#ifdef KILN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#ifndef KILN_VERSION_STRING
+#define KILN_VERSION_STRING "unknown"
+#endif
+
+namespace kiln::cli {
+namespace {
+
+// Seed of the generated inputs; the same generator and seed as ort_bench.js, so a float32 input
+// holds identical values in both runners.
+constexpr uint32_t kInputSeed = 12345;
+
+struct BenchArgs {
+  std::string model;
+  int batch = 1;
+  bool batch_given = false;
+  int threads = 0;
+  int warmup = -1;      // -1: 20 at batch 1, else 3 (ort_bench.js's defaults)
+  int iterations = -1;  // -1: 100 at batch 1, else 10
+  std::vector<std::string> shapes;
+  std::vector<std::string> inputs;
+  std::string json;
+  std::string precision = "fp32";
+  bool reference = false;
+};
+
+struct CpuInfo {
+  std::string model = "unknown";
+  std::vector<std::string> isa;  // the flags of interest that the CPU reports
+  int physical_cores = 0;
+  int logical_cpus = 0;
+};
+
+CpuInfo ReadCpuInfo() {
+  CpuInfo info;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> flags;
+  std::set<std::pair<std::string, std::string>> cores;  // (physical id, core id)
+  std::string physical_id = "0";
+  auto value = [](const std::string& l) {
+    auto c = l.find(':');
+    if (c == std::string::npos) return std::string();
+    auto b = l.find_first_not_of(" \t", c + 1);
+    return b == std::string::npos ? std::string() : l.substr(b);
+  };
+  auto key_is = [](const std::string& l, const char* k) {
+    std::string key = l.substr(0, l.find(':'));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    return key == k;
+  };
+  while (std::getline(f, line)) {
+    if (key_is(line, "processor")) {
+      ++info.logical_cpus;
+    } else if (key_is(line, "model name") && info.model == "unknown") {
+      info.model = value(line);
+    } else if (key_is(line, "physical id")) {
+      physical_id = value(line);
+    } else if (key_is(line, "core id")) {
+      cores.insert({physical_id, value(line)});
+    } else if (key_is(line, "flags") && flags.empty()) {
+      std::istringstream ss(value(line));
+      std::string fl;
+      while (ss >> fl) flags.insert(fl);
+    }
+  }
+  for (const char* isa : {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"})
+    if (flags.count(isa)) info.isa.push_back(isa);
+  info.physical_cores = static_cast<int>(cores.size());
+  if (info.physical_cores == 0) info.physical_cores = std::max(1, info.logical_cpus);
+  return info;
+}
+
+std::string OneDnnVersion() {
+#ifdef KILN_HAVE_DNNL
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#else
+  return "not linked";
+#endif
+}
+
+// "AxBxC" -> {A, B, C}; every dim a positive integer.
+StatusOr<Shape> ParseDims(const std::string& name, const std::string& text) {
+  Shape s;
+  size_t p = 0;
+  while (p <= text.size()) {
+    size_t e = text.find('x', p);
+    if (e == std::string::npos) e = text.size();
+    std::string tok = text.substr(p, e - p);
+    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument("--shape " + name + "=" + text +
+                             ": expected positive integer dims separated by 'x', e.g. " + name +
+                             "=1x3x224x224");
+    int64_t d = std::stoll(tok);
+    if (d <= 0)
+      return InvalidArgument("--shape " + name + "=" + text + ": dims must be positive, got " +
+                             tok);
+    s.push_back(d);
+    p = e + 1;
+  }
+  return s;
+}
+
+std::string InputNames(const Session& session) {
+  std::string names;
+  for (const auto& in : session.inputs()) names += (names.empty() ? "" : ", ") + in.name;
+  return names;
+}
+
+// Splits repeated NAME=VALUE options into a map, checking each name is a model input and given
+// once. A bare VALUE (no '=') names the only input of a one-input model.
+StatusOr<std::map<std::string, std::string>> ParseNamed(const Session& session,
+                                                        const std::vector<std::string>& specs,
+                                                        const char* flag, const char* what) {
+  std::map<std::string, std::string> out;
+  for (const std::string& spec : specs) {
+    std::string name, value;
+    auto eq = spec.find('=');
+    if (eq == std::string::npos) {
+      if (session.inputs().size() != 1)
+        return InvalidArgument(std::string(flag) + " " + spec + ": the model has " +
+                               std::to_string(session.inputs().size()) +
+                               " inputs, so name it: " + flag + " NAME=" + what);
+      name = session.inputs()[0].name;
+      value = spec;
+    } else {
+      name = spec.substr(0, eq);
+      value = spec.substr(eq + 1);
+    }
+    bool known = false;
+    for (const auto& in : session.inputs()) known = known || in.name == name;
+    if (!known)
+      return InvalidArgument(std::string(flag) + " " + spec + ": unknown input '" + name +
+                             "'; the model's inputs are: " + InputNames(session));
+    if (!out.emplace(name, value).second)
+      return InvalidArgument(std::string(flag) + ": input '" + name + "' given twice");
+  }
+  return out;
+}
+
+// Deterministic pseudo-random contents: float32 in [-1, 1) from ort_bench.js's generator; integer
+// inputs small non-negative values (0..3), bool alternating-ish bits.
+StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
+  uint32_t s = kInputSeed;
+  auto next = [&s] {
+    s = s * 1103515245u + 12345u;
+    return s;
+  };
+  Tensor t = Tensor::Empty(spec.dtype, shape);
+  const int64_t n = t.numel();
+  switch (spec.dtype) {
+    case DataType::kFloat: {
+      float* p = t.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(next() / 2147483648.0 - 1.0);
+      break;
+    }
+    case DataType::kInt64: {
+      int64_t* p = t.data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = (next() >> 16) % 4;
+      break;
+    }
+    case DataType::kInt32: {
+      int32_t* p = t.data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int32_t>((next() >> 16) % 4);
+      break;
+    }
+    case DataType::kUInt8: {
+      uint8_t* p = t.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>((next() >> 16) % 4);
+      break;
+    }
+    case DataType::kInt8: {
+      int8_t* p = t.data<int8_t>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int8_t>((next() >> 16) % 4);
+      break;
+    }
+    case DataType::kBool: {
+      bool* p = t.data<bool>();
+      for (int64_t i = 0; i < n; ++i) p[i] = ((next() >> 16) & 1) != 0;
+      break;
+    }
+    default:
+      return Unsupported("input '" + spec.name + "' is " + spec.ToString() +
+                         ": kiln bench generates only float32, int32, int64, int8, uint8 and bool "
+                         "inputs; give this one with --input " +
+                         spec.name + "=FILE");
+  }
+  return t;
+}
+
+// The concrete shape of a generated input: --shape if given (checked against the declared rank
+// and fixed dims), else the declared dims with a symbolic first dim set to the batch. Any other
+// symbolic dim is an error naming the input and the dim.
+StatusOr<Shape> InputShape(const TensorSpec& spec, const std::map<std::string, std::string>& shapes,
+                           const BenchArgs& a) {
+  auto it = shapes.find(spec.name);
+  if (it != shapes.end()) {
+    KILN_ASSIGN_OR_RETURN(Shape s, ParseDims(spec.name, it->second));
+    if (spec.rank_known) {
+      if (s.size() != spec.dims.size())
+        return InvalidArgument("--shape " + spec.name + "=" + it->second + ": input '" + spec.name +
+                               "' is " + spec.ToString() + ", rank " +
+                               std::to_string(spec.dims.size()) + ", got rank " +
+                               std::to_string(s.size()));
+      for (size_t i = 0; i < s.size(); ++i)
+        if (spec.dims[i] >= 0 && spec.dims[i] != s[i])
+          return InvalidArgument("--shape " + spec.name + "=" + it->second + ": dim " +
+                                 std::to_string(i) + " of input '" + spec.name + "' is fixed to " +
+                                 std::to_string(spec.dims[i]) + " (" + spec.ToString() + "), got " +
+                                 std::to_string(s[i]));
+    }
+    if (a.batch_given && !s.empty() && s[0] != a.batch)
+      return InvalidArgument("--shape " + spec.name + "=" + it->second + " has first dim " +
+                             std::to_string(s[0]) + " but --batch is " + std::to_string(a.batch) +
+                             "; make them agree or leave one out");
+    return s;
+  }
+  if (!spec.rank_known)
+    return InvalidArgument("input '" + spec.name + "' declares no shape; give it with --shape " +
+                           spec.name + "=AxBxC or --input " + spec.name + "=FILE");
+  Shape s;
+  for (size_t i = 0; i < spec.dims.size(); ++i) {
+    if (spec.dims[i] >= 0) {
+      if (i == 0 && a.batch_given && spec.dims[0] != a.batch)
+        return InvalidArgument("--batch " + std::to_string(a.batch) + ": input '" + spec.name +
+                               "' has a fixed first dim of " + std::to_string(spec.dims[0]) + " (" +
+                               spec.ToString() + ")");
+      s.push_back(spec.dims[i]);
+    } else if (i == 0) {
+      s.push_back(a.batch);
+    } else {
+      std::string sym = i < spec.dim_names.size() && !spec.dim_names[i].empty()
+                            ? " ('" + spec.dim_names[i] + "')"
+                            : "";
+      return InvalidArgument("input '" + spec.name + "' (" + spec.ToString() + "): dim " +
+                             std::to_string(i) + sym +
+                             " is symbolic and only the first (batch) dim is set by --batch; give "
+                             "the full shape with --shape " +
+                             spec.name + "=AxBxC");
+    }
+  }
+  return s;
+}
+
+struct Stats {
+  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0, std = 0;
+};
+
+// Same estimators as ort_bench.js: nearest-rank percentile on the sorted samples (index
+// round(p/100*(n-1))), population standard deviation.
+Stats ComputeStats(std::vector<double> t) {
+  Stats st;
+  if (t.empty()) return st;
+  std::sort(t.begin(), t.end());
+  auto q = [&](double p) {
+    size_t i = static_cast<size_t>(std::lround(p / 100.0 * static_cast<double>(t.size() - 1)));
+    return t[std::min(t.size() - 1, i)];
+  };
+  st.min = t.front();
+  st.max = t.back();
+  st.p50 = q(50);
+  st.p90 = q(90);
+  st.p99 = q(99);
+  double sum = 0;
+  for (double x : t) sum += x;
+  st.mean = sum / static_cast<double>(t.size());
+  double var = 0;
+  for (double x : t) var += (x - st.mean) * (x - st.mean);
+  st.std = std::sqrt(var / static_cast<double>(t.size()));
+  return st;
+}
+
+double PeakRssMb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+Status DoBench(BenchArgs a) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  FILE* out = a.json == "-" ? stderr : stdout;  // `--json -` keeps stdout for the JSON alone
+  const CpuInfo cpu = ReadCpuInfo();
+
+  SessionOptions opts;
+  opts.reference_only = a.reference;
+  opts.num_threads = a.threads;
+  opts.precision = a.precision;
+  auto t0 = Clock::now();
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
+  const double load_ms = ms(Clock::now() - t0);
+
+  KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
+  KILN_ASSIGN_OR_RETURN(auto files, ParseNamed(*session, a.inputs, "--input", "FILE"));
+  for (const auto& [name, f] : files)
+    if (shapes.count(name))
+      return InvalidArgument("input '" + name + "' has both --shape and --input; give one");
+
+  std::vector<NamedTensor> inputs;
+  std::vector<std::string> origin;  // "random" or the file name, per input
+  for (const TensorSpec& spec : session->inputs()) {
+    auto f = files.find(spec.name);
+    if (f != files.end()) {
+      auto t = ReadTensorFile(f->second);
+      if (!t.ok()) return Status(t.status()).AddContext("while reading input '" + spec.name + "'");
+      if (a.batch_given && (t->rank() == 0 || t->shape()[0] != a.batch))
+        return InvalidArgument("--input " + spec.name + "=" + f->second + " is " +
+                               DataTypeName(t->dtype()) + ShapeToString(t->shape()) +
+                               " but --batch is " + std::to_string(a.batch) +
+                               "; make them agree or leave --batch out");
+      inputs.push_back({spec.name, std::move(t).value()});
+      origin.push_back(f->second);
+    } else {
+      KILN_ASSIGN_OR_RETURN(Shape s, InputShape(spec, shapes, a));
+      KILN_ASSIGN_OR_RETURN(Tensor t, RandomTensor(spec, s));
+      inputs.push_back({spec.name, std::move(t)});
+      origin.push_back("random, seed " + std::to_string(kInputSeed));
+    }
+  }
+  // The batch the throughput is counted in: the first dim of the first input.
+  int64_t batch = a.batch;
+  if (!inputs.empty() && inputs[0].tensor.rank() > 0) batch = inputs[0].tensor.shape()[0];
+  const int warmup = a.warmup >= 0 ? a.warmup : (batch == 1 ? 20 : 3);
+  const int iterations = a.iterations >= 0 ? a.iterations : (batch == 1 ? 100 : 10);
+  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+
+  std::fprintf(out, "kiln bench: %s\n", a.model.c_str());
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::fprintf(out, "  input %s: %s%s (%s)\n", inputs[i].name.c_str(),
+                 DataTypeName(inputs[i].tensor.dtype()),
+                 ShapeToString(inputs[i].tensor.shape()).c_str(), origin[i].c_str());
+  std::fprintf(out, "  batch %lld, threads %d%s, precision %s, kernels: %s\n",
+               static_cast<long long>(batch), threads,
+               a.threads > 0 ? "" : " (= physical cores, --threads 0)", a.precision.c_str(),
+               a.reference ? "reference only (--reference)" : "default selection");
+  std::string isa;
+  for (const auto& f : cpu.isa) isa += " " + f;
+  std::fprintf(out, "  cpu: %s, %d physical cores, %d logical CPUs; ISA:%s\n", cpu.model.c_str(),
+               cpu.physical_cores, cpu.logical_cpus,
+               isa.empty() ? " (none of interest)" : isa.c_str());
+  std::fprintf(out, "  kiln %s, oneDNN %s\n", KILN_VERSION_STRING, OneDnnVersion().c_str());
+  if (a.precision == "bf16" &&
+      std::none_of(cpu.isa.begin(), cpu.isa.end(),
+                   [](const std::string& f) { return f == "avx512_bf16" || f == "amx_bf16"; }))
+    std::fprintf(out, "  note: this CPU reports no avx512_bf16/amx_bf16; bf16 may be emulated\n");
+  std::fprintf(out, "running: 1 first run, %d warm-up runs, %d timed runs ...\n", warmup,
+               iterations);
+  std::fflush(out);
+
+  std::vector<NamedTensor> outputs;
+  auto t1 = Clock::now();
+  KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+  const double first_run_ms = ms(Clock::now() - t1);
+  for (int i = 0; i < warmup; ++i) {
+    outputs.clear();
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+  }
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations; ++i) {
+    outputs.clear();
+    auto t = Clock::now();
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    times.push_back(ms(Clock::now() - t));
+  }
+  const Stats st = ComputeStats(times);
+  const double throughput = st.mean > 0 ? static_cast<double>(batch) * 1000.0 / st.mean : 0.0;
+  const double rss_mb = PeakRssMb();
+
+  std::fprintf(out, "\n=== Results ===\n");
+  std::fprintf(out,
+               "load:        %10.2f ms   Session::Load: read and check the model, run graph "
+               "passes\n",
+               load_ms);
+  std::fprintf(out,
+               "first run:   %10.2f ms   the cold first Run(): includes plan preparation "
+               "(shape inference,\n"
+               "                             constant folding, kernel selection) and one "
+               "execution\n",
+               first_run_ms);
+  std::fprintf(out,
+               "warm-up:     %10d runs  run after the first, not timed (caches, allocator, "
+               "thread pool)\n",
+               warmup);
+  std::fprintf(out,
+               "latency over %d timed runs (ms; wall-clock of one Run() call, inputs "
+               "in memory, outputs\nallocated by kiln, one request in flight):\n",
+               iterations);
+  std::fprintf(out, "  min %.3f   p50 %.3f   p90 %.3f   p99 %.3f   max %.3f\n", st.min, st.p50,
+               st.p90, st.p99, st.max);
+  std::fprintf(out,
+               "  mean %.3f   std %.3f   (p50: the median; p99 needs >= 100 runs to mean "
+               "much)\n",
+               st.mean, st.std);
+  std::fprintf(out, "throughput:  %10.2f items/s  = batch %lld * 1000 / mean latency\n", throughput,
+               static_cast<long long>(batch));
+  std::fprintf(out,
+               "peak RSS:    %10.1f MB   maximum resident memory of this process "
+               "(getrusage ru_maxrss)\n",
+               rss_mb);
+  if (iterations > 1 && st.mean > 0 && st.std / st.mean > 0.1)
+    std::fprintf(out,
+                 "note: std is %.0f%% of the mean: the machine is noisy or the run too "
+                 "short; use more --iterations\n",
+                 100.0 * st.std / st.mean);
+
+  if (!a.json.empty()) {
+    nlohmann::ordered_json j;
+    j["runtime"] = "kiln";
+    j["version"] = KILN_VERSION_STRING;
+    j["model"] = a.model;
+    j["batch"] = batch;
+    j["threads"] = threads;
+    j["threads_requested"] = a.threads;
+    j["warmup"] = warmup;
+    j["iterations"] = iterations;
+    j["load_ms"] = load_ms;
+    j["first_run_ms"] = first_run_ms;
+    j["latency_ms"] = {{"min", st.min}, {"p50", st.p50},   {"p90", st.p90}, {"p99", st.p99},
+                       {"max", st.max}, {"mean", st.mean}, {"std", st.std}};
+    j["throughput_per_s"] = throughput;
+    j["precision"] = a.precision;
+    j["reference"] = a.reference;
+    j["kiln_version"] = KILN_VERSION_STRING;
+    j["onednn_version"] = OneDnnVersion();
+    j["cpu_model"] = cpu.model;
+    j["cpu_isa"] = cpu.isa;
+    j["physical_cores"] = cpu.physical_cores;
+    j["rss_mb"] = rss_mb;
+    nlohmann::ordered_json ins = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ins.push_back({{"name", inputs[i].name},
+                     {"dtype", DataTypeName(inputs[i].tensor.dtype())},
+                     {"shape", inputs[i].tensor.shape()},
+                     {"source", origin[i]}});
+    j["inputs"] = ins;
+    j["times_ms"] = times;
+    const std::string text = j.dump(2) + "\n";
+    if (a.json == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      std::ofstream f(a.json);
+      f << text;
+      f.close();
+      if (!f) return InvalidArgument("--json: cannot write '" + a.json + "'");
+      std::fprintf(out, "json: %s\n", a.json.c_str());
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure load time, first-run time, latency percentiles and throughput");
+  cmd->add_option("model", args->model, "ONNX model file")->required();
+  CLI::Option* batch = cmd->add_option("--batch,-b", args->batch,
+                                       "Batch: the size of a symbolic first input dim (default 1)")
+                           ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--threads,-t", args->threads, "Threads; 0 (default) = physical cores")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--warmup,-w", args->warmup,
+                  "Untimed runs after the first (default 20 at batch 1, else 3)")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--iterations,-n", args->iterations,
+                  "Timed runs (default 100 at batch 1, else 10)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--shape", args->shapes,
+                  "NAME=AxBxC: full shape of a generated input (repeatable); needed for symbolic "
+                  "dims other than the first");
+  cmd->add_option("--input,-i", args->inputs,
+                  "NAME=FILE (.npy or .pb): use this tensor instead of random values (repeatable)");
+  cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
+  cmd->add_option("--precision", args->precision, "fp32 (default) or bf16")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  cmd->callback([args, batch, exit_code] {
+    args->batch_given = batch->count() > 0;
+    Status s = DoBench(*args);
+    if (!s.ok()) *exit_code = Fail(s);
+  });
+}
+
+}  // namespace kiln::cli
