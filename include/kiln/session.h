@@ -42,6 +42,9 @@ class Session {
 
   const std::vector<TensorSpec>& inputs() const;
   const std::vector<TensorSpec>& outputs() const;
+  // What the graph optimizer changed at load, one line per pass that changed something
+  // ("pass fuse_conv_bn: ..."); empty with SessionOptions::optimize off.
+  const std::vector<std::string>& optimization_log() const;
 
   // Runs the model. Every declared input must be given once, with the declared dtype, rank and
   // fixed dimensions; outputs come back in declaration order.

@@ -66,8 +66,7 @@ std::optional<ActivationMatch> MatchUnary(const GraphEditor& ed, int x) {
       for (size_t i = 1; i < n.inputs.size(); ++i) {
         if (n.inputs[i] < 0) continue;
         const Tensor* t = ed.ConstantOf(n.inputs[i]);
-        if (t == nullptr || t->dtype() != DataType::kFloat || t->numel() != 1)
-          return std::nullopt;
+        if (t == nullptr || t->dtype() != DataType::kFloat || t->numel() != 1) return std::nullopt;
         (i == 1 ? lo : hi) = t->data<float>()[0];
       }
     }
@@ -92,8 +91,7 @@ std::optional<ActivationMatch> MatchSilu(const GraphEditor& ed, int x) {
   const auto& cons = ed.Consumers(x);
   if (cons.size() != 2) return std::nullopt;
   for (int s : cons) {
-    if (!IsOp(ed, s, "Sigmoid") || !OnlyOutput0(ed, s) || ed.node(s).inputs.size() != 1)
-      continue;
+    if (!IsOp(ed, s, "Sigmoid") || !OnlyOutput0(ed, s) || ed.node(s).inputs.size() != 1) continue;
     const int sig = ed.node(s).outputs[0];
     const int mul = NextOp(ed, sig, "Mul");
     if (mul < 0 || OtherOperand(ed, mul, sig) != x || !ConsumersAre(ed, x, {s, mul})) continue;
@@ -115,13 +113,13 @@ std::optional<ActivationMatch> MatchGelu(const GraphEditor& ed, int x) {
     const ir::Node& dn = ed.node(d);
     const bool div = IsOp(ed, d, "Div") && dn.inputs.size() == 2 && dn.inputs[0] == x &&
                      IsScalarNear(ed, dn.inputs[1], kSqrt2, 1e-4);
-    const bool mul = IsOp(ed, d, "Mul") && IsScalarNear(ed, OtherOperand(ed, d, x), 1 / kSqrt2, 1e-4);
+    const bool mul =
+        IsOp(ed, d, "Mul") && IsScalarNear(ed, OtherOperand(ed, d, x), 1 / kSqrt2, 1e-4);
     if ((!div && !mul) || !OnlyOutput0(ed, d)) continue;
     const int erf = NextOp(ed, dn.outputs[0], "Erf");
     if (erf < 0) continue;
     const int add = NextOp(ed, ed.node(erf).outputs[0], "Add");
-    if (add < 0 || !IsScalarNear(ed, OtherOperand(ed, add, ed.node(erf).outputs[0]), 1.0))
-      continue;
+    if (add < 0 || !IsScalarNear(ed, OtherOperand(ed, add, ed.node(erf).outputs[0]), 1.0)) continue;
     const int a1 = ed.node(add).outputs[0];  // 1 + erf(x / sqrt(2))
     const int k1 = NextOp(ed, a1, "Mul");
     if (k1 < 0) continue;
@@ -130,7 +128,7 @@ std::optional<ActivationMatch> MatchGelu(const GraphEditor& ed, int x) {
     ActivationMatch m;
     m.activation = "Gelu";
     int x_user = -1;  // the other node reading x
-    if (o == x) {  // (x * a1) * 0.5
+    if (o == x) {     // (x * a1) * 0.5
       const int k2 = NextOp(ed, k1_out, "Mul");
       if (k2 < 0 || !IsScalarNear(ed, OtherOperand(ed, k2, k1_out), 0.5)) continue;
       x_user = k1;

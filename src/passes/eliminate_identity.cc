@@ -41,7 +41,8 @@ bool Bypass(GraphEditor& ed, int node, int in, int out) {
 
 bool InferenceDropout(const GraphEditor& ed, const ir::Node& n) {
   for (size_t o = 1; o < n.outputs.size(); ++o)
-    if (n.outputs[o] >= 0 && (!ed.Consumers(n.outputs[o]).empty() || ed.IsGraphOutput(n.outputs[o])))
+    if (n.outputs[o] >= 0 &&
+        (!ed.Consumers(n.outputs[o]).empty() || ed.IsGraphOutput(n.outputs[o])))
       return false;
   if (n.opset < 12 || !n.HasInput(2)) return true;
   const Tensor* tm = ed.ConstantOf(n.inputs[2]);
@@ -74,8 +75,10 @@ class EliminateIdentityPass : public Pass {
 
   StatusOr<bool> Run(ir::Graph& graph) override {
     summary_.clear();
-    GraphEditor ed(graph);
+    // Shapes are probed before any edit (the probe reads the graph, not the editor's view).
     std::optional<ShapeProbe> probe;
+    if (HasOnnxOp(graph, {"Cast", "CastLike"})) probe = ShapeProbe::Run(graph);
+    GraphEditor ed(graph);
     int identity = 0, dropout = 0, cast = 0, reshape = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
@@ -88,13 +91,13 @@ class EliminateIdentityPass : public Pass {
       } else if (n.op_type == "Dropout") {
         if (InferenceDropout(ed, n)) dropout += Bypass(ed, ni, in, out);
       } else if (n.op_type == "Cast" || n.op_type == "CastLike") {
-        if (!probe) probe = ShapeProbe::Run(graph);
         const DataType from = probe->dtype(in);
-        const DataType to = n.op_type == "Cast"
-                                ? (n.HasAttr("to") && n.attrs.at("to").type == ir::Attribute::Type::kInt
-                                       ? static_cast<DataType>(n.GetInt("to", 0))
-                                       : DataType::kUndefined)
-                                : probe->dtype(n.HasInput(1) ? n.inputs[1] : -1);
+        const DataType to =
+            n.op_type == "Cast"
+                ? (n.HasAttr("to") && n.attrs.at("to").type == ir::Attribute::Type::kInt
+                       ? static_cast<DataType>(n.GetInt("to", 0))
+                       : DataType::kUndefined)
+                : probe->dtype(n.HasInput(1) ? n.inputs[1] : -1);
         if (from != DataType::kUndefined && from == to) cast += Bypass(ed, ni, in, out);
       } else if (n.op_type == "Reshape") {
         reshape += CollapseReshape(ed, ni);

@@ -50,8 +50,8 @@ std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Nod
     }
     given = false;
     if (DataTypeSize(ctx.out_dtypes()[o]) == 0) return std::nullopt;
-    out_bytes += static_cast<size_t>(NumElements(ctx.out_shapes()[o])) *
-                 DataTypeSize(ctx.out_dtypes()[o]);
+    out_bytes +=
+        static_cast<size_t>(NumElements(ctx.out_shapes()[o])) * DataTypeSize(ctx.out_dtypes()[o]);
   }
   if (given) return outs;
   if (out_bytes > in_bytes + kMaxGrowthBytes) return std::nullopt;

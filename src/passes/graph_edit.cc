@@ -241,6 +241,13 @@ ir::Attribute IntAttr(int64_t i) {
   return a;
 }
 
+bool HasOnnxOp(const ir::Graph& graph, std::initializer_list<const char*> op_types) {
+  for (const auto& n : graph.nodes)
+    for (const char* op : op_types)
+      if (IsOnnxOp(n, op)) return true;
+  return false;
+}
+
 bool ImportKilnDomain(ir::Graph& graph) {
   auto it = graph.opset_imports.find("kiln");
   if (it != graph.opset_imports.end()) return it->second == 1;

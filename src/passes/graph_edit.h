@@ -9,6 +9,7 @@
 // node produce that same value. Not thread-safe.
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -91,6 +92,8 @@ bool ImportKilnDomain(ir::Graph& graph);
 inline bool IsOnnxOp(const ir::Node& node, const char* op_type) {
   return node.domain.empty() && node.op_type == op_type;
 }
+// True when the graph has a node of any of the ai.onnx `op_types` (passes use it to skip work).
+bool HasOnnxOp(const ir::Graph& graph, std::initializer_list<const char*> op_types);
 // True when `node` is kiln's `op_type` (domain "kiln").
 inline bool IsKilnOp(const ir::Node& node, const char* op_type) {
   return node.domain == "kiln" && node.op_type == op_type;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "onnx/onnx_loader.h"
+#include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
 
 namespace kiln {
@@ -24,6 +25,7 @@ struct Session::Impl {
   SessionOptions options;
   std::unique_ptr<runtime::Model> model;
   std::vector<TensorSpec> inputs, outputs;
+  std::vector<std::string> optimization_log;
   mutable std::mutex mu;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const runtime::ExecutionPlan>> plans;
 
@@ -51,10 +53,13 @@ TensorSpec SpecOf(const ir::Value& v) {
 StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::Graph>> graph,
                                                   const SessionOptions& options) {
   if (!graph.ok()) return graph.status();
+  std::vector<std::string> pass_log;
+  if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
   auto impl = std::make_unique<Session::Impl>();
   impl->options = options;
+  impl->optimization_log = std::move(pass_log);
   for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
   for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
   impl->model = std::move(model);
@@ -139,6 +144,9 @@ StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& byt
 
 const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorSpec>& Session::outputs() const { return impl_->outputs; }
+const std::vector<std::string>& Session::optimization_log() const {
+  return impl_->optimization_log;
+}
 
 Status Session::Run(const std::vector<NamedTensor>& inputs,
                     std::vector<NamedTensor>* outputs) const {

@@ -12,7 +12,8 @@
 # (2 on a usage error or when the references cannot be made).
 #
 # Environment overrides: MODELS (comma list), OPSETS (default 13,17), BATCHES (default 1,4),
-# RTOL (1e-3), ATOL (1e-4), PYTHON (/usr/bin/python3), KILN_TIMEOUT (seconds per run, 600).
+# RTOL (1e-3), ATOL (1e-4), PYTHON (/usr/bin/python3), KILN_TIMEOUT (seconds per run, 600),
+# CALIBRATE_BN (1).
 set -u
 
 if [ $# -ne 2 ]; then
@@ -29,6 +30,10 @@ BATCHES=${BATCHES:-1,4}
 RTOL=${RTOL:-1e-3}
 ATOL=${ATOL:-1e-4}
 KILN_TIMEOUT=${KILN_TIMEOUT:-600}
+# 1 (default): BatchNorm statistics measured on random inputs (make_torchvision_refs.py
+# calibrate_bn: realistic activation scales); 0: the shared exporter's raw random statistics.
+# Use a separate WORKDIR for each setting: existing files are reused.
+CALIBRATE_BN=${CALIBRATE_BN:-1}
 
 if ! command -v "$KILN" > /dev/null 2>&1 || [ -d "$KILN" ]; then
     echo "error: kiln binary '$KILN' not found or not executable" >&2
@@ -37,8 +42,10 @@ fi
 mkdir -p "$WORKDIR" || exit 2
 
 echo "== making references in $WORKDIR"
+CAL_FLAG=()
+if [ "$CALIBRATE_BN" = 1 ]; then CAL_FLAG=(--calibrate-bn); fi
 if ! "$PYTHON" "$HERE/make_torchvision_refs.py" "$WORKDIR" --models "$MODELS" \
-        --opsets "$OPSETS" --batches "$BATCHES"; then
+        --opsets "$OPSETS" --batches "$BATCHES" "${CAL_FLAG[@]}"; then
     echo "error: make_torchvision_refs.py failed" >&2
     exit 2
 fi

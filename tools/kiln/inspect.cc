@@ -1,5 +1,6 @@
 // `kiln inspect MODEL [--optimized] [--shape NAME=AxBxC]`: what the model is and whether kiln can
 // run it: IR version, opsets, inputs/outputs, op histogram, parameters, unsupported nodes.
+// --optimized adds the graph optimizer's log, the op histogram after it, and the execution plan.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
@@ -7,6 +8,7 @@
 #include "common.h"
 #include "kiln/session.h"
 #include "onnx/onnx_loader.h"
+#include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
 
 namespace kiln::cli {
@@ -46,6 +48,14 @@ StatusOr<Shape> ParseShape(const std::string& text) {
   return s;
 }
 
+// "<title>: <count>" and one line per op type ("domain.op" outside ai.onnx).
+void PrintHistogram(const char* title, const ir::Graph& g) {
+  std::map<std::string, int> hist;
+  for (const auto& n : g.nodes) hist[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
+  std::printf("%s: %zu\n", title, g.nodes.size());
+  for (const auto& [op, c] : hist) std::printf("  %-24s %d\n", op.c_str(), c);
+}
+
 Status DoInspect(const InspectArgs& a) {
   KILN_ASSIGN_OR_RETURN(auto graph, onnxio::LoadModel(a.model));
   const ir::Graph& g = *graph;
@@ -73,10 +83,7 @@ Status DoInspect(const InspectArgs& a) {
       param_bytes += static_cast<int64_t>(t->bytes());
     }
   std::printf("parameters: %lld (%.2f MB)\n", static_cast<long long>(params), param_bytes / 1e6);
-  std::map<std::string, int> hist;
-  for (const auto& n : g.nodes) hist[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
-  std::printf("nodes: %zu\n", g.nodes.size());
-  for (const auto& [op, c] : hist) std::printf("  %-24s %d\n", op.c_str(), c);
+  PrintHistogram("nodes", g);
 
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph)));
   if (model->unsupported.empty()) {
@@ -87,6 +94,15 @@ Status DoInspect(const InspectArgs& a) {
     return OkStatus();
   }
   if (!a.optimized) return OkStatus();
+
+  // What the graph optimizer does at Session load, on a fresh copy of the graph.
+  KILN_ASSIGN_OR_RETURN(auto optimized, onnxio::LoadModel(a.model));
+  std::vector<std::string> log;
+  KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(*optimized, SessionOptions{}, &log));
+  std::printf("optimizer:\n");
+  if (log.empty()) std::printf("  (nothing to change)\n");
+  for (const auto& line : log) std::printf("  %s\n", line.c_str());
+  PrintHistogram("optimized nodes", *optimized);
 
   // Concrete shapes: --shape overrides; symbolic dims default to 1.
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model));
@@ -116,7 +132,9 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Describe a model and check kiln can run it");
   cmd->add_option("model", args->model, "ONNX model file")->required();
-  cmd->add_flag("--optimized", args->optimized, "Also print the prepared execution plan");
+  cmd->add_flag(
+      "--optimized", args->optimized,
+      "Also print the optimizer's log, the optimized op histogram and the execution plan");
   cmd->add_option("--shape", args->shapes, "NAME=AxBxC input shape for --optimized");
   cmd->callback([args, exit_code] {
     Status s = DoInspect(*args);

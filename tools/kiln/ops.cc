@@ -14,11 +14,14 @@ namespace {
 
 void PrintOps(bool markdown) {
   struct Row {
+    std::string domain, op_type;
     int lo = 1 << 30, hi = 0;
   };
   std::map<std::string, Row> rows;
   for (const ir::OpDef* d : ir::OpRegistry::Global().All()) {
     Row& r = rows[(d->domain.empty() ? "" : d->domain + ".") + d->op_type];
+    r.domain = d->domain;
+    r.op_type = d->op_type;
     r.lo = std::min(r.lo, d->since);
     r.hi = std::max(r.hi, d->until);
   }
@@ -32,10 +35,11 @@ void PrintOps(bool markdown) {
         rows.size());
   }
   for (const auto& [name, r] : rows) {
-    std::string kernels = "cpu." + name + ".ref";
+    std::string kernels = "cpu." + r.op_type + ".ref";
     std::transform(kernels.begin(), kernels.end(), kernels.begin(), ::tolower);
     ir::Node probe;
-    probe.op_type = name;
+    probe.op_type = r.op_type;
+    probe.domain = r.domain;
     for (int v = r.lo; v <= r.hi; ++v) {
       probe.opset = v;
       for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cpu"))

@@ -1,0 +1,168 @@
+// cpu.{gemm,matmul,fusedmatmul}.onednn on oneDNN's matmul primitive, float32, with the constant
+// right-hand side prepacked once in the layout oneDNN chooses. Gemm: Y = alpha*op(A)*op(B) +
+// beta*C with C constant and broadcast along rows ([N], [1,N] or scalar) becoming the bias.
+// MatMul / kiln.FusedMatMul: A [..., M, K] (plain, leading dims folded into M) times a constant
+// 2-D B [K, N], plus FusedMatMul's bias and activation post-op. Other shapes decline to the
+// reference kernel.
+#include <cstring>
+
+#include "backends/cpu/onednn_common.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+class MatMulOneDnn final : public runtime::Kernel {
+ public:
+  explicit MatMulOneDnn(const ir::Node& node) : node_(node) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      memory a(a_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      memory y(pd_.dst_desc(), Engine(), ctx.out(0).raw());
+      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, a},
+                                              {DNNL_ARG_WEIGHTS, weights_},
+                                              {DNNL_ARG_DST, y},
+                                              {DNNL_ARG_SCRATCHPAD, sp}};
+      if (bias_) args[DNNL_ARG_BIAS] = bias_;
+      if (scale_) args[DNNL_ARG_ATTR_OUTPUT_SCALES] = scale_;
+      prim_.execute(ThreadStream(), args);
+      ThreadStream().wait();
+    });
+  }
+
+ private:
+  void DoPrepare(runtime::PrepareContext* ctx) {
+    const bool gemm = node_.op_type == "Gemm";
+    const Shape& as = ctx->inputs[0].shape;
+    const Shape& bs = ctx->inputs[1].shape;
+    const bool ta = gemm && node_.GetInt("transA", 0) != 0;
+    const bool tb = gemm && node_.GetInt("transB", 0) != 0;
+    const int64_t k = ta ? as[as.size() - 2] : as.back();
+    const int64_t m = NumElements(as) / k;
+    const int64_t n = tb ? bs[0] : bs[1];
+    a_desc_ = ta ? memory::desc({m, k}, memory::data_type::f32, memory::dims{1, m})
+                 : memory::desc({m, k}, memory::data_type::f32, memory::dims{k, 1});
+    memory::desc b_plain = tb ? memory::desc({k, n}, memory::data_type::f32, memory::dims{1, k})
+                              : memory::desc({k, n}, memory::data_type::f32, memory::dims{n, 1});
+    memory::desc b_any({k, n}, memory::data_type::f32, memory::format_tag::any);
+    memory::desc y_desc({m, n}, memory::data_type::f32, memory::dims{n, 1});
+
+    // Bias: Gemm's beta*C or FusedMatMul's third input, as [1, N].
+    // oneDNN applies output scales after the bias (alpha * (A*B + bias)), so the bias is stored
+    // as beta * C / alpha (Supports declines alpha == 0).
+    const Tensor* c = node_.HasInput(2) ? ctx->constants[2] : nullptr;
+    const float beta = gemm ? node_.GetFloat("beta", 1.f) : 1.f;
+    const float alpha = gemm ? node_.GetFloat("alpha", 1.f) : 1.f;
+    if (c != nullptr && beta != 0.f) {
+      bias_copy_ = Tensor::Empty(DataType::kFloat, {1, n});
+      const float* src = c->data<float>();
+      for (int64_t j = 0; j < n; ++j)
+        bias_copy_.data<float>()[j] = beta / alpha * (c->numel() == 1 ? src[0] : src[j]);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (alpha != 1.f) {
+      attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+      scale_value_ = Tensor::FromVector<float>({alpha}, {1});
+      scale_ = memory({{1}, memory::data_type::f32, memory::format_tag::x}, Engine(),
+                      scale_value_.raw());
+    }
+    dnnl::post_ops ops;
+    if (node_.domain == "kiln")
+      AppendActivation(node_.GetString("activation", ""), node_.GetFloat("activation_alpha", 0.f),
+                       node_.GetFloat("activation_beta", 0.f), &ops);
+    attr.set_post_ops(ops);
+    memory::desc bias_desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
+    auto d = bias_copy_.defined() ? dnnl::matmul::desc(a_desc_, b_any, bias_desc, y_desc)
+                                  : dnnl::matmul::desc(a_desc_, b_any, y_desc);
+    pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
+    prim_ = dnnl::matmul(pd_);
+    packed_b_ = Tensor::Empty(DataType::kFloat, {}, pd_.weights_desc().get_size());
+    weights_ = memory(pd_.weights_desc(), Engine(), packed_b_.raw());
+    memory bsrc(b_plain, Engine(), const_cast<void*>(ctx->constants[1]->raw()));
+    dnnl::reorder(bsrc, weights_).execute(ThreadStream(), bsrc, weights_);
+    ThreadStream().wait();
+    if (bias_copy_.defined()) bias_ = memory(bias_desc, Engine(), bias_copy_.raw());
+  }
+
+  ir::Node node_;
+  memory::desc a_desc_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_;
+  Tensor packed_b_, bias_copy_, scale_value_;
+  memory weights_, bias_, scale_;
+};
+
+KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op&,
+                             const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1})) return {false, "needs float32 A and B"};
+  if (in[1].shape.size() != 2) return {false, "B must be 2-D"};
+  const Shape& as = in[0].shape;
+  if (node.op_type == "Gemm") {
+    if (as.size() != 2) return {false, "A must be 2-D"};
+    if (node.GetFloat("alpha", 1.f) == 0.f) return {false, "alpha == 0"};
+    if (node.HasInput(2)) {
+      const Shape& cs = in[2].shape;
+      const int64_t n = node.GetInt("transB", 0) ? in[1].shape[0] : in[1].shape[1];
+      bool row = NumElements(cs) == 1 || (cs.size() == 1 && cs[0] == n) ||
+                 (cs.size() == 2 && cs[0] == 1 && cs[1] == n);
+      if (!row) return {false, "C must broadcast along rows ([N], [1,N] or scalar)"};
+    }
+  } else if (as.size() < 2) {
+    return {false, "A must have rank >= 2"};
+  }
+  if (node.domain == "kiln") {
+    dnnl::post_ops probe;
+    if (!AppendActivation(node.GetString("activation", ""), 0.f, 0.f, &probe))
+      return {false, "activation has no oneDNN post-op"};
+  }
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateMatMul(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<MatMulOneDnn>(node);
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gemm.onednn",
+                                        "Gemm",
+                                        "",
+                                        7,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsMatMul,
+                                        CreateMatMul,
+                                        {1, 2}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.matmul.onednn",
+                                        "MatMul",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsMatMul,
+                                        CreateMatMul,
+                                        {1}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedmatmul.onednn",
+                                        "FusedMatMul",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsMatMul,
+                                        CreateMatMul,
+                                        {1, 2}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,74 @@
+// cpu.transpose.onednn: Transpose of float32 (or any 4-byte type) as a oneDNN reorder from a
+// permuted view of the input (memory::desc::permute_axes) to a plain output. Reads blocked
+// inputs directly, so ConvNeXt's NCHW->NHWC Transpose after a convolution that already wrote NHWC
+// is a straight copy. Threaded by oneDNN.
+#include <numeric>
+
+#include "backends/cpu/onednn_common.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+class TransposeOneDnn final : public runtime::Kernel {
+ public:
+  explicit TransposeOneDnn(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] {
+      const Shape& xs = ctx->inputs[0].shape;
+      const int r = static_cast<int>(xs.size());
+      std::vector<int64_t> perm = node_.GetInts("perm");
+      if (perm.empty())
+        for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+      std::vector<int> inverse(r);
+      for (int i = 0; i < r; ++i) inverse[(perm[i] + r) % r] = i;
+      src_ = InputDesc(ctx->inputs[0]).permute_axes(inverse);
+      dst_ = PlainDesc(ctx->outputs[0].shape);
+      reorder_ = MakeReorder(src_, dst_);
+    });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      memory s(src_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      memory d(dst_, Engine(), ctx.out(0).raw());
+      reorder_.execute(ThreadStream(), s, d);
+      ThreadStream().wait();
+    });
+  }
+
+ private:
+  ir::Node node_;
+  memory::desc src_, dst_;
+  dnnl::reorder reorder_;
+};
+
+KernelSupport SupportsTranspose(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].shape.empty() || in[0].shape.size() > 12) return {false, "rank must be 1..12"};
+  if (NumElements(in[0].shape) == 0) return {false, "empty tensor"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateTranspose(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<TransposeOneDnn>(node);
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.transpose.onednn",
+                                        "Transpose",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsTranspose,
+                                        CreateTranspose,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

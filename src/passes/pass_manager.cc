@@ -1,0 +1,69 @@
+// RunDefaultPasses (see pass_manager.h). Order: clean-up first (eliminate_identity, then
+// fold_constants, which turns Constant nodes into constants so the fusions see constant weights),
+// then fuse_conv_bn (needs plain Conv), fuse_conv_add before fuse_conv_activation (so ResNet's
+// Conv -> Add -> Relu becomes one FusedConv with Z and Relu, while Conv -> Relu -> Add keeps its
+// Add), fuse_matmul_add, fuse_layernorm. A second round catches what one rewrite exposes to an
+// earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops at the
+// first round without changes, after kMaxRounds at most.
+#include "passes/pass_manager.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "passes/pass.h"
+
+namespace kiln::passes {
+namespace {
+
+constexpr int kMaxRounds = 4;
+
+std::vector<std::unique_ptr<Pass>> DefaultPasses() {
+  std::vector<std::unique_ptr<Pass>> p;
+  p.push_back(MakeEliminateIdentityPass());
+  p.push_back(MakeFoldConstantsPass());
+  p.push_back(MakeFuseConvBnPass());
+  p.push_back(MakeFuseConvAddPass());
+  p.push_back(MakeFuseConvActivationPass());
+  p.push_back(MakeFuseMatMulAddPass());
+  p.push_back(MakeFuseLayerNormPass());
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultPassNames() {
+  std::vector<std::string> names;
+  for (const auto& p : DefaultPasses()) names.push_back(p->name());
+  return names;
+}
+
+Status RunDefaultPasses(ir::Graph& graph, const SessionOptions& options,
+                        std::vector<std::string>* log) {
+  const std::vector<std::string> known = DefaultPassNames();
+  for (const std::string& name : options.disabled_passes) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+    return InvalidArgument("disabled_passes: no pass is named '" + name + "'; the passes are " +
+                           list);
+  }
+  std::vector<std::unique_ptr<Pass>> passes;
+  for (auto& p : DefaultPasses()) {
+    const auto& off = options.disabled_passes;
+    if (std::find(off.begin(), off.end(), p->name()) == off.end()) passes.push_back(std::move(p));
+  }
+  for (int round = 0; round < kMaxRounds; ++round) {
+    bool changed = false;
+    for (auto& p : passes) {
+      auto r = p->Run(graph);
+      if (!r.ok()) return Status(r.status()).AddContext("in graph pass " + p->name());
+      if (!*r) continue;
+      changed = true;
+      if (log) log->push_back("pass " + p->name() + ": " + p->summary());
+    }
+    if (!changed) break;
+  }
+  return OkStatus();
+}
+
+}  // namespace kiln::passes

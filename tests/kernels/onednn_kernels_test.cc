@@ -1,0 +1,216 @@
+// Every oneDNN CPU kernel against the reference kernels: small single- and few-node graphs with
+// constant weights (so the fast kernels are eligible), run with SessionOptions::reference_only
+// on and off. Shapes cover odd sizes, padding edges, strides, dilations, groups/depthwise,
+// ceil_mode, broadcasts and blocked layouts flowing between oneDNN ops. Each case also asserts that
+// the expected fast kernel was actually selected, so a case cannot pass by falling back.
+// Tolerance: |fast - ref| <= 1e-4 + 1e-4 * |ref| (fp32 accumulation vs the reference's double).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kiln/session.h"
+#include "../runtime/model_builder.h"
+
+namespace kiln {
+namespace {
+
+using testing::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+Tensor RandomTensor(const Shape& s, uint32_t seed) {
+  return Tensor::FromVector<float>(Random(static_cast<size_t>(NumElements(s)), seed), s);
+}
+
+// Runs the model with reference kernels and with the default (fast) kernels; compares outputs
+// and checks `expect_kernels` all appear in the fast plan.
+void CheckAgainstReference(const std::string& bytes, const std::vector<NamedTensor>& inputs,
+                           const std::vector<std::string>& expect_kernels) {
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  ref_opts.optimize = false;
+  SessionOptions fast_opts;
+  fast_opts.optimize = false;
+  auto ref = Session::LoadFromBytes(bytes, ref_opts);
+  auto fast = Session::LoadFromBytes(bytes, fast_opts);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  auto plan = (*fast)->DescribePlan(inputs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& k : expect_kernels)
+    EXPECT_NE(plan->find(k), std::string::npos) << "kernel " << k << " not selected:\n" << *plan;
+  std::vector<NamedTensor> want, got;
+  ASSERT_TRUE((*ref)->Run(inputs, &want).ok());
+  Status s = (*fast)->Run(inputs, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].tensor.shape(), want[o].tensor.shape());
+    const float* w = want[o].tensor.data<float>();
+    const float* g = got[o].tensor.data<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < want[o].tensor.numel(); ++i)
+      if (!(std::fabs(g[i] - w[i]) <= 1e-4f + 1e-4f * std::fabs(w[i])) && bad++ < 3)
+        ADD_FAILURE() << "output " << o << " [" << i << "]: " << g[i] << " vs " << w[i];
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+struct ConvCase {
+  Shape x;
+  int64_t m, k, stride, pad, dilation, group;
+  bool bias;
+  std::string auto_pad;
+};
+
+class ConvKernelTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvKernelTest, MatchesReference) {
+  const ConvCase& c = GetParam();
+  const int64_t cin = c.x[1];
+  ModelBuilder mb;
+  mb.Input("x", kF32, c.x).Output("y", kF32, {});
+  mb.proto().mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()
+      ->clear_shape();
+  const size_t nsp = c.x.size() - 2;
+  Shape ws = {c.m, cin / c.group};
+  for (size_t i = 0; i < nsp; ++i) ws.push_back(c.k);
+  mb.FloatInit("w", ws, Random(static_cast<size_t>(NumElements(ws)), 1));
+  std::vector<std::string> ins = {"x", "w"};
+  if (c.bias) {
+    mb.FloatInit("b", {c.m}, Random(static_cast<size_t>(c.m), 2));
+    ins.push_back("b");
+  }
+  auto& n = mb.Node("Conv", ins, {"c"});
+  ModelBuilder::IntAttr(n, "group", c.group);
+  ModelBuilder::IntsAttr(n, "strides", std::vector<int64_t>(nsp, c.stride));
+  ModelBuilder::IntsAttr(n, "dilations", std::vector<int64_t>(nsp, c.dilation));
+  if (c.auto_pad.empty()) {
+    ModelBuilder::IntsAttr(n, "pads", std::vector<int64_t>(2 * nsp, c.pad));
+  } else {
+    auto* a = n.add_attribute();
+    a->set_name("auto_pad");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(c.auto_pad);
+  }
+  mb.Node("Relu", {"c"}, {"y"});  // consumes the blocked output: eltwise on a oneDNN layout
+  CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(c.x, 3)}},
+                        {"cpu.conv.onednn", "cpu.relu.onednn"});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvKernelTest,
+    ::testing::Values(ConvCase{{1, 3, 17, 13}, 8, 3, 1, 1, 1, 1, true, ""},
+                      ConvCase{{2, 16, 15, 15}, 32, 3, 2, 1, 1, 1, true, ""},
+                      ConvCase{{1, 16, 9, 11}, 16, 3, 1, 1, 1, 16, true, ""},  // depthwise
+                      ConvCase{{1, 32, 14, 14}, 32, 5, 2, 2, 1, 32, false, ""},
+                      ConvCase{{1, 8, 12, 12}, 12, 3, 1, 2, 2, 2, true, ""},  // dilated, grouped
+                      ConvCase{{1, 24, 7, 7}, 64, 1, 1, 0, 1, 1, true, ""},
+                      ConvCase{{1, 4, 10, 9}, 6, 4, 3, 0, 1, 1, true, "SAME_UPPER"},
+                      ConvCase{{1, 4, 10, 9}, 6, 4, 3, 0, 1, 1, false, "SAME_LOWER"},
+                      ConvCase{{2, 5, 23}, 7, 3, 2, 1, 1, 1, true, ""},          // 1-D
+                      ConvCase{{1, 3, 6, 7, 5}, 4, 3, 1, 1, 1, 1, true, ""}));  // 3-D
+
+TEST(OneDnnKernelTest, PoolsOnBlockedInput) {
+  for (int variant = 0; variant < 5; ++variant) {
+    ModelBuilder mb;
+    mb.Input("x", kF32, {2, 16, 11, 13}).Output("y", kF32, {});
+    mb.FloatInit("w", {16, 16, 1, 1}, Random(256, 4));
+    mb.Node("Conv", {"x", "w"}, {"c"});
+    std::string kernel;
+    if (variant == 0 || variant == 1) {
+      auto& p = mb.Node("MaxPool", {"c"}, {"y"});
+      ModelBuilder::IntsAttr(p, "kernel_shape", {3, 3});
+      ModelBuilder::IntsAttr(p, "strides", {2, 2});
+      ModelBuilder::IntsAttr(p, "pads", {1, 0, 1, 0});
+      ModelBuilder::IntAttr(p, "ceil_mode", variant);
+      kernel = "cpu.maxpool.onednn";
+    } else if (variant == 2 || variant == 3) {
+      auto& p = mb.Node("AveragePool", {"c"}, {"y"});
+      ModelBuilder::IntsAttr(p, "kernel_shape", {3, 2});
+      ModelBuilder::IntsAttr(p, "pads", {1, 1, 1, 1});
+      ModelBuilder::IntAttr(p, "count_include_pad", variant - 2);
+      kernel = "cpu.averagepool.onednn";
+    } else {
+      mb.Node("GlobalAveragePool", {"c"}, {"y"});
+      kernel = "cpu.globalaveragepool.onednn";
+    }
+    SCOPED_TRACE(variant);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 16, 11, 13}, 5)}},
+                          {"cpu.conv.onednn", kernel});
+  }
+}
+
+// Squeeze-excite shape: Mul(scale[N,C,1,1], x[N,C,H,W]) with the broadcast operand first, and a
+// residual Add of two blocked conv outputs.
+TEST(OneDnnKernelTest, BinaryBroadcastAndBlockedOperands) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {2, 32, 9, 9}).Output("y", kF32, {});
+  mb.FloatInit("w1", {32, 32, 3, 3}, Random(32 * 32 * 9, 6));
+  mb.FloatInit("w2", {32, 32, 1, 1}, Random(32 * 32, 7));
+  auto& c1 = mb.Node("Conv", {"x", "w1"}, {"a"});
+  ModelBuilder::IntsAttr(c1, "pads", {1, 1, 1, 1});
+  mb.Node("Conv", {"x", "w2"}, {"b"});
+  mb.Node("Add", {"a", "b"}, {"s"});
+  mb.Node("GlobalAveragePool", {"s"}, {"g"});
+  mb.Node("Sigmoid", {"g"}, {"sg"});
+  mb.Node("Mul", {"sg", "s"}, {"m"});
+  mb.Node("Sub", {"m", "x"}, {"y"});
+  CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 32, 9, 9}, 8)}},
+                        {"cpu.add.onednn", "cpu.mul.onednn", "cpu.sub.onednn"});
+}
+
+TEST(OneDnnKernelTest, GemmVariants) {
+  for (int transb = 0; transb < 2; ++transb) {
+    for (float beta : {0.f, 1.f, 0.5f}) {
+      ModelBuilder mb;
+      mb.Input("a", kF32, {5, 7}).Output("y", kF32, {});
+      mb.FloatInit("b", transb ? Shape{9, 7} : Shape{7, 9}, Random(63, 9));
+      mb.FloatInit("c", {9}, Random(9, 10));
+      auto& g = mb.Node("Gemm", {"a", "b", "c"}, {"y"});
+      ModelBuilder::IntAttr(g, "transB", transb);
+      auto* a = g.add_attribute();
+      a->set_name("beta");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(beta);
+      a = g.add_attribute();
+      a->set_name("alpha");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(transb ? 1.5f : 1.f);
+      SCOPED_TRACE(std::to_string(transb) + " " + std::to_string(beta));
+      CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({5, 7}, 11)}}, {"cpu.gemm.onednn"});
+    }
+  }
+}
+
+TEST(OneDnnKernelTest, MatMulFoldsLeadingDims) {
+  ModelBuilder mb;
+  mb.Input("a", kF32, {2, 3, 5, 8}).Output("y", kF32, {});
+  mb.FloatInit("b", {8, 6}, Random(48, 12));
+  mb.Node("MatMul", {"a", "b"}, {"y"});
+  CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({2, 3, 5, 8}, 13)}},
+                        {"cpu.matmul.onednn"});
+}
+
+// ConvNeXt's NCHW -> NHWC Transpose reading a blocked conv output, and a plain Transpose.
+TEST(OneDnnKernelTest, TransposeBlockedAndPlain) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {2, 16, 5, 7}).Output("y", kF32, {}).Output("z", kF32, {});
+  mb.FloatInit("w", {16, 16, 1, 1}, Random(256, 14));
+  mb.Node("Conv", {"x", "w"}, {"c"});
+  ModelBuilder::IntsAttr(mb.Node("Transpose", {"c"}, {"y"}), "perm", {0, 2, 3, 1});
+  ModelBuilder::IntsAttr(mb.Node("Transpose", {"x"}, {"z"}), "perm", {3, 1, 0, 2});
+  CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 16, 5, 7}, 15)}},
+                        {"cpu.transpose.onednn"});
+}
+
+}  // namespace
+}  // namespace kiln
