@@ -69,6 +69,9 @@ class InferContext {
 struct ComputeContext {
   std::vector<const Tensor*> inputs;
   std::vector<Tensor*> outputs;
+  // Scratch memory for this step (a region of the run's arena, at least the bytes the kernel
+  // asked for in Prepare); nullptr when none was requested.
+  void* scratch = nullptr;
   const Tensor& in(size_t i) const { return *inputs[i]; }
   bool has(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   Tensor& out(size_t i) const { return *outputs[i]; }

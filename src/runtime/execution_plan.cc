@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/threading.h"
+#include "runtime/memory_planner.h"
 
 namespace kiln::runtime {
 
@@ -227,13 +228,63 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
   }
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
+  p.PlanArena();
   return plan;
+}
+
+void ExecutionPlan::PlanArena() {
+  arena_offset.assign(dtypes.size(), -1);
+  std::vector<BufferRequest> requests;
+  std::vector<int> slots;
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const Step& st = steps[si];
+    scratch_bytes = std::max(scratch_bytes, st.kernel->ScratchBytes());
+    if (st.dynamic) continue;
+    for (int slot : st.out_slots) {
+      if (slot < 0 || constants[slot]) continue;
+      size_t bytes = layouts[slot] ? layouts[slot]->bytes()
+                                   : static_cast<size_t>(NumElements(shapes[slot])) *
+                                         DataTypeSize(dtypes[slot]);
+      int last = std::max(last_use[slot], static_cast<int>(si));
+      requests.push_back({bytes, static_cast<int>(si), last});
+      slots.push_back(slot);
+    }
+  }
+  MemoryLayout layout = PlanMemory(requests);
+  for (size_t i = 0; i < slots.size(); ++i)
+    arena_offset[slots[i]] = static_cast<int64_t>(layout.offsets[i]);
+  scratch_offset = layout.arena_bytes;
+  arena_bytes = layout.arena_bytes + (scratch_bytes + 63) / 64 * 64;
+}
+
+Tensor ExecutionPlan::TakeArena() const {
+  {
+    std::lock_guard<std::mutex> lock(arena_mu_);
+    if (!free_arenas_.empty()) {
+      Tensor t = std::move(free_arenas_.back());
+      free_arenas_.pop_back();
+      return t;
+    }
+  }
+  return Tensor::Empty(DataType::kUInt8, {static_cast<int64_t>(std::max<size_t>(arena_bytes, 1))});
+}
+
+void ExecutionPlan::ReturnArena(Tensor arena) const {
+  std::lock_guard<std::mutex> lock(arena_mu_);
+  free_arenas_.push_back(std::move(arena));
 }
 
 Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
                               std::vector<Tensor>* outputs) const {
   const ir::Graph& g = *model.graph;
   SetThreadCount(num_threads);
+  Tensor arena = TakeArena();
+  struct Return {
+    const ExecutionPlan* plan;
+    Tensor* arena;
+    ~Return() { plan->ReturnArena(std::move(*arena)); }
+  } give_back{this, &arena};
+  char* base = static_cast<char*>(arena.raw());
   std::vector<Tensor> env(dtypes.size());
   for (size_t k = 0; k < g.inputs.size(); ++k) env[g.inputs[k]] = inputs[k];
   auto get = [&](int slot) -> const Tensor* {
@@ -279,10 +330,15 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
         cc.outputs.push_back(nullptr);
         continue;
       }
-      size_t bytes = layouts[slot] ? layouts[slot]->bytes() : 0;
-      env[slot] = Tensor::Empty(odt[o], osh[o], bytes);
+      if (arena_offset[slot] >= 0) {
+        env[slot] = Tensor::View(odt[o], osh[o], base + arena_offset[slot]);
+      } else {
+        size_t bytes = layouts[slot] ? layouts[slot]->bytes() : 0;
+        env[slot] = Tensor::Empty(odt[o], osh[o], bytes);
+      }
       cc.outputs.push_back(&env[slot]);
     }
+    if (scratch_bytes > 0) cc.scratch = base + scratch_offset;
     Status s = step.kernel->Run(cc);
     if (!s.ok()) return s.AddContext("while running " + what + " with " + step.kernel_name);
     for (int slot : step.in_slots)
@@ -303,7 +359,9 @@ std::string ExecutionPlan::Describe(const Model& model) const {
   const ir::Graph& g = *model.graph;
   std::string s = std::to_string(steps.size()) + " steps, " + std::to_string(folded_nodes) +
                   " nodes folded into constants, " + std::to_string(conversions) +
-                  " layout conversions, " + std::to_string(num_threads) + " threads\n";
+                  " layout conversions, " + std::to_string(num_threads) + " threads\n" +
+                  "memory plan: one arena of " + std::to_string(arena_bytes) + " bytes (" +
+                  std::to_string(scratch_bytes) + " of them scratch)\n";
   for (const Step& st : steps) {
     if (st.node < 0) {
       s += "  " + st.kernel_name + "\n";

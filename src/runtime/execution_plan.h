@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,12 @@ struct ExecutionPlan {
   std::vector<std::shared_ptr<const Layout>> layouts;
   std::vector<int> last_use;
   std::vector<int> output_slots;  // per graph output, always plain
+  // Memory plan: per slot, its offset in the run's arena (-1: not in the arena: constants, graph
+  // inputs, outputs of dynamic steps); the arena size, and the scratch region shared by all steps.
+  std::vector<int64_t> arena_offset;
+  size_t arena_bytes = 0;
+  size_t scratch_offset = 0;
+  size_t scratch_bytes = 0;
   int folded_nodes = 0;
   int conversions = 0;
   int num_threads = 1;
@@ -73,6 +80,13 @@ struct ExecutionPlan {
   std::string Describe(const Model& model) const;
 
  private:
+  void PlanArena();
+  // Arenas of finished runs, reused by later ones (one per concurrent run).
+  Tensor TakeArena() const;
+  void ReturnArena(Tensor arena) const;
+  mutable std::mutex arena_mu_;
+  mutable std::vector<Tensor> free_arenas_;
+
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.
   int PlainSlot(int slot, std::vector<int>* plain_of);

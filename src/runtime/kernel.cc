@@ -57,8 +57,8 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
 
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
-                            const std::vector<const Tensor*>& constants,
-                            const std::string& backend, bool reference_only) {
+                            const std::vector<const Tensor*>& constants, const std::string& backend,
+                            bool reference_only) {
   if (!reference_only) {
     for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
       KernelSupport s{true, ""};

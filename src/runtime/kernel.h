@@ -59,6 +59,8 @@ class Kernel {
   // Whether input i may arrive in a non-plain layout (the one Prepare saw). When false, the
   // planner converts such an input to plain before this kernel.
   virtual bool AcceptsLayout(size_t input) const { return false; }
+  // Scratch bytes Run() needs (valid after Prepare); the planner provides them from the arena.
+  virtual size_t ScratchBytes() const { return 0; }
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;
 };
 
@@ -100,8 +102,8 @@ struct SelectedKernel {
 };
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
-                            const std::vector<const Tensor*>& constants,
-                            const std::string& backend, bool reference_only);
+                            const std::vector<const Tensor*>& constants, const std::string& backend,
+                            bool reference_only);
 
 }  // namespace kiln::runtime
 

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <random>
 
-#include "kiln/session.h"
 #include "../runtime/model_builder.h"
+#include "kiln/session.h"
 
 namespace kiln {
 namespace {
@@ -78,7 +78,11 @@ TEST_P(ConvKernelTest, MatchesReference) {
   const int64_t cin = c.x[1];
   ModelBuilder mb;
   mb.Input("x", kF32, c.x).Output("y", kF32, {});
-  mb.proto().mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()
+  mb.proto()
+      .mutable_graph()
+      ->mutable_output(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
       ->clear_shape();
   const size_t nsp = c.x.size() - 2;
   Shape ws = {c.m, cin / c.group};
@@ -116,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{{1, 24, 7, 7}, 64, 1, 1, 0, 1, 1, true, ""},
                       ConvCase{{1, 4, 10, 9}, 6, 4, 3, 0, 1, 1, true, "SAME_UPPER"},
                       ConvCase{{1, 4, 10, 9}, 6, 4, 3, 0, 1, 1, false, "SAME_LOWER"},
-                      ConvCase{{2, 5, 23}, 7, 3, 2, 1, 1, 1, true, ""},          // 1-D
+                      ConvCase{{2, 5, 23}, 7, 3, 2, 1, 1, 1, true, ""},         // 1-D
                       ConvCase{{1, 3, 6, 7, 5}, 4, 3, 1, 1, 1, 1, true, ""}));  // 3-D
 
 TEST(OneDnnKernelTest, PoolsOnBlockedInput) {
@@ -196,8 +200,7 @@ TEST(OneDnnKernelTest, MatMulFoldsLeadingDims) {
   mb.Input("a", kF32, {2, 3, 5, 8}).Output("y", kF32, {});
   mb.FloatInit("b", {8, 6}, Random(48, 12));
   mb.Node("MatMul", {"a", "b"}, {"y"});
-  CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({2, 3, 5, 8}, 13)}},
-                        {"cpu.matmul.onednn"});
+  CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({2, 3, 5, 8}, 13)}}, {"cpu.matmul.onednn"});
 }
 
 // ConvNeXt's NCHW -> NHWC Transpose reading a blocked conv output, and a plain Transpose.

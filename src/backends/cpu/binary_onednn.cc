@@ -60,13 +60,14 @@ class BinaryOneDnn final : public runtime::Kernel {
     });
   }
 
+  size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
+
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_.Describe(), [&] {
       memory s0(src0_, Engine(), const_cast<void*>(ctx.in(full_).raw()));
       memory s1(src1_, Engine(), const_cast<void*>(ctx.in(1 - full_).raw()));
       memory dst(src0_, Engine(), ctx.out(0).raw());
-      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
       prim_.execute(ThreadStream(), {{DNNL_ARG_SRC_0, s0},
                                      {DNNL_ARG_SRC_1, s1},
                                      {DNNL_ARG_DST, dst},

@@ -27,14 +27,17 @@ class ConvOneDnn final : public runtime::Kernel {
     return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
   }
 
+  // Scratch: the reordered input (when the primitive wants another layout), then oneDNN's
+  // scratchpad.
+  size_t ScratchBytes() const override { return SrcTmpBytes() + pd_.scratchpad_desc().get_size(); }
+
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_.Describe(), [&] {
       dnnl::stream& s = ThreadStream();
+      char* scratch = static_cast<char*>(ctx.scratch);
       memory src(src_in_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      Tensor src_tmp, scratch;
       if (src_reorder_) {
-        src_tmp = Tensor::Empty(DataType::kFloat, {}, pd_.src_desc().get_size());
-        memory tmp(pd_.src_desc(), Engine(), src_tmp.raw());
+        memory tmp(pd_.src_desc(), Engine(), scratch);
         src_reorder_.execute(s, src, tmp);
         src = tmp;
       }
@@ -48,8 +51,7 @@ class ConvOneDnn final : public runtime::Kernel {
           z_reorder_.execute(s, zm, dst);
         }
       }
-      scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
       std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
                                               {DNNL_ARG_WEIGHTS, weights_},
                                               {DNNL_ARG_DST, dst},
@@ -61,6 +63,10 @@ class ConvOneDnn final : public runtime::Kernel {
   }
 
  private:
+  size_t SrcTmpBytes() const {
+    return src_reorder_ ? (pd_.src_desc().get_size() + 63) / 64 * 64 : 0;
+  }
+
   void DoPrepare(runtime::PrepareContext* ctx) {
     const TensorInfo& x = ctx->inputs[0];
     const Shape& ws = ctx->inputs[1].shape;

@@ -23,12 +23,13 @@ class MatMulOneDnn final : public runtime::Kernel {
     return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
   }
 
+  size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
+
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_.Describe(), [&] {
       memory a(a_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
       memory y(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      Tensor scratch = Tensor::Empty(DataType::kUInt8, {}, pd_.scratchpad_desc().get_size());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch.raw());
+      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
       std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, a},
                                               {DNNL_ARG_WEIGHTS, weights_},
                                               {DNNL_ARG_DST, y},
