@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 namespace kiln::runtime {
 namespace {
@@ -81,6 +82,25 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
   if (VerboseDispatch())
     std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(), name.c_str());
   return {std::make_unique<ReferenceKernel>(op), name};
+}
+
+namespace {
+std::map<std::string, PrecisionCheck>& PrecisionChecks() {
+  static auto* m = new std::map<std::string, PrecisionCheck>();
+  return *m;
+}
+}  // namespace
+
+PrecisionCheckRegistrar::PrecisionCheckRegistrar(const char* backend, PrecisionCheck check) {
+  PrecisionChecks()[backend] = check;
+}
+
+Status CheckPrecision(const std::string& backend, const std::string& precision) {
+  auto it = PrecisionChecks().find(backend);
+  if (it != PrecisionChecks().end()) return it->second(precision);
+  if (precision == "fp32") return OkStatus();
+  return Unsupported("backend '" + backend + "' supports precision fp32 only; got '" + precision +
+                     "'");
 }
 
 }  // namespace kiln::runtime

@@ -105,6 +105,14 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<const Tensor*>& constants, const std::string& backend,
                             bool reference_only);
 
+// Backends say which session precisions they can honour on this machine ("fp32", "bf16", ...):
+// Session::Load refuses the others with the backend's reason.
+using PrecisionCheck = Status (*)(const std::string& precision);
+struct PrecisionCheckRegistrar {
+  PrecisionCheckRegistrar(const char* backend, PrecisionCheck check);
+};
+Status CheckPrecision(const std::string& backend, const std::string& precision);
+
 }  // namespace kiln::runtime
 
 #define KILN_REGISTER_KERNEL(...)                                              \

@@ -53,6 +53,7 @@ TensorSpec SpecOf(const ir::Value& v) {
 StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::Graph>> graph,
                                                   const SessionOptions& options) {
   if (!graph.ok()) return graph.status();
+  KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
   std::vector<std::string> pass_log;
   if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));

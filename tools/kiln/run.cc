@@ -17,12 +17,14 @@ struct RunArgs {
   std::vector<std::string> inputs;
   std::string output_dir;
   bool reference = false;
+  std::string precision = "fp32";
 };
 
 Status DoRun(const RunArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
   SessionOptions opts;
   opts.reference_only = a.reference;
+  opts.precision = a.precision;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   auto t1 = std::chrono::steady_clock::now();
 
@@ -77,6 +79,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files")
       ->required();
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  cmd->add_option("--precision", args->precision,
+                  "fp32 (default) or bf16: convolutions in bfloat16 where the CPU supports it")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->callback([args, exit_code] {
     Status s = DoRun(*args);
     if (!s.ok()) *exit_code = Fail(s);

@@ -102,9 +102,10 @@ class ConvOneDnn final : public runtime::Kernel {
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
     src_in_desc_ = InputDesc(x);
-    memory::desc src_any(Dims(x.shape), memory::data_type::f32, memory::format_tag::any);
-    memory::desc w_any(wdims, memory::data_type::f32, memory::format_tag::any);
-    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    const memory::data_type dt = ComputeType(ctx->precision);
+    memory::desc src_any(Dims(x.shape), dt, memory::format_tag::any);
+    memory::desc w_any(wdims, dt, memory::format_tag::any);
+    memory::desc dst_any(Dims(ys), dt, memory::format_tag::any);
     const bool has_bias = node_.HasInput(2);
     memory::desc b_desc({ws[0]}, memory::data_type::f32, memory::format_tag::x);
     auto desc = has_bias
@@ -125,7 +126,7 @@ class ConvOneDnn final : public runtime::Kernel {
                                                     : ws.size() == 4 ? memory::format_tag::goihw
                                                                      : memory::format_tag::goidhw)
                                      : PlainDesc(ws);
-    packed_w_ = Tensor::Empty(DataType::kFloat, {}, pd_.weights_desc().get_size());
+    packed_w_ = Tensor::Empty(DataType::kUInt8, {}, pd_.weights_desc().get_size());
     weights_ = memory(pd_.weights_desc(), Engine(), packed_w_.raw());
     memory wsrc(w_plain, Engine(), const_cast<void*>(w.raw()));
     dnnl::reorder(wsrc, weights_).execute(ThreadStream(), wsrc, weights_);

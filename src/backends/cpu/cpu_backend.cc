@@ -1,11 +1,27 @@
-// The CPU backend. Today it executes every op with its reference kernel (registered by the ops
-// layer); fast kernels (oneDNN, vectorised C++) register here with KILN_REGISTER_KERNEL and a
-// priority above the reference, and declare Supports() with reasons.
+// The CPU backend: oneDNN kernels (src/backends/cpu/*_onednn.cc) register with KILN_REGISTER_KERNEL
+// at a priority above the reference kernels the ops layer provides, and declare Supports() with
+// reasons. This file says which precisions the backend honours on this machine.
+#include "backends/cpu/onednn_common.h"
 #include "runtime/kernel.h"
 
 namespace kiln::backends::cpu {
 
-// Anchor so the backend library is linked; kernels register from their own translation units.
-const char* BackendName() { return "cpu"; }
+namespace {
+
+Status CpuPrecision(const std::string& precision) {
+  if (precision == "fp32") return OkStatus();
+  if (precision == "bf16") {
+    if (Bf16Supported()) return OkStatus();
+    return Unsupported(
+        "precision bf16 needs a CPU with AVX512-BF16 or AMX (Cooper Lake, Sapphire Rapids or "
+        "newer); oneDNN reports this CPU's best ISA as " +
+        std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + "; use fp32");
+  }
+  return InvalidArgument("precision must be fp32 or bf16; got '" + precision + "'");
+}
+
+runtime::PrecisionCheckRegistrar cpu_precision("cpu", &CpuPrecision);
+
+}  // namespace
 
 }  // namespace kiln::backends::cpu

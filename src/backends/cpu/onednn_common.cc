@@ -53,7 +53,8 @@ std::string OneDnnLayout::name() const {
 
 Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
   return Guard("reorder to plain", [&] {
-    dnnl::memory::desc plain = PlainDesc(shape_, desc_.data_type());
+    // Plain means the value's logical dtype (float32), so bf16 storage converts back here.
+    dnnl::memory::desc plain = PlainDesc(shape_);
     dnnl::memory s(desc_, Engine(), const_cast<void*>(src));
     dnnl::memory d(plain, Engine(), dst);
     dnnl::reorder(s, d).execute(ThreadStream(), s, d);
@@ -68,7 +69,7 @@ dnnl::memory::desc InputDesc(const runtime::TensorInfo& info) {
 
 std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
                                                  const Shape& shape) {
-  if (desc == PlainDesc(shape, desc.data_type())) return nullptr;
+  if (desc.data_type() == dnnl::memory::data_type::f32 && desc == PlainDesc(shape)) return nullptr;
   return std::make_shared<OneDnnLayout>(desc, shape);
 }
 
@@ -132,6 +133,16 @@ bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& co
     return false;
   }
   return true;
+}
+
+bool Bf16Supported() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+dnnl::memory::data_type ComputeType(const std::string& precision) {
+  return precision == "bf16" && Bf16Supported() ? dnnl::memory::data_type::bf16
+                                                : dnnl::memory::data_type::f32;
 }
 
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx) {

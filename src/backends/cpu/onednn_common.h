@@ -25,7 +25,7 @@ dnnl::memory::dims Dims(const Shape& shape);
 // A reorder primitive between two descriptors on the CPU engine.
 dnnl::reorder MakeReorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
 
-// A value stored in a oneDNN-chosen layout.
+// A value stored in a oneDNN-chosen layout (possibly as bf16; its logical dtype stays float32).
 class OneDnnLayout final : public runtime::Layout {
  public:
   OneDnnLayout(dnnl::memory::desc desc, Shape shape) : desc_(desc), shape_(std::move(shape)) {}
@@ -65,6 +65,11 @@ Status Guard(const std::string& what, F&& fn) {
   }
   return OkStatus();
 }
+
+// Whether oneDNN can run bf16 convolutions/matmuls natively here (AVX512-BF16 or AMX).
+bool Bf16Supported();
+// The storage type for conv/matmul activations and weights under a session precision.
+dnnl::memory::data_type ComputeType(const std::string& precision);
 
 // True when every dim of every listed info is known and the dtype is float32.
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);

@@ -74,7 +74,7 @@ class PoolOneDnn final : public runtime::Kernel {
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
     src_ = InputDesc(ctx->inputs[0]);
-    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_, dst_any,
