@@ -32,13 +32,15 @@ Tensor RandomTensor(const Shape& s, uint32_t seed) {
 
 // Runs the model with reference kernels and with the default (fast) kernels; compares outputs
 // and checks `expect_kernels` all appear in the fast plan.
+// With `optimize`, the fast session also runs the graph passes (fusions), so the fused kernels
+// are compared with the unfused reference graph.
 void CheckAgainstReference(const std::string& bytes, const std::vector<NamedTensor>& inputs,
-                           const std::vector<std::string>& expect_kernels) {
+                           const std::vector<std::string>& expect_kernels, bool optimize = false) {
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   ref_opts.optimize = false;
   SessionOptions fast_opts;
-  fast_opts.optimize = false;
+  fast_opts.optimize = optimize;
   auto ref = Session::LoadFromBytes(bytes, ref_opts);
   auto fast = Session::LoadFromBytes(bytes, fast_opts);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
@@ -213,6 +215,44 @@ TEST(OneDnnKernelTest, TransposeBlockedAndPlain) {
   ModelBuilder::IntsAttr(mb.Node("Transpose", {"x"}, {"z"}), "perm", {3, 1, 0, 2});
   CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 16, 5, 7}, 15)}},
                         {"cpu.transpose.onednn"});
+}
+
+TEST(OneDnnKernelTest, LayerNormalization) {
+  for (int64_t axis : {-1, 1}) {
+    ModelBuilder mb(17);
+    mb.Input("x", kF32, {3, 4, 10}).Output("y", kF32, {});
+    const int64_t inner = axis == -1 ? 10 : 40;
+    Shape ps = axis == -1 ? Shape{10} : Shape{4, 10};
+    mb.FloatInit("g", ps, Random(static_cast<size_t>(inner), 16));
+    mb.FloatInit("b", ps, Random(static_cast<size_t>(inner), 17));
+    ModelBuilder::IntAttr(mb.Node("LayerNormalization", {"x", "g", "b"}, {"y"}), "axis", axis);
+    SCOPED_TRACE(axis);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({3, 4, 10}, 18)}},
+                          {"cpu.layernormalization.onednn"});
+  }
+}
+
+// Fusions the optimizer makes, run by oneDNN post-ops, against the unfused reference graph:
+// a ResNet block (Conv -> Add -> Relu), ReLU6 (Clip 0..6) and SiLU (x * Sigmoid(x)).
+TEST(OneDnnKernelTest, FusedConvPatterns) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {2, 8, 9, 9}).Output("y", kF32, {});
+  mb.FloatInit("w1", {8, 8, 3, 3}, Random(8 * 8 * 9, 19));
+  mb.FloatInit("b1", {8}, Random(8, 20));
+  mb.FloatInit("w2", {8, 8, 1, 1}, Random(64, 21));
+  mb.FloatInit("w3", {8, 8, 1, 1}, Random(64, 22));
+  mb.FloatInit("lo", {}, {0.f});
+  mb.FloatInit("hi", {}, {0.5f});
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1", "b1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  mb.Node("Add", {"c1", "x"}, {"s1"});
+  mb.Node("Relu", {"s1"}, {"r1"});
+  mb.Node("Conv", {"r1", "w2"}, {"c2"});
+  mb.Node("Clip", {"c2", "lo", "hi"}, {"r2"});
+  mb.Node("Conv", {"r2", "w3"}, {"c3"});
+  mb.Node("Sigmoid", {"c3"}, {"sg"});
+  mb.Node("Mul", {"c3", "sg"}, {"y"});
+  CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 8, 9, 9}, 23)}},
+                        {"cpu.fusedconv.onednn"}, /*optimize=*/true);
 }
 
 }  // namespace
