@@ -89,7 +89,8 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
   }
   if (model.opset_import_size() == 0) g->opset_imports[""] = 1;  // IR v1/v2 default
 
-  for (const auto& init : gp.initializer()) {
+  for (int ii = 0; ii < gp.initializer_size(); ++ii) {
+    const onnx::TensorProto& init = gp.initializer(ii);
     int id = g->GetOrAddValue(init.name());
     if (g->values[id].constant)
       return InvalidModel("initializer '" + init.name() + "' is defined twice");
@@ -101,6 +102,9 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
     for (int64_t d : t.shape()) dims.push_back(ir::Dim{d, ""});
     v.shape = dims;
     v.constant = std::make_shared<const Tensor>(std::move(t));
+    // The bytes now live in the Tensor; drop the protobuf copy so peak memory at load is about
+    // one copy of the weights, not two.
+    model.mutable_graph()->mutable_initializer(ii)->clear_raw_data();
   }
   for (const auto& in : gp.input()) {
     int id = g->GetOrAddValue(in.name());
@@ -178,12 +182,10 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ir::Graph>> LoadModelFromBytes(const std::string& bytes,
-                                                        const std::string& model_dir) {
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes))
-    return InvalidModel("not a valid ONNX model: protobuf parsing failed (" +
-                        std::to_string(bytes.size()) + " bytes)");
+namespace {
+
+StatusOr<std::unique_ptr<ir::Graph>> LoadModelProto(onnx::ModelProto& model,
+                                                    const std::string& model_dir) {
   if (!model.has_graph()) return InvalidModel("not a valid ONNX model: it has no graph");
   // ONNX's checker, node by node: a node whose op ONNX itself does not know (custom domains,
   // newer opsets) is left for kiln's own unsupported-node report, which lists all of them at once.
@@ -212,14 +214,29 @@ StatusOr<std::unique_ptr<ir::Graph>> LoadModelFromBytes(const std::string& bytes
   return Convert(model, model_dir);
 }
 
+}  // namespace
+
+StatusOr<std::unique_ptr<ir::Graph>> LoadModelFromBytes(const std::string& bytes,
+                                                        const std::string& model_dir) {
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes))
+    return InvalidModel("not a valid ONNX model: protobuf parsing failed (" +
+                        std::to_string(bytes.size()) + " bytes)");
+  return LoadModelProto(model, model_dir);
+}
+
 StatusOr<std::unique_ptr<ir::Graph>> LoadModel(const std::string& path) {
+  // Parsed straight from the file (no intermediate copy of the whole file in memory).
   std::ifstream f(path, std::ios::binary);
   if (!f) return NotFound("cannot open model file '" + path + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  auto g = LoadModelFromBytes(ss.str(), dir);
+  onnx::ModelProto model;
+  StatusOr<std::unique_ptr<ir::Graph>> g =
+      model.ParseFromIstream(&f)
+          ? LoadModelProto(model, dir)
+          : StatusOr<std::unique_ptr<ir::Graph>>(
+                InvalidModel("not a valid ONNX model: protobuf parsing failed"));
   if (!g.ok()) return Status(g.status()).AddContext("while loading '" + path + "'");
   return g;
 }
