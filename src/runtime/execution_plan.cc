@@ -294,13 +294,14 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
   };
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
-    const std::string what =
-        step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
+    auto what = [&] {
+      return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
+    };
     ir::ComputeContext cc;
     for (int slot : step.in_slots) {
       const Tensor* t = get(slot);
       if (slot >= 0 && t == nullptr)
-        return Internal("slot " + std::to_string(slot) + " missing when running " + what);
+        return Internal("slot " + std::to_string(slot) + " missing when running " + what());
       cc.inputs.push_back(t);
     }
     std::vector<DataType> odt(step.out_slots.size());
@@ -340,7 +341,7 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
     }
     if (scratch_bytes > 0) cc.scratch = base + scratch_offset;
     Status s = step.kernel->Run(cc);
-    if (!s.ok()) return s.AddContext("while running " + what + " with " + step.kernel_name);
+    if (!s.ok()) return s.AddContext("while running " + what() + " with " + step.kernel_name);
     for (int slot : step.in_slots)
       if (slot >= 0 && last_use[slot] == static_cast<int>(si) && !constants[slot])
         env[slot] = Tensor();
