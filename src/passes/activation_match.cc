@@ -87,16 +87,27 @@ bool ConsumersAre(const GraphEditor& ed, int x, std::vector<int> want) {
   return !ed.IsGraphOutput(x) && got == want;
 }
 
-std::optional<ActivationMatch> MatchSilu(const GraphEditor& ed, int x) {
+// x * gate(x): Sigmoid -> Silu; HardSigmoid(alpha 1/6, beta 1/2) -> HardSwish (how PyTorch
+// exports hardswish below opset 14).
+std::optional<ActivationMatch> MatchGated(const GraphEditor& ed, int x) {
   const auto& cons = ed.Consumers(x);
   if (cons.size() != 2) return std::nullopt;
   for (int s : cons) {
-    if (!IsOp(ed, s, "Sigmoid") || !OnlyOutput0(ed, s) || ed.node(s).inputs.size() != 1) continue;
-    const int sig = ed.node(s).outputs[0];
-    const int mul = NextOp(ed, sig, "Mul");
-    if (mul < 0 || OtherOperand(ed, mul, sig) != x || !ConsumersAre(ed, x, {s, mul})) continue;
+    const ir::Node& sn = ed.node(s);
+    const char* name = nullptr;
+    if (IsOp(ed, s, "Sigmoid")) {
+      name = "Silu";
+    } else if (IsOp(ed, s, "HardSigmoid") &&
+               std::fabs(sn.GetFloat("alpha", 0.2f) - 1.f / 6.f) <= 1e-6f &&
+               sn.GetFloat("beta", 0.5f) == 0.5f) {
+      name = "HardSwish";
+    }
+    if (name == nullptr || !OnlyOutput0(ed, s) || sn.inputs.size() != 1) continue;
+    const int gate = sn.outputs[0];
+    const int mul = NextOp(ed, gate, "Mul");
+    if (mul < 0 || OtherOperand(ed, mul, gate) != x || !ConsumersAre(ed, x, {s, mul})) continue;
     ActivationMatch m;
-    m.activation = "Silu";
+    m.activation = name;
     m.nodes = {s, mul};
     m.output = ed.node(mul).outputs[0];
     return m;
@@ -168,7 +179,7 @@ bool IsScalarNear(const GraphEditor& ed, int v, double want, double tol) {
 std::optional<ActivationMatch> MatchActivation(const GraphEditor& ed, int x) {
   if (x < 0 || ed.IsGraphOutput(x)) return std::nullopt;
   if (auto m = MatchUnary(ed, x)) return m;
-  if (auto m = MatchSilu(ed, x)) return m;
+  if (auto m = MatchGated(ed, x)) return m;
   return MatchGelu(ed, x);
 }
 

@@ -4,10 +4,11 @@
 //
 // Recognised on value x: Relu, Clip (opset < 11 attributes, or constant scalar min/max inputs),
 // LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, each as x's only consumer; Silu as
-// Mul(x, Sigmoid(x)); Gelu in PyTorch's erf form 0.5 * x * (1 + Erf(x / 1.4142135)) (Div by
-// sqrt(2) or Mul by 1/sqrt(2); the two Muls in any order; operands of Add/Mul either way round).
-// Every intermediate value must be read only inside the pattern and must not be a graph output;
-// x itself must not be a graph output. Float32 only (the caller checks the producer's dtype).
+// Mul(x, Sigmoid(x)); HardSwish also as Mul(x, HardSigmoid(x, alpha=1/6, beta=0.5)); Gelu in
+// PyTorch's erf form 0.5 * x * (1 + Erf(x / 1.4142135)) (Div by sqrt(2) or Mul by 1/sqrt(2); the
+// two Muls in any order; operands of Add/Mul either way round). Every intermediate value must be
+// read only inside the pattern and must not be a graph output; x itself must not be a graph output.
+// Float32 only (the caller checks the producer's dtype).
 #pragma once
 
 #include <optional>

@@ -1,7 +1,8 @@
 // fuse_conv_activation: Conv (or a FusedConv without activation, e.g. from fuse_conv_add) followed
 // by an activation becomes kiln's FusedConv with `activation` set: Relu, Clip (constant min/max,
-// ReLU6), LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, x * Sigmoid(x) as Silu and PyTorch's
-// erf-form GELU as Gelu (patterns in activation_match.h).
+// ReLU6), LeakyRelu, Sigmoid, HardSigmoid, HardSwish (also x * HardSigmoid(x) as PyTorch writes it
+// below opset 14), Tanh, x * Sigmoid(x) as Silu and PyTorch's erf-form GELU as Gelu (patterns in
+// activation_match.h).
 //
 // Fires only when the conv output and every intermediate value of the activation are read inside
 // the pattern alone and are not graph outputs; a Clip whose min or max is not a constant is left

@@ -278,6 +278,13 @@ std::vector<ActCase> ActivationCases() {
          m.Node("Mul", {"s", "c"}, {"y"});
        },
        "Silu"},
+      {"HardSwishOpset13", 13,
+       [](ModelBuilder& m) {
+         auto& n = m.Node("HardSigmoid", {"c"}, {"s"});
+         FloatAttr(n, "alpha", 1.f / 6.f);
+         m.Node("Mul", {"c", "s"}, {"y"});
+       },
+       "HardSwish"},
       {"GeluMulFirst", 13, gelu(0), "Gelu"},
       {"GeluHalfFirst", 13, gelu(1), "Gelu"},
   };
