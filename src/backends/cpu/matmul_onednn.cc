@@ -23,13 +23,20 @@ class MatMulOneDnn final : public runtime::Kernel {
     return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
   }
 
-  size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
+  // Scratch: A rounded to bf16 (bf16 precision only), then oneDNN's scratchpad.
+  size_t ScratchBytes() const override { return ATmpBytes() + pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_.Describe(), [&] {
+      char* scratch = static_cast<char*>(ctx.scratch);
       memory a(a_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
+      if (a_reorder_) {
+        memory tmp(a_compute_, Engine(), scratch);
+        a_reorder_.execute(ThreadStream(), a, tmp);
+        a = tmp;
+      }
       memory y(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch + ATmpBytes());
       std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, a},
                                               {DNNL_ARG_WEIGHTS, weights_},
                                               {DNNL_ARG_DST, y},
@@ -42,6 +49,8 @@ class MatMulOneDnn final : public runtime::Kernel {
   }
 
  private:
+  size_t ATmpBytes() const { return a_reorder_ ? (a_compute_.get_size() + 63) / 64 * 64 : 0; }
+
   void DoPrepare(runtime::PrepareContext* ctx) {
     const bool gemm = node_.op_type == "Gemm";
     const Shape& as = ctx->inputs[0].shape;
@@ -55,7 +64,16 @@ class MatMulOneDnn final : public runtime::Kernel {
                  : memory::desc({m, k}, memory::data_type::f32, memory::dims{k, 1});
     memory::desc b_plain = tb ? memory::desc({k, n}, memory::data_type::f32, memory::dims{1, k})
                               : memory::desc({k, n}, memory::data_type::f32, memory::dims{n, 1});
-    memory::desc b_any({k, n}, memory::data_type::f32, memory::format_tag::any);
+    // bf16 precision: A is rounded to bf16 into scratch at run time and B is packed as bf16, so
+    // AMX/AVX512-BF16 do the products; the output (and bias) stay float32.
+    const memory::data_type dt = ComputeType(ctx->precision);
+    if (dt == memory::data_type::bf16) {
+      a_compute_ = memory::desc({m, k}, dt, memory::format_tag::ab);
+      a_reorder_ = MakeReorder(a_desc_, a_compute_);
+    } else {
+      a_compute_ = a_desc_;
+    }
+    memory::desc b_any({k, n}, dt, memory::format_tag::any);
     memory::desc y_desc({m, n}, memory::data_type::f32, memory::dims{n, 1});
 
     // Bias: Gemm's beta*C or FusedMatMul's third input, as [1, N].
@@ -84,11 +102,11 @@ class MatMulOneDnn final : public runtime::Kernel {
                        node_.GetFloat("activation_beta", 0.f), &ops);
     attr.set_post_ops(ops);
     memory::desc bias_desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
-    auto d = bias_copy_.defined() ? dnnl::matmul::desc(a_desc_, b_any, bias_desc, y_desc)
-                                  : dnnl::matmul::desc(a_desc_, b_any, y_desc);
+    auto d = bias_copy_.defined() ? dnnl::matmul::desc(a_compute_, b_any, bias_desc, y_desc)
+                                  : dnnl::matmul::desc(a_compute_, b_any, y_desc);
     pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
     prim_ = dnnl::matmul(pd_);
-    packed_b_ = Tensor::Empty(DataType::kFloat, {}, pd_.weights_desc().get_size());
+    packed_b_ = Tensor::Empty(DataType::kUInt8, {}, pd_.weights_desc().get_size());
     weights_ = memory(pd_.weights_desc(), Engine(), packed_b_.raw());
     memory bsrc(b_plain, Engine(), const_cast<void*>(ctx->constants[1]->raw()));
     dnnl::reorder(bsrc, weights_).execute(ThreadStream(), bsrc, weights_);
@@ -97,7 +115,8 @@ class MatMulOneDnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
-  memory::desc a_desc_;
+  memory::desc a_desc_, a_compute_;
+  dnnl::reorder a_reorder_;
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul prim_;
   Tensor packed_b_, bias_copy_, scale_value_;
