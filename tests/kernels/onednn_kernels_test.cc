@@ -255,5 +255,51 @@ TEST(OneDnnKernelTest, FusedConvPatterns) {
                         {"cpu.fusedconv.onednn"}, /*optimize=*/true);
 }
 
+TEST(OneDnnKernelTest, PrecisionOption) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {1, 16, 12, 12}).Output("y", kF32, {});
+  mb.FloatInit("w1", {32, 16, 3, 3}, Random(32 * 16 * 9, 24));
+  mb.FloatInit("w2", {16, 32, 1, 1}, Random(16 * 32, 25));
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c"}), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c"}, {"r"});
+  mb.Node("Conv", {"r", "w2"}, {"y"});
+  SessionOptions bad;
+  bad.precision = "fp16";
+  auto s = Session::LoadFromBytes(mb.Bytes(), bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("fp32 or bf16"), std::string::npos) << s.status().message();
+
+  SessionOptions bf16;
+  bf16.precision = "bf16";
+  auto b = Session::LoadFromBytes(mb.Bytes(), bf16);
+  if (!b.ok()) {  // a CPU without AVX512-BF16/AMX: refused with the reason
+    EXPECT_EQ(b.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(b.status().message().find("AVX512-BF16 or AMX"), std::string::npos);
+    GTEST_SKIP() << "no bf16 on this CPU: " << b.status().message();
+  }
+  auto f = Session::LoadFromBytes(mb.Bytes());
+  ASSERT_TRUE(f.ok());
+  Tensor x = RandomTensor({1, 16, 12, 12}, 26);
+  auto plan = (*b)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find(":bf16"), std::string::npos) << *plan;  // activations stored as bf16
+  std::vector<NamedTensor> yb, yf;
+  ASSERT_TRUE((*b)->Run({{"x", x}}, &yb).ok());
+  ASSERT_TRUE((*f)->Run({{"x", x}}, &yf).ok());
+  // bf16 keeps 8 mantissa bits: relative error of a 144-term dot product stays within ~1e-2 of
+  // the output scale; the fp32 output is float32 either way.
+  double num = 0, den = 0, dot = 0, nb = 0;
+  for (int64_t i = 0; i < yf[0].tensor.numel(); ++i) {
+    double a = yf[0].tensor.data<float>()[i], c = yb[0].tensor.data<float>()[i];
+    num += (a - c) * (a - c);
+    den += a * a;
+    dot += a * c;
+    nb += c * c;
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
+  EXPECT_GT(dot / std::sqrt(den * nb), 0.999);
+}
+
 }  // namespace
 }  // namespace kiln

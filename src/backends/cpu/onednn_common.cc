@@ -48,6 +48,7 @@ std::string OneDnnLayout::name() const {
   for (int i : order) s += static_cast<char>((blocked[i] ? 'A' : 'a') + i);
   for (int i = 0; i < b.inner_nblks; ++i)
     s += std::to_string(b.inner_blks[i]) + static_cast<char>('a' + b.inner_idxs[i]);
+  if (desc_.data_type() == dnnl::memory::data_type::bf16) s += ":bf16";
   return s;
 }
 
