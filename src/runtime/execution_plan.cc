@@ -234,25 +234,45 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
 
 void ExecutionPlan::PlanArena() {
   arena_offset.assign(dtypes.size(), -1);
+  auto bytes_of = [&](int slot) {
+    return layouts[slot]
+               ? layouts[slot]->bytes()
+               : static_cast<size_t>(NumElements(shapes[slot])) * DataTypeSize(dtypes[slot]);
+  };
+  // Each arena buffer: a slot written by a static step, plus the slots that reuse it in place
+  // (a kernel's output overwriting an input whose last reader it is).
+  std::vector<int> buffer_of(dtypes.size(), -1);
   std::vector<BufferRequest> requests;
-  std::vector<int> slots;
+  std::vector<int> owner;  // per buffer: the slot that first wrote it
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& st = steps[si];
+    const int step = static_cast<int>(si);
     scratch_bytes = std::max(scratch_bytes, st.kernel->ScratchBytes());
     if (st.dynamic) continue;
-    for (int slot : st.out_slots) {
+    const int ip = st.kernel->InPlaceInput();
+    for (size_t o = 0; o < st.out_slots.size(); ++o) {
+      const int slot = st.out_slots[o];
       if (slot < 0 || constants[slot]) continue;
-      size_t bytes = layouts[slot] ? layouts[slot]->bytes()
-                                   : static_cast<size_t>(NumElements(shapes[slot])) *
-                                         DataTypeSize(dtypes[slot]);
-      int last = std::max(last_use[slot], static_cast<int>(si));
-      requests.push_back({bytes, static_cast<int>(si), last});
-      slots.push_back(slot);
+      const size_t bytes = bytes_of(slot);
+      if (o == 0 && ip >= 0 && static_cast<size_t>(ip) < st.in_slots.size()) {
+        const int in = st.in_slots[ip];
+        if (in >= 0 && buffer_of[in] >= 0 && last_use[in] == step && bytes_of(in) == bytes) {
+          buffer_of[slot] = buffer_of[in];
+          BufferRequest& r = requests[buffer_of[in]];
+          r.last_step = std::max({r.last_step, last_use[slot], step});
+          ++in_place;
+          continue;
+        }
+      }
+      buffer_of[slot] = static_cast<int>(requests.size());
+      requests.push_back({bytes, step, std::max(last_use[slot], step)});
+      owner.push_back(slot);
     }
   }
   MemoryLayout layout = PlanMemory(requests);
-  for (size_t i = 0; i < slots.size(); ++i)
-    arena_offset[slots[i]] = static_cast<int64_t>(layout.offsets[i]);
+  for (size_t slot = 0; slot < buffer_of.size(); ++slot)
+    if (buffer_of[slot] >= 0)
+      arena_offset[slot] = static_cast<int64_t>(layout.offsets[buffer_of[slot]]);
   scratch_offset = layout.arena_bytes;
   arena_bytes = layout.arena_bytes + (scratch_bytes + 63) / 64 * 64;
 }
@@ -362,7 +382,8 @@ std::string ExecutionPlan::Describe(const Model& model) const {
                   " nodes folded into constants, " + std::to_string(conversions) +
                   " layout conversions, " + std::to_string(num_threads) + " threads\n" +
                   "memory plan: one arena of " + std::to_string(arena_bytes) + " bytes (" +
-                  std::to_string(scratch_bytes) + " of them scratch)\n";
+                  std::to_string(scratch_bytes) + " of them scratch), " + std::to_string(in_place) +
+                  " outputs written in place\n";
   for (const Step& st : steps) {
     if (st.node < 0) {
       s += "  " + st.kernel_name + "\n";

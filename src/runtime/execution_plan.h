@@ -67,6 +67,7 @@ struct ExecutionPlan {
   size_t arena_bytes = 0;
   size_t scratch_offset = 0;
   size_t scratch_bytes = 0;
+  int in_place = 0;  // outputs sharing their input's buffer
   int folded_nodes = 0;
   int conversions = 0;
   int num_threads = 1;

@@ -59,6 +59,10 @@ class Kernel {
   // Whether input i may arrive in a non-plain layout (the one Prepare saw). When false, the
   // planner converts such an input to plain before this kernel.
   virtual bool AcceptsLayout(size_t input) const { return false; }
+  // An input whose buffer the output (output 0) may overwrite, or -1. The planner uses it only
+  // when this step is that input's last reader and the sizes match; Run() must then handle
+  // in.raw() == out.raw().
+  virtual int InPlaceInput() const { return -1; }
   // Scratch bytes Run() needs (valid after Prepare); the planner provides them from the arena.
   virtual size_t ScratchBytes() const { return 0; }
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;

@@ -60,6 +60,7 @@ class BinaryOneDnn final : public runtime::Kernel {
     });
   }
 
+  int InPlaceInput() const override { return full_; }  // oneDNN supports dst == src
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {

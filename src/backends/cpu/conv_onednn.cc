@@ -27,6 +27,10 @@ class ConvOneDnn final : public runtime::Kernel {
     return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
   }
 
+  // The residual Z may share the output's buffer when it has the output's layout: the sum
+  // post-op then accumulates onto it directly.
+  int InPlaceInput() const override { return has_sum_ && z_desc_ == pd_.dst_desc() ? 3 : -1; }
+
   // Scratch: the reordered input (when the primitive wants another layout), then oneDNN's
   // scratchpad.
   size_t ScratchBytes() const override { return SrcTmpBytes() + pd_.scratchpad_desc().get_size(); }
@@ -44,7 +48,9 @@ class ConvOneDnn final : public runtime::Kernel {
       memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
       if (has_sum_) {
         const Tensor& z = ctx.in(3);
-        if (z_desc_ == pd_.dst_desc()) {
+        if (z.raw() == ctx.out(0).raw()) {
+          // Z already in the output buffer (planned in place): the sum post-op reads it there.
+        } else if (z_desc_ == pd_.dst_desc()) {
           std::memcpy(ctx.out(0).raw(), z.raw(), pd_.dst_desc().get_size());
         } else {
           memory zm(z_desc_, Engine(), const_cast<void*>(z.raw()));

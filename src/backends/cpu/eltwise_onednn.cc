@@ -68,6 +68,7 @@ class EltwiseOneDnn final : public runtime::Kernel {
     });
   }
 
+  int InPlaceInput() const override { return 0; }  // oneDNN supports dst == src
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
