@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: cli_test.sh KILN_BINARY SOURCE_DIR
-# Exercises `kiln inspect` and `kiln run`: outputs, sanitised names, exit codes and messages for
-# bad input. Prints "N passed, M failed"; exits 1 on any failure.
+# Exercises `kiln inspect`, `kiln run`, `kiln bench` and `kiln doctor`: outputs, sanitised names,
+# exit codes and messages for bad input. Prints "N passed, M failed"; exits 1 on any failure.
 set -u
 KILN=$1
 SRC=$2
@@ -76,7 +76,14 @@ check bench-bad-precision 1 "--precision: fp16 not in" -- "$KILN" bench "$D" --p
 check bench-symbolic-dim 11 "input 'x' \(float32\[N,3,H\]\): dim 2 \('H'\) is symbolic" -- "$KILN" bench "$W/sym.onnx"
 check bench-symbolic-dim-shape 0 "input x: float32\[2,3,5\]" -- "$KILN" bench "$W/sym.onnx" --shape x=2x3x5 --iterations 1 --warmup 0
 check bench-missing-model 14 "cannot open model file" -- "$KILN" bench "$W/none.onnx"
-for sub in run inspect bench; do
+check doctor-ok 0 "kiln doctor" -- "$KILN" doctor
+check doctor-cpu-section 0 "oneDNN ISA" -- "$KILN" doctor
+# Machines without an NVIDIA driver (CI) must hear so; doctor_test covers the driver paths.
+if [ ! -e /dev/nvidiactl ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  check doctor-no-driver 0 "no NVIDIA driver found \(libcuda.so.1 not loadable\): GPU execution unavailable" -- "$KILN" doctor
+fi
+check doctor-json-stdout 0 "^ok$" -- bash -c "'$KILN' doctor --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert set(j)=={\"build\",\"cpu\",\"cuda\",\"warnings\"}; print(\"ok\")'"
+for sub in run inspect bench doctor; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help
 done
 check help-top 0 "inspect" -- "$KILN" --help

@@ -8,6 +8,7 @@ void AddInspectCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddBenchCommand(CLI::App& app, int* exit_code);
+void AddDoctorCommand(CLI::App& app, int* exit_code);
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddRunCommand(app, &exit_code);
   kiln::cli::AddOpsCommand(app, &exit_code);
   kiln::cli::AddBenchCommand(app, &exit_code);
+  kiln::cli::AddDoctorCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,403 @@
+// `kiln doctor [--json [FILE]]`: what this kiln was built with and what it finds on this machine:
+// build flags, the CPU and its ISA, and for CUDA the driver, the runtime/cuDNN/cuBLAS versions
+// loaded against those compiled in, each GPU, and the SASS/PTX architectures in kiln's own binary
+// (read from its .nv_fatbin section, no cuobjdump needed), with a verdict per GPU: native, or PTX
+// JIT needed (then the JIT cache settings and advice). Everything is discovered at run time
+// (dlopen), so a missing driver, library or GPU is a fact to print, not an error: doctor exits 0
+// unless the --json file cannot be written. The facts are gathered once into a JSON object; the
+// text report is printed from it (doctor_text.cc), so the two never disagree.
+#include "doctor.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/cuda/cuda_probe.h"
+#include "backends/cuda/fatbin.h"
+#include "backends/cuda/gpu_compat.h"
+#include "common.h"
+#include "core/threading.h"
+
+#ifdef KILN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/onednn_common.h"
+#endif
+#ifdef KILN_CUDA_ENABLED
+#include "backends/cuda/build_info.h"
+#endif
+
+#ifndef KILN_VERSION_STRING
+#define KILN_VERSION_STRING "unknown"
+#endif
+#ifndef KILN_BUILD_TYPE
+#define KILN_BUILD_TYPE "unknown"
+#endif
+
+namespace kiln::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Compiler() {
+#if defined(__clang__)
+  return "Clang " __clang_version__;
+#elif defined(__GNUC__)
+  return "GCC " __VERSION__;
+#else
+  return "unknown";
+#endif
+}
+
+// Versions this build was compiled against, 0 when unknown or CUDA is off.
+struct Compiled {
+  int cudart = 0, cudnn = 0, cublas = 0;
+};
+
+Compiled CompiledVersions() {
+  Compiled c;
+#ifdef KILN_CUDA_ENABLED
+  const cuda::CudaBuildInfo info = cuda::GetCudaBuildInfo();
+  c.cudart = info.cudart_version;
+  c.cudnn = info.cudnn_version;
+  c.cublas = info.cublas_version;
+#endif
+  return c;
+}
+
+Json Build() {
+  Json b;
+  b["kiln_version"] = KILN_VERSION_STRING;
+  b["compiler"] = Compiler();
+  b["build_type"] = KILN_BUILD_TYPE;
+#ifdef KILN_HAVE_DNNL
+  const dnnl_version_t* v = dnnl_version();
+  b["onednn_version"] =
+      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+#else
+  b["onednn_version"] = nullptr;
+#endif
+#ifdef KILN_CUDA_ENABLED
+  const cuda::CudaBuildInfo info = cuda::GetCudaBuildInfo();
+  b["cuda_enabled"] = true;
+  b["cuda_toolkit"] = KILN_CUDA_TOOLKIT_VERSION;
+  b["cuda_architectures"] = info.architectures;
+  b["cudart_compiled"] = cuda::CudaVersionText(info.cudart_version);
+  b["cudart_linkage"] = info.cudart_static ? "static" : "shared";
+  b["cudnn_compiled"] =
+      info.cudnn_version ? Json(cuda::CudnnVersionText(info.cudnn_version)) : Json();
+  b["cublas_compiled"] =
+      info.cublas_version ? Json(cuda::CublasVersionText(info.cublas_version)) : Json();
+#else
+  b["cuda_enabled"] = false;
+  b["cuda_toolkit"] = nullptr;
+  b["cuda_architectures"] = nullptr;
+  b["cudart_compiled"] = nullptr;
+  b["cudart_linkage"] = nullptr;
+  b["cudnn_compiled"] = nullptr;
+  b["cublas_compiled"] = nullptr;
+#endif
+  return b;
+}
+
+#ifdef KILN_HAVE_DNNL
+const char* OneDnnIsaName(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+#endif
+
+Json Cpu() {
+  Json c;
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown";
+  std::set<std::string> flags;
+  int logical = 0;
+  auto value = [](const std::string& l) {
+    auto colon = l.find(':');
+    auto b = colon == std::string::npos ? colon : l.find_first_not_of(" \t", colon + 1);
+    return b == std::string::npos ? std::string() : l.substr(b);
+  };
+  while (std::getline(f, line)) {
+    std::string key = line.substr(0, line.find(':'));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    if (key == "processor") ++logical;
+    if (key == "model name" && model == "unknown") model = value(line);
+    if (key == "flags" && flags.empty()) {
+      std::istringstream ss(value(line));
+      for (std::string fl; ss >> fl;) flags.insert(fl);
+    }
+  }
+  c["model"] = model;
+  c["physical_cores"] = PhysicalCores();
+  c["logical_cpus"] = logical > 0 ? logical : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  Json isa = Json::array();
+  for (const char* fl :
+       {"avx", "fma", "f16c", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+        "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
+    if (flags.count(fl)) isa.push_back(fl);
+  c["isa"] = isa;
+#ifdef KILN_HAVE_DNNL
+  c["onednn_isa"] = OneDnnIsaName(dnnl::get_effective_cpu_isa());
+  c["bf16"] = backends::cpu::Bf16Supported();
+#else
+  c["onednn_isa"] = nullptr;
+  c["bf16"] = false;
+#endif
+  return c;
+}
+
+Json Library(const cuda::LibraryProbe& p, const Json& compiled) {
+  Json j;
+  j["soname"] = p.soname;
+  j["loaded"] = p.loaded;
+  j["path"] = p.path.empty() ? Json() : Json(p.path);
+  j["version"] = p.version_text.empty() ? Json() : Json(p.version_text);
+  j["compiled"] = compiled;
+  j["error"] = p.error.empty() ? Json() : Json(p.error);
+  return j;
+}
+
+std::string ExePath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "/proc/self/exe";
+  buf[n] = '\0';
+  return buf;
+}
+
+Json Binary(cuda::EmbeddedCode* code) {
+  Json j;
+  const std::string path = ExePath();
+  j["path"] = path;
+  auto read = cuda::ReadEmbeddedCode("/proc/self/exe");
+  if (!read.ok()) {
+    j["error"] = read.status().ToString();
+    j["sass"] = Json::array();
+    j["ptx"] = Json::array();
+    return j;
+  }
+  *code = std::move(*read);
+  j["error"] = nullptr;
+  j["sass"] = code->sass;
+  j["ptx"] = code->ptx;
+  j["containers"] = code->containers.size();
+  j["estimated_jit_bytes"] = code->estimated_jit_bytes;
+  Json entries = Json::array();
+  for (const auto& c : code->containers) {
+    for (const auto& e : c.entries) {
+      Json je;
+      je["kind"] = e.is_ptx()   ? "ptx"
+                   : e.is_elf() ? "sass"
+                                : "other(" + std::to_string(e.kind) + ")";
+      je["arch"] = e.arch;
+      je["code_version"] = std::to_string(e.code_major) + "." + std::to_string(e.code_minor);
+      je["header_bytes"] = e.header_bytes;
+      je["payload_bytes"] = e.payload_bytes;
+      je["compressed"] = e.compressed();
+      entries.push_back(je);
+    }
+  }
+  j["entries"] = entries;
+  return j;
+}
+
+Json JitCache(const cuda::JitCacheSettings& s) {
+  Json j;
+  auto raw = [](const std::string& v) { return v.empty() ? Json() : Json(v); };
+  j["CUDA_CACHE_DISABLE"] = raw(s.disable_env);
+  j["CUDA_CACHE_MAXSIZE"] = raw(s.maxsize_env);
+  j["CUDA_CACHE_PATH"] = raw(s.path_env);
+  j["disabled"] = s.disabled;
+  j["max_bytes"] = s.max_bytes_valid ? Json(s.max_bytes) : Json();
+  j["path"] = s.path;
+  j["writable"] = cuda::CacheFolderWritable(s.path);
+  return j;
+}
+
+// The driver and its GPUs; loud findings go to `warnings`.
+Json Driver(const cuda::DriverProbe& driver, bool enabled, const Compiled& compiled,
+            Json* warnings) {
+  Json d = Library(driver.library, Json());
+  d.erase("compiled");
+  d["initialized"] = driver.initialized;
+  d["init_error"] = driver.init_error.empty() ? Json() : Json(driver.init_error);
+  if (!driver.library.loaded) {
+    warnings->push_back(
+        "no NVIDIA driver found (libcuda.so.1 not loadable): GPU execution unavailable");
+  } else if (!driver.initialized) {
+    warnings->push_back("NVIDIA driver found but not usable (" + driver.init_error +
+                        "): GPU execution unavailable");
+  } else if (driver.gpus.empty()) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    warnings->push_back(std::string("NVIDIA driver loaded but no GPU visible") +
+                        (visible ? " (CUDA_VISIBLE_DEVICES='" + std::string(visible) + "')" : "") +
+                        ": GPU execution unavailable");
+  }
+  const int version = driver.library.version;
+  if (enabled && version > 0 && version / 1000 < compiled.cudart / 1000)
+    warnings->push_back("the driver supports CUDA " + driver.library.version_text +
+                        ", older than the CUDA " + cuda::CudaVersionText(compiled.cudart) +
+                        " kiln was built with: update the NVIDIA driver");
+  else if (enabled && version > 0 && version < compiled.cudart)
+    warnings->push_back("the driver supports CUDA " + driver.library.version_text + ", kiln was " +
+                        "built with " + cuda::CudaVersionText(compiled.cudart) +
+                        ": SASS runs (minor version compatibility) but PTX JIT may fail");
+  return d;
+}
+
+// The runtime, cuDNN and cuBLAS, by the major versions this build expects (CUDA 13 and cuDNN 9
+// in a CPU-only build).
+Json Libraries(const Json& build, bool enabled, const Compiled& compiled, Json* warnings) {
+  auto soname = [](const char* lib, int major) { return std::string(lib) + std::to_string(major); };
+  const cuda::LibraryProbe cudart = cuda::ProbeCudaRuntime(
+      soname("libcudart.so.", compiled.cudart ? compiled.cudart / 1000 : 13));
+  const cuda::LibraryProbe cudnn =
+      cuda::ProbeCudnn(soname("libcudnn.so.", compiled.cudnn ? compiled.cudnn / 10000 : 9));
+  const cuda::LibraryProbe cublas =
+      cuda::ProbeCublas(soname("libcublas.so.", compiled.cublas ? compiled.cublas / 10000 : 13));
+  Json libs;
+  libs["cudart"] = Library(cudart, build["cudart_compiled"]);
+  libs["cudnn"] = Library(cudnn, build["cudnn_compiled"]);
+  libs["cublas"] = Library(cublas, build["cublas_compiled"]);
+  const std::pair<const cuda::LibraryProbe*, int> checks[] = {{&cudnn, compiled.cudnn},
+                                                              {&cublas, compiled.cublas}};
+  for (const auto& [lib, want] : checks) {
+    if (!enabled || want == 0) continue;
+    if (!lib->loaded)
+      warnings->push_back(lib->soname + " not loadable: the GPU kernels that need it will fail");
+    else if (lib->version > 0 && lib->version < want)
+      warnings->push_back(lib->soname + " " + lib->version_text +
+                          " is loaded, older than the version kiln was compiled against");
+  }
+  return libs;
+}
+
+// One entry per GPU with its verdict and, when it needs PTX JIT, the JIT cache advice.
+Json Gpus(const std::vector<cuda::GpuInfo>& gpus, bool enabled, const cuda::EmbeddedCode& code,
+          const cuda::JitCacheSettings& cache, bool cache_writable, Json* warnings) {
+  Json out = Json::array();
+  for (const cuda::GpuInfo& g : gpus) {
+    Json jg;
+    jg["index"] = g.index;
+    jg["name"] = g.name;
+    jg["memory_bytes"] = g.memory_bytes;
+    jg["compute_capability"] = std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor);
+    const cuda::GpuVerdict v = cuda::JudgeGpu(g.cc_major, g.cc_minor, code.sass, code.ptx);
+    jg["verdict"] = enabled ? cuda::VerdictName(v.verdict) : "cpu_only_build";
+    jg["sass_arch"] = v.sass_arch ? Json(v.sass_arch) : Json();
+    jg["ptx_arch"] = v.ptx_arch ? Json(v.ptx_arch) : Json();
+    jg["explanation"] = enabled ? v.explanation : "kiln was built without CUDA";
+    Json advice = Json::array();
+    if (enabled && v.verdict == cuda::Verdict::kPtxJit)
+      for (const std::string& a :
+           cuda::JitCacheAdvice(cache, code.estimated_jit_bytes, cache_writable))
+        advice.push_back(a);
+    jg["jit_cache_advice"] = advice;
+    if (enabled && v.verdict != cuda::Verdict::kNative)
+      warnings->push_back("GPU " + std::to_string(g.index) + " (" + g.name + "): " + v.explanation);
+    out.push_back(jg);
+  }
+  return out;
+}
+
+// The CUDA section; appends loud one-line findings to `warnings`.
+Json Cuda(const Json& build, Json* warnings) {
+  Json j;
+  const bool enabled = build["cuda_enabled"].get<bool>();
+  const Compiled compiled = CompiledVersions();
+  // Execution on the GPU is not wired in yet (issue 5): say so rather than imply it runs.
+  j["execution_available"] = false;
+  if (!enabled)
+    warnings->push_back(
+        "kiln was built without CUDA (KILN_WITH_CUDA=OFF or no toolkit found): CPU only");
+  const cuda::DriverProbe driver = cuda::ProbeDriver();
+  j["driver"] = Driver(driver, enabled, compiled, warnings);
+  j["libraries"] = Libraries(build, enabled, compiled, warnings);
+
+  cuda::EmbeddedCode code;
+  j["binary"] = Binary(&code);
+  if (!j["binary"]["error"].is_null())
+    warnings->push_back("cannot read kiln's own fatbin: " +
+                        j["binary"]["error"].get<std::string>());
+  else if (enabled && code.sass.empty() && code.ptx.empty())
+    warnings->push_back("this CUDA build carries no GPU code in its binary (.nv_fatbin missing)");
+
+  const cuda::JitCacheSettings cache = cuda::JitCacheSettingsFromEnv();
+  j["jit_cache"] = JitCache(cache);
+  j["gpus"] =
+      Gpus(driver.gpus, enabled, code, cache, j["jit_cache"]["writable"].get<bool>(), warnings);
+  return j;
+}
+
+Status RunDoctor(const std::string& json_path, bool json_requested) {
+  Json report;
+  Json warnings = Json::array();
+  report["build"] = Build();
+  report["cpu"] = Cpu();
+  report["cuda"] = Cuda(report["build"], &warnings);
+  report["warnings"] = warnings;
+  const bool json_to_stdout = json_requested && (json_path.empty() || json_path == "-");
+  if (!json_to_stdout) PrintDoctorReport(report);
+  if (!json_requested) return OkStatus();
+  const std::string text = report.dump(2) + "\n";
+  if (json_to_stdout) {
+    std::fputs(text.c_str(), stdout);
+    return OkStatus();
+  }
+  std::ofstream f(json_path);
+  f << text;
+  f.close();
+  if (!f) return InvalidArgument("--json: cannot write '" + json_path + "'");
+  std::printf("json: %s\n", json_path.c_str());
+  return OkStatus();
+}
+
+}  // namespace
+
+void AddDoctorCommand(CLI::App& app, int* exit_code) {
+  auto json_path = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "doctor",
+      "Report the build, the CPU and, for CUDA, the driver, libraries, GPUs and the GPU "
+      "architectures in this binary");
+  CLI::Option* json =
+      cmd->add_option("--json", *json_path,
+                      "Print the report as one JSON object (alone on stdout), or write it to FILE")
+          ->expected(0, 1)
+          ->option_text("[FILE]");
+  cmd->callback([json_path, json, exit_code] {
+    Status s = RunDoctor(*json_path, json->count() > 0);
+    if (!s.ok()) *exit_code = Fail(s);
+  });
+}
+
+}  // namespace kiln::cli
