@@ -100,20 +100,16 @@ KernelSupport SupportsBinary(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateBinary(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<BinaryOneDnn>(node);
-}
-
-#define KILN_BINARY_KERNEL(OP, NAME)                             \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", \
-                                          OP,                    \
-                                          "",                    \
-                                          7,                     \
-                                          ir::kMaxOpset,         \
-                                          "cpu",                 \
-                                          10,                    \
-                                          SupportsBinary,        \
-                                          CreateBinary,          \
+#define KILN_BINARY_KERNEL(OP, NAME)                                  \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn",      \
+                                          OP,                         \
+                                          "",                         \
+                                          7,                          \
+                                          ir::kMaxOpset,              \
+                                          "cpu",                      \
+                                          10,                         \
+                                          SupportsBinary,             \
+                                          CreateKernel<BinaryOneDnn>, \
                                           {}})
 KILN_BINARY_KERNEL("Add", "add");
 KILN_BINARY_KERNEL("Sub", "sub");

@@ -171,13 +171,17 @@ KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vecto
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateConv(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<ConvOneDnn>(node);
-}
-
 // W and B (inputs 1, 2) must be constant so Prepare can prepack them.
-KILN_REGISTER_KERNEL(runtime::KernelDef{
-    "cpu.conv.onednn", "Conv", "", 1, ir::kMaxOpset, "cpu", 10, SupportsConv, CreateConv, {1, 2}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.conv.onednn",
+                                        "Conv",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsConv,
+                                        CreateKernel<ConvOneDnn>,
+                                        {1, 2}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedconv.onednn",
                                         "FusedConv",
                                         "kiln",
@@ -186,7 +190,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedconv.onednn",
                                         "cpu",
                                         10,
                                         SupportsConv,
-                                        CreateConv,
+                                        CreateKernel<ConvOneDnn>,
                                         {1, 2}});
 
 }  // namespace

@@ -96,13 +96,10 @@ KernelSupport SupportsEltwise(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateEltwise(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<EltwiseOneDnn>(node);
-}
-
 #define KILN_ELTWISE_KERNEL(OP, NAME, CONSTS)                                                     \
   KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, "cpu", \
-                                          10, SupportsEltwise, CreateEltwise, CONSTS})
+                                          10, SupportsEltwise, CreateKernel<EltwiseOneDnn>,       \
+                                          CONSTS})
 KILN_ELTWISE_KERNEL("Relu", "relu", {});
 KILN_ELTWISE_KERNEL("LeakyRelu", "leakyrelu", {});
 KILN_ELTWISE_KERNEL("Clip", "clip", (std::vector<int>{1, 2}));

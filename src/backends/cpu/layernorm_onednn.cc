@@ -91,10 +91,6 @@ KernelSupport SupportsLayerNorm(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateLayerNorm(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<LayerNormOneDnn>(node);
-}
-
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.layernormalization.onednn",
                                         "LayerNormalization",
                                         "",
@@ -103,7 +99,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.layernormalization.onednn",
                                         "cpu",
                                         10,
                                         SupportsLayerNorm,
-                                        CreateLayerNorm,
+                                        CreateKernel<LayerNormOneDnn>,
                                         {1, 2}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.layernormalization.onednn",
                                         "LayerNormalization",
@@ -113,7 +109,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.layernormalization.onednn",
                                         "cpu",
                                         10,
                                         SupportsLayerNorm,
-                                        CreateLayerNorm,
+                                        CreateKernel<LayerNormOneDnn>,
                                         {1, 2}});
 
 }  // namespace

@@ -149,10 +149,6 @@ KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateMatMul(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<MatMulOneDnn>(node);
-}
-
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gemm.onednn",
                                         "Gemm",
                                         "",
@@ -161,7 +157,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gemm.onednn",
                                         "cpu",
                                         10,
                                         SupportsMatMul,
-                                        CreateMatMul,
+                                        CreateKernel<MatMulOneDnn>,
                                         {1, 2}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.matmul.onednn",
                                         "MatMul",
@@ -171,7 +167,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.matmul.onednn",
                                         "cpu",
                                         10,
                                         SupportsMatMul,
-                                        CreateMatMul,
+                                        CreateKernel<MatMulOneDnn>,
                                         {1}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedmatmul.onednn",
                                         "FusedMatMul",
@@ -181,7 +177,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedmatmul.onednn",
                                         "cpu",
                                         10,
                                         SupportsMatMul,
-                                        CreateMatMul,
+                                        CreateKernel<MatMulOneDnn>,
                                         {1, 2}});
 
 }  // namespace

@@ -71,6 +71,12 @@ bool Bf16Supported();
 // The storage type for conv/matmul activations and weights under a session precision.
 dnnl::memory::data_type ComputeType(const std::string& precision);
 
+// KernelDef::create for kernels constructed from the node alone.
+template <typename K>
+std::unique_ptr<runtime::Kernel> CreateKernel(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<K>(node);
+}
+
 // True when every dim of every listed info is known and the dtype is float32.
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);
 

@@ -100,13 +100,17 @@ KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vecto
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreatePool(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<PoolOneDnn>(node);
-}
-
-#define KILN_POOL_KERNEL(OP, NAME)         \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      "cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, "cpu", 10, SupportsPool, CreatePool, {}})
+#define KILN_POOL_KERNEL(OP, NAME)                                  \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn",    \
+                                          OP,                       \
+                                          "",                       \
+                                          1,                        \
+                                          ir::kMaxOpset,            \
+                                          "cpu",                    \
+                                          10,                       \
+                                          SupportsPool,             \
+                                          CreateKernel<PoolOneDnn>, \
+                                          {}})
 KILN_POOL_KERNEL("MaxPool", "maxpool");
 KILN_POOL_KERNEL("AveragePool", "averagepool");
 KILN_POOL_KERNEL("GlobalAveragePool", "globalaveragepool");

@@ -55,10 +55,6 @@ KernelSupport SupportsTranspose(const ir::Node&, const ir::Op&, const std::vecto
   return {true, ""};
 }
 
-std::unique_ptr<runtime::Kernel> CreateTranspose(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<TransposeOneDnn>(node);
-}
-
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.transpose.onednn",
                                         "Transpose",
                                         "",
@@ -67,7 +63,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.transpose.onednn",
                                         "cpu",
                                         10,
                                         SupportsTranspose,
-                                        CreateTranspose,
+                                        CreateKernel<TransposeOneDnn>,
                                         {}});
 
 }  // namespace
