@@ -43,6 +43,7 @@ check malformed-model 12 "not a valid ONNX model" -- "$KILN" run "$W/bad.onnx" -
 check unsupported-run 13 "2 unsupported nodes.*" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
+check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
 check inspect-io 0 "a: float32\[N,3\]" -- "$KILN" inspect "$M"
 check inspect-unsupported 0 "'nz1' NonZero \(ai.onnx opset 13\)" -- "$KILN" inspect "$W/unsupported.onnx"
 check inspect-optimized 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"

@@ -93,18 +93,18 @@ Status DoInspect(const InspectArgs& a) {
                 runtime::UnsupportedNodesError(model->unsupported).message().c_str());
     return OkStatus();
   }
-  if (!a.optimized) return OkStatus();
+  if (a.optimized) {
+    // What the graph optimizer does at Session load, on a fresh copy of the graph.
+    KILN_ASSIGN_OR_RETURN(auto optimized, onnxio::LoadModel(a.model));
+    std::vector<std::string> log;
+    KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(*optimized, SessionOptions{}, &log));
+    std::printf("optimizer:\n");
+    if (log.empty()) std::printf("  (nothing to change)\n");
+    for (const auto& line : log) std::printf("  %s\n", line.c_str());
+    PrintHistogram("optimized nodes", *optimized);
+  }
 
-  // What the graph optimizer does at Session load, on a fresh copy of the graph.
-  KILN_ASSIGN_OR_RETURN(auto optimized, onnxio::LoadModel(a.model));
-  std::vector<std::string> log;
-  KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(*optimized, SessionOptions{}, &log));
-  std::printf("optimizer:\n");
-  if (log.empty()) std::printf("  (nothing to change)\n");
-  for (const auto& line : log) std::printf("  %s\n", line.c_str());
-  PrintHistogram("optimized nodes", *optimized);
-
-  // Concrete shapes: --shape overrides; symbolic dims default to 1.
+  // The execution plan for concrete shapes: --shape overrides; symbolic dims default to 1.
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model));
   std::vector<NamedTensor> inputs;
   for (const auto& spec : session->inputs()) {
@@ -118,11 +118,22 @@ Status DoInspect(const InspectArgs& a) {
     }
     inputs.push_back({spec.name, Tensor::Empty(spec.dtype, s)});
   }
-  KILN_ASSIGN_OR_RETURN(std::string plan, session->DescribePlan(inputs));
-  std::printf("plan for");
-  for (const auto& in : inputs)
-    std::printf(" %s=%s", in.name.c_str(), ShapeToString(in.tensor.shape()).c_str());
-  std::printf(":\n%s", plan.c_str());
+  std::string shapes;
+  for (const auto& in : inputs) shapes += " " + in.name + "=" + ShapeToString(in.tensor.shape());
+  auto plan = session->DescribePlan(inputs);
+  if (!plan.ok()) {
+    // Planning can need real input values (data-dependent shapes); say so instead of failing.
+    std::printf("plan for%s: not available: %s\n", shapes.c_str(), plan.status().message().c_str());
+    return OkStatus();
+  }
+  if (a.optimized) {
+    std::printf("plan for%s:\n%s", shapes.c_str(), plan->c_str());
+  } else {
+    // Just the memory plan: planned peak activation bytes for these shapes.
+    size_t at = plan->find("memory plan:");
+    std::string line = at == std::string::npos ? "" : plan->substr(at, plan->find('\n', at) - at);
+    std::printf("%s (for%s)\n", line.c_str(), shapes.c_str());
+  }
   return OkStatus();
 }
 
