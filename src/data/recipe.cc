@@ -164,7 +164,7 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 std::vector<std::string> RecipePresetNames() {
-  return {"torchvision-imagenet", "paddleocr", "scale01"};
+  return {"torchvision-imagenet", "paddleocr", "scale01", "fashion-mnist"};
 }
 
 StatusOr<Recipe> PresetRecipe(const std::string& name, int width, int height) {
@@ -195,6 +195,13 @@ StatusOr<Recipe> PresetRecipe(const std::string& name, int width, int height) {
     r.geometry.mode = ResizeMode::kExact;
     r.geometry.width = width;
     r.geometry.height = height;
+  } else if (name == "fashion-mnist") {
+    r.geometry.mode = ResizeMode::kExact;
+    r.geometry.width = width > 0 ? width : 28;
+    r.geometry.height = height > 0 ? height : 28;
+    r.normalize.channels = 1;
+    r.normalize.mean[0] = 0.2860;
+    r.normalize.std[0] = 0.3530;
   } else {
     std::string names;
     for (const auto& n : RecipePresetNames()) names += (names.empty() ? "" : ", ") + n;

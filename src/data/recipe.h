@@ -15,6 +15,9 @@
 //    antialias, so antialias is off here. A width/height argument changes 320/48.
 //  - "scale01": resize to the model's width x height (aspect not kept, antialiased), /255, no mean
 //    or std, RGB, NCHW. Needs width and height.
+//  - "fashion-mnist": the demo CNN's input (demo/): gray (PIL's convert("L") weights), resize to
+//    28x28 (aspect not kept, antialiased), (x/255 - 0.2860) / 0.3530, NCHW, output 1x28x28. A
+//    width/height argument changes 28x28.
 //
 // JSON (every key optional; "preset" is applied first and the other keys override it; unknown keys
 // are errors, so typos do not pass silently):

@@ -1,5 +1,6 @@
 // `kiln run MODEL --input NAME=FILE ... --output-dir DIR`: runs a model on tensors from .npy or
-// .pb files and writes each output as DIR/<sanitized output name>.npy.
+// .pb files and writes each output as DIR/<sanitized output name>.npy. With --images instead, the
+// batch job over image files (run_images.cc).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include "common.h"
 #include "core/npy.h"
 #include "kiln/session.h"
+#include "run_images.h"
 
 namespace kiln::cli {
 namespace {
@@ -18,6 +20,7 @@ struct RunArgs {
   std::string output_dir;
   bool reference = false;
   std::string precision = "fp32";
+  ImageJobArgs images;
 };
 
 Status DoRun(const RunArgs& a) {
@@ -71,19 +74,32 @@ Status DoRun(const RunArgs& a) {
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* cmd = app.add_subcommand("run", "Run a model on input tensors (.npy or .pb files)");
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run a model on input tensors (.npy or .pb files), or over image files (--images)");
   cmd->add_option("model", args->model, "ONNX model file")->required();
-  cmd->add_option("--input,-i", args->inputs,
-                  "NAME=FILE (repeatable); FILE alone when the model has one input")
-      ->required();
-  cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files")
-      ->required();
+  CLI::Option* input =
+      cmd->add_option("--input,-i", args->inputs,
+                      "NAME=FILE (repeatable); FILE alone when the model has one input");
+  CLI::Option* output_dir =
+      cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files");
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
   cmd->add_option("--precision", args->precision,
                   "fp32 (default) or bf16: convolutions in bfloat16 where the CPU supports it")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  CLI::Option* images = AddImageJobOptions(cmd, &args->images);
+  images->excludes(input)->excludes(output_dir);
   cmd->callback([args, exit_code] {
-    Status s = DoRun(*args);
+    Status s;
+    if (!args->images.images.empty()) {
+      SessionOptions opts;
+      opts.reference_only = args->reference;
+      opts.precision = args->precision;
+      s = RunImageJob(args->model, opts, args->images);
+    } else {
+      if (args->inputs.empty()) throw CLI::RequiredError("--input (or --images)");
+      if (args->output_dir.empty()) throw CLI::RequiredError("--output-dir");
+      s = DoRun(*args);
+    }
     if (!s.ok()) *exit_code = Fail(s);
   });
 }

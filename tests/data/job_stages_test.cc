@@ -1,0 +1,269 @@
+// The job stages of the data pipeline: source listing and sharding, the prefetcher (order,
+// compaction of failed images, a fixed buffer pool) and the record writer (formats, resume).
+#include <gtest/gtest.h>
+#include <png.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data/prefetch.h"
+#include "data/recipe.h"
+#include "data/records.h"
+#include "data/source.h"
+
+namespace kiln::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+class JobStagesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kiln_job_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string P(const std::string& rel) const { return (dir_ / rel).string(); }
+  void Write(const std::string& rel, const std::string& text) {
+    fs::create_directories((dir_ / rel).parent_path());
+    std::ofstream(P(rel), std::ios::binary) << text;
+  }
+  // An 8x8 gray PNG of one value.
+  void WritePng(const std::string& rel, int value) {
+    fs::create_directories((dir_ / rel).parent_path());
+    png_image img{};
+    img.version = PNG_IMAGE_VERSION;
+    img.width = 8;
+    img.height = 8;
+    img.format = PNG_FORMAT_GRAY;
+    std::vector<uint8_t> px(64, static_cast<uint8_t>(value));
+    ASSERT_TRUE(png_image_write_to_file(&img, P(rel).c_str(), 0, px.data(), 0, nullptr));
+  }
+  fs::path dir_;
+};
+
+TEST_F(JobStagesTest, WalkIsSortedRecursiveAndFiltersExtensions) {
+  for (const char* f : {"b.JPG", "a.png", "sub/c.jpeg", "sub/z/d.Png", "e.txt", "f.gif", "g"})
+    Write(f, "x");
+  fs::create_directories(P("dir.jpg"));  // a directory named like an image is not an item
+  auto items = ListImages(dir_.string());
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  std::vector<std::string> want;
+  for (const char* f : {"a.png", "b.JPG", "sub/c.jpeg", "sub/z/d.Png"}) want.push_back(P(f));
+  EXPECT_EQ(*items, want);
+}
+
+TEST_F(JobStagesTest, ListFileIsRelativeToItsFolder) {
+  Write("l/list.txt", "# comment\nb.jpg\n\n/abs/c.png\r\nsub/a.jpg\n");
+  auto items = ListImages(P("l/list.txt"));
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  EXPECT_EQ(*items, (std::vector<std::string>{P("l/b.jpg"), "/abs/c.png", P("l/sub/a.jpg")}));
+}
+
+TEST_F(JobStagesTest, SourceErrors) {
+  auto missing = ListImages(P("nope"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("does not exist"), std::string::npos);
+  Write("only.txt", "");
+  fs::create_directories(P("empty"));
+  EXPECT_EQ(ListImages(P("empty")).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ListImages(P("only.txt")).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ShardTest, ParsesAndCovers) {
+  auto none = [](const char*) -> const char* { return nullptr; };
+  auto s = ParseShard("1/3", 0, none);
+  ASSERT_TRUE(s.ok());
+  std::vector<std::string> items;
+  for (int i = 0; i < 10; ++i) items.push_back(std::to_string(i));
+  EXPECT_EQ(ApplyShard(items, *s), (std::vector<std::string>{"1", "4", "7"}));
+  std::multiset<std::string> all;
+  for (int i = 0; i < 3; ++i)
+    for (auto& x : ApplyShard(items, *ParseShard(std::to_string(i) + "/3", 0, none))) all.insert(x);
+  EXPECT_EQ(all, std::multiset<std::string>(items.begin(), items.end()));
+  for (const char* bad : {"3/3", "-1/3", "1/0", "1", "a/b", "1/3x", "/3"})
+    EXPECT_EQ(ParseShard(bad, 0, none).status().code(), StatusCode::kInvalidArgument) << bad;
+  EXPECT_FALSE(ParseShard("0/2", 4, none).ok());  // --shards only with auto
+  EXPECT_FALSE(ParseShard("auto", 0, none).ok());
+}
+
+TEST(ShardTest, AutoFromSchedulers) {
+  std::map<std::string, std::string> env;
+  auto get = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  env["JOB_COMPLETION_INDEX"] = "2";
+  EXPECT_FALSE(ParseShard("auto", 0, get).ok());  // needs --shards
+  auto k = ParseShard("auto", 4, get);
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->index, 2);
+  EXPECT_EQ(k->count, 4);
+  EXPECT_FALSE(ParseShard("auto", 2, get).ok());  // 2 is not < 2
+  env.clear();
+  env["SLURM_ARRAY_TASK_ID"] = "5";
+  env["SLURM_ARRAY_TASK_MIN"] = "3";
+  env["SLURM_ARRAY_TASK_COUNT"] = "4";
+  auto sl = ParseShard("auto", 0, get);
+  ASSERT_TRUE(sl.ok()) << sl.status().ToString();
+  EXPECT_EQ(sl->index, 2);
+  EXPECT_EQ(sl->count, 4);
+  env["SLURM_ARRAY_TASK_ID"] = "x";
+  EXPECT_FALSE(ParseShard("auto", 0, get).ok());
+}
+
+TEST_F(JobStagesTest, PrefetcherKeepsOrderCompactsFailuresAndReusesBuffers) {
+  std::vector<std::string> paths;
+  std::set<int64_t> bad = {0, 6, 7, 8, 9, 10, 22};  // batch 1 (5..9) keeps only image 5
+  for (int i = 0; i < 23; ++i) {
+    const std::string rel = "i" + std::to_string(100 + i) + ".png";
+    if (bad.count(i))
+      Write(rel, i == 7 ? "" : "not an image");
+    else
+      WritePng(rel, i * 10);
+    paths.push_back(P(rel));
+  }
+  auto recipe = PresetRecipe("scale01", 4, 4);
+  ASSERT_TRUE(recipe.ok());
+  recipe->normalize.channels = 1;
+  auto pf = Prefetcher::Create(*recipe, paths, {5, 3, 2});
+  ASSERT_TRUE(pf.ok()) << pf.status().ToString();
+  Prefetcher& p = **pf;
+  EXPECT_EQ(p.sample_elements(), 16);
+  EXPECT_EQ(p.num_batches(), 5);
+  std::set<const float*> buffers;
+  std::vector<int64_t> seen;
+  int64_t number = 0;
+  while (Batch* b = p.Next()) {
+    EXPECT_EQ(b->number, number++);
+    buffers.insert(b->data);
+    for (size_t j = 0; j < b->good.size(); ++j) {
+      const int64_t item = b->good[j];
+      EXPECT_FALSE(bad.count(item)) << item;
+      for (int e = 0; e < 16; ++e)
+        ASSERT_FLOAT_EQ(b->data[j * 16 + e], item * 10 / 255.f) << "item " << item;
+      seen.push_back(item);
+    }
+    for (const auto& f : b->failed) {
+      EXPECT_TRUE(bad.count(f.item)) << f.item;
+      EXPECT_FALSE(f.status.ok());
+      EXPECT_NE(f.status.ToString().find(paths[f.item]), std::string::npos) << f.status.ToString();
+      seen.push_back(f.item);
+    }
+    if (b->number == 1) EXPECT_EQ(b->good, std::vector<int64_t>{5});
+    p.Release(b);
+  }
+  std::sort(seen.begin(), seen.end());
+  std::vector<int64_t> want(23);
+  for (int i = 0; i < 23; ++i) want[i] = i;
+  EXPECT_EQ(seen, want);
+  EXPECT_LE(buffers.size(), 2u);  // the pool, never a buffer per batch
+  const PrefetchStats st = p.stats();
+  EXPECT_EQ(st.preprocess.images_ok, 16);
+  EXPECT_EQ(st.preprocess.images_failed, 7);
+}
+
+TEST_F(JobStagesTest, PrefetcherSweepAndEarlyStop) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 11; ++i) {
+    const std::string rel = "s" + std::to_string(i) + ".png";
+    if (i % 4 == 3)
+      Write(rel, "bad");
+    else
+      WritePng(rel, i);
+    paths.push_back(P(rel));
+  }
+  auto recipe = PresetRecipe("fashion-mnist", 4, 4);
+  ASSERT_TRUE(recipe.ok());
+  for (int batch : {1, 2, 3, 11, 16})
+    for (int workers : {1, 2, 5})
+      for (int depth : {1, 2, 3}) {
+        auto pf = Prefetcher::Create(*recipe, paths, {batch, workers, depth});
+        ASSERT_TRUE(pf.ok());
+        int64_t next = 0;
+        while (Batch* b = (*pf)->Next()) {
+          std::vector<int64_t> items = b->good;
+          for (const auto& f : b->failed) items.push_back(f.item);
+          std::sort(items.begin(), items.end());
+          for (int64_t item : items) EXPECT_EQ(item, next++);
+          (*pf)->Release(b);
+        }
+        EXPECT_EQ(next, 11) << batch << " " << workers << " " << depth;
+      }
+  // A consumer that stops early (a model error) destroys the prefetcher with work left: no hang.
+  for (int depth : {1, 3}) {
+    auto pf = Prefetcher::Create(*recipe, paths, {2, 3, depth});
+    ASSERT_TRUE(pf.ok());
+    ASSERT_NE((*pf)->Next(), nullptr);
+  }
+}
+
+TEST_F(JobStagesTest, RecordsRoundTripAndResumeCutsPartialLine) {
+  Record ok{"a,\"b\".jpg", "", {3, 1}, {0.75f, 0.25f}, {"cat", "dog"}};
+  Record err{"c.png", "InvalidArgument: bad, \"very\"", {}, {}, {}};
+  for (RecordFormat f : {RecordFormat::kJsonl, RecordFormat::kCsv}) {
+    std::string path;
+    for (const Record& r : {ok, err}) {
+      ASSERT_TRUE(
+          RecordPath(FormatRecord(r, f).substr(0, FormatRecord(r, f).size() - 1), f, &path));
+      EXPECT_EQ(path, r.path);
+    }
+  }
+  EXPECT_EQ(FormatRecord(ok, RecordFormat::kJsonl),
+            "{\"path\":\"a,\\\"b\\\".jpg\",\"top_k\":[3,1],\"scores\":[0.75,0.25],"
+            "\"labels\":[\"cat\",\"dog\"]}\n");
+  EXPECT_EQ(FormatRecord(ok, RecordFormat::kCsv),
+            "\"a,\"\"b\"\".jpg\",ok,3;1,0.75;0.25,cat;dog,\n");
+  for (const char* name : {"r.jsonl", "r.csv"}) {
+    {
+      auto w = RecordWriter::Open(P(name), false);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      (*w)->Add(ok);
+      (*w)->Add(err);
+      ASSERT_TRUE((*w)->Flush().ok());
+    }
+    std::ofstream(P(name), std::ios::app) << "{\"path\":\"half";  // a killed job's last write
+    {
+      auto w = RecordWriter::Open(P(name), true);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      EXPECT_EQ((*w)->done(), (std::unordered_set<std::string>{ok.path, err.path}));
+      (*w)->Add(Record{"d.jpg", "", {0}, {1.f}, {}});
+      ASSERT_TRUE((*w)->Flush().ok());
+    }
+    std::ifstream in(P(name));
+    std::string line;
+    int n = 0;
+    std::string path;
+    while (std::getline(in, line))
+      if (RecordPath(line,
+                     std::string(name).ends_with("csv") ? RecordFormat::kCsv : RecordFormat::kJsonl,
+                     &path))
+        ++n;
+    EXPECT_EQ(n, 3) << name;
+  }
+  Write("garbage.jsonl", "not json\n");
+  EXPECT_FALSE(RecordWriter::Open(P("garbage.jsonl"), true).ok());
+  EXPECT_FALSE(RecordWriter::Open(P("no/dir/o.jsonl"), false).ok());
+  EXPECT_FALSE(RecordWriter::Open(P("o.txt"), false).ok());
+}
+
+TEST(RecipePresetTest, FashionMnist) {
+  auto r = PresetRecipe("fashion-mnist");
+  ASSERT_TRUE(r.ok());
+  auto pre = Preprocessor::Create(*r);
+  ASSERT_TRUE(pre.ok());
+  EXPECT_EQ((*pre)->OutputShape(), (Shape{1, 28, 28}));
+}
+
+}  // namespace
+}  // namespace kiln::data
