@@ -3,33 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <fstream>
-#include <set>
-#include <string>
-#include <thread>
-#include <utility>
+
+#include "core/cpu_info.h"
 
 namespace kiln {
 
-int PhysicalCores() {
-  static const int cores = [] {
-    std::ifstream f("/proc/cpuinfo");
-    std::set<std::pair<std::string, std::string>> ids;
-    std::string line, phys = "0";
-    while (std::getline(f, line)) {
-      auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
-      std::string val = line.substr(std::min(line.size(), colon + 2));
-      if (key == "physical id") phys = val;
-      if (key == "core id") ids.insert({phys, val});
-    }
-    int n = static_cast<int>(ids.size());
-    if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
-    return std::max(1, n);
-  }();
-  return cores;
-}
+int PhysicalCores() { return GetCpuInfo().physical_cores; }
 
 void SetThreadCount(int n) { omp_set_num_threads(std::max(1, n)); }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common.h"
+#include "core/cpu_info.h"
 #include "kiln/session.h"
 
 #ifdef KILN_HAVE_DNNL
@@ -51,53 +52,6 @@ struct BenchArgs {
   std::string precision = "fp32";
   bool reference = false;
 };
-
-struct CpuInfo {
-  std::string model = "unknown";
-  std::vector<std::string> isa;  // the flags of interest that the CPU reports
-  int physical_cores = 0;
-  int logical_cpus = 0;
-};
-
-CpuInfo ReadCpuInfo() {
-  CpuInfo info;
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  std::set<std::string> flags;
-  std::set<std::pair<std::string, std::string>> cores;  // (physical id, core id)
-  std::string physical_id = "0";
-  auto value = [](const std::string& l) {
-    auto c = l.find(':');
-    if (c == std::string::npos) return std::string();
-    auto b = l.find_first_not_of(" \t", c + 1);
-    return b == std::string::npos ? std::string() : l.substr(b);
-  };
-  auto key_is = [](const std::string& l, const char* k) {
-    std::string key = l.substr(0, l.find(':'));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    return key == k;
-  };
-  while (std::getline(f, line)) {
-    if (key_is(line, "processor")) {
-      ++info.logical_cpus;
-    } else if (key_is(line, "model name") && info.model == "unknown") {
-      info.model = value(line);
-    } else if (key_is(line, "physical id")) {
-      physical_id = value(line);
-    } else if (key_is(line, "core id")) {
-      cores.insert({physical_id, value(line)});
-    } else if (key_is(line, "flags") && flags.empty()) {
-      std::istringstream ss(value(line));
-      std::string fl;
-      while (ss >> fl) flags.insert(fl);
-    }
-  }
-  for (const char* isa : {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"})
-    if (flags.count(isa)) info.isa.push_back(isa);
-  info.physical_cores = static_cast<int>(cores.size());
-  if (info.physical_cores == 0) info.physical_cores = std::max(1, info.logical_cpus);
-  return info;
-}
 
 std::string OneDnnVersion() {
 #ifdef KILN_HAVE_DNNL
@@ -309,7 +263,9 @@ Status DoBench(BenchArgs a) {
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   FILE* out = a.json == "-" ? stderr : stdout;  // `--json -` keeps stdout for the JSON alone
-  const CpuInfo cpu = ReadCpuInfo();
+  const CpuInfo& cpu = GetCpuInfo();
+  const std::vector<std::string> cpu_isa =
+      cpu.Has({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"});
 
   SessionOptions opts;
   opts.reference_only = a.reference;
@@ -363,13 +319,13 @@ Status DoBench(BenchArgs a) {
                a.threads > 0 ? "" : " (= physical cores, --threads 0)", a.precision.c_str(),
                a.reference ? "reference only (--reference)" : "default selection");
   std::string isa;
-  for (const auto& f : cpu.isa) isa += " " + f;
+  for (const auto& f : cpu_isa) isa += " " + f;
   std::fprintf(out, "  cpu: %s, %d physical cores, %d logical CPUs; ISA:%s\n", cpu.model.c_str(),
                cpu.physical_cores, cpu.logical_cpus,
                isa.empty() ? " (none of interest)" : isa.c_str());
   std::fprintf(out, "  kiln %s, oneDNN %s\n", KILN_VERSION_STRING, OneDnnVersion().c_str());
   if (a.precision == "bf16" &&
-      std::none_of(cpu.isa.begin(), cpu.isa.end(),
+      std::none_of(cpu_isa.begin(), cpu_isa.end(),
                    [](const std::string& f) { return f == "avx512_bf16" || f == "amx_bf16"; }))
     std::fprintf(out, "  note: this CPU reports no avx512_bf16/amx_bf16; bf16 may be emulated\n");
   std::fprintf(out, "running: 1 first run, %d warm-up runs, %d timed runs ...\n", warmup,
@@ -453,7 +409,7 @@ Status DoBench(BenchArgs a) {
     j["kiln_version"] = KILN_VERSION_STRING;
     j["onednn_version"] = OneDnnVersion();
     j["cpu_model"] = cpu.model;
-    j["cpu_isa"] = cpu.isa;
+    j["cpu_isa"] = cpu_isa;
     j["physical_cores"] = cpu.physical_cores;
     j["rss_mb"] = rss_mb;
     nlohmann::ordered_json ins = nlohmann::ordered_json::array();

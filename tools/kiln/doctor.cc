@@ -26,6 +26,7 @@
 #include "backends/cuda/fatbin.h"
 #include "backends/cuda/gpu_compat.h"
 #include "common.h"
+#include "core/cpu_info.h"
 #include "core/threading.h"
 
 #ifdef KILN_HAVE_DNNL
@@ -137,34 +138,13 @@ const char* OneDnnIsaName(dnnl::cpu_isa isa) {
 
 Json Cpu() {
   Json c;
-  std::ifstream f("/proc/cpuinfo");
-  std::string line, model = "unknown";
-  std::set<std::string> flags;
-  int logical = 0;
-  auto value = [](const std::string& l) {
-    auto colon = l.find(':');
-    auto b = colon == std::string::npos ? colon : l.find_first_not_of(" \t", colon + 1);
-    return b == std::string::npos ? std::string() : l.substr(b);
-  };
-  while (std::getline(f, line)) {
-    std::string key = line.substr(0, line.find(':'));
-    key.erase(key.find_last_not_of(" \t") + 1);
-    if (key == "processor") ++logical;
-    if (key == "model name" && model == "unknown") model = value(line);
-    if (key == "flags" && flags.empty()) {
-      std::istringstream ss(value(line));
-      for (std::string fl; ss >> fl;) flags.insert(fl);
-    }
-  }
-  c["model"] = model;
-  c["physical_cores"] = PhysicalCores();
-  c["logical_cpus"] = logical > 0 ? logical : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  Json isa = Json::array();
-  for (const char* fl :
-       {"avx", "fma", "f16c", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-        "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"})
-    if (flags.count(fl)) isa.push_back(fl);
-  c["isa"] = isa;
+  const CpuInfo& info = GetCpuInfo();
+  c["model"] = info.model;
+  c["physical_cores"] = info.physical_cores;
+  c["logical_cpus"] = info.logical_cpus;
+  c["isa"] =
+      info.Has({"avx", "fma", "f16c", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
+                "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"});
 #ifdef KILN_HAVE_DNNL
   c["onednn_isa"] = OneDnnIsaName(dnnl::get_effective_cpu_isa());
   c["bf16"] = backends::cpu::Bf16Supported();
