@@ -49,6 +49,8 @@ std::string FormatRecord(const Record& r, RecordFormat format) {
     j["path"] = r.path;
     if (!r.error.empty()) {
       j["error"] = r.error;
+    } else if (!r.outputs.empty()) {
+      j["outputs"] = r.outputs;
     } else {
       j["top_k"] = r.top_k;
       auto scores = nlohmann::ordered_json::array();

@@ -36,6 +36,9 @@ struct Record {
   std::vector<int64_t> top_k;
   std::vector<float> scores;
   std::vector<std::string> labels;  // empty when no labels file
+  // Non-classifier models: the .npy files holding this image's raw outputs (JSON Lines only);
+  // when set, top_k/scores/labels are not written.
+  std::vector<std::string> outputs;
 };
 
 // kJsonl for .jsonl / .json / .ndjson, kCsv for .csv; InvalidArgument otherwise.

@@ -110,5 +110,31 @@ else
   echo "SKIP demo-*: Debian's dataset-fashion-mnist is not installed"
 fi
 
+# A model that is not a classifier (output [N,2,28,28]): raw outputs saved per image as .npy.
+$PY - "$W/seg.onnx" <<'PYEOF'
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+w = numpy_helper.from_array(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3) / 10, "w")
+n = helper.make_node("Conv", ["x", "w"], ["mask:0"], pads=[1, 1, 1, 1])
+g = helper.make_graph([n], "seg", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                      [helper.make_tensor_value_info("mask:0", TensorProto.FLOAT, ["N", 2, 28, 28])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PYEOF
+check raw-outputs 0 "done: 39 images \(36 ok, 3 failed\)" -- "$KILN" run "$W/seg.onnx" --recipe fashion-mnist --images "$W/imgs" --batch 5 --out "$W/seg.jsonl"
+check raw-output-files 0 "^ok$" -- $PY -c "
+import json, numpy as np, os
+recs = [json.loads(l) for l in open('$W/seg.jsonl')]
+ok = [r for r in recs if 'outputs' in r]
+assert len(recs) == 39 and len(ok) == 36, (len(recs), len(ok))
+for r in ok:
+    (f,) = r['outputs']
+    assert os.path.dirname(f) == '$W/seg.jsonl.outputs' and f.endswith('_mask_0.npy'), f
+    a = np.load(f)
+    assert a.shape == (2, 28, 28) and a.dtype == np.float32, a.shape
+assert len({r['outputs'][0] for r in ok}) == 36
+print('ok')"
+check raw-outputs-need-jsonl 11 "use --out FILE.jsonl" -- "$KILN" run "$W/seg.onnx" --recipe fashion-mnist --images "$W/imgs" --out "$W/seg.csv"
+check raw-outputs-no-labels 11 "--labels needs a classifier" -- "$KILN" run "$W/seg.onnx" --recipe fashion-mnist --images "$W/imgs" --labels "$W/labels.txt" --out "$W/seg2.jsonl"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,10 +10,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <thread>
+#include <unordered_map>
 
+#include "common.h"
+#include "core/npy.h"
 #include "data/prefetch.h"
 #include "data/recipe.h"
 #include "data/records.h"
@@ -129,12 +133,36 @@ CLI::Option* AddImageJobOptions(CLI::App* cmd, ImageJobArgs* a) {
   return images;
 }
 
+// Writes image i's slice of every output (dim 0 is the batch) to
+// <dir>/<position, 8 digits>_<sanitized output name>.npy and names the files in the record.
+Status SaveRawOutputs(const std::vector<NamedTensor>& outputs, int64_t i, int64_t run_n,
+                      const std::string& dir, int64_t position, data::Record* r) {
+  char prefix[32];
+  std::snprintf(prefix, sizeof(prefix), "%08lld_", static_cast<long long>(position));
+  for (const auto& o : outputs) {
+    const Tensor& y = o.tensor;
+    if (y.rank() < 1 || y.shape()[0] != run_n)
+      return Unsupported("output '" + o.name + "' is " + DataTypeName(y.dtype()) +
+                         ShapeToString(y.shape()) + "; raw outputs need the batch as dim 0 (" +
+                         std::to_string(run_n) + ")");
+    Shape sample(y.shape().begin() + 1, y.shape().end());
+    const size_t bytes = y.bytes() / static_cast<size_t>(run_n);
+    Tensor view =
+        Tensor::View(y.dtype(), sample, static_cast<char*>(const_cast<void*>(y.raw())) + i * bytes);
+    const std::string path =
+        (std::filesystem::path(dir) / (prefix + SanitizeFileName(o.name) + ".npy")).string();
+    KILN_RETURN_IF_ERROR(WriteNpyFile(view, path));
+    r->outputs.push_back(path);
+  }
+  return OkStatus();
+}
+
 Status RunImageJob(const std::string& model, SessionOptions options, const ImageJobArgs& a) {
   const auto t_start = Clock::now();
   // Everything that can be wrong is checked before the first image is decoded.
   auto getenv = [](const char* n) -> const char* { return std::getenv(n); };
   KILN_ASSIGN_OR_RETURN(data::ShardSpec shard, data::ParseShard(a.shard, a.shards, getenv));
-  KILN_RETURN_IF_ERROR(data::RecordFormatFor(a.out).status());
+  KILN_ASSIGN_OR_RETURN(const data::RecordFormat format, data::RecordFormatFor(a.out));
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> all, data::ListImages(a.images));
   std::vector<std::string> items = data::ApplyShard(all, shard);
   std::vector<std::string> labels;
@@ -152,10 +180,27 @@ Status RunImageJob(const std::string& model, SessionOptions options, const Image
     return Unsupported("the image job needs a float32 input of rank 4; input is " + in.ToString());
   if (session->outputs().empty()) return Unsupported("the model has no outputs");
   const TensorSpec& out = session->outputs()[0];
-  if (out.dims.size() != 2)
-    return Unsupported("the image job handles classifiers (first output [N, classes]); output is " +
-                       out.ToString() + " (saving raw outputs as .npy is not built yet)");
-  if (!labels.empty() && out.dims[1] > 0 && static_cast<int64_t>(labels.size()) != out.dims[1])
+  // A classifier (first output [N, classes]) gets top-k records; any other model gets its raw
+  // outputs saved per image as .npy files in <out>.outputs/, named in its JSON Lines record.
+  const bool classifier = out.dims.size() == 2;
+  const std::string raw_dir = a.out + ".outputs";
+  std::unordered_map<std::string, int64_t> position;  // path -> index in the full sorted list
+  if (!classifier) {
+    if (format != data::RecordFormat::kJsonl)
+      return InvalidArgument("the model's first output is " + out.ToString() +
+                             ", not [N, classes]: its raw outputs are saved as .npy files named "
+                             "in JSON Lines records; use --out FILE.jsonl");
+    if (!a.labels.empty())
+      return InvalidArgument("--labels needs a classifier; the model's first output is " +
+                             out.ToString());
+    std::error_code ec;
+    std::filesystem::create_directories(raw_dir, ec);
+    if (ec || !std::filesystem::is_directory(raw_dir))
+      return InvalidArgument("cannot create the raw output folder '" + raw_dir + "'");
+    for (size_t i = 0; i < all.size(); ++i) position[all[i]] = static_cast<int64_t>(i);
+  }
+  if (classifier && !labels.empty() && out.dims[1] > 0 &&
+      static_cast<int64_t>(labels.size()) != out.dims[1])
     return InvalidArgument("labels file '" + a.labels + "' has " + std::to_string(labels.size()) +
                            " lines but the model has " + std::to_string(out.dims[1]) + " classes");
   KILN_ASSIGN_OR_RETURN(data::Recipe recipe, ResolveRecipe(a.recipe, in));
@@ -212,6 +257,16 @@ Status RunImageJob(const std::string& model, SessionOptions options, const Image
       Status s = session->Run(inputs, &outputs);
       compute_s += Since(t0);
       if (!s.ok()) return s.AddContext("while running batch " + std::to_string(b->number));
+      if (!classifier) {
+        for (int64_t i = 0; i < good; ++i) {
+          records[i].path = todo[b->good[i]];
+          KILN_RETURN_IF_ERROR(
+              SaveRawOutputs(outputs, i, run_n, raw_dir, position[records[i].path], &records[i]));
+        }
+      }
+    }
+    if (good > 0 && classifier) {
+      const int64_t run_n = fixed_batch ? fixed_batch : good;
       const Tensor& y = outputs[0].tensor;
       if (y.dtype() != DataType::kFloat || y.rank() != 2 || y.shape()[0] != run_n)
         return Unsupported("output '" + outputs[0].name + "' is " + DataTypeName(y.dtype()) +
