@@ -9,18 +9,7 @@ W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 /usr/bin/python3 "$SRC/tests/cli/make_models.py" "$W" || { echo "cannot make test models"; exit 1; }
 
-passed=0; failed=0
-# check NAME EXPECTED_RC GREP_PATTERN -- command...
-check() {
-  local name=$1 want_rc=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want_rc" ] && grep -qE -- "$pattern" <<< "$out"; then
-    passed=$((passed + 1)); echo "PASS $name"
-  else
-    failed=$((failed + 1)); echo "FAIL $name: rc=$rc (want $want_rc), pattern '$pattern' in:"; echo "$out" | sed 's/^/    /'
-  fi
-}
+source "$SRC/tests/cli/check_lib.sh"
 
 M=$W/two_inputs.onnx
 check run-ok 0 "sum:0/x: float32\[2,3\]" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/out"
@@ -44,6 +33,7 @@ check unsupported-run 13 "2 unsupported nodes.*" -- "$KILN" run "$W/unsupported.
 check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
+check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$KILN" inspect --optimized --shape a=4xq "$M"
 check inspect-io 0 "a: float32\[N,3\]" -- "$KILN" inspect "$M"
 check inspect-unsupported 0 "'nz1' NonZero \(ai.onnx opset 13\)" -- "$KILN" inspect "$W/unsupported.onnx"
 check inspect-optimized 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"

@@ -14,18 +14,7 @@ printf 'T-shirt\nTrouser\nPullover\nDress\nCoat\nSandal\nShirt\nSneaker\nBag\nAn
 PY=/usr/bin/python3
 CHECK="$SRC/tests/cli/check_job_records.py"
 
-passed=0; failed=0
-# check NAME EXPECTED_RC GREP_PATTERN -- command...
-check() {
-  local name=$1 want_rc=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -eq "$want_rc" ] && grep -qE -- "$pattern" <<< "$out"; then
-    passed=$((passed + 1)); echo "PASS $name"
-  else
-    failed=$((failed + 1)); echo "FAIL $name: rc=$rc (want $want_rc), pattern '$pattern' in:"; echo "$out" | sed 's/^/    /'
-  fi
-}
+source "$SRC/tests/cli/check_lib.sh"
 job() { "$KILN" run "$M" --recipe fashion-mnist "$@"; }
 
 # 36 good images, 3 bad ones; notes.txt is not listed.

@@ -24,10 +24,6 @@
 #include "core/cpu_info.h"
 #include "kiln/session.h"
 
-#ifdef KILN_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#endif
-
 #ifndef KILN_VERSION_STRING
 #define KILN_VERSION_STRING "unknown"
 #endif
@@ -52,37 +48,6 @@ struct BenchArgs {
   std::string precision = "fp32";
   bool reference = false;
 };
-
-std::string OneDnnVersion() {
-#ifdef KILN_HAVE_DNNL
-  const dnnl_version_t* v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-#else
-  return "not linked";
-#endif
-}
-
-// "AxBxC" -> {A, B, C}; every dim a positive integer.
-StatusOr<Shape> ParseDims(const std::string& name, const std::string& text) {
-  Shape s;
-  size_t p = 0;
-  while (p <= text.size()) {
-    size_t e = text.find('x', p);
-    if (e == std::string::npos) e = text.size();
-    std::string tok = text.substr(p, e - p);
-    if (tok.empty() || tok.size() > 12 || tok.find_first_not_of("0123456789") != std::string::npos)
-      return InvalidArgument("--shape " + name + "=" + text +
-                             ": expected positive integer dims separated by 'x', e.g. " + name +
-                             "=1x3x224x224");
-    int64_t d = std::stoll(tok);
-    if (d <= 0)
-      return InvalidArgument("--shape " + name + "=" + text + ": dims must be positive, got " +
-                             tok);
-    s.push_back(d);
-    p = e + 1;
-  }
-  return s;
-}
 
 std::string InputNames(const Session& session) {
   std::string names;

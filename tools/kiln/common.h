@@ -15,6 +15,11 @@ int ExitCodeFor(const Status& s);
 int Fail(const Status& s);
 // Reads a .npy or .pb (ONNX TensorProto) file, chosen by extension.
 StatusOr<Tensor> ReadTensorFile(const std::string& path);
+// "AxBxC" -> {A, B, C} for `--shape NAME=AxBxC`; every dim a positive integer. `name` is used in
+// the error message.
+StatusOr<Shape> ParseDims(const std::string& name, const std::string& text);
+// "2.6.3", or "not linked" when the CLI was built without oneDNN.
+std::string OneDnnVersion();
 // Output file name: every character outside [A-Za-z0-9._-] replaced by '_'.
 std::string SanitizeFileName(const std::string& name);
 

@@ -82,9 +82,7 @@ Json Build() {
   b["compiler"] = Compiler();
   b["build_type"] = KILN_BUILD_TYPE;
 #ifdef KILN_HAVE_DNNL
-  const dnnl_version_t* v = dnnl_version();
-  b["onednn_version"] =
-      std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  b["onednn_version"] = OneDnnVersion();
 #else
   b["onednn_version"] = nullptr;
 #endif

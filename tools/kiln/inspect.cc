@@ -33,21 +33,6 @@ std::string ValueString(const ir::Value& v) {
   return s.ToString();
 }
 
-StatusOr<Shape> ParseShape(const std::string& text) {
-  Shape s;
-  size_t p = 0;
-  while (p <= text.size()) {
-    size_t e = text.find('x', p);
-    if (e == std::string::npos) e = text.size();
-    std::string tok = text.substr(p, e - p);
-    if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos)
-      return InvalidArgument("--shape: '" + text + "' is not of the form AxBxC");
-    s.push_back(std::stoll(tok));
-    p = e + 1;
-  }
-  return s;
-}
-
 // "<title>: <count>" and one line per op type ("domain.op" outside ai.onnx).
 void PrintHistogram(const char* title, const ir::Graph& g) {
   std::map<std::string, int> hist;
@@ -113,7 +98,7 @@ Status DoInspect(const InspectArgs& a) {
     for (const auto& kv : a.shapes) {
       auto eq = kv.find('=');
       if (eq != std::string::npos && kv.substr(0, eq) == spec.name) {
-        KILN_ASSIGN_OR_RETURN(s, ParseShape(kv.substr(eq + 1)));
+        KILN_ASSIGN_OR_RETURN(s, ParseDims(spec.name, kv.substr(eq + 1)));
       }
     }
     inputs.push_back({spec.name, Tensor::Empty(spec.dtype, s)});
