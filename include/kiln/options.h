@@ -7,8 +7,12 @@
 namespace kiln {
 
 struct SessionOptions {
-  // Backend to execute on: "cpu" (default). Kernels of other backends are not considered.
+  // Backend to execute on: "cpu" (default) or "cuda" (builds with CUDA). Kernels of other backends
+  // are not considered; on "cuda" every node needs a CUDA kernel (all missing ones are reported at
+  // load... at the first run of a shape).
   std::string backend = "cpu";
+  // Which device of the backend (CUDA device ordinal).
+  int device_index = 0;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
   // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical

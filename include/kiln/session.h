@@ -32,6 +32,13 @@ struct NamedTensor {
   Tensor tensor;
 };
 
+// Where one run's time went on a device backend, from device events (CUDA events): the upload of
+// the inputs, the compute, the download of the outputs. All zero on the CPU.
+struct RunTimings {
+  bool device = false;
+  double upload_ms = 0, compute_ms = 0, download_ms = 0;
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
@@ -49,6 +56,10 @@ class Session {
   // Runs the model. Every declared input must be given once, with the declared dtype, rank and
   // fixed dimensions; outputs come back in declaration order.
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs) const;
+  Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+             RunTimings* timings) const;
+  // The backend's device ("" on the CPU), e.g. "NVIDIA H100 80GB HBM3 (sm_90, device 0)".
+  std::string device_description() const;
 
   // Human-readable description of the prepared plan for the given input shapes (kernels chosen,
   // folded nodes). For `kiln inspect --optimized`.

@@ -56,6 +56,8 @@ Status InvalidModel(std::string message);
 Status Unsupported(std::string message);
 Status NotFound(std::string message);
 Status Internal(std::string message);
+Status DeviceError(std::string message);
+Status Unavailable(std::string message);
 
 template <typename T>
 class [[nodiscard]] StatusOr {

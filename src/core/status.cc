@@ -58,5 +58,11 @@ Status Unsupported(std::string message) {
 }
 Status NotFound(std::string message) { return Status(StatusCode::kNotFound, std::move(message)); }
 Status Internal(std::string message) { return Status(StatusCode::kInternal, std::move(message)); }
+Status DeviceError(std::string message) {
+  return Status(StatusCode::kDeviceError, std::move(message));
+}
+Status Unavailable(std::string message) {
+  return Status(StatusCode::kUnavailable, std::move(message));
+}
 
 }  // namespace kiln

@@ -72,6 +72,9 @@ struct ComputeContext {
   // Scratch memory for this step (a region of the run's arena, at least the bytes the kernel
   // asked for in Prepare); nullptr when none was requested.
   void* scratch = nullptr;
+  // The backend's stream for device kernels (a cudaStream_t on CUDA); nullptr on the CPU. On a
+  // device backend, inputs and outputs are views of device memory.
+  void* stream = nullptr;
   const Tensor& in(size_t i) const { return *inputs[i]; }
   bool has(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   Tensor& out(size_t i) const { return *outputs[i]; }

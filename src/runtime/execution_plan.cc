@@ -99,10 +99,15 @@ int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
 
 StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& model,
                                                                const std::vector<Tensor>& inputs,
-                                                               const SessionOptions& options) {
+                                                               const SessionOptions& options,
+                                                               std::shared_ptr<Device> device) {
   const ir::Graph& g = *model.graph;
   auto plan = std::make_unique<ExecutionPlan>();
   ExecutionPlan& p = *plan;
+  p.device = std::move(device);
+  const bool strict_device = p.device && !p.device->host_accessible();
+  if (p.device) KILN_RETURN_IF_ERROR(p.device->MakeCurrent());
+  std::vector<UnsupportedNode> no_kernel;
   p.num_threads = options.num_threads > 0 ? options.num_threads : PhysicalCores();
   SetThreadCount(p.num_threads);
   for (size_t i = 0; i < g.values.size(); ++i) {
@@ -116,6 +121,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     }
   }
   std::vector<int> plain_of(g.values.size(), -1);
+  p.input_slots = g.inputs;
   for (size_t k = 0; k < g.inputs.size(); ++k) {
     int id = g.inputs[k];
     p.dtypes[id] = inputs[k].dtype();
@@ -196,6 +202,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     PrepareContext pc;
     pc.num_threads = p.num_threads;
     pc.precision = options.precision;
+    pc.device = p.device.get();
     for (int id : node.inputs) {
       pc.inputs.push_back(id < 0 ? TensorInfo{}
                                  : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
@@ -203,6 +210,14 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     }
     SelectedKernel sel = SelectKernel(node, op, pc.inputs, pc.constants, options.backend,
                                       dynamic || options.reference_only);
+    if (strict_device && (dynamic || sel.reference)) {
+      no_kernel.push_back(
+          {node.name, node.op_type, node.domain, node.opset,
+           dynamic ? "its output shapes depend on run-time values, which backend '" +
+                         options.backend + "' does not support"
+                   : "no " + options.backend + " kernel supports it (" + sel.declined + ")"});
+      continue;
+    }
     step.kernel = std::move(sel.kernel);
     step.kernel_name = std::move(sel.name);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
@@ -215,7 +230,8 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     }
     if (!dynamic) {
       for (int id : node.outputs)
-        pc.outputs.push_back(id < 0 ? TensorInfo{} : TensorInfo{p.dtypes[id], p.shapes[id]});
+        pc.outputs.push_back(id < 0 ? TensorInfo{}
+                                    : TensorInfo{p.dtypes[id], p.shapes[id], nullptr});
       Status s = step.kernel->Prepare(&pc);
       if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
       for (size_t o = 0; o < node.outputs.size(); ++o)
@@ -226,9 +242,13 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
       if (slot >= 0) p.last_use[slot] = static_cast<int>(p.steps.size());
     p.steps.push_back(std::move(step));
   }
+  if (!no_kernel.empty())
+    return UnsupportedNodesError(no_kernel).AddContext("while planning for backend '" +
+                                                       options.backend + "'");
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
   p.PlanArena();
+  if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants());
   return plan;
 }
 
@@ -244,6 +264,14 @@ void ExecutionPlan::PlanArena() {
   std::vector<int> buffer_of(dtypes.size(), -1);
   std::vector<BufferRequest> requests;
   std::vector<int> owner;  // per buffer: the slot that first wrote it
+  if (device) {            // graph inputs are uploaded into the arena before the first step
+    for (int slot : input_slots) {
+      if (constants[slot] || buffer_of[slot] >= 0) continue;
+      buffer_of[slot] = static_cast<int>(requests.size());
+      requests.push_back({bytes_of(slot), 0, std::max(last_use[slot], 0)});
+      owner.push_back(slot);
+    }
+  }
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& st = steps[si];
     const int step = static_cast<int>(si);
@@ -295,7 +323,8 @@ void ExecutionPlan::ReturnArena(Tensor arena) const {
 }
 
 Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
-                              std::vector<Tensor>* outputs) const {
+                              std::vector<Tensor>* outputs, DeviceTimings* timings) const {
+  if (device) return ExecuteOnDevice(model, inputs, outputs, timings);
   const ir::Graph& g = *model.graph;
   SetThreadCount(num_threads);
   Tensor arena = TakeArena();

@@ -17,6 +17,7 @@
 #include "ir/graph.h"
 #include "ir/op.h"
 #include "kiln/options.h"
+#include "runtime/device.h"
 #include "runtime/kernel.h"
 
 namespace kiln::runtime {
@@ -60,6 +61,7 @@ struct ExecutionPlan {
   std::vector<std::shared_ptr<const Tensor>> constants;
   std::vector<std::shared_ptr<const Layout>> layouts;
   std::vector<int> last_use;
+  std::vector<int> input_slots;   // per graph input
   std::vector<int> output_slots;  // per graph output, always plain
   // Memory plan: per slot, its offset in the run's arena (-1: not in the arena: constants, graph
   // inputs, outputs of dynamic steps); the arena size, and the scratch region shared by all steps.
@@ -72,16 +74,30 @@ struct ExecutionPlan {
   int conversions = 0;
   int num_threads = 1;
 
+  // On a device backend (device != nullptr) every step must have a kernel of that backend (all
+  // missing ones are reported at once), graph inputs get arena slots, and the constants steps
+  // read are uploaded once, here.
+  std::shared_ptr<Device> device;
+  std::vector<Tensor> device_constants;  // per slot: a view of the uploaded constant, or empty
+  std::shared_ptr<void> device_constant_memory;
+
   static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
                                                          const std::vector<Tensor>& inputs,
-                                                         const SessionOptions& options);
-  // Executes the plan; `inputs` are in graph-input order, outputs in graph-output order.
+                                                         const SessionOptions& options,
+                                                         std::shared_ptr<Device> device = nullptr);
+  // Executes the plan; `inputs` are in graph-input order, outputs in graph-output order. On a
+  // device, `timings` (when non-null) receives the run's upload/compute/download split.
   Status Execute(const Model& model, const std::vector<Tensor>& inputs,
-                 std::vector<Tensor>* outputs) const;
+                 std::vector<Tensor>* outputs, DeviceTimings* timings = nullptr) const;
   std::string Describe(const Model& model) const;
 
  private:
   void PlanArena();
+  // Device plans (execution_plan_device.cc).
+  Status UploadConstants();
+  Status ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
+                         std::vector<Tensor>* outputs, DeviceTimings* timings) const;
+  mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
   // Arenas of finished runs, reused by later ones (one per concurrent run).
   Tensor TakeArena() const;
   void ReturnArena(Tensor arena) const;

@@ -56,10 +56,18 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
   return out;
 }
 
+std::vector<const KernelDef*> KernelRegistry::All(const std::string& backend) const {
+  std::vector<const KernelDef*> out;
+  for (const auto& d : defs_)
+    if (d->backend == backend) out.push_back(d.get());
+  return out;
+}
+
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
                             const std::vector<const Tensor*>& constants, const std::string& backend,
                             bool reference_only) {
+  std::string declined;
   if (!reference_only) {
     for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
       KernelSupport s{true, ""};
@@ -71,8 +79,9 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
         if (VerboseDispatch())
           std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(),
                        def->name.c_str());
-        return {def->create(node, op), def->name};
+        return {def->create(node, op), def->name, false, ""};
       }
+      declined += (declined.empty() ? "" : "; ") + def->name + ": " + s.reason;
       if (VerboseDispatch())
         std::fprintf(stderr, "kiln dispatch: %s: %s declined: %s\n", node.Describe().c_str(),
                      def->name.c_str(), s.reason.c_str());
@@ -81,7 +90,9 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
   std::string name = backend + "." + Lower(node.op_type) + ".ref";
   if (VerboseDispatch())
     std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(), name.c_str());
-  return {std::make_unique<ReferenceKernel>(op), name};
+  if (declined.empty())
+    declined = reference_only ? "reference kernels only" : "no kernel registered";
+  return {std::make_unique<ReferenceKernel>(op), name, true, declined};
 }
 
 namespace {

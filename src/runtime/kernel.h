@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "runtime/device.h"
 
 namespace kiln::runtime {
 
@@ -44,6 +45,9 @@ struct PrepareContext {
   std::vector<TensorInfo> outputs;
   int num_threads = 1;
   std::string precision = "fp32";
+  // The backend's device (nullptr on the CPU): kernels allocate device copies of what they
+  // prepack here, once.
+  Device* device = nullptr;
 };
 
 struct KernelSupport {
@@ -89,6 +93,8 @@ class KernelRegistry {
   void Register(KernelDef def);
   // Candidates for a node on `backend`, highest priority first.
   std::vector<const KernelDef*> Candidates(const ir::Node& node, const std::string& backend) const;
+  // Every implementation registered for `backend`, in registration order.
+  std::vector<const KernelDef*> All(const std::string& backend) const;
 
  private:
   std::vector<std::unique_ptr<KernelDef>> defs_;
@@ -103,6 +109,8 @@ struct KernelRegistrar {
 struct SelectedKernel {
   std::unique_ptr<Kernel> kernel;
   std::string name;
+  bool reference = false;  // the op's reference kernel (host memory only)
+  std::string declined;    // why each candidate declined, when the reference was chosen
 };
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,

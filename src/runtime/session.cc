@@ -23,6 +23,7 @@ std::string TensorSpec::ToString() const {
 
 struct Session::Impl {
   SessionOptions options;
+  std::shared_ptr<runtime::Device> device;
   std::unique_ptr<runtime::Model> model;
   std::vector<TensorSpec> inputs, outputs;
   std::vector<std::string> optimization_log;
@@ -53,6 +54,7 @@ TensorSpec SpecOf(const ir::Value& v) {
 StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::Graph>> graph,
                                                   const SessionOptions& options) {
   if (!graph.ok()) return graph.status();
+  KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(options.backend, options.device_index));
   KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
   std::vector<std::string> pass_log;
   if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
@@ -60,6 +62,7 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
   auto impl = std::make_unique<Session::Impl>();
   impl->options = options;
+  impl->device = std::move(device);
   impl->optimization_log = std::move(pass_log);
   for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
   for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
@@ -121,7 +124,7 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     auto it = plans.find(sig);
     if (it != plans.end()) return it->second;
   }
-  KILN_ASSIGN_OR_RETURN(auto plan, runtime::ExecutionPlan::Create(*model, ordered, options));
+  KILN_ASSIGN_OR_RETURN(auto plan, runtime::ExecutionPlan::Create(*model, ordered, options, device));
   std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
   std::lock_guard<std::mutex> lock(mu);
   return plans.emplace(sig, shared).first->second;
@@ -151,10 +154,21 @@ const std::vector<std::string>& Session::optimization_log() const {
 
 Status Session::Run(const std::vector<NamedTensor>& inputs,
                     std::vector<NamedTensor>* outputs) const {
+  return Run(inputs, outputs, nullptr);
+}
+
+std::string Session::device_description() const {
+  return impl_->device ? impl_->device->Describe() : "";
+}
+
+Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                    RunTimings* timings) const {
   KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
   KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
   std::vector<Tensor> outs;
-  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs));
+  runtime::DeviceTimings dt;
+  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt));
+  if (timings) *timings = {impl_->device != nullptr, dt.upload_ms, dt.compute_ms, dt.download_ms};
   outputs->clear();
   for (size_t i = 0; i < outs.size(); ++i)
     outputs->push_back(NamedTensor{impl_->outputs[i].name, std::move(outs[i])});

@@ -74,9 +74,16 @@ check doctor-cpu-section 0 "oneDNN ISA" -- "$KILN" doctor
 # Machines without an NVIDIA driver (CI) must hear so; doctor_test covers the driver paths.
 if [ ! -e /dev/nvidiactl ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
   check doctor-no-driver 0 "no NVIDIA driver found \(libcuda.so.1 not loadable\): GPU execution unavailable" -- "$KILN" doctor
+  # Without a GPU the CUDA self-test must say nothing was checked (exit 3), and asking for the
+  # cuda backend is a clear error: Unavailable (17) in a CUDA build, the same in a CPU-only one.
+  check selftest-no-gpu 3 "NOTHING WAS CHECKED on backend 'cuda'" -- "$KILN" selftest
+  check run-cuda-no-gpu 17 "(no CUDA device is visible|built without CUDA)" -- "$KILN" run "$M" --device cuda --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/cuda_out"
+  check bench-cuda-no-gpu 17 "(no CUDA device is visible|built without CUDA)" -- "$KILN" bench "$D" --device cuda --iterations 1
 fi
+# The self-test harness itself, on the CPU's fast kernels against the reference kernels.
+check selftest-cpu 0 "[0-9]+ passed, 0 failed" -- "$KILN" selftest --device cpu
 check doctor-json-stdout 0 "^ok$" -- bash -c "'$KILN' doctor --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert set(j)=={\"build\",\"cpu\",\"cuda\",\"warnings\"}; print(\"ok\")'"
-for sub in run inspect bench doctor; do
+for sub in run inspect bench doctor selftest; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help
 done
 check help-top 0 "inspect" -- "$KILN" --help

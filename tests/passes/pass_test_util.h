@@ -20,19 +20,9 @@ namespace kiln::testing {
 constexpr int kF32 = onnx::TensorProto::FLOAT;
 constexpr int kI64 = onnx::TensorProto::INT64;
 
-inline void FloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
-inline void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(v);
-}
+// Attribute setters shared with ModelBuilder (src/onnx/model_builder.h).
+inline constexpr auto& FloatAttr = ModelBuilder::FloatAttr;
+inline constexpr auto& StringAttr = ModelBuilder::StringAttr;
 
 // Constant node producing a float tensor.
 inline void ConstantNode(ModelBuilder& m, const std::string& out, const std::vector<int64_t>& dims,

@@ -46,6 +46,7 @@ struct BenchArgs {
   std::vector<std::string> inputs;
   std::string json;
   std::string precision = "fp32";
+  std::string device = "cpu";
   bool reference = false;
 };
 
@@ -236,6 +237,7 @@ Status DoBench(BenchArgs a) {
   opts.reference_only = a.reference;
   opts.num_threads = a.threads;
   opts.precision = a.precision;
+  opts.backend = a.device;
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -305,13 +307,18 @@ Status DoBench(BenchArgs a) {
     outputs.clear();
     KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
   }
-  std::vector<double> times;
+  std::vector<double> times, upload_ms, compute_ms, download_ms;
   times.reserve(static_cast<size_t>(iterations));
+  for (auto* v : {&upload_ms, &compute_ms, &download_ms}) v->reserve(times.capacity());
+  RunTimings rt;
   for (int i = 0; i < iterations; ++i) {
     outputs.clear();
     auto t = Clock::now();
-    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs, &rt));
     times.push_back(ms(Clock::now() - t));
+    upload_ms.push_back(rt.upload_ms);
+    compute_ms.push_back(rt.compute_ms);
+    download_ms.push_back(rt.download_ms);
   }
   const Stats st = ComputeStats(times);
   const double throughput = st.mean > 0 ? static_cast<double>(batch) * 1000.0 / st.mean : 0.0;
@@ -348,6 +355,15 @@ Status DoBench(BenchArgs a) {
                "peak RSS:    %10.1f MB   maximum resident memory of this process "
                "(getrusage ru_maxrss)\n",
                rss_mb);
+  const Stats up = ComputeStats(upload_ms), comp = ComputeStats(compute_ms),
+              down = ComputeStats(download_ms);
+  if (rt.device) {
+    std::fprintf(out, "device:      %s\n", session->device_description().c_str());
+    std::fprintf(out,
+                 "device split (CUDA events, p50 ms): upload %.3f   compute %.3f   download "
+                 "%.3f\n  upload: host -> page-locked staging -> device; download: the reverse\n",
+                 up.p50, comp.p50, down.p50);
+  }
   if (iterations > 1 && st.mean > 0 && st.std / st.mean > 0.1)
     std::fprintf(out,
                  "note: std is %.0f%% of the mean: the machine is noisy or the run too "
@@ -371,6 +387,12 @@ Status DoBench(BenchArgs a) {
     j["throughput_per_s"] = throughput;
     j["precision"] = a.precision;
     j["reference"] = a.reference;
+    j["device"] = a.device;
+    if (rt.device) {
+      j["device_name"] = session->device_description();
+      j["device_split_ms_p50"] = {
+          {"upload", up.p50}, {"compute", comp.p50}, {"download", down.p50}};
+    }
     j["kiln_version"] = KILN_VERSION_STRING;
     j["onednn_version"] = OneDnnVersion();
     j["cpu_model"] = cpu.model;
@@ -423,6 +445,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--input,-i", args->inputs,
                   "NAME=FILE (.npy or .pb): use this tensor instead of random values (repeatable)");
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
+  cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision, "fp32 (default) or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");

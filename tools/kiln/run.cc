@@ -20,6 +20,7 @@ struct RunArgs {
   std::string output_dir;
   bool reference = false;
   std::string precision = "fp32";
+  std::string device = "cpu";
   ImageJobArgs images;
 };
 
@@ -28,6 +29,7 @@ Status DoRun(const RunArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
   opts.precision = a.precision;
+  opts.backend = a.device;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   auto t1 = std::chrono::steady_clock::now();
 
@@ -86,6 +88,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", args->precision,
                   "fp32 (default) or bf16: convolutions in bfloat16 where the CPU supports it")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);
   images->excludes(input)->excludes(output_dir);
   cmd->callback([args, exit_code] {
@@ -94,6 +98,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       SessionOptions opts;
       opts.reference_only = args->reference;
       opts.precision = args->precision;
+      opts.backend = args->device;
       s = RunImageJob(args->model, opts, args->images);
     } else {
       if (args->inputs.empty()) throw CLI::RequiredError("--input (or --images)");

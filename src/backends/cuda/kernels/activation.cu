@@ -1,27 +1,24 @@
-// Elementwise activation kernel: one thread per element, grid-stride loop, math from
-// activation_math.h. The launch wrapper returns the cudaError_t of the launch; callers turn it into
-// a Status naming the node (the backend issue wires this into execution).
+// Elementwise unary kernel (activations and math, activation_math.h): one thread per element,
+// grid-stride loop. In place is allowed (dst == src). Float32, any length; declared in launch.h.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/kernels/activation_math.h"
+#include "backends/cuda/kernels/kernel_util.cuh"
+#include "backends/cuda/kernels/launch.h"
 
 namespace kiln::cuda_kernels {
 
-__global__ void ActivationKernel(const float* __restrict__ src, float* __restrict__ dst, long n,
-                                 int activation, float lo, float hi) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x)
-    dst[i] = cuda_math::Apply(static_cast<cuda_math::Activation>(activation), src[i], lo, hi);
+__global__ void ActivationKernel(const float* src, float* dst, int64_t n, int activation,
+                                 float alpha, float beta) {
+  const auto act = static_cast<cuda_math::Activation>(activation);
+  for (int64_t i = GridStart(); i < n; i += GridStep())
+    dst[i] = cuda_math::Apply(act, src[i], alpha, beta);
 }
 
-cudaError_t LaunchActivation(const float* src, float* dst, long n, int activation, float lo,
-                             float hi, cudaStream_t stream) {
+cudaError_t LaunchActivation(const float* src, float* dst, int64_t n, int activation, float alpha,
+                             float beta, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  long blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > 65535L * 16) blocks = 65535L * 16;
-  ActivationKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(src, dst, n, activation,
-                                                                           lo, hi);
+  ActivationKernel<<<GridFor(n), kThreads, 0, stream>>>(src, dst, n, activation, alpha, beta);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,200 @@
+// The CUDA device (runtime/device.h): device memory from cudaMalloc, and per-run contexts with a
+// compute stream, separate upload and download streams, events between them (the compute stream
+// waits for the uploads, the download stream for the compute), and page-locked staging buffers
+// from cudaHostAlloc, all allocated once per context. The events also time the run's three parts.
+// Registered as backend "cuda"; opening it fails with Unavailable when no device is visible.
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+
+namespace kiln::cuda {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::shared_ptr<void> DeviceMemory(void* p) {
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+std::shared_ptr<void> PinnedMemory(void* p) {
+  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+}
+
+class CudaRun final : public runtime::DeviceRun {
+ public:
+  ~CudaRun() override {
+    for (cudaEvent_t e : {up_begin_, up_end_, compute_end_, down_end_})
+      if (e) cudaEventDestroy(e);
+    for (cudaStream_t s : {compute_, upload_, download_})
+      if (s) cudaStreamDestroy(s);
+  }
+
+  static StatusOr<std::unique_ptr<runtime::DeviceRun>> Create(int device, size_t arena_bytes,
+                                                              size_t upload_bytes,
+                                                              size_t download_bytes) {
+    auto run = std::make_unique<CudaRun>();
+    run->device_ = device;
+    KILN_CUDA_CHECK(cudaSetDevice(device));
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaMalloc(&p, arena_bytes));
+    run->arena_ = DeviceMemory(p);
+    KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(upload_bytes, 1), cudaHostAllocDefault));
+    run->staging_in_ = PinnedMemory(p);
+    KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(download_bytes, 1), cudaHostAllocDefault));
+    run->staging_out_ = PinnedMemory(p);
+    run->upload_capacity_ = upload_bytes;
+    run->download_capacity_ = download_bytes;
+    for (cudaStream_t* s : {&run->compute_, &run->upload_, &run->download_})
+      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&run->up_begin_, &run->up_end_, &run->compute_end_, &run->down_end_})
+      KILN_CUDA_CHECK(cudaEventCreate(e));
+    return std::unique_ptr<runtime::DeviceRun>(std::move(run));
+  }
+
+  Status Begin() override {
+    KILN_CUDA_CHECK(cudaSetDevice(device_));
+    for (cudaStream_t s : {upload_, compute_, download_}) KILN_CUDA_CHECK(cudaStreamSynchronize(s));
+    upload_used_ = download_used_ = 0;
+    pending_.clear();
+    KILN_CUDA_CHECK(cudaEventRecord(up_begin_, upload_));
+    return OkStatus();
+  }
+  void* arena() override { return arena_.get(); }
+  void* stream() override { return compute_; }
+
+  Status Upload(const void* host_src, void* device_dst, size_t bytes) override {
+    if (upload_used_ + bytes > upload_capacity_)
+      return Internal("upload staging overflow: " + std::to_string(upload_used_ + bytes) + " > " +
+                      std::to_string(upload_capacity_) + " bytes");
+    char* staged = static_cast<char*>(staging_in_.get()) + upload_used_;
+    std::memcpy(staged, host_src, bytes);
+    KILN_CUDA_CHECK(cudaMemcpyAsync(device_dst, staged, bytes, cudaMemcpyHostToDevice, upload_));
+    upload_used_ += AlignUp(bytes);
+    return OkStatus();
+  }
+
+  Status StartCompute() override {
+    KILN_CUDA_CHECK(cudaEventRecord(up_end_, upload_));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(compute_, up_end_, 0));
+    return OkStatus();
+  }
+
+  Status Download(const void* device_src, void* host_dst, size_t bytes) override {
+    if (download_used_ + bytes > download_capacity_)
+      return Internal("download staging overflow: " + std::to_string(download_used_ + bytes) +
+                      " > " + std::to_string(download_capacity_) + " bytes");
+    if (pending_.empty()) KILN_RETURN_IF_ERROR(EndCompute());
+    char* staged = static_cast<char*>(staging_out_.get()) + download_used_;
+    KILN_CUDA_CHECK(cudaMemcpyAsync(staged, device_src, bytes, cudaMemcpyDeviceToHost, download_));
+    pending_.push_back({staged, host_dst, bytes});
+    download_used_ += AlignUp(bytes);
+    return OkStatus();
+  }
+
+  Status Finish() override {
+    if (pending_.empty()) KILN_RETURN_IF_ERROR(EndCompute());
+    KILN_CUDA_CHECK(cudaEventRecord(down_end_, download_));
+    KILN_CUDA_CHECK(cudaEventSynchronize(down_end_));
+    // Kernel faults surface at the next synchronizing call: report them as this run's error.
+    KILN_CUDA_CHECK(cudaGetLastError());
+    for (const Pending& p : pending_) std::memcpy(p.host, p.staged, p.bytes);
+    pending_.clear();
+    float ms = 0;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, up_begin_, up_end_));
+    timings_.upload_ms = ms;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, up_end_, compute_end_));
+    timings_.compute_ms = ms;
+    KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, compute_end_, down_end_));
+    timings_.download_ms = ms;
+    return OkStatus();
+  }
+
+  runtime::DeviceTimings LastTimings() const override { return timings_; }
+
+ private:
+  Status EndCompute() {
+    KILN_CUDA_CHECK(cudaEventRecord(compute_end_, compute_));
+    KILN_CUDA_CHECK(cudaStreamWaitEvent(download_, compute_end_, 0));
+    return OkStatus();
+  }
+
+  struct Pending {
+    const void* staged;
+    void* host;
+    size_t bytes;
+  };
+  int device_ = 0;
+  std::shared_ptr<void> arena_, staging_in_, staging_out_;
+  size_t upload_capacity_ = 0, download_capacity_ = 0, upload_used_ = 0, download_used_ = 0;
+  cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
+  cudaEvent_t up_begin_ = nullptr, up_end_ = nullptr, compute_end_ = nullptr, down_end_ = nullptr;
+  std::vector<Pending> pending_;
+  runtime::DeviceTimings timings_;
+};
+
+class CudaDevice final : public runtime::Device {
+ public:
+  CudaDevice(int index, const cudaDeviceProp& prop) : index_(index), prop_(prop) {}
+
+  std::string Describe() const override {
+    return std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) +
+           std::to_string(prop_.minor) + ", device " + std::to_string(index_) + ", " +
+           std::to_string(prop_.totalGlobalMem >> 20) + " MiB)";
+  }
+
+  Status MakeCurrent() override { return CheckCuda(cudaSetDevice(index_), "cudaSetDevice"); }
+
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override {
+    KILN_CUDA_CHECK(cudaSetDevice(index_));
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
+    return DeviceMemory(p);
+  }
+
+  Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
+    KILN_CUDA_CHECK(cudaSetDevice(index_));
+    KILN_CUDA_CHECK(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+    return OkStatus();
+  }
+
+  StatusOr<std::unique_ptr<runtime::DeviceRun>> NewRun(size_t arena_bytes, size_t upload_bytes,
+                                                       size_t download_bytes) override {
+    return CudaRun::Create(index_, arena_bytes, upload_bytes, download_bytes);
+  }
+
+ private:
+  int index_;
+  cudaDeviceProp prop_;
+};
+
+StatusOr<std::shared_ptr<runtime::Device>> OpenCudaDevice(int index) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return Unavailable(std::string("no CUDA device is visible (cudaGetDeviceCount: ") +
+                       (e == cudaSuccess ? "0 devices" : cudaGetErrorName(e)) +
+                       "); `kiln doctor` reports the driver and devices; use --device cpu");
+  if (index < 0 || index >= count)
+    return InvalidArgument("CUDA device " + std::to_string(index) + " does not exist; " +
+                           std::to_string(count) + " visible");
+  cudaDeviceProp prop;
+  KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return std::shared_ptr<runtime::Device>(new CudaDevice(index, prop));
+}
+
+Status CudaPrecision(const std::string& precision) {
+  if (precision == "fp32") return OkStatus();
+  return Unsupported("backend 'cuda' runs fp32 today; got precision '" + precision +
+                     "' (fp16 on Tensor Cores is not built yet)");
+}
+
+runtime::DeviceRegistrar cuda_device("cuda", &OpenCudaDevice);
+runtime::PrecisionCheckRegistrar cuda_precision("cuda", &CudaPrecision);
+
+}  // namespace
+
+}  // namespace kiln::cuda

@@ -1,0 +1,73 @@
+// Launch wrappers of kiln's own CUDA kernels (src/backends/cuda/kernels/*.cu), for the CUDA
+// backend. Plain C++: it includes only <cuda_runtime_api.h> and the *_math.h headers that define
+// the by-value parameter structs, so host code compiled with g++ can call the launchers.
+//
+// Every launcher enqueues on `stream` and returns the launch's cudaError_t (cudaSuccess without
+// launching for empty work); callers turn it into a Status naming the node. Tensors are float32,
+// dense row-major, device pointers; sizes are int64_t. `activation` and `op` are the int values of
+// cuda_math::Activation and cuda_math::BinaryOp. None of them synchronizes the host.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/binary_math.h"
+#include "backends/cuda/kernels/layout_math.h"
+#include "backends/cuda/kernels/pool_math.h"
+#include "backends/cuda/kernels/softmax_math.h"
+
+namespace kiln::cuda_kernels {
+
+// dst[i] = Apply(activation, src[i], alpha, beta), i < n; dst may equal src (activation.cu).
+cudaError_t LaunchActivation(const float* src, float* dst, int64_t n, int activation, float alpha,
+                             float beta, cudaStream_t stream);
+
+// dst = op(a, b) with numpy broadcasting described by `index` (MakeBroadcastIndex) (binary.cu).
+cudaError_t LaunchBinary(int op, const float* a, const float* b, float* dst,
+                         const cuda_math::BroadcastIndex& index, cudaStream_t stream);
+
+// In place on y [batch, channels, hw]: y = act(y + bias[c] + residual[i]); bias and residual may
+// be null (epilogue.cu).
+cudaError_t LaunchConvEpilogue(float* y, const float* bias, const float* residual, int64_t batch,
+                               int64_t channels, int64_t hw, int activation, float alpha,
+                               float beta, cudaStream_t stream);
+
+// In place on y [rows, cols]: y = act(y + bias[col]); bias may be null (epilogue.cu).
+cudaError_t LaunchRowBiasEpilogue(float* y, const float* bias, int64_t rows, int64_t cols,
+                                  int activation, float alpha, float beta, cudaStream_t stream);
+
+// src [planes, in_h, in_w] -> dst [planes, out_h, out_w] (pool.cu).
+cudaError_t LaunchMaxPool2d(const float* src, float* dst, int64_t planes,
+                            const cuda_math::Pool2dParams& params, cudaStream_t stream);
+cudaError_t LaunchAveragePool2d(const float* src, float* dst, int64_t planes,
+                                const cuda_math::Pool2dParams& params, cudaStream_t stream);
+
+// src [planes, plane_size] -> dst [planes]: mean or maximum of each plane (0 for an empty plane)
+// (pool.cu).
+cudaError_t LaunchGlobalPool(const float* src, float* dst, int64_t planes, int64_t plane_size,
+                             bool max, cudaStream_t stream);
+
+// Softmax or LogSoftmax of src viewed as [outer, n, inner] along n (softmax.cu).
+cudaError_t LaunchSoftmax(const float* src, float* dst, const cuda_math::SoftmaxShape& shape,
+                          bool log_softmax, cudaStream_t stream);
+
+// LayerNormalization of src [rows, cols] per row; gamma [cols], beta [cols] or null
+// (layernorm.cu).
+cudaError_t LaunchLayerNorm(const float* src, float* dst, const float* gamma, const float* beta,
+                            int64_t rows, int64_t cols, float epsilon, cudaStream_t stream);
+
+// dst[o] = src[GatherOffset(index, o)]: Transpose (MakeTransposeIndex) and Slice
+// (MakeSliceIndex) (layout.cu).
+cudaError_t LaunchStridedGather(const float* src, float* dst, const cuda_math::GatherIndex& index,
+                                cudaStream_t stream);
+
+// Constant-mode Pad (MakePadIndex) (layout.cu).
+cudaError_t LaunchPadConstant(const float* src, float* dst, const cuda_math::PadIndex& index,
+                              cudaStream_t stream);
+
+// One Concat input copied into its column range of the output (layout.cu).
+cudaError_t LaunchConcatCopy(const float* src, float* dst, const cuda_math::ConcatIndex& index,
+                             cudaStream_t stream);
+
+}  // namespace kiln::cuda_kernels

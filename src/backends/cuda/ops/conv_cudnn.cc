@@ -1,0 +1,169 @@
+// cuda.conv.cudnn: Conv and kiln.FusedConv (Y = act(Conv(X, W) + B + Z)) for 2-D NCHW float32
+// through cuDNN's convolution forward, with grouped and depthwise convolutions as cuDNN groups.
+// Prepare builds the descriptors for the concrete shapes, checks cuDNN's output size against
+// kiln's, and picks the algorithm once with cuDNN's heuristics
+// (cudnnGetConvolutionForwardAlgorithm_v7, first candidate that fits in 256 MiB of workspace); the
+// workspace comes from the arena's scratch. Math is plain FP32 FMA (CUDNN_FMA_MATH: no TF32), so
+// results match the CPU within fp32 summation-order differences. Bias, residual and activation run
+// after the convolution in one epilogue kernel (kernels/epilogue.cu). Asymmetric padding declines
+// (cuDNN's legacy descriptor is symmetric).
+#include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::cuda {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+
+class ConvCudnn final : public runtime::Kernel {
+ public:
+  explicit ConvCudnn(const ir::Node& node) : node_(node) {}
+  ~ConvCudnn() override {
+    if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
+    if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
+    if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
+    if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
+  }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    Status s = DoPrepare(ctx);
+    return s.ok() ? s : s.AddContext("while preparing cuDNN convolution");
+  }
+  size_t ScratchBytes() const override { return workspace_bytes_; }
+  // Not in place: the convolution writes Y before the epilogue reads the residual Z.
+  Status Run(const ir::ComputeContext& ctx) const override {
+    cudaStream_t stream = StreamOf(ctx);
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t h, CudnnHandle(stream));
+    const float one = 1.f, zero = 0.f;
+    float* y = ctx.out(0).data<float>();
+    KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_desc_, ctx.in(0).raw(), w_desc_,
+                                             ctx.in(1).raw(), conv_desc_, algo_, ctx.scratch,
+                                             workspace_bytes_, &zero, y_desc_, y));
+    if (!needs_epilogue_) return OkStatus();
+    const float* bias = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
+    const float* residual = ctx.has(3) ? ctx.in(3).data<float>() : nullptr;
+    return CheckLaunch(
+        cuda_kernels::LaunchConvEpilogue(y, bias, residual, batch_, channels_, hw_,
+                                         static_cast<int>(act_), act_alpha_, act_beta_, stream),
+        "conv epilogue", node_);
+  }
+
+ private:
+  Status DoPrepare(runtime::PrepareContext* ctx) {
+    const Shape& x = ctx->inputs[0].shape;
+    const Shape& w = ctx->inputs[1].shape;
+    const Shape& y = ctx->outputs[0].shape;
+    ops::nn::WindowAttrs attrs;
+    KILN_RETURN_IF_ERROR(ops::nn::ParseWindowAttrs(node_, true, &attrs));
+    ops::nn::Window win;
+    std::string rule = ops::nn::ForwardWindow(attrs, {x[2], x[3]}, {w[2], w[3]}, false, &win);
+    if (!rule.empty()) return InvalidModel(node_.Describe() + ": " + rule);
+    if (win.pad_begin != win.pad_end)
+      return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
+    const int group = static_cast<int>(node_.GetInt("group", 1));
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                i(x[0]), i(x[1]), i(x[2]), i(x[3])));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                i(y[0]), i(y[1]), i(y[2]), i(y[3])));
+    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                i(w[0]), i(w[1]), i(w[2]), i(w[3])));
+    KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv_desc_, i(win.pad_begin[0]), i(win.pad_begin[1]), i(win.strides[0]), i(win.strides[1]),
+        i(win.dilations[0]), i(win.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, group));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+    int n = 0, c = 0, h = 0, wd = 0;
+    KILN_CUDNN_CHECK(
+        cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &n, &c, &h, &wd));
+    if (Shape{n, c, h, wd} != y)
+      return Internal("cuDNN's output shape " + ShapeToString({n, c, h, wd}) +
+                      " differs from kiln's " + ShapeToString(y));
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, CudnnHandle(nullptr));
+    constexpr int kRequested = 8;
+    cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
+    int returned = 0;
+    KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, conv_desc_,
+                                                            y_desc_, kRequested, &returned, perf));
+    bool found = false;
+    for (int k = 0; k < returned && !found; ++k) {
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      size_t bytes = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                  perf[k].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
+          bytes > kMaxWorkspaceBytes)
+        continue;
+      algo_ = perf[k].algo;
+      workspace_bytes_ = bytes;
+      found = true;
+    }
+    if (!found)
+      return Unsupported("cuDNN's heuristics returned no usable algorithm (" +
+                         std::to_string(returned) + " candidates)");
+    ops::Activation act;
+    if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
+    act_ = DeviceActivation(act.kind);
+    act_alpha_ = act.alpha;
+    act_beta_ = act.beta;
+    batch_ = y[0];
+    channels_ = y[1];
+    hw_ = y[2] * y[3];
+    needs_epilogue_ = node_.HasInput(2) || (node_.domain == "kiln" && node_.HasInput(3)) ||
+                      act.kind != ops::ActivationKind::kNone;
+    return OkStatus();
+  }
+
+  ir::Node node_;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnFilterDescriptor_t w_desc_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace_bytes_ = 0;
+  cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
+  float act_alpha_ = 0, act_beta_ = 0;
+  int64_t batch_ = 0, channels_ = 0, hw_ = 0;
+  bool needs_epilogue_ = false;
+};
+
+KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (in[0].shape.size() != 4) return {false, "needs a 2-D convolution (NCHW input)"};
+  std::vector<int64_t> pads = node.GetInts("pads");
+  if (pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]))
+    return {false, "asymmetric pads " + ops::nn::JoinInts(pads) + " (cuDNN needs symmetric)"};
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    return {false, "auto_pad " + auto_pad + " may pad asymmetrically"};
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.conv.cudnn",
+                                        "Conv",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsConv,
+                                        Make<ConvCudnn>,
+                                        {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedconv.cudnn",
+                                        "FusedConv",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cuda",
+                                        10,
+                                        SupportsConv,
+                                        Make<ConvCudnn>,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::cuda

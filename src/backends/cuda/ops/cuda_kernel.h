@@ -1,0 +1,69 @@
+// Helpers shared by the CUDA backend's kernels (src/backends/cuda/ops/*.cc): the launch-error
+// check, the activation mapping from kiln's fused-op attributes to the device activation enum,
+// and the float32-only support test. Kernels run on ComputeContext::stream with device pointers.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/activation_math.h"
+#include "backends/cuda/kernels/launch.h"
+#include "ops/fused/activation.h"
+#include "runtime/kernel.h"
+
+namespace kiln::cuda {
+
+inline cudaStream_t StreamOf(const ir::ComputeContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
+
+// A failed kernel launch as a Status naming the node and the kernel.
+inline Status CheckLaunch(cudaError_t e, const char* kernel, const ir::Node& node) {
+  if (e == cudaSuccess) return OkStatus();
+  return DeviceError(std::string("launching ") + kernel + " for " + node.Describe() +
+                     " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+// The device activation for a fused node's `activation` attributes; kNone maps to kIdentity.
+inline cuda_math::Activation DeviceActivation(ops::ActivationKind kind) {
+  using A = cuda_math::Activation;
+  switch (kind) {
+    case ops::ActivationKind::kNone:
+      return A::kIdentity;
+    case ops::ActivationKind::kRelu:
+      return A::kRelu;
+    case ops::ActivationKind::kClip:
+      return A::kClip;
+    case ops::ActivationKind::kLeakyRelu:
+      return A::kLeakyRelu;
+    case ops::ActivationKind::kSigmoid:
+      return A::kSigmoid;
+    case ops::ActivationKind::kHardSigmoid:
+      return A::kHardSigmoid;
+    case ops::ActivationKind::kHardSwish:
+      return A::kHardSwish;
+    case ops::ActivationKind::kTanh:
+      return A::kTanh;
+    case ops::ActivationKind::kSilu:
+      return A::kSilu;
+    case ops::ActivationKind::kGelu:
+      return A::kGelu;
+  }
+  return A::kIdentity;
+}
+
+inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
+  for (const auto& t : in)
+    if (t.dtype != DataType::kUndefined && t.dtype != DataType::kFloat) return false;
+  return true;
+}
+
+template <typename K>
+std::unique_ptr<runtime::Kernel> Make(const ir::Node& node, const ir::Op&) {
+  return std::make_unique<K>(node);
+}
+
+}  // namespace kiln::cuda

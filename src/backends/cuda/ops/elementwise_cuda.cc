@@ -1,0 +1,209 @@
+// cuda.<op>.kernel for elementwise ops and pure reshapes, float32:
+// - unary activations and math (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Clip,
+//   Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal) through kernels/activation.cu, in place when the
+//   planner allows; Clip's min/max inputs (opset >= 11) must be constant;
+// - broadcast binary ops (Add, Sub, Mul, Div, Pow, and two-input Max/Min) through
+//   kernels/binary.cu, up to rank 6 after merging dims;
+// - Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference Dropout (any dtype): the output
+//   shares the input's buffer when the planner allows, else one device-to-device copy.
+#include <limits>
+
+#include "backends/cuda/ops/cuda_kernel.h"
+
+namespace kiln::cuda {
+namespace {
+
+using cuda_math::Activation;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+struct UnaryEntry {
+  const char* op;
+  Activation act;
+  float alpha, beta;  // defaults; LeakyRelu and HardSigmoid read attributes
+};
+constexpr UnaryEntry kUnary[] = {
+    {"Relu", Activation::kRelu, 0, 0},
+    {"Sigmoid", Activation::kSigmoid, 0, 0},
+    {"Tanh", Activation::kTanh, 0, 0},
+    {"LeakyRelu", Activation::kLeakyRelu, 0.01f, 0},
+    {"HardSigmoid", Activation::kHardSigmoid, 0.2f, 0.5f},
+    {"HardSwish", Activation::kHardSwish, 0, 0},
+    {"Clip", Activation::kClip, 0, 0},
+    {"Erf", Activation::kErf, 0, 0},
+    {"Exp", Activation::kExp, 0, 0},
+    {"Log", Activation::kLog, 0, 0},
+    {"Sqrt", Activation::kSqrt, 0, 0},
+    {"Neg", Activation::kNeg, 0, 0},
+    {"Abs", Activation::kAbs, 0, 0},
+    {"Reciprocal", Activation::kReciprocal, 0, 0},
+};
+
+const UnaryEntry& UnaryOf(const std::string& op) {
+  for (const UnaryEntry& e : kUnary)
+    if (op == e.op) return e;
+  return kUnary[0];
+}
+
+class UnaryCuda final : public runtime::Kernel {
+ public:
+  explicit UnaryCuda(const ir::Node& node) : node_(node), entry_(UnaryOf(node.op_type)) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    alpha_ = node_.GetFloat("alpha", entry_.alpha);
+    beta_ = node_.GetFloat("beta", entry_.beta);
+    if (entry_.act == Activation::kClip) {
+      alpha_ = std::numeric_limits<float>::lowest();
+      beta_ = std::numeric_limits<float>::max();
+      if (node_.opset < 11) {
+        alpha_ = node_.GetFloat("min", alpha_);
+        beta_ = node_.GetFloat("max", beta_);
+      } else {
+        if (node_.HasInput(1)) alpha_ = ctx->constants[1]->data<float>()[0];
+        if (node_.HasInput(2)) beta_ = ctx->constants[2]->data<float>()[0];
+      }
+    }
+    return OkStatus();
+  }
+  int InPlaceInput() const override { return 0; }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(cuda_kernels::LaunchActivation(
+                           ctx.in(0).data<float>(), ctx.out(0).data<float>(), ctx.in(0).numel(),
+                           static_cast<int>(entry_.act), alpha_, beta_, StreamOf(ctx)),
+                       "activation", node_);
+  }
+
+ private:
+  ir::Node node_;
+  const UnaryEntry& entry_;
+  float alpha_ = 0, beta_ = 0;
+};
+
+KernelSupport SupportsUnary(const ir::Node& node, const ir::Op&,
+                            const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (node.op_type == "Clip" && node.opset >= 11)
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i].dtype != DataType::kUndefined && in[i].dtype != DataType::kFloat)
+        return {false, "needs float32 min/max"};
+  return {true, ""};
+}
+
+cuda_math::BinaryOp BinaryOf(const std::string& op) {
+  using B = cuda_math::BinaryOp;
+  if (op == "Sub") return B::kSub;
+  if (op == "Mul") return B::kMul;
+  if (op == "Div") return B::kDiv;
+  if (op == "Pow") return B::kPow;
+  if (op == "Max") return B::kMax;
+  if (op == "Min") return B::kMin;
+  return B::kAdd;
+}
+
+class BinaryCuda final : public runtime::Kernel {
+ public:
+  explicit BinaryCuda(const ir::Node& node) : node_(node), op_(BinaryOf(node.op_type)) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    if (!cuda_math::MakeBroadcastIndex(ctx->inputs[0].shape, ctx->inputs[1].shape,
+                                       ctx->outputs[0].shape, &index_))
+      return Unsupported("cannot broadcast " + ShapeToString(ctx->inputs[0].shape) + " and " +
+                         ShapeToString(ctx->inputs[1].shape) + " within rank 6");
+    same_shape_a_ = ctx->inputs[0].shape == ctx->outputs[0].shape;
+    return OkStatus();
+  }
+  int InPlaceInput() const override { return same_shape_a_ ? 0 : -1; }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(cuda_kernels::LaunchBinary(static_cast<int>(op_), ctx.in(0).data<float>(),
+                                                  ctx.in(1).data<float>(), ctx.out(0).data<float>(),
+                                                  index_, StreamOf(ctx)),
+                       "binary", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::BinaryOp op_;
+  cuda_math::BroadcastIndex index_{};
+  bool same_shape_a_ = false;
+};
+
+KernelSupport SupportsBinary(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in.size() != 2) return {false, "needs exactly two inputs"};
+  if (!AllFloat(in)) return {false, "needs float32"};
+  return {true, ""};
+}
+
+// Same bytes, new shape.
+class ReshapeCuda final : public runtime::Kernel {
+ public:
+  explicit ReshapeCuda(const ir::Node& node) : node_(node) {}
+  int InPlaceInput() const override { return 0; }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    if (ctx.in(0).raw() == ctx.out(0).raw()) return OkStatus();
+    KILN_CUDA_CHECK(cudaMemcpyAsync(ctx.out(0).raw(), ctx.in(0).raw(), ctx.out(0).bytes(),
+                                    cudaMemcpyDeviceToDevice, StreamOf(ctx)));
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+};
+
+KernelSupport SupportsReshape(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>&) {
+  if (node.op_type == "Dropout" && node.outputs.size() > 1 && node.outputs[1] >= 0)
+    return {false, "Dropout's mask output is requested"};
+  return {true, ""};
+}
+
+#define KILN_CUDA_UNARY(op, name)          \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
+      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}})
+KILN_CUDA_UNARY("Relu", "cuda.relu.kernel");
+KILN_CUDA_UNARY("Sigmoid", "cuda.sigmoid.kernel");
+KILN_CUDA_UNARY("Tanh", "cuda.tanh.kernel");
+KILN_CUDA_UNARY("LeakyRelu", "cuda.leakyrelu.kernel");
+KILN_CUDA_UNARY("HardSigmoid", "cuda.hardsigmoid.kernel");
+KILN_CUDA_UNARY("HardSwish", "cuda.hardswish.kernel");
+KILN_CUDA_UNARY("Erf", "cuda.erf.kernel");
+KILN_CUDA_UNARY("Exp", "cuda.exp.kernel");
+KILN_CUDA_UNARY("Log", "cuda.log.kernel");
+KILN_CUDA_UNARY("Sqrt", "cuda.sqrt.kernel");
+KILN_CUDA_UNARY("Neg", "cuda.neg.kernel");
+KILN_CUDA_UNARY("Abs", "cuda.abs.kernel");
+KILN_CUDA_UNARY("Reciprocal", "cuda.reciprocal.kernel");
+// Clip's min and max inputs are read once in Prepare, so they must be constant.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.clip.kernel",
+                                        "Clip",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsUnary,
+                                        Make<UnaryCuda>,
+                                        {1, 2}});
+
+#define KILN_CUDA_BINARY(op, name, since)  \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
+      name, op, "", since, ir::kMaxOpset, "cuda", 10, SupportsBinary, Make<BinaryCuda>, {}})
+// Opset 7 is where these ops took numpy broadcasting.
+KILN_CUDA_BINARY("Add", "cuda.add.kernel", 7);
+KILN_CUDA_BINARY("Sub", "cuda.sub.kernel", 7);
+KILN_CUDA_BINARY("Mul", "cuda.mul.kernel", 7);
+KILN_CUDA_BINARY("Div", "cuda.div.kernel", 7);
+KILN_CUDA_BINARY("Pow", "cuda.pow.kernel", 7);
+KILN_CUDA_BINARY("Max", "cuda.max.kernel", 8);
+KILN_CUDA_BINARY("Min", "cuda.min.kernel", 8);
+
+#define KILN_CUDA_RESHAPE(op, name)        \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
+      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReshape, Make<ReshapeCuda>, {}})
+KILN_CUDA_RESHAPE("Reshape", "cuda.reshape.copy");
+KILN_CUDA_RESHAPE("Flatten", "cuda.flatten.copy");
+KILN_CUDA_RESHAPE("Squeeze", "cuda.squeeze.copy");
+KILN_CUDA_RESHAPE("Unsqueeze", "cuda.unsqueeze.copy");
+KILN_CUDA_RESHAPE("Identity", "cuda.identity.copy");
+KILN_CUDA_RESHAPE("Dropout", "cuda.dropout.copy");
+
+}  // namespace
+}  // namespace kiln::cuda

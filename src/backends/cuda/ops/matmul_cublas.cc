@@ -1,0 +1,173 @@
+// cuda.{matmul,gemm,fusedmatmul}.cublas: float32 matrix products through cuBLAS (plain FP32, no
+// TF32: cuBLAS's default math mode). Row-major C[M,N] = A[M,K] B[K,N] is computed as the
+// column-major product C^T = B^T A^T, so no data moves. MatMul: A [..., M, K] and B [..., K, N]
+// with equal batch dims, or one side 2-D (broadcast over the other's batch) through
+// cublasSgemmStridedBatched; other batch broadcasts decline. Gemm: transA/transB, alpha, and beta*C
+// with C of [N] or [1,N] (a row bias, beta folded in by the epilogue when beta == 1) or [M,N]
+// (copied into Y, then accumulated with beta). kiln.FusedMatMul: A [..., M, K] times B [K, N] plus
+// bias [N] and the activation, in the row-bias epilogue (kernels/epilogue.cu).
+#include "backends/cuda/ops/cuda_kernel.h"
+
+namespace kiln::cuda {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+struct Product {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t stride_a = 0, stride_b = 0;  // 0: broadcast over the batch
+  bool trans_a = false, trans_b = false;
+};
+
+// MatMul / FusedMatMul shapes; "" when supported, else the reason.
+std::string MatMulProduct(const Shape& a, const Shape& b, Product* p) {
+  if (a.size() < 2 || b.size() < 2) return "needs A and B of rank >= 2";
+  p->m = a[a.size() - 2];
+  p->k = a.back();
+  p->n = b.back();
+  if (b[b.size() - 2] != p->k) return "inner dimensions differ";
+  int64_t batch_a = 1, batch_b = 1;
+  for (size_t d = 0; d + 2 < a.size(); ++d) batch_a *= a[d];
+  for (size_t d = 0; d + 2 < b.size(); ++d) batch_b *= b[d];
+  if (b.size() == 2) {  // fold A's batch into M: one plain GEMM
+    p->m *= batch_a;
+    return "";
+  }
+  const bool same =
+      a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin(), b.end() - 2);
+  if (!same && a.size() != 2) return "batch dims broadcast between A and B";
+  p->batch = batch_b;
+  p->stride_a = a.size() == 2 ? 0 : p->m * p->k;
+  p->stride_b = p->k * p->n;
+  return "";
+}
+
+class MatMulCublas final : public runtime::Kernel {
+ public:
+  explicit MatMulCublas(const ir::Node& node) : node_(node) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& a = ctx->inputs[0].shape;
+    const Shape& b = ctx->inputs[1].shape;
+    if (node_.op_type == "Gemm") {
+      p_.trans_a = node_.GetInt("transA", 0) != 0;
+      p_.trans_b = node_.GetInt("transB", 0) != 0;
+      p_.m = p_.trans_a ? a[1] : a[0];
+      p_.k = p_.trans_a ? a[0] : a[1];
+      p_.n = p_.trans_b ? b[0] : b[1];
+      alpha_ = node_.GetFloat("alpha", 1.f);
+      beta_ = node_.GetFloat("beta", 1.f);
+      if (node_.HasInput(2)) {
+        const Shape& c = ctx->inputs[2].shape;
+        full_c_ = c == Shape{p_.m, p_.n};
+        row_bias_ = !full_c_;
+      }
+    } else {
+      std::string why = MatMulProduct(a, b, &p_);
+      if (!why.empty()) return Unsupported(why);
+      row_bias_ = node_.domain == "kiln" && node_.HasInput(2);
+      ops::Activation act;
+      if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
+      act_ = DeviceActivation(act.kind);
+      act_alpha_ = act.alpha;
+      act_beta_ = act.beta;
+    }
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    cudaStream_t stream = StreamOf(ctx);
+    KILN_ASSIGN_OR_RETURN(cublasHandle_t h, CublasHandle(stream));
+    const float* a = ctx.in(0).data<float>();
+    const float* b = ctx.in(1).data<float>();
+    float* y = ctx.out(0).data<float>();
+    float beta = 0.f;
+    if (full_c_) {
+      KILN_CUDA_CHECK(cudaMemcpyAsync(y, ctx.in(2).raw(), ctx.out(0).bytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
+      beta = beta_;
+    }
+    // Column-major view: Y^T[N,M] = op(B)^T[N,K] * op(A)^T[K,M].
+    const cublasOperation_t op_b = p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_a = p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    const int ldb = p_.trans_b ? k : n, lda = p_.trans_a ? m : k;
+    if (p_.batch == 1) {
+      KILN_CUBLAS_CHECK(cublasSgemm(h, op_b, op_a, n, m, k, &alpha_, b, ldb, a, lda, &beta, y, n));
+    } else {
+      KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha_, b, ldb,
+                                                  p_.stride_b, a, lda, p_.stride_a, &beta, y, n,
+                                                  p_.m * p_.n, static_cast<int>(p_.batch)));
+    }
+    if (!row_bias_ && act_ == cuda_math::Activation::kIdentity) return OkStatus();
+    const float* bias = row_bias_ ? ctx.in(2).data<float>() : nullptr;
+    return CheckLaunch(
+        cuda_kernels::LaunchRowBiasEpilogue(y, bias, p_.batch * p_.m, p_.n, static_cast<int>(act_),
+                                            act_alpha_, act_beta_, stream),
+        "row-bias epilogue", node_);
+  }
+
+ private:
+  ir::Node node_;
+  Product p_;
+  float alpha_ = 1.f, beta_ = 1.f;
+  bool full_c_ = false, row_bias_ = false;
+  cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
+  float act_alpha_ = 0, act_beta_ = 0;
+};
+
+KernelSupport SupportsMatMul(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  Product p;
+  std::string why = MatMulProduct(in[0].shape, in[1].shape, &p);
+  if (!why.empty()) return {false, why};
+  return {true, ""};
+}
+
+KernelSupport SupportsGemm(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (in[0].shape.size() != 2 || in[1].shape.size() != 2) return {false, "needs 2-D A and B"};
+  if (!node.HasInput(2)) return {true, ""};
+  const int64_t m = node.GetInt("transA", 0) ? in[0].shape[1] : in[0].shape[0];
+  const int64_t n = node.GetInt("transB", 0) ? in[1].shape[0] : in[1].shape[1];
+  const Shape& c = in[2].shape;
+  if (c == Shape{m, n}) return {true, ""};
+  if ((c == Shape{n} || c == Shape{1, n}) && node.GetFloat("beta", 1.f) == 1.f) return {true, ""};
+  return {false,
+          "C of shape " + ShapeToString(c) + " (supported: [M,N], or [N] / [1,N] with beta 1)"};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.matmul.cublas",
+                                        "MatMul",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsMatMul,
+                                        Make<MatMulCublas>,
+                                        {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedmatmul.cublas",
+                                        "FusedMatMul",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cuda",
+                                        10,
+                                        SupportsMatMul,
+                                        Make<MatMulCublas>,
+                                        {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gemm.cublas",
+                                        "Gemm",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsGemm,
+                                        Make<MatMulCublas>,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::cuda

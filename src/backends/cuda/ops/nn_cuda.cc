@@ -1,0 +1,236 @@
+// cuda.<op>.kernel for the NCHW network ops besides convolution and matrix products, float32:
+// MaxPool / AveragePool (2-D, pads, strides, dilations, ceil_mode, count_include_pad; MaxPool's
+// Indices output declines), GlobalAveragePool / GlobalMaxPool, Softmax / LogSoftmax (opset >= 13
+// along one axis; earlier opsets over the flattened trailing dims), LayerNormalization (ONNX
+// opset 17 and kiln's fused one; Mean/InvStdDev outputs decline), Transpose (rank <= 6) and Concat
+// (one copy kernel per input). Geometry comes from kiln's own shape rules (ops/nn/spatial.h), so
+// the device computes exactly the windows the reference kernels do.
+#include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::cuda {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+int64_t Product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t d = from; d < to; ++d) p *= s[d];
+  return p;
+}
+
+int64_t NormalizeAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
+class PoolCuda final : public runtime::Kernel {
+ public:
+  explicit PoolCuda(const ir::Node& node) : node_(node) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    const Shape& y = ctx->outputs[0].shape;
+    planes_ = x[0] * x[1];
+    if (node_.op_type == "GlobalAveragePool" || node_.op_type == "GlobalMaxPool") {
+      plane_size_ = x[2] * x[3];
+      return OkStatus();
+    }
+    ops::nn::WindowAttrs attrs;
+    KILN_RETURN_IF_ERROR(ops::nn::ParseWindowAttrs(node_, node_.op_type == "MaxPool", &attrs));
+    ops::nn::Window win;
+    std::string rule =
+        ops::nn::ForwardWindow(attrs, {x[2], x[3]}, {}, node_.GetInt("ceil_mode", 0) == 1, &win);
+    if (!rule.empty()) return InvalidModel(node_.Describe() + ": " + rule);
+    p_ = {x[2],
+          x[3],
+          y[2],
+          y[3],
+          win.kernel[0],
+          win.kernel[1],
+          win.strides[0],
+          win.strides[1],
+          win.dilations[0],
+          win.dilations[1],
+          win.pad_begin[0],
+          win.pad_begin[1],
+          win.pad_end[0],
+          win.pad_end[1],
+          node_.GetInt("count_include_pad", 0) == 1};
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    float* y = ctx.out(0).data<float>();
+    cudaStream_t s = StreamOf(ctx);
+    const std::string& op = node_.op_type;
+    if (op == "MaxPool")
+      return CheckLaunch(cuda_kernels::LaunchMaxPool2d(x, y, planes_, p_, s), "max pool", node_);
+    if (op == "AveragePool")
+      return CheckLaunch(cuda_kernels::LaunchAveragePool2d(x, y, planes_, p_, s), "average pool",
+                         node_);
+    return CheckLaunch(
+        cuda_kernels::LaunchGlobalPool(x, y, planes_, plane_size_, op == "GlobalMaxPool", s),
+        "global pool", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::Pool2dParams p_{};
+  int64_t planes_ = 0, plane_size_ = 0;
+};
+
+KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].shape.size() != 4) return {false, "needs 2-D pooling (NCHW input)"};
+  if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
+  return {true, ""};
+}
+
+class SoftmaxCuda final : public runtime::Kernel {
+ public:
+  explicit SoftmaxCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    const bool per_axis = node_.opset >= 13;
+    const int64_t axis = NormalizeAxis(node_.GetInt("axis", per_axis ? -1 : 1), x.size());
+    const size_t a = static_cast<size_t>(axis);
+    if (per_axis)
+      shape_ = {Product(x, 0, a), x[a], Product(x, a + 1, x.size())};
+    else
+      shape_ = {Product(x, 0, a), Product(x, a, x.size()), 1};
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchSoftmax(ctx.in(0).data<float>(), ctx.out(0).data<float>(), shape_,
+                                    node_.op_type == "LogSoftmax", StreamOf(ctx)),
+        "softmax", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::SoftmaxShape shape_{};
+};
+
+class LayerNormCuda final : public runtime::Kernel {
+ public:
+  explicit LayerNormCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", -1), x.size()));
+    rows_ = Product(x, 0, a);
+    cols_ = Product(x, a, x.size());
+    if (NumElements(ctx->inputs[1].shape) != cols_ ||
+        (node_.HasInput(2) && NumElements(ctx->inputs[2].shape) != cols_))
+      return Unsupported("Scale and B must cover the normalized dims exactly (no broadcasting)");
+    epsilon_ = node_.GetFloat("epsilon", 1e-5f);
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* beta = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
+    return CheckLaunch(cuda_kernels::LaunchLayerNorm(
+                           ctx.in(0).data<float>(), ctx.out(0).data<float>(),
+                           ctx.in(1).data<float>(), beta, rows_, cols_, epsilon_, StreamOf(ctx)),
+                       "layer norm", node_);
+  }
+
+ private:
+  ir::Node node_;
+  int64_t rows_ = 0, cols_ = 0;
+  float epsilon_ = 1e-5f;
+};
+
+KernelSupport SupportsFloatOneOutput(const ir::Node& node, const ir::Op&,
+                                     const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in)) return {false, "needs float32"};
+  for (size_t o = 1; o < node.outputs.size(); ++o)
+    if (node.outputs[o] >= 0) return {false, "optional output " + std::to_string(o) + " requested"};
+  return {true, ""};
+}
+
+class TransposeCuda final : public runtime::Kernel {
+ public:
+  explicit TransposeCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    std::vector<int64_t> perm = node_.GetInts("perm");
+    if (perm.empty())
+      for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (!cuda_math::MakeTransposeIndex(x, perm, &index_))
+      return Unsupported("perm " + ops::nn::JoinInts(perm) + " of rank > 6 or invalid");
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
+                                          StreamOf(ctx)),
+        "transpose", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::GatherIndex index_{};
+};
+
+KernelSupport SupportsTranspose(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
+  return {true, ""};
+}
+
+class ConcatCuda final : public runtime::Kernel {
+ public:
+  explicit ConcatCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& y = ctx->outputs[0].shape;
+    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), y.size()));
+    const int64_t outer = Product(y, 0, a), inner = Product(y, a + 1, y.size());
+    int64_t offset = 0;
+    for (const TensorInfo& in : ctx->inputs) {
+      const int64_t cols = in.shape[a] * inner;
+      copies_.push_back({outer, cols, y[a] * inner, offset});
+      offset += cols;
+    }
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    for (size_t i = 0; i < copies_.size(); ++i)
+      KILN_RETURN_IF_ERROR(CheckLaunch(
+          cuda_kernels::LaunchConcatCopy(ctx.in(i).data<float>(), ctx.out(0).data<float>(),
+                                         copies_[i], StreamOf(ctx)),
+          "concat copy", node_));
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  std::vector<cuda_math::ConcatIndex> copies_;
+};
+
+#define KILN_CUDA_NN(op, domain, since, until, name, supports, kernel) \
+  KILN_REGISTER_KERNEL(                                                \
+      runtime::KernelDef{name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}})
+KILN_CUDA_NN("MaxPool", "", 1, ir::kMaxOpset, "cuda.maxpool.kernel", SupportsPool, PoolCuda);
+KILN_CUDA_NN("AveragePool", "", 1, ir::kMaxOpset, "cuda.averagepool.kernel", SupportsPool,
+             PoolCuda);
+KILN_CUDA_NN("GlobalAveragePool", "", 1, ir::kMaxOpset, "cuda.globalaveragepool.kernel",
+             SupportsPool, PoolCuda);
+KILN_CUDA_NN("GlobalMaxPool", "", 1, ir::kMaxOpset, "cuda.globalmaxpool.kernel", SupportsPool,
+             PoolCuda);
+KILN_CUDA_NN("Softmax", "", 1, ir::kMaxOpset, "cuda.softmax.kernel", SupportsFloatOneOutput,
+             SoftmaxCuda);
+KILN_CUDA_NN("LogSoftmax", "", 1, ir::kMaxOpset, "cuda.logsoftmax.kernel", SupportsFloatOneOutput,
+             SoftmaxCuda);
+KILN_CUDA_NN("LayerNormalization", "", 17, ir::kMaxOpset, "cuda.layernormalization.kernel",
+             SupportsFloatOneOutput, LayerNormCuda);
+KILN_CUDA_NN("LayerNormalization", "kiln", 1, 1, "cuda.layernormalization.kernel",
+             SupportsFloatOneOutput, LayerNormCuda);
+KILN_CUDA_NN("Transpose", "", 1, ir::kMaxOpset, "cuda.transpose.kernel", SupportsTranspose,
+             TransposeCuda);
+KILN_CUDA_NN("Concat", "", 4, ir::kMaxOpset, "cuda.concat.kernel", SupportsFloatOneOutput,
+             ConcatCuda);
+
+}  // namespace
+}  // namespace kiln::cuda

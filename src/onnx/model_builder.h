@@ -1,0 +1,112 @@
+// Builds small ONNX ModelProtos in code: tests state their graph next to their assertions, and
+// `kiln selftest` builds its kernel cases with it. Link onnx, onnx_proto and protobuf to use it.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::onnxio {
+
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(int opset = 13) {
+    model_.set_ir_version(8);
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    model_.mutable_graph()->set_name("test");
+  }
+
+  // dims: >= 0 fixed, -1 symbolic ("N").
+  ModelBuilder& Input(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+    FillValue(model_.mutable_graph()->add_input(), name, elem_type, dims);
+    return *this;
+  }
+  ModelBuilder& Output(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+    FillValue(model_.mutable_graph()->add_output(), name, elem_type, dims);
+    return *this;
+  }
+  onnx::NodeProto& Node(const std::string& op_type, const std::vector<std::string>& inputs,
+                        const std::vector<std::string>& outputs, const std::string& name = "",
+                        const std::string& domain = "") {
+    auto* n = model_.mutable_graph()->add_node();
+    n->set_op_type(op_type);
+    n->set_name(name.empty() ? op_type + std::to_string(model_.graph().node_size()) : name);
+    n->set_domain(domain);
+    for (const auto& i : inputs) n->add_input(i);
+    for (const auto& o : outputs) n->add_output(o);
+    return *n;
+  }
+  onnx::TensorProto& FloatInit(const std::string& name, const std::vector<int64_t>& dims,
+                               const std::vector<float>& values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return *t;
+  }
+  onnx::TensorProto& Int64Init(const std::string& name, const std::vector<int64_t>& dims,
+                               const std::vector<int64_t>& values) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (auto d : dims) t->add_dims(d);
+    for (int64_t v : values) t->add_int64_data(v);
+    return *t;
+  }
+  ModelBuilder& ImportDomain(const std::string& domain, int version) {
+    auto* op = model_.add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+    return *this;
+  }
+  onnx::ModelProto& proto() { return model_; }
+  std::string Bytes() const { return model_.SerializeAsString(); }
+
+  static void IntAttr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void FloatAttr(onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void StringAttr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+  static void IntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (auto x : v) a->add_ints(x);
+  }
+
+ private:
+  static void FillValue(onnx::ValueInfoProto* v, const std::string& name, int elem_type,
+                        const std::vector<int64_t>& dims) {
+    v->set_name(name);
+    auto* tt = v->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_type);
+    auto* shape = tt->mutable_shape();
+    for (auto d : dims) {
+      auto* dim = shape->add_dim();
+      if (d >= 0)
+        dim->set_dim_value(d);
+      else
+        dim->set_dim_param("N");
+    }
+  }
+  onnx::ModelProto model_;
+};
+
+}  // namespace kiln::onnxio

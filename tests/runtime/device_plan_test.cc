@@ -1,0 +1,281 @@
+// The device half of the execution plan, run on this CPU-only machine through fake devices whose
+// "device memory" is host memory: the order of uploads, compute and downloads, constants
+// uploaded once per plan, graph inputs placed in the arena, run contexts pooled (no allocation in
+// a warm run), concurrent runs on separate contexts, and the all-at-once report of nodes a strict
+// device has no kernel for. The CUDA device implements the same interface
+// (src/backends/cuda/cuda_device.cc).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "kiln/session.h"
+#include "model_builder.h"
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+
+namespace kiln {
+namespace {
+
+using runtime::Device;
+using runtime::DeviceRun;
+using testing::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+// Shared by the fake devices of one test: what they did, in order.
+struct FakeLog {
+  std::mutex mu;
+  std::vector<std::string> events;
+  std::atomic<int> allocations{0}, runs{0};
+  void Add(std::string e) {
+    std::lock_guard<std::mutex> lock(mu);
+    events.push_back(std::move(e));
+  }
+  std::vector<std::string> Take() {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::exchange(events, {});
+  }
+};
+FakeLog& Log() {
+  static FakeLog log;
+  return log;
+}
+
+std::shared_ptr<void> HostAlloc(size_t bytes) {
+  ++Log().allocations;
+  return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });
+}
+
+// Downloads land in the caller's tensors only at Finish(), as with a real asynchronous copy.
+class FakeRun final : public DeviceRun {
+ public:
+  explicit FakeRun(size_t arena_bytes) : arena_(HostAlloc(arena_bytes)) {}
+  Status Begin() override {
+    pending_.clear();
+    return OkStatus();
+  }
+  void* arena() override { return arena_.get(); }
+  void* stream() override { return this; }
+  Status Upload(const void* src, void* dst, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    Log().Add("upload " + std::to_string(bytes));
+    return OkStatus();
+  }
+  Status StartCompute() override {
+    Log().Add("start");
+    return OkStatus();
+  }
+  Status Download(const void* src, void* dst, size_t bytes) override {
+    pending_.push_back({src, dst, bytes});
+    Log().Add("download " + std::to_string(bytes));
+    return OkStatus();
+  }
+  Status Finish() override {
+    for (const auto& p : pending_) std::memcpy(p.dst, p.src, p.bytes);
+    pending_.clear();
+    Log().Add("finish");
+    return OkStatus();
+  }
+  runtime::DeviceTimings LastTimings() const override { return {1, 2, 3}; }
+
+ private:
+  struct Pending {
+    const void* src;
+    void* dst;
+    size_t bytes;
+  };
+  std::shared_ptr<void> arena_;
+  std::vector<Pending> pending_;
+};
+
+class FakeDevice final : public Device {
+ public:
+  explicit FakeDevice(bool host_accessible) : host_accessible_(host_accessible) {}
+  std::string Describe() const override { return "fake device"; }
+  bool host_accessible() const override { return host_accessible_; }
+  StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override { return HostAlloc(bytes); }
+  Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    Log().Add("constant " + std::to_string(bytes));
+    return OkStatus();
+  }
+  StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t, size_t) override {
+    ++Log().runs;
+    return std::unique_ptr<DeviceRun>(new FakeRun(arena_bytes));
+  }
+
+ private:
+  bool host_accessible_;
+};
+
+StatusOr<std::shared_ptr<Device>> MakeLenient(int) {
+  return std::shared_ptr<Device>(new FakeDevice(true));
+}
+StatusOr<std::shared_ptr<Device>> MakeStrict(int) {
+  return std::shared_ptr<Device>(new FakeDevice(false));
+}
+runtime::DeviceRegistrar lenient("fakedev", &MakeLenient);
+runtime::DeviceRegistrar strict("fakestrict", &MakeStrict);
+
+// A "fakestrict" Relu: runs on the fake device's host memory and records the stream it was given.
+std::atomic<void*> relu_stream{nullptr};
+class StrictRelu final : public runtime::Kernel {
+ public:
+  Status Run(const ir::ComputeContext& ctx) const override {
+    relu_stream = ctx.stream;
+    const float* x = ctx.in(0).data<float>();
+    float* y = ctx.out(0).data<float>();
+    for (int64_t i = 0; i < ctx.in(0).numel(); ++i) y[i] = x[i] > 0 ? x[i] : 0;
+    return OkStatus();
+  }
+};
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakestrict.relu.test",
+    "Relu",
+    "",
+    6,
+    ir::kMaxOpset,
+    "fakestrict",
+    1,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
+    {}});
+
+// y = relu(x * w + b) over [N,4]; z = y + b; outputs y, z, the constant b and the input x.
+std::string SmallModel() {
+  ModelBuilder b;
+  b.Input("x", kF32, {-1, 4}).Output("y", kF32, {-1, 4}).Output("z", kF32, {-1, 4});
+  b.Output("b", kF32, {4}).Output("x", kF32, {-1, 4});
+  b.FloatInit("w", {4}, {1.f, -2.f, 0.5f, 3.f});
+  b.FloatInit("b", {4}, {0.25f, 0.5f, -1.f, 2.f});
+  b.Node("Mul", {"x", "w"}, {"xw"});
+  b.Node("Add", {"xw", "b"}, {"pre"});
+  b.Node("Relu", {"pre"}, {"y"});
+  b.Node("Add", {"y", "b"}, {"z"});
+  return b.Bytes();
+}
+
+Tensor Input(int64_t n) {
+  Tensor t = Tensor::Empty(DataType::kFloat, {n, 4});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i % 7) - 3.f;
+  return t;
+}
+
+void ExpectSameOutputs(const std::vector<NamedTensor>& got, const std::vector<NamedTensor>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].tensor.shape(), want[o].tensor.shape()) << got[o].name;
+    EXPECT_EQ(0, std::memcmp(got[o].tensor.raw(), want[o].tensor.raw(), want[o].tensor.bytes()))
+        << got[o].name;
+  }
+}
+
+TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
+  SessionOptions cpu_opts;
+  cpu_opts.reference_only = true;
+  SessionOptions dev_opts;
+  dev_opts.backend = "fakedev";
+  auto cpu = Session::LoadFromBytes(SmallModel(), cpu_opts);
+  auto dev = Session::LoadFromBytes(SmallModel(), dev_opts);
+  ASSERT_TRUE(cpu.ok() && dev.ok()) << dev.status().ToString();
+  EXPECT_EQ((*dev)->device_description(), "fake device");
+  std::vector<NamedTensor> in{{"x", Input(3)}}, want, got;
+  ASSERT_TRUE((*cpu)->Run(in, &want).ok());
+  Log().Take();
+  const int allocations_before = Log().allocations;
+  RunTimings t;
+  Status s = (*dev)->Run(in, &got, &t);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectSameOutputs(got, want);
+  EXPECT_TRUE(t.device);
+  EXPECT_EQ(t.compute_ms, 2);
+  // Plan creation uploads the two constants the steps read; the run uploads x (48 bytes), starts,
+  // downloads y and z (the constant b and the input x are copied on the host), finishes.
+  const std::vector<std::string> first = {"constant 16", "constant 16", "upload 48", "start",
+                                          "download 48", "download 48", "finish"};
+  EXPECT_EQ(Log().Take(), first);
+  const int allocations_first = Log().allocations;
+  EXPECT_EQ(allocations_first - allocations_before, 2);  // constants + one run's arena
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*dev)->Run(in, &got).ok());
+    ExpectSameOutputs(got, want);
+  }
+  const std::vector<std::string> warm = {"upload 48", "start", "download 48", "download 48",
+                                         "finish"};
+  auto events = Log().Take();
+  ASSERT_EQ(events.size(), 3 * warm.size());
+  EXPECT_EQ(std::vector<std::string>(events.begin(), events.begin() + 5), warm);
+  EXPECT_EQ(Log().allocations, allocations_first);  // warm runs allocate no device memory
+}
+
+TEST(DevicePlanTest, ConcurrentRunsUseSeparateContexts) {
+  SessionOptions opts;
+  opts.backend = "fakedev";
+  auto dev = Session::LoadFromBytes(SmallModel(), opts);
+  ASSERT_TRUE(dev.ok());
+  std::vector<NamedTensor> want;
+  ASSERT_TRUE((*dev)->Run({{"x", Input(64)}}, &want).ok());
+  const int runs_before = Log().runs;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        std::vector<NamedTensor> got;
+        if (!(*dev)->Run({{"x", Input(64)}}, &got).ok() ||
+            std::memcmp(got[1].tensor.raw(), want[1].tensor.raw(), want[1].tensor.bytes()) != 0)
+          ++failures;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_LE(Log().runs - runs_before, 4);  // at most one new context per concurrent run
+}
+
+TEST(DevicePlanTest, StrictDeviceReportsEveryNodeWithoutAKernel) {
+  SessionOptions opts;
+  opts.backend = "fakestrict";
+  auto dev = Session::LoadFromBytes(SmallModel(), opts);
+  ASSERT_TRUE(dev.ok());
+  std::vector<NamedTensor> got;
+  Status s = (*dev)->Run({{"x", Input(2)}}, &got);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  const std::string m = s.ToString();
+  EXPECT_NE(m.find("3 unsupported nodes"), std::string::npos) << m;  // Mul and two Adds
+  EXPECT_NE(m.find("'Mul1' Mul"), std::string::npos) << m;
+  EXPECT_NE(m.find("'Add4' Add"), std::string::npos) << m;
+  EXPECT_NE(m.find("no fakestrict kernel supports it"), std::string::npos) << m;
+  EXPECT_EQ(m.find("Relu"), std::string::npos) << m;  // it has a kernel
+}
+
+TEST(DevicePlanTest, StrictDeviceKernelRunsOnTheRunsStream) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2, 4}).Output("y", kF32, {2, 4});
+  b.Node("Relu", {"x"}, {"y"});
+  SessionOptions opts;
+  opts.backend = "fakestrict";
+  auto dev = Session::LoadFromBytes(b.Bytes(), opts);
+  ASSERT_TRUE(dev.ok());
+  std::vector<NamedTensor> got;
+  Status s = (*dev)->Run({{"x", Input(2)}}, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NE(relu_stream.load(), nullptr);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(got[0].tensor.data<float>()[i], std::max(0.f, static_cast<float>(i % 7) - 3.f));
+}
+
+TEST(DevicePlanTest, UnknownBackendNamesTheKnownOnes) {
+  SessionOptions opts;
+  opts.backend = "tpu";
+  auto s = Session::LoadFromBytes(SmallModel(), opts);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("'cpu'"), std::string::npos) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("'fakedev'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,195 @@
+// `kiln selftest [--device cuda|cpu] [--model FILE]... [--no-models]`: runs every kernel case
+// (selftest_cases.cc) and the bundled model (plus any --model) on the device backend with the
+// graph optimizer on, and compares each output with kiln's reference kernels on the CPU
+// (optimizer off), printing pass/fail per case with the kernels that ran and the worst error.
+// Tolerance: |device - reference| <= 1e-4 + 1e-4 * |reference| for kernel cases (fp32 with a
+// different summation order than the reference's double accumulation), 1e-3 + 1e-3 * |reference|
+// for whole models. It ends with the registered kernels of the backend no case exercised.
+//
+// Exit codes: 0 all passed; 2 a case failed; 3 nothing was checked (no device visible, or a
+// build without the backend), said loudly. `--device cpu` checks the CPU's fast kernels the same
+// way, which is how CI tests this command on machines without a GPU.
+#include "selftest.h"
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common.h"
+#include "kiln/session.h"
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+
+namespace kiln::cli {
+
+namespace {
+
+constexpr int kExitFailed = 2;
+constexpr int kExitNotChecked = 3;
+
+struct SelftestArgs {
+  std::string device = "cuda";
+  std::vector<std::string> models;
+  bool no_models = false;
+};
+
+std::vector<NamedTensor> RandomInputs(const Session& s, uint32_t seed, bool positive) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(positive ? 0.1f : -1.f, positive ? 2.f : 1.f);
+  std::vector<NamedTensor> in;
+  for (const TensorSpec& spec : s.inputs()) {
+    Shape shape;
+    for (int64_t dim : spec.dims) shape.push_back(dim >= 0 ? dim : 2);
+    Tensor t = Tensor::Empty(DataType::kFloat, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+    in.push_back({spec.name, t});
+  }
+  return in;
+}
+
+// Kernel names from a plan description ("  Conv 'c' -> cuda.conv.cudnn float32[...]").
+std::vector<std::string> KernelsOf(const std::string& plan) {
+  std::vector<std::string> k;
+  size_t pos = 0;
+  while ((pos = plan.find("-> ", pos)) != std::string::npos) {
+    pos += 3;
+    size_t end = plan.find_first_of(" \n", pos);
+    k.push_back(plan.substr(pos, end - pos));
+  }
+  return k;
+}
+
+struct Outcome {
+  bool ok = false;
+  double max_err = 0;
+  std::string detail;
+  std::vector<std::string> kernels;
+};
+
+Outcome Check(const std::string& model, const std::string& backend, uint32_t seed, bool positive,
+              double tol) {
+  Outcome o;
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  ref_opts.optimize = false;
+  SessionOptions dev_opts;
+  dev_opts.backend = backend;
+  auto ref = Session::LoadFromBytes(model, ref_opts);
+  auto dev = Session::LoadFromBytes(model, dev_opts);
+  if (!ref.ok() || !dev.ok()) {
+    o.detail = (ref.ok() ? dev.status() : ref.status()).ToString();
+    return o;
+  }
+  std::vector<NamedTensor> in = RandomInputs(**ref, seed, positive), want, got;
+  auto plan = (*dev)->DescribePlan(in);
+  if (plan.ok()) o.kernels = KernelsOf(*plan);
+  Status s = (*ref)->Run(in, &want);
+  if (s.ok()) s = (*dev)->Run(in, &got);
+  if (!s.ok()) {
+    o.detail = s.ToString();
+    return o;
+  }
+  int64_t bad = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    const Tensor& w = want[k].tensor;
+    const Tensor& g = got[k].tensor;
+    if (w.shape() != g.shape() || w.dtype() != DataType::kFloat) {
+      o.detail = "output '" + want[k].name + "' has shape " + ShapeToString(g.shape()) +
+                 ", expected " + ShapeToString(w.shape());
+      return o;
+    }
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double r = w.data<float>()[i], d = g.data<float>()[i];
+      const double err = std::fabs(d - r);
+      if (std::isnan(r) && std::isnan(d)) continue;
+      if (!(err <= tol + tol * std::fabs(r))) {
+        if (bad++ == 0)
+          o.detail = "output '" + want[k].name + "'[" + std::to_string(i) +
+                     "] = " + std::to_string(d) + ", reference " + std::to_string(r);
+      }
+      if (!std::isnan(err)) o.max_err = std::max(o.max_err, err);
+    }
+  }
+  o.ok = bad == 0;
+  if (bad > 1) o.detail += " (" + std::to_string(bad) + " elements out of tolerance)";
+  return o;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  std::set<std::string> seen;
+  for (const auto& x : v)
+    if (seen.insert(x).second) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+int RunSelftest(const SelftestArgs& a) {
+  auto device = runtime::OpenDevice(a.device, 0);
+  if (!device.ok()) {
+    std::printf(
+        "kiln selftest: NOTHING WAS CHECKED on backend '%s'.\n  %s\n  Run `kiln doctor` for "
+        "the build, driver and devices. Exit code %d means: not checked.\n",
+        a.device.c_str(), device.status().ToString().c_str(), kExitNotChecked);
+    return kExitNotChecked;
+  }
+  std::printf("kiln selftest: backend '%s'%s%s, against the CPU reference kernels\n",
+              a.device.c_str(), *device ? " on " : "",
+              *device ? (*device)->Describe().c_str() : "");
+  int passed = 0, failed = 0;
+  std::set<std::string> used;
+  auto report = [&](const std::string& name, const Outcome& o) {
+    for (const auto& k : o.kernels) used.insert(k);
+    (o.ok ? passed : failed)++;
+    std::printf("  %s  %-34s max|err| %.2e  %s\n", o.ok ? "PASS" : "FAIL", name.c_str(), o.max_err,
+                Join(o.kernels).c_str());
+    if (!o.ok) std::printf("        %s\n", o.detail.c_str());
+  };
+  uint32_t seed = 1;
+  for (const SelftestCase& c : SelftestCases())
+    report(c.name, Check(c.model, a.device, seed++, c.positive_inputs, 1e-4));
+  std::vector<std::string> models = a.models;
+#ifdef KILN_SOURCE_DIR
+  if (!a.no_models) models.insert(models.begin(), KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
+#endif
+  for (const std::string& path : models) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+      std::printf("  SKIP  model %s: cannot open it\n", path.c_str());
+      continue;
+    }
+    std::string bytes;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+    std::fclose(f);
+    report("model " + path.substr(path.find_last_of('/') + 1),
+           Check(bytes, a.device, seed++, false, 1e-3));
+  }
+  std::vector<std::string> missing;
+  size_t registered = 0;
+  for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(a.device)) {
+    ++registered;
+    if (!used.count(d->name)) missing.push_back(d->name);
+  }
+  std::printf("%d passed, %d failed; %zu of %zu registered %s kernels exercised\n", passed, failed,
+              registered - missing.size(), registered, a.device.c_str());
+  if (!missing.empty()) std::printf("not exercised: %s\n", Join(missing).c_str());
+  return failed > 0 ? kExitFailed : 0;
+}
+
+}  // namespace
+
+void AddSelftestCommand(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<SelftestArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "selftest", "Check every kernel of a device backend against the CPU reference kernels");
+  cmd->add_option("--device,-d", args->device, "Backend to check: cuda (default) or cpu");
+  cmd->add_option("--model,-m", args->models, "Also check this ONNX model (repeatable)");
+  cmd->add_flag("--no-models", args->no_models, "Skip the bundled model");
+  cmd->callback([args, exit_code] { *exit_code = RunSelftest(*args); });
+}
+
+}  // namespace kiln::cli
