@@ -13,6 +13,9 @@ struct SessionOptions {
   std::string backend = "cpu";
   // Which device of the backend (CUDA device ordinal).
   int device_index = 0;
+  // Device backends: stage inputs and outputs through page-locked host buffers allocated once
+  // (default); false copies from and to the caller's pageable memory (for comparison).
+  bool pinned_staging = true;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
   // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical

@@ -62,9 +62,10 @@ class Device {
   // Synchronous copy into device memory, used while a plan is created.
   virtual Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
   // A new run context: `arena_bytes` of device memory, `upload_bytes` and `download_bytes` of
-  // page-locked staging.
+  // page-locked staging (with `pinned`; without it, copies go straight from and to the caller's
+  // pageable memory, to measure what staging buys).
   virtual StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t upload_bytes,
-                                                      size_t download_bytes) = 0;
+                                                      size_t download_bytes, bool pinned) = 0;
 };
 
 // Backends with a device register a factory (one line next to the backend's code).

@@ -80,6 +80,7 @@ struct ExecutionPlan {
   std::shared_ptr<Device> device;
   std::vector<Tensor> device_constants;  // per slot: a view of the uploaded constant, or empty
   std::shared_ptr<void> device_constant_memory;
+  bool pinned_staging = true;  // SessionOptions::pinned_staging
 
   static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
                                                          const std::vector<Tensor>& inputs,

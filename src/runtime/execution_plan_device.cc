@@ -56,7 +56,7 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
     for (int slot : output_slots)
       download +=
           AlignUp(static_cast<size_t>(NumElements(shapes[slot])) * DataTypeSize(dtypes[slot]));
-    KILN_ASSIGN_OR_RETURN(run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload, download));
+    KILN_ASSIGN_OR_RETURN(run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload, download, pinned_staging));
   }
   struct Return {
     const ExecutionPlan* plan;

@@ -101,7 +101,8 @@ class FakeDevice final : public Device {
     Log().Add("constant " + std::to_string(bytes));
     return OkStatus();
   }
-  StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t, size_t) override {
+  StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t, size_t,
+                                               bool) override {
     ++Log().runs;
     return std::unique_ptr<DeviceRun>(new FakeRun(arena_bytes));
   }

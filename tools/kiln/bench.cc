@@ -47,6 +47,7 @@ struct BenchArgs {
   std::string json;
   std::string precision = "fp32";
   std::string device = "cpu";
+  std::string pinned = "on";
   bool reference = false;
 };
 
@@ -238,6 +239,7 @@ Status DoBench(BenchArgs a) {
   opts.num_threads = a.threads;
   opts.precision = a.precision;
   opts.backend = a.device;
+  opts.pinned_staging = a.pinned == "on";
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -358,7 +360,8 @@ Status DoBench(BenchArgs a) {
   const Stats up = ComputeStats(upload_ms), comp = ComputeStats(compute_ms),
               down = ComputeStats(download_ms);
   if (rt.device) {
-    std::fprintf(out, "device:      %s\n", session->device_description().c_str());
+    std::fprintf(out, "device:      %s, staging %s\n", session->device_description().c_str(),
+                 a.pinned == "on" ? "page-locked (--pinned on)" : "pageable (--pinned off)");
     std::fprintf(out,
                  "device split (CUDA events, p50 ms): upload %.3f   compute %.3f   download "
                  "%.3f\n  upload: host -> page-locked staging -> device; download: the reverse\n",
@@ -390,6 +393,7 @@ Status DoBench(BenchArgs a) {
     j["device"] = a.device;
     if (rt.device) {
       j["device_name"] = session->device_description();
+      j["pinned"] = a.pinned == "on";
       j["device_split_ms_p50"] = {
           {"upload", up.p50}, {"compute", comp.p50}, {"download", down.p50}};
     }
@@ -447,6 +451,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--pinned", args->pinned,
+                  "Device staging: on (page-locked, default) or off (pageable), to compare")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--precision", args->precision, "fp32 (default) or bf16")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");

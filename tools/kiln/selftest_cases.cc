@@ -145,6 +145,20 @@ std::string Layout() {  // Transpose, Concat, Flatten, Reshape in one graph
   return b.Bytes();
 }
 
+std::string SliceAndPad() {  // Slice with a negative step, then a constant Pad that also crops
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 3, 9, 8}).Output("y", kF32, {2, 3, 6, 5});
+  b.Int64Init("starts", {2}, {7, 1});
+  b.Int64Init("ends", {2}, {0, 8});
+  b.Int64Init("axes", {2}, {2, 3});
+  b.Int64Init("steps", {2}, {-2, 2});
+  b.Node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"s"});  // [2,3,4,4]
+  b.Int64Init("pads", {8}, {0, 0, 1, 2, 0, 0, 1, -1});
+  b.FloatInit("value", {}, {0.5f});
+  b.Node("Pad", {"s", "pads", "value"}, {"y"});
+  return b.Bytes();
+}
+
 }  // namespace
 
 std::vector<SelftestCase> SelftestCases() {
@@ -171,6 +185,7 @@ std::vector<SelftestCase> SelftestCases() {
   c.push_back({"logsoftmax opset 11", Softmax("LogSoftmax", 11, 1)});
   c.push_back({"layer normalization", LayerNorm()});
   c.push_back({"transpose, concat, reshape", Layout()});
+  c.push_back({"slice step -2, pad (crop)", SliceAndPad()});
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Erf",
                          "Exp", "Neg", "Abs"})
     c.push_back({std::string("unary ") + op, Unary(op, {3, 7, 11})});

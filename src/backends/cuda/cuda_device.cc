@@ -33,19 +33,24 @@ class CudaRun final : public runtime::DeviceRun {
       if (s) cudaStreamDestroy(s);
   }
 
+  // pinned == false copies straight from and to the caller's pageable memory (for measuring
+  // what page-locked staging buys; the driver then stages internally and synchronously).
   static StatusOr<std::unique_ptr<runtime::DeviceRun>> Create(int device, size_t arena_bytes,
                                                               size_t upload_bytes,
-                                                              size_t download_bytes) {
+                                                              size_t download_bytes, bool pinned) {
     auto run = std::make_unique<CudaRun>();
     run->device_ = device;
+    run->pinned_ = pinned;
     KILN_CUDA_CHECK(cudaSetDevice(device));
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaMalloc(&p, arena_bytes));
     run->arena_ = DeviceMemory(p);
-    KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(upload_bytes, 1), cudaHostAllocDefault));
-    run->staging_in_ = PinnedMemory(p);
-    KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(download_bytes, 1), cudaHostAllocDefault));
-    run->staging_out_ = PinnedMemory(p);
+    if (pinned) {
+      KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(upload_bytes, 1), cudaHostAllocDefault));
+      run->staging_in_ = PinnedMemory(p);
+      KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(download_bytes, 1), cudaHostAllocDefault));
+      run->staging_out_ = PinnedMemory(p);
+    }
     run->upload_capacity_ = upload_bytes;
     run->download_capacity_ = download_bytes;
     for (cudaStream_t* s : {&run->compute_, &run->upload_, &run->download_})
@@ -60,6 +65,7 @@ class CudaRun final : public runtime::DeviceRun {
     for (cudaStream_t s : {upload_, compute_, download_}) KILN_CUDA_CHECK(cudaStreamSynchronize(s));
     upload_used_ = download_used_ = 0;
     pending_.clear();
+    compute_ended_ = false;
     KILN_CUDA_CHECK(cudaEventRecord(up_begin_, upload_));
     return OkStatus();
   }
@@ -67,6 +73,11 @@ class CudaRun final : public runtime::DeviceRun {
   void* stream() override { return compute_; }
 
   Status Upload(const void* host_src, void* device_dst, size_t bytes) override {
+    if (!pinned_) {
+      KILN_CUDA_CHECK(
+          cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, upload_));
+      return OkStatus();
+    }
     if (upload_used_ + bytes > upload_capacity_)
       return Internal("upload staging overflow: " + std::to_string(upload_used_ + bytes) + " > " +
                       std::to_string(upload_capacity_) + " bytes");
@@ -87,7 +98,12 @@ class CudaRun final : public runtime::DeviceRun {
     if (download_used_ + bytes > download_capacity_)
       return Internal("download staging overflow: " + std::to_string(download_used_ + bytes) +
                       " > " + std::to_string(download_capacity_) + " bytes");
-    if (pending_.empty()) KILN_RETURN_IF_ERROR(EndCompute());
+    if (!compute_ended_) KILN_RETURN_IF_ERROR(EndCompute());
+    if (!pinned_) {
+      KILN_CUDA_CHECK(
+          cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, download_));
+      return OkStatus();
+    }
     char* staged = static_cast<char*>(staging_out_.get()) + download_used_;
     KILN_CUDA_CHECK(cudaMemcpyAsync(staged, device_src, bytes, cudaMemcpyDeviceToHost, download_));
     pending_.push_back({staged, host_dst, bytes});
@@ -96,7 +112,7 @@ class CudaRun final : public runtime::DeviceRun {
   }
 
   Status Finish() override {
-    if (pending_.empty()) KILN_RETURN_IF_ERROR(EndCompute());
+    if (!compute_ended_) KILN_RETURN_IF_ERROR(EndCompute());
     KILN_CUDA_CHECK(cudaEventRecord(down_end_, download_));
     KILN_CUDA_CHECK(cudaEventSynchronize(down_end_));
     // Kernel faults surface at the next synchronizing call: report them as this run's error.
@@ -117,6 +133,7 @@ class CudaRun final : public runtime::DeviceRun {
 
  private:
   Status EndCompute() {
+    compute_ended_ = true;
     KILN_CUDA_CHECK(cudaEventRecord(compute_end_, compute_));
     KILN_CUDA_CHECK(cudaStreamWaitEvent(download_, compute_end_, 0));
     return OkStatus();
@@ -128,6 +145,7 @@ class CudaRun final : public runtime::DeviceRun {
     size_t bytes;
   };
   int device_ = 0;
+  bool pinned_ = true, compute_ended_ = false;
   std::shared_ptr<void> arena_, staging_in_, staging_out_;
   size_t upload_capacity_ = 0, download_capacity_ = 0, upload_used_ = 0, download_used_ = 0;
   cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;
@@ -162,8 +180,9 @@ class CudaDevice final : public runtime::Device {
   }
 
   StatusOr<std::unique_ptr<runtime::DeviceRun>> NewRun(size_t arena_bytes, size_t upload_bytes,
-                                                       size_t download_bytes) override {
-    return CudaRun::Create(index_, arena_bytes, upload_bytes, download_bytes);
+                                                       size_t download_bytes,
+                                                       bool pinned) override {
+    return CudaRun::Create(index_, arena_bytes, upload_bytes, download_bytes, pinned);
   }
 
  private:

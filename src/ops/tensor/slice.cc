@@ -5,28 +5,18 @@
 // ceil((end - start) / step) or 0. The kernel is a strided gather (offset sum(start*stride),
 // strides stride*step, which may be negative), so any fixed-size dtype works. Negative axes are
 // accepted in every opset.
+#include "ops/tensor/slice.h"
+
 #include <algorithm>
 
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
-namespace {
 
-using ir::ComputeContext;
-using ir::InferContext;
-using ir::Node;
-using ir::Op;
-
-struct SlicePlan {
-  Shape out;
-  std::vector<int64_t> start, step;  // per input dim
-};
-
-// Empty string on success, else the broken rule with the offending values.
-std::string MakePlan(const Shape& in, const std::vector<int64_t>& starts,
-                     const std::vector<int64_t>& ends, const std::vector<int64_t>* axes_in,
-                     const std::vector<int64_t>* steps_in, SlicePlan* plan) {
+std::string MakeSlicePlan(const Shape& in, const std::vector<int64_t>& starts,
+                          const std::vector<int64_t>& ends, const std::vector<int64_t>* axes_in,
+                          const std::vector<int64_t>* steps_in, SlicePlan* plan) {
   const auto r = static_cast<int64_t>(in.size());
   const size_t k = starts.size();
   if (ends.size() != k)
@@ -88,6 +78,13 @@ std::string MakePlan(const Shape& in, const std::vector<int64_t>& starts,
   return "";
 }
 
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
 class SliceOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
@@ -105,7 +102,8 @@ class SliceOp : public Op {
     SlicePlan plan;
     std::string err;
     if (opset() < 10) {
-      err = MakePlan(ctx.shape(0), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+      err =
+          MakeSlicePlan(ctx.shape(0), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
     } else {
       std::vector<int64_t> v[5];
       for (size_t i = 1; i < 5; ++i) {
@@ -115,8 +113,8 @@ class SliceOp : public Op {
         KILN_ASSIGN_OR_RETURN(v[i], KnownInts(ctx, i, kNames[i]));
       }
       if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.Error("starts and ends are required");
-      err = MakePlan(ctx.shape(0), v[1], v[2], ctx.has_input(3) ? &v[3] : nullptr,
-                     ctx.has_input(4) ? &v[4] : nullptr, &plan);
+      err = MakeSlicePlan(ctx.shape(0), v[1], v[2], ctx.has_input(3) ? &v[3] : nullptr,
+                          ctx.has_input(4) ? &v[4] : nullptr, &plan);
     }
     if (!err.empty()) return ctx.Error(err);
     ctx.SetOutput(0, ctx.dtype(0), plan.out);
@@ -127,15 +125,15 @@ class SliceOp : public Op {
     SlicePlan plan;
     std::string err;
     if (opset() < 10) {
-      err = MakePlan(in.shape(), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+      err = MakeSlicePlan(in.shape(), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
     } else {
       std::vector<int64_t> v[5];
       for (size_t i = 1; i < 5; ++i) {
         if (!ctx.has(i)) continue;
         KILN_ASSIGN_OR_RETURN(v[i], RunInts(*this, ctx.in(i), "input " + std::to_string(i)));
       }
-      err = MakePlan(in.shape(), v[1], v[2], ctx.has(3) ? &v[3] : nullptr,
-                     ctx.has(4) ? &v[4] : nullptr, &plan);
+      err = MakeSlicePlan(in.shape(), v[1], v[2], ctx.has(3) ? &v[3] : nullptr,
+                          ctx.has(4) ? &v[4] : nullptr, &plan);
     }
     if (!err.empty()) return RunError(err);
     if (plan.out != ctx.out(0).shape())

@@ -13,8 +13,11 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/binary_math.h"
+#include "backends/cuda/kernels/gather_math.h"
 #include "backends/cuda/kernels/layout_math.h"
 #include "backends/cuda/kernels/pool_math.h"
+#include "backends/cuda/kernels/reduce_axes_math.h"
+#include "backends/cuda/kernels/resize_math.h"
 #include "backends/cuda/kernels/softmax_math.h"
 
 namespace kiln::cuda_kernels {
@@ -69,5 +72,23 @@ cudaError_t LaunchPadConstant(const float* src, float* dst, const cuda_math::Pad
 // One Concat input copied into its column range of the output (layout.cu).
 cudaError_t LaunchConcatCopy(const float* src, float* dst, const cuda_math::ConcatIndex& index,
                              cudaStream_t stream);
+
+// ONNX Gather along one axis (MakeGatherAxisShape): dst [outer, count, inner] from src
+// [outer, dim, inner] and `count` int64 device indices (negative wrap; out of range gives zero
+// bytes). Elements of elem_bytes = 1, 2, 4 or 8 bytes, copied bit-for-bit (else
+// cudaErrorInvalidValue) (gather.cu).
+cudaError_t LaunchGatherAxis(const void* src, const int64_t* indices, void* dst,
+                             const cuda_math::GatherAxisShape& shape, int64_t elem_bytes,
+                             cudaStream_t stream);
+
+// Reduce* of src over the axes described by `shape` (MakeReduceAxesShape) into dst [outputs]; `op`
+// is the int value of cuda_math::ReduceOp (reduce_axes.cu).
+cudaError_t LaunchReduceAxes(const float* src, float* dst, const cuda_math::ReduceAxesShape& shape,
+                             int op, cudaStream_t stream);
+
+// src [planes, in_h, in_w] -> dst [planes, out_h, out_w]: 2-D nearest or bilinear Resize
+// (MakeResize2dParams) (resize.cu).
+cudaError_t LaunchResize2d(const float* src, float* dst, int64_t planes,
+                           const cuda_math::Resize2dParams& params, cudaStream_t stream);
 
 }  // namespace kiln::cuda_kernels

@@ -61,6 +61,17 @@ inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
   return true;
 }
 
+// Product of dims [from, to).
+inline int64_t Product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t d = from; d < to; ++d) p *= s[d];
+  return p;
+}
+
+inline int64_t NormalizeAxis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+}
+
 template <typename K>
 std::unique_ptr<runtime::Kernel> Make(const ir::Node& node, const ir::Op&) {
   return std::make_unique<K>(node);

@@ -2,9 +2,9 @@
 // MaxPool / AveragePool (2-D, pads, strides, dilations, ceil_mode, count_include_pad; MaxPool's
 // Indices output declines), GlobalAveragePool / GlobalMaxPool, Softmax / LogSoftmax (opset >= 13
 // along one axis; earlier opsets over the flattened trailing dims), LayerNormalization (ONNX
-// opset 17 and kiln's fused one; Mean/InvStdDev outputs decline), Transpose (rank <= 6) and Concat
-// (one copy kernel per input). Geometry comes from kiln's own shape rules (ops/nn/spatial.h), so
-// the device computes exactly the windows the reference kernels do.
+// opset 17 and kiln's fused one; Mean/InvStdDev outputs decline). Geometry comes from kiln's own
+// shape rules (ops/nn/spatial.h), so the device computes exactly the windows the reference kernels
+// do.
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 
@@ -13,16 +13,6 @@ namespace {
 
 using runtime::KernelSupport;
 using runtime::TensorInfo;
-
-int64_t Product(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t d = from; d < to; ++d) p *= s[d];
-  return p;
-}
-
-int64_t NormalizeAxis(int64_t axis, size_t rank) {
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
-}
 
 class PoolCuda final : public runtime::Kernel {
  public:
@@ -150,65 +140,6 @@ KernelSupport SupportsFloatOneOutput(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-class TransposeCuda final : public runtime::Kernel {
- public:
-  explicit TransposeCuda(const ir::Node& node) : node_(node) {}
-  Status Prepare(runtime::PrepareContext* ctx) override {
-    const Shape& x = ctx->inputs[0].shape;
-    std::vector<int64_t> perm = node_.GetInts("perm");
-    if (perm.empty())
-      for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
-    if (!cuda_math::MakeTransposeIndex(x, perm, &index_))
-      return Unsupported("perm " + ops::nn::JoinInts(perm) + " of rank > 6 or invalid");
-    return OkStatus();
-  }
-  Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
-                                          StreamOf(ctx)),
-        "transpose", node_);
-  }
-
- private:
-  ir::Node node_;
-  cuda_math::GatherIndex index_{};
-};
-
-KernelSupport SupportsTranspose(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
-  if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
-  return {true, ""};
-}
-
-class ConcatCuda final : public runtime::Kernel {
- public:
-  explicit ConcatCuda(const ir::Node& node) : node_(node) {}
-  Status Prepare(runtime::PrepareContext* ctx) override {
-    const Shape& y = ctx->outputs[0].shape;
-    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), y.size()));
-    const int64_t outer = Product(y, 0, a), inner = Product(y, a + 1, y.size());
-    int64_t offset = 0;
-    for (const TensorInfo& in : ctx->inputs) {
-      const int64_t cols = in.shape[a] * inner;
-      copies_.push_back({outer, cols, y[a] * inner, offset});
-      offset += cols;
-    }
-    return OkStatus();
-  }
-  Status Run(const ir::ComputeContext& ctx) const override {
-    for (size_t i = 0; i < copies_.size(); ++i)
-      KILN_RETURN_IF_ERROR(CheckLaunch(
-          cuda_kernels::LaunchConcatCopy(ctx.in(i).data<float>(), ctx.out(0).data<float>(),
-                                         copies_[i], StreamOf(ctx)),
-          "concat copy", node_));
-    return OkStatus();
-  }
-
- private:
-  ir::Node node_;
-  std::vector<cuda_math::ConcatIndex> copies_;
-};
-
 #define KILN_CUDA_NN(op, domain, since, until, name, supports, kernel) \
   KILN_REGISTER_KERNEL(                                                \
       runtime::KernelDef{name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}})
@@ -227,10 +158,6 @@ KILN_CUDA_NN("LayerNormalization", "", 17, ir::kMaxOpset, "cuda.layernormalizati
              SupportsFloatOneOutput, LayerNormCuda);
 KILN_CUDA_NN("LayerNormalization", "kiln", 1, 1, "cuda.layernormalization.kernel",
              SupportsFloatOneOutput, LayerNormCuda);
-KILN_CUDA_NN("Transpose", "", 1, ir::kMaxOpset, "cuda.transpose.kernel", SupportsTranspose,
-             TransposeCuda);
-KILN_CUDA_NN("Concat", "", 4, ir::kMaxOpset, "cuda.concat.kernel", SupportsFloatOneOutput,
-             ConcatCuda);
 
 }  // namespace
 }  // namespace kiln::cuda

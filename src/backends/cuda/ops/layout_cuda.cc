@@ -1,0 +1,208 @@
+// cuda.<op>.kernel for data-movement ops, float32: Transpose (rank <= 6), Concat (one copy kernel
+// per input), Slice (starts/ends/axes/steps constant, resolved by the reference op's own rules in
+// ops/tensor/slice.h, negative steps included) and constant-mode Pad (pads and value constant;
+// negative pads crop). All are strided gathers or copies over the output (kernels/layout.cu).
+#include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/nn/spatial.h"
+#include "ops/tensor/slice.h"
+
+namespace kiln::cuda {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+// The integer values of a constant input (int32 or int64), or an empty vector when absent.
+std::vector<int64_t> ConstantInts(const runtime::PrepareContext& ctx, size_t i) {
+  std::vector<int64_t> v;
+  if (i >= ctx.constants.size() || ctx.constants[i] == nullptr) return v;
+  const Tensor& t = *ctx.constants[i];
+  for (int64_t k = 0; k < t.numel(); ++k)
+    v.push_back(t.dtype() == DataType::kInt32 ? t.data<int32_t>()[k] : t.data<int64_t>()[k]);
+  return v;
+}
+
+class TransposeCuda final : public runtime::Kernel {
+ public:
+  explicit TransposeCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    std::vector<int64_t> perm = node_.GetInts("perm");
+    if (perm.empty())
+      for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
+    if (!cuda_math::MakeTransposeIndex(x, perm, &index_))
+      return Unsupported("perm " + ops::nn::JoinInts(perm) + " of rank > 6 or invalid");
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
+                                          StreamOf(ctx)),
+        "transpose", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::GatherIndex index_{};
+};
+
+class ConcatCuda final : public runtime::Kernel {
+ public:
+  explicit ConcatCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& y = ctx->outputs[0].shape;
+    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), y.size()));
+    const int64_t outer = Product(y, 0, a), inner = Product(y, a + 1, y.size());
+    int64_t offset = 0;
+    for (const TensorInfo& in : ctx->inputs) {
+      const int64_t cols = in.shape[a] * inner;
+      copies_.push_back({outer, cols, y[a] * inner, offset});
+      offset += cols;
+    }
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    for (size_t i = 0; i < copies_.size(); ++i)
+      KILN_RETURN_IF_ERROR(CheckLaunch(
+          cuda_kernels::LaunchConcatCopy(ctx.in(i).data<float>(), ctx.out(0).data<float>(),
+                                         copies_[i], StreamOf(ctx)),
+          "concat copy", node_));
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  std::vector<cuda_math::ConcatIndex> copies_;
+};
+
+class SliceCuda final : public runtime::Kernel {
+ public:
+  explicit SliceCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    ops::SlicePlan plan;
+    std::string err;
+    if (node_.opset < 10) {
+      std::vector<int64_t> axes = node_.GetInts("axes");
+      err = ops::MakeSlicePlan(x, node_.GetInts("starts"), node_.GetInts("ends"),
+                               node_.HasAttr("axes") ? &axes : nullptr, nullptr, &plan);
+    } else {
+      std::vector<int64_t> axes = ConstantInts(*ctx, 3), steps = ConstantInts(*ctx, 4);
+      err = ops::MakeSlicePlan(x, ConstantInts(*ctx, 1), ConstantInts(*ctx, 2),
+                               node_.HasInput(3) ? &axes : nullptr,
+                               node_.HasInput(4) ? &steps : nullptr, &plan);
+    }
+    if (!err.empty()) return InvalidModel(node_.Describe() + ": " + err);
+    if (!cuda_math::MakeSliceIndex(x, plan.start, plan.step, plan.out, &index_))
+      return Unsupported("slice of rank > 6");
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
+                                          StreamOf(ctx)),
+        "slice", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::GatherIndex index_{};
+};
+
+class PadCuda final : public runtime::Kernel {
+ public:
+  explicit PadCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    std::vector<int64_t> pads;
+    float value = 0.f;
+    if (node_.opset < 11) {
+      pads = node_.GetInts(node_.opset < 2 ? "paddings" : "pads");
+      value = node_.GetFloat("value", 0.f);
+    } else {
+      pads = ConstantInts(*ctx, 1);
+      if (node_.HasInput(2)) value = ctx->constants[2]->data<float>()[0];
+    }
+    if (pads.size() != 2 * x.size())
+      return InvalidModel(node_.Describe() + ": pads must have 2 * rank entries; got " +
+                          ops::nn::JoinInts(pads));
+    std::vector<int64_t> begin(pads.begin(), pads.begin() + static_cast<long>(x.size()));
+    if (!cuda_math::MakePadIndex(x, ctx->outputs[0].shape, begin, value, &index_))
+      return Unsupported("pad of rank > 6");
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchPadConstant(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
+                                        StreamOf(ctx)),
+        "pad", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::PadIndex index_{};
+};
+
+KernelSupport SupportsData(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32 data"};
+  if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
+  return {true, ""};
+}
+
+KernelSupport SupportsConcat(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  return AllFloat(in) ? KernelSupport{true, ""} : KernelSupport{false, "needs float32"};
+}
+
+KernelSupport SupportsPad(const ir::Node& node, const ir::Op& op,
+                          const std::vector<TensorInfo>& in) {
+  const std::string mode = node.GetString("mode", "constant");
+  if (mode != "constant") return {false, "mode '" + mode + "' (only constant)"};
+  if (node.opset >= 11 && node.HasInput(2) && in[2].dtype != DataType::kFloat)
+    return {false, "needs a float32 constant_value"};
+  return SupportsData(node, op, in);
+}
+
+// Slice's starts/ends/axes/steps and Pad's pads/value are read once in Prepare.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.transpose.kernel",
+                                        "Transpose",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsData,
+                                        Make<TransposeCuda>,
+                                        {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.concat.kernel",
+                                        "Concat",
+                                        "",
+                                        4,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsConcat,
+                                        Make<ConcatCuda>,
+                                        {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.slice.kernel",
+                                        "Slice",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsData,
+                                        Make<SliceCuda>,
+                                        {1, 2, 3, 4}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.pad.kernel",
+                                        "Pad",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsPad,
+                                        Make<PadCuda>,
+                                        {1, 2}});
+
+}  // namespace
+}  // namespace kiln::cuda
