@@ -16,6 +16,9 @@ struct SessionOptions {
   // Device backends: stage inputs and outputs through page-locked host buffers allocated once
   // (default); false copies from and to the caller's pageable memory (for comparison).
   bool pinned_staging = true;
+  // Device backends with graphs (CUDA): record a run context's second run as a CUDA graph and
+  // replay it on every later run, so one launch replaces a launch per kernel.
+  bool cuda_graph = false;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
   // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical

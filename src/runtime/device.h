@@ -45,6 +45,19 @@ class DeviceRun {
   virtual Status Finish() = 0;
   // Timings of the last finished run.
   virtual DeviceTimings LastTimings() const = 0;
+
+  // Graph capture (CUDA graphs): between BeginCapture() and EndCapture() the kernels' launches on
+  // stream() are recorded instead of run; Replay() launches the recorded work. A context that
+  // captured once replays on every later run (its arena addresses never change). Devices without
+  // graphs return false from SupportsCapture().
+  virtual bool SupportsCapture() const { return false; }
+  virtual bool captured() const { return false; }
+  virtual Status BeginCapture() { return Unsupported("graph capture"); }
+  virtual Status EndCapture() { return Unsupported("graph capture"); }
+  virtual Status Replay() { return Unsupported("graph capture"); }
+  // Runs this context has finished (the first is never captured: it creates library handles and
+  // warms caches, which capture does not allow).
+  int completed_runs = 0;
 };
 
 class Device {

@@ -106,6 +106,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
   ExecutionPlan& p = *plan;
   p.device = std::move(device);
   p.pinned_staging = options.pinned_staging;
+  p.capture_graph = options.cuda_graph;
   const bool strict_device = p.device && !p.device->host_accessible();
   if (p.device) KILN_RETURN_IF_ERROR(p.device->MakeCurrent());
   std::vector<UnsupportedNode> no_kernel;

@@ -81,6 +81,7 @@ struct ExecutionPlan {
   std::vector<Tensor> device_constants;  // per slot: a view of the uploaded constant, or empty
   std::shared_ptr<void> device_constant_memory;
   bool pinned_staging = true;  // SessionOptions::pinned_staging
+  bool capture_graph = false;  // SessionOptions::cuda_graph
 
   static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
                                                          const std::vector<Tensor>& inputs,
@@ -98,6 +99,7 @@ struct ExecutionPlan {
   Status UploadConstants();
   Status ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
                          std::vector<Tensor>* outputs, DeviceTimings* timings) const;
+  Status RunSteps(const ir::Graph& g, char* base, void* stream, std::vector<Tensor>* env) const;
   mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
   // Arenas of finished runs, reused by later ones (one per concurrent run).
   Tensor TakeArena() const;

@@ -56,7 +56,8 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
     for (int slot : output_slots)
       download +=
           AlignUp(static_cast<size_t>(NumElements(shapes[slot])) * DataTypeSize(dtypes[slot]));
-    KILN_ASSIGN_OR_RETURN(run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload, download, pinned_staging));
+    KILN_ASSIGN_OR_RETURN(
+        run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload, download, pinned_staging));
   }
   struct Return {
     const ExecutionPlan* plan;
@@ -77,9 +78,49 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
     KILN_RETURN_IF_ERROR(run->Upload(inputs[k].raw(), env[slot].raw(), inputs[k].bytes()));
   }
   KILN_RETURN_IF_ERROR(run->StartCompute());
+  if (capture_graph && run->SupportsCapture() && run->captured()) {
+    KILN_RETURN_IF_ERROR(run->Replay());
+  } else {
+    const bool capture = capture_graph && run->SupportsCapture() && run->completed_runs > 0;
+    if (capture) KILN_RETURN_IF_ERROR(run->BeginCapture());
+    Status s = RunSteps(g, base, run->stream(), &env);
+    if (capture) {
+      Status end = run->EndCapture();  // always end a capture, even after a failed step
+      if (s.ok()) s = end;
+      if (s.ok()) s = run->Replay();
+    }
+    KILN_RETURN_IF_ERROR(s);
+  }
+  outputs->clear();
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    const int slot = output_slots[k];
+    if (constants[slot]) {
+      outputs->push_back(constants[slot]->Clone());
+      continue;
+    }
+    auto in = std::find(input_slots.begin(), input_slots.end(), slot);
+    if (in != input_slots.end()) {
+      outputs->push_back(inputs[in - input_slots.begin()].Clone());
+      continue;
+    }
+    if (arena_offset[slot] < 0)
+      return Internal("graph output '" + g.values[g.outputs[k]].name + "' has no device buffer");
+    outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
+    KILN_RETURN_IF_ERROR(
+        run->Download(base + arena_offset[slot], outputs->back().raw(), outputs->back().bytes()));
+  }
+  KILN_RETURN_IF_ERROR(run->Finish());
+  ++run->completed_runs;
+  if (timings) *timings = run->LastTimings();
+  return OkStatus();
+}
+
+Status ExecutionPlan::RunSteps(const ir::Graph& g, char* base, void* stream,
+                               std::vector<Tensor>* env_ptr) const {
+  std::vector<Tensor>& env = *env_ptr;
   for (const Step& step : steps) {
     ir::ComputeContext cc;
-    cc.stream = run->stream();
+    cc.stream = stream;
     for (int slot : step.in_slots) {
       if (slot < 0) {
         cc.inputs.push_back(nullptr);
@@ -105,25 +146,6 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
       return s.AddContext("while running " + g.nodes[step.node].Describe() + " with " +
                           step.kernel_name);
   }
-  outputs->clear();
-  for (size_t k = 0; k < output_slots.size(); ++k) {
-    const int slot = output_slots[k];
-    if (constants[slot]) {
-      outputs->push_back(constants[slot]->Clone());
-      continue;
-    }
-    auto in = std::find(input_slots.begin(), input_slots.end(), slot);
-    if (in != input_slots.end()) {
-      outputs->push_back(inputs[in - input_slots.begin()].Clone());
-      continue;
-    }
-    if (!env[slot].defined())
-      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
-    outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
-    KILN_RETURN_IF_ERROR(run->Download(env[slot].raw(), outputs->back().raw(), env[slot].bytes()));
-  }
-  KILN_RETURN_IF_ERROR(run->Finish());
-  if (timings) *timings = run->LastTimings();
   return OkStatus();
 }
 

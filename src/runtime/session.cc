@@ -124,7 +124,8 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     auto it = plans.find(sig);
     if (it != plans.end()) return it->second;
   }
-  KILN_ASSIGN_OR_RETURN(auto plan, runtime::ExecutionPlan::Create(*model, ordered, options, device));
+  KILN_ASSIGN_OR_RETURN(auto plan,
+                        runtime::ExecutionPlan::Create(*model, ordered, options, device));
   std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
   std::lock_guard<std::mutex> lock(mu);
   return plans.emplace(sig, shared).first->second;

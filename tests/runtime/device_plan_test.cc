@@ -80,6 +80,25 @@ class FakeRun final : public DeviceRun {
   }
   runtime::DeviceTimings LastTimings() const override { return {1, 2, 3}; }
 
+  // Capture is recorded in the log; the fake cannot re-run recorded work, so Replay() only logs
+  // (tests check the sequencing and that replayed runs launch no kernels).
+  explicit FakeRun(size_t arena_bytes, bool capture) : FakeRun(arena_bytes) { capture_ = capture; }
+  bool SupportsCapture() const override { return capture_; }
+  bool captured() const override { return captured_; }
+  Status BeginCapture() override {
+    Log().Add("begin capture");
+    return OkStatus();
+  }
+  Status EndCapture() override {
+    captured_ = true;
+    Log().Add("end capture");
+    return OkStatus();
+  }
+  Status Replay() override {
+    Log().Add("replay");
+    return OkStatus();
+  }
+
  private:
   struct Pending {
     const void* src;
@@ -88,11 +107,13 @@ class FakeRun final : public DeviceRun {
   };
   std::shared_ptr<void> arena_;
   std::vector<Pending> pending_;
+  bool capture_ = false, captured_ = false;
 };
 
 class FakeDevice final : public Device {
  public:
-  explicit FakeDevice(bool host_accessible) : host_accessible_(host_accessible) {}
+  explicit FakeDevice(bool host_accessible, bool capture = false)
+      : host_accessible_(host_accessible), capture_(capture) {}
   std::string Describe() const override { return "fake device"; }
   bool host_accessible() const override { return host_accessible_; }
   StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override { return HostAlloc(bytes); }
@@ -101,14 +122,13 @@ class FakeDevice final : public Device {
     Log().Add("constant " + std::to_string(bytes));
     return OkStatus();
   }
-  StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t, size_t,
-                                               bool) override {
+  StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t, size_t, bool) override {
     ++Log().runs;
-    return std::unique_ptr<DeviceRun>(new FakeRun(arena_bytes));
+    return std::unique_ptr<DeviceRun>(new FakeRun(arena_bytes, capture_));
   }
 
  private:
-  bool host_accessible_;
+  bool host_accessible_, capture_;
 };
 
 StatusOr<std::shared_ptr<Device>> MakeLenient(int) {
@@ -118,14 +138,20 @@ StatusOr<std::shared_ptr<Device>> MakeStrict(int) {
   return std::shared_ptr<Device>(new FakeDevice(false));
 }
 runtime::DeviceRegistrar lenient("fakedev", &MakeLenient);
+StatusOr<std::shared_ptr<Device>> MakeGraph(int) {
+  return std::shared_ptr<Device>(new FakeDevice(false, true));
+}
 runtime::DeviceRegistrar strict("fakestrict", &MakeStrict);
+runtime::DeviceRegistrar graph("fakegraph", &MakeGraph);
 
 // A "fakestrict" Relu: runs on the fake device's host memory and records the stream it was given.
 std::atomic<void*> relu_stream{nullptr};
+std::atomic<int> relu_runs{0};
 class StrictRelu final : public runtime::Kernel {
  public:
   Status Run(const ir::ComputeContext& ctx) const override {
     relu_stream = ctx.stream;
+    ++relu_runs;
     const float* x = ctx.in(0).data<float>();
     float* y = ctx.out(0).data<float>();
     for (int64_t i = 0; i < ctx.in(0).numel(); ++i) y[i] = x[i] > 0 ? x[i] : 0;
@@ -139,6 +165,18 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     6,
     ir::kMaxOpset,
     "fakestrict",
+    1,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
+    {}});
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakegraph.relu.test",
+    "Relu",
+    "",
+    6,
+    ir::kMaxOpset,
+    "fakegraph",
     1,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
@@ -266,6 +304,37 @@ TEST(DevicePlanTest, StrictDeviceKernelRunsOnTheRunsStream) {
   EXPECT_NE(relu_stream.load(), nullptr);
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(got[0].tensor.data<float>()[i], std::max(0.f, static_cast<float>(i % 7) - 3.f));
+}
+
+TEST(DevicePlanTest, GraphCaptureRecordsTheSecondRunAndReplaysAfterwards) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2, 4}).Output("y", kF32, {2, 4});
+  b.Node("Relu", {"x"}, {"y"});
+  SessionOptions opts;
+  opts.backend = "fakegraph";
+  opts.cuda_graph = true;
+  auto dev = Session::LoadFromBytes(b.Bytes(), opts);
+  ASSERT_TRUE(dev.ok());
+  std::vector<NamedTensor> got;
+  Log().Take();
+  const int before = relu_runs;
+  // Run 1 runs the kernels directly (it creates handles and warms caches); run 2 captures them
+  // and replays the capture; runs 3 and 4 only replay: no kernel is launched from the host.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*dev)->Run({{"x", Input(2)}}, &got).ok());
+  EXPECT_EQ(relu_runs - before, 2);
+  const std::vector<std::string> want = {
+      "upload 32",   "start",  "download 32", "finish", "upload 32", "start",       "begin capture",
+      "end capture", "replay", "download 32", "finish", "upload 32", "start",       "replay",
+      "download 32", "finish", "upload 32",   "start",  "replay",    "download 32", "finish"};
+  EXPECT_EQ(Log().Take(), want);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(got[0].tensor.data<float>()[i], std::max(0.f, static_cast<float>(i % 7) - 3.f));
+
+  opts.cuda_graph = false;  // without the option the same device never captures
+  auto plain = Session::LoadFromBytes(b.Bytes(), opts);
+  ASSERT_TRUE(plain.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*plain)->Run({{"x", Input(2)}}, &got).ok());
+  for (const std::string& e : Log().Take()) EXPECT_EQ(e.find("capture"), std::string::npos);
 }
 
 TEST(DevicePlanTest, UnknownBackendNamesTheKnownOnes) {

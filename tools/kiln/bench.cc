@@ -48,6 +48,7 @@ struct BenchArgs {
   std::string precision = "fp32";
   std::string device = "cpu";
   std::string pinned = "on";
+  bool cuda_graph = false;
   bool reference = false;
 };
 
@@ -240,6 +241,7 @@ Status DoBench(BenchArgs a) {
   opts.precision = a.precision;
   opts.backend = a.device;
   opts.pinned_staging = a.pinned == "on";
+  opts.cuda_graph = a.cuda_graph;
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -360,8 +362,9 @@ Status DoBench(BenchArgs a) {
   const Stats up = ComputeStats(upload_ms), comp = ComputeStats(compute_ms),
               down = ComputeStats(download_ms);
   if (rt.device) {
-    std::fprintf(out, "device:      %s, staging %s\n", session->device_description().c_str(),
-                 a.pinned == "on" ? "page-locked (--pinned on)" : "pageable (--pinned off)");
+    std::fprintf(out, "device:      %s, staging %s%s\n", session->device_description().c_str(),
+                 a.pinned == "on" ? "page-locked (--pinned on)" : "pageable (--pinned off)",
+                 a.cuda_graph ? ", CUDA graph replay (--cuda-graph; captured in warm-up)" : "");
     std::fprintf(out,
                  "device split (CUDA events, p50 ms): upload %.3f   compute %.3f   download "
                  "%.3f\n  upload: host -> page-locked staging -> device; download: the reverse\n",
@@ -394,6 +397,7 @@ Status DoBench(BenchArgs a) {
     if (rt.device) {
       j["device_name"] = session->device_description();
       j["pinned"] = a.pinned == "on";
+      j["cuda_graph"] = a.cuda_graph;
       j["device_split_ms_p50"] = {
           {"upload", up.p50}, {"compute", comp.p50}, {"download", down.p50}};
     }
@@ -451,6 +455,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--cuda-graph", args->cuda_graph,
+                "Capture the second run as a CUDA graph and replay it (--device cuda)");
   cmd->add_option("--pinned", args->pinned,
                   "Device staging: on (page-locked, default) or off (pageable), to compare")
       ->check(CLI::IsMember({"on", "off"}));

@@ -1,10 +1,11 @@
 // `kiln selftest [--device cuda|cpu] [--model FILE]... [--no-models]`: runs every kernel case
 // (selftest_cases.cc) and the bundled model (plus any --model) on the device backend with the
 // graph optimizer on, and compares each output with kiln's reference kernels on the CPU
-// (optimizer off), printing pass/fail per case with the kernels that ran and the worst error.
-// Tolerance: |device - reference| <= 1e-4 + 1e-4 * |reference| for kernel cases (fp32 with a
-// different summation order than the reference's double accumulation), 1e-3 + 1e-3 * |reference|
-// for whole models. It ends with the registered kernels of the backend no case exercised.
+// (optimizer off), plus each model replayed from a CUDA graph on cuda, printing pass/fail per case
+// with the kernels that ran and the worst error. Tolerance: |device - reference| <= 1e-4 + 1e-4 *
+// |reference| for kernel cases (fp32 with a different summation order than the reference's double
+// accumulation), 1e-3 + 1e-3 * |reference| for whole models. It ends with the registered kernels of
+// the backend no case exercised.
 //
 // Exit codes: 0 all passed; 2 a case failed; 3 nothing was checked (no device visible, or a
 // build without the backend), said loudly. `--device cpu` checks the CPU's fast kernels the same
@@ -69,14 +70,17 @@ struct Outcome {
   std::vector<std::string> kernels;
 };
 
+// `graph`: with SessionOptions::cuda_graph, compare the third run (a replay of the captured
+// second run) instead of the first.
 Outcome Check(const std::string& model, const std::string& backend, uint32_t seed, bool positive,
-              double tol) {
+              double tol, bool graph = false) {
   Outcome o;
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   ref_opts.optimize = false;
   SessionOptions dev_opts;
   dev_opts.backend = backend;
+  dev_opts.cuda_graph = graph;
   auto ref = Session::LoadFromBytes(model, ref_opts);
   auto dev = Session::LoadFromBytes(model, dev_opts);
   if (!ref.ok() || !dev.ok()) {
@@ -87,7 +91,7 @@ Outcome Check(const std::string& model, const std::string& backend, uint32_t see
   auto plan = (*dev)->DescribePlan(in);
   if (plan.ok()) o.kernels = KernelsOf(*plan);
   Status s = (*ref)->Run(in, &want);
-  if (s.ok()) s = (*dev)->Run(in, &got);
+  for (int run = 0; run < (graph ? 3 : 1) && s.ok(); ++run) s = (*dev)->Run(in, &got);
   if (!s.ok()) {
     o.detail = s.ToString();
     return o;
@@ -165,8 +169,11 @@ int RunSelftest(const SelftestArgs& a) {
     size_t n;
     while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
     std::fclose(f);
-    report("model " + path.substr(path.find_last_of('/') + 1),
-           Check(bytes, a.device, seed++, false, 1e-3));
+    const std::string name = "model " + path.substr(path.find_last_of('/') + 1);
+    report(name, Check(bytes, a.device, seed, false, 1e-3));
+    if (a.device == "cuda")
+      report(name + " (CUDA graph)", Check(bytes, a.device, seed, false, 1e-3, true));
+    ++seed;
   }
   std::vector<std::string> missing;
   size_t registered = 0;

@@ -4,13 +4,14 @@
 // (x = output index, scale as the reference holds it: the float `scales` value widened to double,
 // or out / in in double when `sizes` is given, L = in * scale):
 //   half_pixel (x + 0.5) / scale - 0.5; pytorch_half_pixel the same when out > 1, else 0;
-//   align_corners L == 1 ? 0 : x * (in - 1) / (L - 1); asymmetric x / scale;
-//   tf_half_pixel_for_nn (x + 0.5) / scale.
+//   align_corners L == 1 ? 0 : x * (in - 1) / (L - 1); asymmetric x / scale.
+// Each maps a scale-1 dim onto itself, so N and C are plain planes. (Not tf_half_pixel_for_nn:
+// the reference maps scale-1 dims to x + 0.5 there, so ceil rounding and linear mix channels.)
 // nearest: one tap, rounded by nearest_mode (round_prefer_floor, round_prefer_ceil, floor, ceil;
 // kLegacy is Upsample / Resize-10: ceil when downsampling, else truncation). linear: taps floor(x)
 // and floor(x) + 1 with weights 1 - r and r (the second dropped when r == 0); bilinear weight
-// w_h * w_w. Taps are clamped into the input. Not covered: cubic, tf_crop_and_resize, opset-18
-// antialiasing and axes.
+// w_h * w_w. Taps are clamped into the input. Not covered: cubic, tf_crop_and_resize,
+// tf_half_pixel_for_nn, opset-18 antialiasing and axes.
 // Coordinates, weights and the bilinear sum are double, as in the reference, so results match it
 // to the final float rounding; L uses a non-fused multiply so nvcc's FMA contraction cannot
 // change a coordinate (a rounding tie would pick another pixel). On the GPU that is a few FP64
@@ -25,13 +26,7 @@
 namespace kiln::cuda_math {
 
 enum class ResizeMode : int { kNearest = 0, kLinear };
-enum class ResizeCoord : int {
-  kHalfPixel = 0,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn
-};
+enum class ResizeCoord : int { kHalfPixel = 0, kPytorchHalfPixel, kAlignCorners, kAsymmetric };
 enum class ResizeNearest : int { kRoundPreferFloor = 0, kRoundPreferCeil, kFloor, kCeil, kLegacy };
 
 struct Resize2dParams {
@@ -72,8 +67,6 @@ KILN_HD double ResizeSourceCoord(ResizeCoord c, int64_t o, int64_t in, int64_t o
     }
     case ResizeCoord::kAsymmetric:
       return x / scale;
-    case ResizeCoord::kTfHalfPixelForNn:
-      return (x + 0.5) / scale;
   }
   return 0.0;
 }
@@ -83,7 +76,7 @@ KILN_HD int64_t ResizeNearestIndex(ResizeNearest m, double x, double scale) {
   const double frac = x - fl;
   switch (m) {
     case ResizeNearest::kRoundPreferFloor:
-      return static_cast<int64_t>(frac <= 0.5 ? fl : fl + 1);
+      return static_cast<int64_t>(frac < 0.5 ? fl : fl + 1);
     case ResizeNearest::kRoundPreferCeil:
       return static_cast<int64_t>(frac < 0.5 ? fl : fl + 1);
     case ResizeNearest::kFloor:
