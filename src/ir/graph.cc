@@ -41,7 +41,9 @@ int Graph::GetOrAddValue(const std::string& name) {
   auto it = index_.find(name);
   if (it != index_.end()) return it->second;
   int id = static_cast<int>(values.size());
-  values.push_back(Value{name});
+  Value v;
+  v.name = name;
+  values.push_back(std::move(v));
   index_[name] = id;
   return id;
 }

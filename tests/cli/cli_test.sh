@@ -65,7 +65,8 @@ check bench-bad-shape-syntax 11 "expected positive integer dims" -- "$KILN" benc
 check bench-shape-fixed-dim 11 "dim 1 of input 'input' is fixed to 1" -- "$KILN" bench "$D" --shape input=1x2x28x28 --iterations 1
 check bench-unknown-shape-input 11 "unknown input 'foo'; the model's inputs are: input" -- "$KILN" bench "$D" --shape foo=1x2 --iterations 1
 check bench-batch-zero 1 "--batch: Value 0 not in range" -- "$KILN" bench "$D" --batch 0
-check bench-bad-precision 1 "--precision: fp16 not in" -- "$KILN" bench "$D" --precision fp16
+check bench-bad-precision 1 "--precision: fp8 not in" -- "$KILN" bench "$D" --precision fp8
+check bench-fp16-on-cpu 11 "precision must be fp32 or bf16 on the CPU; got .fp16. \(fp16 runs on --device cuda\)" -- "$KILN" bench "$D" --precision fp16
 check bench-symbolic-dim 11 "input 'x' \(float32\[N,3,H\]\): dim 2 \('H'\) is symbolic" -- "$KILN" bench "$W/sym.onnx"
 check bench-symbolic-dim-shape 0 "input x: float32\[2,3,5\]" -- "$KILN" bench "$W/sym.onnx" --shape x=2x3x5 --iterations 1 --warmup 0
 check bench-missing-model 14 "cannot open model file" -- "$KILN" bench "$W/none.onnx"

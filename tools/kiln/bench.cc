@@ -460,8 +460,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--pinned", args->pinned,
                   "Device staging: on (page-locked, default) or off (pageable), to compare")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--precision", args->precision, "fp32 (default) or bf16")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--precision", args->precision,
+                  "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
   cmd->callback([args, batch, exit_code] {
     args->batch_given = batch->count() > 0;

@@ -86,8 +86,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files");
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
   cmd->add_option("--precision", args->precision,
-                  "fp32 (default) or bf16: convolutions in bfloat16 where the CPU supports it")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+                  "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);

@@ -33,6 +33,7 @@ constexpr int kExitNotChecked = 3;
 
 struct SelftestArgs {
   std::string device = "cuda";
+  std::string precision = "fp32";
   std::vector<std::string> models;
   bool no_models = false;
 };
@@ -72,8 +73,8 @@ struct Outcome {
 
 // `graph`: with SessionOptions::cuda_graph, compare the third run (a replay of the captured
 // second run) instead of the first.
-Outcome Check(const std::string& model, const std::string& backend, uint32_t seed, bool positive,
-              double tol, bool graph = false) {
+Outcome Check(const std::string& model, const std::string& backend, const std::string& precision,
+              uint32_t seed, bool positive, double tol, bool graph = false) {
   Outcome o;
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
@@ -81,6 +82,7 @@ Outcome Check(const std::string& model, const std::string& backend, uint32_t see
   SessionOptions dev_opts;
   dev_opts.backend = backend;
   dev_opts.cuda_graph = graph;
+  dev_opts.precision = precision;
   auto ref = Session::LoadFromBytes(model, ref_opts);
   auto dev = Session::LoadFromBytes(model, dev_opts);
   if (!ref.ok() || !dev.ok()) {
@@ -151,9 +153,15 @@ int RunSelftest(const SelftestArgs& a) {
                 Join(o.kernels).c_str());
     if (!o.ok) std::printf("        %s\n", o.detail.c_str());
   };
+  // fp32: summation-order differences only. bf16 / fp16: inputs and weights of convolutions and
+  // products rounded to 8 / 11 significant bits.
+  const double case_tol = a.precision == "fp32" ? 1e-4 : a.precision == "fp16" ? 1e-2 : 5e-2;
+  const double model_tol = a.precision == "fp32" ? 1e-3 : 5e-2;
+  std::printf("precision %s: tolerance |d - r| <= %g + %g * |r| per element (models %g)\n",
+              a.precision.c_str(), case_tol, case_tol, model_tol);
   uint32_t seed = 1;
   for (const SelftestCase& c : SelftestCases())
-    report(c.name, Check(c.model, a.device, seed++, c.positive_inputs, 1e-4));
+    report(c.name, Check(c.model, a.device, a.precision, seed++, c.positive_inputs, case_tol));
   std::vector<std::string> models = a.models;
 #ifdef KILN_SOURCE_DIR
   if (!a.no_models) models.insert(models.begin(), KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
@@ -170,9 +178,10 @@ int RunSelftest(const SelftestArgs& a) {
     while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
     std::fclose(f);
     const std::string name = "model " + path.substr(path.find_last_of('/') + 1);
-    report(name, Check(bytes, a.device, seed, false, 1e-3));
+    report(name, Check(bytes, a.device, a.precision, seed, false, model_tol));
     if (a.device == "cuda")
-      report(name + " (CUDA graph)", Check(bytes, a.device, seed, false, 1e-3, true));
+      report(name + " (CUDA graph)",
+             Check(bytes, a.device, a.precision, seed, false, model_tol, true));
     ++seed;
   }
   std::vector<std::string> missing;
@@ -195,6 +204,9 @@ void AddSelftestCommand(CLI::App& app, int* exit_code) {
       "selftest", "Check every kernel of a device backend against the CPU reference kernels");
   cmd->add_option("--device,-d", args->device, "Backend to check: cuda (default) or cpu");
   cmd->add_option("--model,-m", args->models, "Also check this ONNX model (repeatable)");
+  cmd->add_option("--precision", args->precision,
+                  "fp32 (default), fp16 (cuda) or bf16 (cpu): the device's precision")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--no-models", args->no_models, "Skip the bundled model");
   cmd->callback([args, exit_code] { *exit_code = RunSelftest(*args); });
 }

@@ -17,7 +17,8 @@ Status CpuPrecision(const std::string& precision) {
         "newer); oneDNN reports this CPU's best ISA as " +
         std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + "; use fp32");
   }
-  return InvalidArgument("precision must be fp32 or bf16; got '" + precision + "'");
+  return InvalidArgument("precision must be fp32 or bf16 on the CPU; got '" + precision + "'" +
+                         (precision == "fp16" ? " (fp16 runs on --device cuda)" : ""));
 }
 
 runtime::PrecisionCheckRegistrar cpu_precision("cpu", &CpuPrecision);

@@ -26,7 +26,7 @@ KILN_HD int64_t GatherAxisSourceOffset(const GatherAxisShape& s, const int64_t* 
   const int64_t row = i / s.inner, k = i - row * s.inner;
   const int64_t o = row / s.count, j = row - o * s.count;
   int64_t idx = indices[j];
-  if (idx < -1) idx += s.dim;
+  if (idx < 0) idx += s.dim;
   if (idx < 0 || idx >= s.dim) return -1;
   return (o * s.dim + idx) * s.inner + k;
 }

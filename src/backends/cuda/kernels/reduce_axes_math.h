@@ -54,7 +54,7 @@ KILN_HD float ReduceLoad(ReduceOp op, float x) {
 // One fold step; unlike Combine, a NaN `v` wins a max (and a NaN `acc` stays).
 KILN_HD float FoldStep(ReduceKind k, float acc, float v) {
   if (k == ReduceKind::kSum) return acc + v;
-  return v > acc ? v : acc;
+  return v > acc || v != v ? v : acc;
 }
 
 KILN_HD float ReduceFinish(ReduceOp op, float r, int64_t count) {

@@ -76,7 +76,7 @@ KILN_HD int64_t ResizeNearestIndex(ResizeNearest m, double x, double scale) {
   const double frac = x - fl;
   switch (m) {
     case ResizeNearest::kRoundPreferFloor:
-      return static_cast<int64_t>(frac < 0.5 ? fl : fl + 1);
+      return static_cast<int64_t>(frac <= 0.5 ? fl : fl + 1);
     case ResizeNearest::kRoundPreferCeil:
       return static_cast<int64_t>(frac < 0.5 ? fl : fl + 1);
     case ResizeNearest::kFloor:

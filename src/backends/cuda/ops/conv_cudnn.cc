@@ -32,16 +32,45 @@ class ConvCudnn final : public runtime::Kernel {
     Status s = DoPrepare(ctx);
     return s.ok() ? s : s.AddContext("while preparing cuDNN convolution");
   }
-  size_t ScratchBytes() const override { return workspace_bytes_; }
+  // Scratch: [X half | Y half | W half (non-constant W only) | cuDNN workspace] in fp16, else the
+  // workspace alone.
+  size_t ScratchBytes() const override { return half_bytes_ + workspace_bytes_; }
   // Not in place: the convolution writes Y before the epilogue reads the residual Z.
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t h, CudnnHandle(stream));
     const float one = 1.f, zero = 0.f;
     float* y = ctx.out(0).data<float>();
-    KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_desc_, ctx.in(0).raw(), w_desc_,
-                                             ctx.in(1).raw(), conv_desc_, algo_, ctx.scratch,
-                                             workspace_bytes_, &zero, y_desc_, y));
+    const void* x = ctx.in(0).raw();
+    const void* w = ctx.in(1).raw();
+    char* scratch = static_cast<char*>(ctx.scratch);
+    uint16_t *x_half = nullptr, *y_half = nullptr;
+    if (fp16_) {
+      x_half = reinterpret_cast<uint16_t*>(scratch);
+      y_half = reinterpret_cast<uint16_t*>(scratch + AlignScratch(x_elems_ * 2));
+      KILN_RETURN_IF_ERROR(
+          CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(0).data<float>(), x_half,
+                                                      static_cast<int64_t>(x_elems_), stream),
+                      "float16 cast", node_));
+      x = x_half;
+      if (w_half_) {
+        w = w_half_.get();
+      } else {
+        auto* wh = reinterpret_cast<uint16_t*>(scratch + AlignScratch(x_elems_ * 2) +
+                                               AlignScratch(y_elems_ * 2));
+        KILN_RETURN_IF_ERROR(CheckLaunch(
+            cuda_kernels::LaunchFloatToHalf(ctx.in(1).data<float>(), wh, ctx.in(1).numel(), stream),
+            "float16 cast", node_));
+        w = wh;
+      }
+    }
+    KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_,
+                                             scratch + half_bytes_, workspace_bytes_, &zero,
+                                             y_desc_, fp16_ ? static_cast<void*>(y_half) : y));
+    if (fp16_)
+      KILN_RETURN_IF_ERROR(CheckLaunch(
+          cuda_kernels::LaunchHalfToFloat(y_half, y, static_cast<int64_t>(y_elems_), stream),
+          "float32 cast", node_));
     if (!needs_epilogue_) return OkStatus();
     const float* bias = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
     const float* residual = ctx.has(3) ? ctx.in(3).data<float>() : nullptr;
@@ -65,21 +94,34 @@ class ConvCudnn final : public runtime::Kernel {
       return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
     const int group = static_cast<int>(node_.GetInt("group", 1));
     auto i = [](int64_t v) { return static_cast<int>(v); };
+    fp16_ = ctx->precision == "fp16";
+    const cudnnDataType_t dt = fp16_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    x_elems_ = static_cast<size_t>(NumElements(x));
+    y_elems_ = static_cast<size_t>(NumElements(y));
+    if (fp16_) {
+      half_bytes_ = AlignScratch(x_elems_ * 2) + AlignScratch(y_elems_ * 2);
+      if (ctx->constants[1]) {
+        KILN_ASSIGN_OR_RETURN(w_half_, UploadHalf(ctx->device, *ctx->constants[1]));
+      } else {
+        half_bytes_ += AlignScratch(static_cast<size_t>(NumElements(w)) * 2);
+      }
+    }
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
     KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
     KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                i(x[0]), i(x[1]), i(x[2]), i(x[3])));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                i(y[0]), i(y[1]), i(y[2]), i(y[3])));
-    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                i(w[0]), i(w[1]), i(w[2]), i(w[3])));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, dt, i(x[0]), i(x[1]),
+                                                i(x[2]), i(x[3])));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, dt, i(y[0]), i(y[1]),
+                                                i(y[2]), i(y[3])));
+    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, dt, CUDNN_TENSOR_NCHW, i(w[0]), i(w[1]),
+                                                i(w[2]), i(w[3])));
     KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv_desc_, i(win.pad_begin[0]), i(win.pad_begin[1]), i(win.strides[0]), i(win.strides[1]),
         i(win.dilations[0]), i(win.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, group));
-    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+    KILN_CUDNN_CHECK(
+        cudnnSetConvolutionMathType(conv_desc_, fp16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n = 0, c = 0, h = 0, wd = 0;
     KILN_CUDNN_CHECK(
         cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &n, &c, &h, &wd));
@@ -126,6 +168,9 @@ class ConvCudnn final : public runtime::Kernel {
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes_ = 0;
+  bool fp16_ = false;
+  size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0;
+  std::shared_ptr<void> w_half_;  // prepacked float16 weights (fp16, constant W)
   cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
   float act_alpha_ = 0, act_beta_ = 0;
   int64_t batch_ = 0, channels_ = 0, hw_ = 0;

@@ -10,6 +10,8 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/activation_math.h"
+#include "backends/cuda/kernels/cast.h"
+#include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/launch.h"
 #include "ops/fused/activation.h"
 #include "runtime/kernel.h"
@@ -60,6 +62,18 @@ inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
     if (t.dtype != DataType::kUndefined && t.dtype != DataType::kFloat) return false;
   return true;
 }
+
+// A constant float32 tensor converted to float16 on the host (cast_math.h) and uploaded once:
+// the prepacked weights of --precision fp16.
+inline StatusOr<std::shared_ptr<void>> UploadHalf(runtime::Device* device, const Tensor& t) {
+  std::vector<uint16_t> half(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < half.size(); ++i) half[i] = cuda_math::FloatToHalf(t.data<float>()[i]);
+  KILN_ASSIGN_OR_RETURN(auto mem, device->Allocate(half.size() * sizeof(uint16_t)));
+  KILN_RETURN_IF_ERROR(device->CopyToDevice(mem.get(), half.data(), half.size() * 2));
+  return mem;
+}
+
+constexpr size_t AlignScratch(size_t n) { return (n + 255) / 256 * 256; }
 
 // Product of dims [from, to).
 inline int64_t Product(const Shape& s, size_t from, size_t to) {

@@ -6,6 +6,9 @@
 // with C of [N] or [1,N] (a row bias, beta folded in by the epilogue when beta == 1) or [M,N]
 // (copied into Y, then accumulated with beta). kiln.FusedMatMul: A [..., M, K] times B [K, N] plus
 // bias [N] and the activation, in the row-bias epilogue (kernels/epilogue.cu).
+// --precision fp16: A (and a non-constant B) converted to float16 in scratch, a constant B once at
+// Prepare; cublasGemmEx / cublasGemmStridedBatchedEx multiply in float16 on Tensor Cores with
+// float32 accumulation (CUBLAS_COMPUTE_32F) and write float32 Y.
 #include "backends/cuda/ops/cuda_kernel.h"
 
 namespace kiln::cuda {
@@ -73,7 +76,19 @@ class MatMulCublas final : public runtime::Kernel {
       act_alpha_ = act.alpha;
       act_beta_ = act.beta;
     }
+    fp16_ = ctx->precision == "fp16";
+    a_elems_ = static_cast<size_t>(NumElements(a));
+    b_elems_ = static_cast<size_t>(NumElements(b));
+    if (fp16_ && ctx->constants[1]) {
+      KILN_ASSIGN_OR_RETURN(b_half_, UploadHalf(ctx->device, *ctx->constants[1]));
+    }
     return OkStatus();
+  }
+
+  // Scratch (fp16 only): A in float16, then B in float16 when B is not constant.
+  size_t ScratchBytes() const override {
+    if (!fp16_) return 0;
+    return AlignScratch(a_elems_ * 2) + (b_half_ ? 0 : AlignScratch(b_elems_ * 2));
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
@@ -93,7 +108,9 @@ class MatMulCublas final : public runtime::Kernel {
     const cublasOperation_t op_a = p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
     const int ldb = p_.trans_b ? k : n, lda = p_.trans_a ? m : k;
-    if (p_.batch == 1) {
+    if (fp16_) {
+      KILN_RETURN_IF_ERROR(Fp16Product(ctx, h, op_a, op_b, lda, ldb, beta));
+    } else if (p_.batch == 1) {
       KILN_CUBLAS_CHECK(cublasSgemm(h, op_b, op_a, n, m, k, &alpha_, b, ldb, a, lda, &beta, y, n));
     } else {
       KILN_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_b, op_a, n, m, k, &alpha_, b, ldb,
@@ -109,8 +126,44 @@ class MatMulCublas final : public runtime::Kernel {
   }
 
  private:
+  Status Fp16Product(const ir::ComputeContext& ctx, cublasHandle_t h, cublasOperation_t op_a,
+                     cublasOperation_t op_b, int lda, int ldb, float beta) const {
+    cudaStream_t stream = StreamOf(ctx);
+    char* scratch = static_cast<char*>(ctx.scratch);
+    auto* a = reinterpret_cast<uint16_t*>(scratch);
+    KILN_RETURN_IF_ERROR(
+        CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(0).data<float>(), a,
+                                                    static_cast<int64_t>(a_elems_), stream),
+                    "float16 cast", node_));
+    const void* b = b_half_.get();
+    if (!b_half_) {
+      auto* bh = reinterpret_cast<uint16_t*>(scratch + AlignScratch(a_elems_ * 2));
+      KILN_RETURN_IF_ERROR(
+          CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(1).data<float>(), bh,
+                                                      static_cast<int64_t>(b_elems_), stream),
+                      "float16 cast", node_));
+      b = bh;
+    }
+    const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
+    float* y = ctx.out(0).data<float>();
+    if (p_.batch == 1) {
+      KILN_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha_, b, CUDA_R_16F, ldb, a,
+                                     CUDA_R_16F, lda, &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+    } else {
+      KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          h, op_b, op_a, n, m, k, &alpha_, b, CUDA_R_16F, ldb, p_.stride_b, a, CUDA_R_16F, lda,
+          p_.stride_a, &beta, y, CUDA_R_32F, n, p_.m * p_.n, static_cast<int>(p_.batch),
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    return OkStatus();
+  }
+
   ir::Node node_;
   Product p_;
+  bool fp16_ = false;
+  size_t a_elems_ = 0, b_elems_ = 0;
+  std::shared_ptr<void> b_half_;  // prepacked float16 B (fp16, constant B)
   float alpha_ = 1.f, beta_ = 1.f;
   bool full_c_ = false, row_bias_ = false;
   cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
