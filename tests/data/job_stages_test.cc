@@ -160,7 +160,9 @@ TEST_F(JobStagesTest, PrefetcherKeepsOrderCompactsFailuresAndReusesBuffers) {
       EXPECT_NE(f.status.ToString().find(paths[f.item]), std::string::npos) << f.status.ToString();
       seen.push_back(f.item);
     }
-    if (b->number == 1) EXPECT_EQ(b->good, std::vector<int64_t>{5});
+    if (b->number == 1) {
+      EXPECT_EQ(b->good, std::vector<int64_t>{5});
+    }
     p.Release(b);
   }
   std::sort(seen.begin(), seen.end());
@@ -209,8 +211,8 @@ TEST_F(JobStagesTest, PrefetcherSweepAndEarlyStop) {
 }
 
 TEST_F(JobStagesTest, RecordsRoundTripAndResumeCutsPartialLine) {
-  Record ok{"a,\"b\".jpg", "", {3, 1}, {0.75f, 0.25f}, {"cat", "dog"}};
-  Record err{"c.png", "InvalidArgument: bad, \"very\"", {}, {}, {}};
+  Record ok{"a,\"b\".jpg", "", {3, 1}, {0.75f, 0.25f}, {"cat", "dog"}, {}};
+  Record err{"c.png", "InvalidArgument: bad, \"very\"", {}, {}, {}, {}};
   for (RecordFormat f : {RecordFormat::kJsonl, RecordFormat::kCsv}) {
     std::string path;
     for (const Record& r : {ok, err}) {
@@ -237,7 +239,7 @@ TEST_F(JobStagesTest, RecordsRoundTripAndResumeCutsPartialLine) {
       auto w = RecordWriter::Open(P(name), true);
       ASSERT_TRUE(w.ok()) << w.status().ToString();
       EXPECT_EQ((*w)->done(), (std::unordered_set<std::string>{ok.path, err.path}));
-      (*w)->Add(Record{"d.jpg", "", {0}, {1.f}, {}});
+      (*w)->Add(Record{"d.jpg", "", {0}, {1.f}, {}, {}});
       ASSERT_TRUE((*w)->Flush().ok());
     }
     std::ifstream in(P(name));

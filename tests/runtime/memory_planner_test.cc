@@ -47,8 +47,9 @@ TEST(MemoryPlannerTest, RandomLifetimesNeverOverlap) {
         bool live_together = r[i].first_step <= r[j].last_step && r[j].first_step <= r[i].last_step;
         bool disjoint =
             m.offsets[i] + r[i].bytes <= m.offsets[j] || m.offsets[j] + r[j].bytes <= m.offsets[i];
-        if (live_together)
+        if (live_together) {
           EXPECT_TRUE(disjoint) << "trial " << trial << " buffers " << i << "," << j;
+        }
       }
     }
   }
