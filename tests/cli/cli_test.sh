@@ -83,6 +83,9 @@ if [ ! -e /dev/nvidiactl ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.
 fi
 # The self-test harness itself, on the CPU's fast kernels against the reference kernels.
 check selftest-cpu 0 "[0-9]+ passed, 0 failed" -- "$KILN" selftest --device cpu
+# Every registered kernel (CUDA ones included, in a CUDA build) has a selftest case for its op.
+check selftest-coverage-cuda 0 "^0 registered cuda kernels have no selftest case" -- "$KILN" selftest --coverage
+check selftest-coverage-cpu 0 "^0 registered cpu kernels have no selftest case" -- "$KILN" selftest --coverage --device cpu
 check doctor-json-stdout 0 "^ok$" -- bash -c "'$KILN' doctor --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert set(j)=={\"build\",\"cpu\",\"cuda\",\"warnings\"}; print(\"ok\")'"
 for sub in run inspect bench doctor selftest; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help

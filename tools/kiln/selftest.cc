@@ -12,6 +12,8 @@
 // way, which is how CI tests this command on machines without a GPU.
 #include "selftest.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +34,7 @@ constexpr int kExitFailed = 2;
 constexpr int kExitNotChecked = 3;
 
 struct SelftestArgs {
+  bool coverage = false;
   std::string device = "cuda";
   std::string precision = "fp32";
   std::vector<std::string> models;
@@ -132,7 +135,33 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
+// Registered kernels of `backend` whose op no case contains (kiln's fused ops count as their
+// unfused op: the optimizer makes them from the cases' Conv / MatMul / LayerNorm chains).
+std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
+  std::set<std::string> ops;
+  for (const SelftestCase& c : SelftestCases()) {
+    onnx::ModelProto m;
+    if (!m.ParseFromString(c.model)) continue;
+    for (const auto& n : m.graph().node()) ops.insert(n.op_type());
+  }
+  const std::map<std::string, std::string> fused = {{"FusedConv", "Conv"},
+                                                    {"FusedMatMul", "MatMul"}};
+  std::vector<std::string> missing;
+  for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(backend)) {
+    auto f = fused.find(d->op_type);
+    const std::string op = d->domain == "kiln" && f != fused.end() ? f->second : d->op_type;
+    if (!ops.count(op)) missing.push_back(d->name);
+  }
+  return missing;
+}
+
 int RunSelftest(const SelftestArgs& a) {
+  if (a.coverage) {
+    std::vector<std::string> missing = KernelsWithoutCase(a.device);
+    std::printf("%zu registered %s kernels have no selftest case%s%s\n", missing.size(),
+                a.device.c_str(), missing.empty() ? "" : ": ", Join(missing).c_str());
+    return missing.empty() ? 0 : kExitFailed;
+  }
   auto device = runtime::OpenDevice(a.device, 0);
   if (!device.ok()) {
     std::printf(
@@ -208,6 +237,9 @@ void AddSelftestCommand(CLI::App& app, int* exit_code) {
                   "fp32 (default), fp16 (cuda) or bf16 (cpu): the device's precision")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--no-models", args->no_models, "Skip the bundled model");
+  cmd->add_flag("--coverage", args->coverage,
+                "Only list the backend's registered kernels whose op no case contains (no device "
+                "needed); exit 2 if any");
   cmd->callback([args, exit_code] { *exit_code = RunSelftest(*args); });
 }
 

@@ -159,6 +159,73 @@ std::string SliceAndPad() {  // Slice with a negative step, then a constant Pad 
   return b.Bytes();
 }
 
+std::string Reshapes() {  // Flatten, Unsqueeze, Squeeze, Identity, Dropout (inference)
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 3, 4}).Output("y", kF32, {2, 12});
+  ModelBuilder::IntAttr(b.Node("Flatten", {"x"}, {"f"}), "axis", 1);
+  b.Int64Init("ax", {1}, {1});
+  b.Node("Unsqueeze", {"f", "ax"}, {"u"});  // [2,1,12]
+  b.Node("Identity", {"u"}, {"i"});
+  b.Node("Squeeze", {"i", "ax"}, {"s"});
+  b.Node("Dropout", {"s"}, {"y"});
+  return b.Bytes();
+}
+
+std::string Upsample() {  // Upsample-9: scales input, legacy nearest
+  ModelBuilder b(9);
+  b.Input("x", kF32, {1, 2, 3, 4}).Output("y", kF32, {1, 2, 6, 12});
+  b.FloatInit("scales", {4}, {1.f, 1.f, 2.f, 3.f});
+  b.Node("Upsample", {"x", "scales"}, {"y"});
+  return b.Bytes();
+}
+
+std::string Gather() {  // constant indices, negative ones included, along axis 1
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 5, 3}).Output("y", kF32, {2, 2, 2, 3});
+  b.Int64Init("idx", {2, 2}, {4, -1, 0, -5});
+  ModelBuilder::IntAttr(b.Node("Gather", {"x", "idx"}, {"y"}), "axis", 1);
+  return b.Bytes();
+}
+
+std::string Reduce(const std::string& op, const std::vector<int64_t>& axes, bool keepdims,
+                   const std::vector<int64_t>& out) {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 3, 4, 5}).Output("y", kF32, out);
+  onnx::NodeProto* n = nullptr;
+  if (op == "ReduceSum") {  // axes as an input from opset 13
+    b.Int64Init("axes", {static_cast<int64_t>(axes.size())}, axes);
+    n = &b.Node(op, {"x", "axes"}, {"y"});
+  } else {
+    n = &b.Node(op, {"x"}, {"y"});
+    ModelBuilder::IntsAttr(*n, "axes", axes);
+  }
+  ModelBuilder::IntAttr(*n, "keepdims", keepdims ? 1 : 0);
+  return b.Bytes();
+}
+
+// Resize-13 with scales (or sizes when `scales` is empty) on a [1,3,5,6] input.
+std::string Resize(const std::string& mode, const std::string& coord, const std::string& nearest,
+                   const std::vector<float>& scales, const std::vector<int64_t>& sizes) {
+  ModelBuilder b(13);
+  const std::vector<int64_t> out =
+      sizes.empty() ? std::vector<int64_t>{1, 3, static_cast<int64_t>(5 * scales[2]),
+                                           static_cast<int64_t>(6 * scales[3])}
+                    : sizes;
+  b.Input("x", kF32, {1, 3, 5, 6}).Output("y", kF32, out);
+  b.FloatInit("roi", {0}, {});
+  b.FloatInit("scales", {static_cast<int64_t>(scales.size())}, scales);
+  std::vector<std::string> inputs = {"x", "roi", "scales"};
+  if (!sizes.empty()) {
+    b.Int64Init("sizes", {4}, sizes);
+    inputs.push_back("sizes");
+  }
+  auto& n = b.Node("Resize", inputs, {"y"});
+  ModelBuilder::StringAttr(n, "mode", mode);
+  ModelBuilder::StringAttr(n, "coordinate_transformation_mode", coord);
+  ModelBuilder::StringAttr(n, "nearest_mode", nearest);
+  return b.Bytes();
+}
+
 }  // namespace
 
 std::vector<SelftestCase> SelftestCases() {
@@ -186,8 +253,23 @@ std::vector<SelftestCase> SelftestCases() {
   c.push_back({"layer normalization", LayerNorm()});
   c.push_back({"transpose, concat, reshape", Layout()});
   c.push_back({"slice step -2, pad (crop)", SliceAndPad()});
+  c.push_back({"gather axis 1, negative indices", Gather()});
+  c.push_back({"reduce mean H,W keepdims", Reduce("ReduceMean", {2, 3}, true, {2, 3, 1, 1})});
+  c.push_back({"reduce sum axes input", Reduce("ReduceSum", {1}, false, {2, 4, 5})});
+  c.push_back({"reduce max non-contiguous", Reduce("ReduceMax", {0, 2}, false, {3, 5})});
+  c.push_back({"reduce l2 last", Reduce("ReduceL2", {-1}, true, {2, 3, 4, 1})});
+  c.push_back({"reduce min first", Reduce("ReduceMin", {0}, true, {1, 3, 4, 5})});
+  c.push_back({"reduce sum square all", Reduce("ReduceSumSquare", {0, 1, 2, 3}, false, {})});
+  c.push_back({"upsample-9 nearest x2,x3", Upsample()});
+  c.push_back({"flatten, (un)squeeze, identity, dropout", Reshapes()});
+  c.push_back({"resize nearest x2 asymmetric floor",
+               Resize("nearest", "asymmetric", "floor", {1, 1, 2, 2}, {})});
+  c.push_back({"resize linear half_pixel sizes down",
+               Resize("linear", "half_pixel", "round_prefer_floor", {}, {1, 3, 3, 4})});
+  c.push_back({"resize linear align_corners x1.5",
+               Resize("linear", "align_corners", "round_prefer_floor", {1, 1, 1.5f, 1.5f}, {})});
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Erf",
-                         "Exp", "Neg", "Abs"})
+                         "Exp", "Neg", "Abs", "Elu"})
     c.push_back({std::string("unary ") + op, Unary(op, {3, 7, 11})});
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) {
     SelftestCase pc{std::string("unary ") + op, Unary(op, {3, 7, 11})};

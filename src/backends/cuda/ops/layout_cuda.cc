@@ -1,7 +1,9 @@
 // cuda.<op>.kernel for data-movement ops, float32: Transpose (rank <= 6), Concat (one copy kernel
 // per input), Slice (starts/ends/axes/steps constant, resolved by the reference op's own rules in
 // ops/tensor/slice.h, negative steps included) and constant-mode Pad (pads and value constant;
-// negative pads crop). All are strided gathers or copies over the output (kernels/layout.cu).
+// negative pads crop), all strided gathers or copies over the output (kernels/layout.cu); and
+// Gather along one axis of float32 or int64 data with int64 indices (kernels/gather.cu): constant
+// indices are range-checked once in Prepare; computed ones out of range produce zeros.
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 #include "ops/tensor/slice.h"
@@ -143,6 +145,46 @@ class PadCuda final : public runtime::Kernel {
   cuda_math::PadIndex index_{};
 };
 
+class GatherCuda final : public runtime::Kernel {
+ public:
+  explicit GatherCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    const int64_t axis = NormalizeAxis(node_.GetInt("axis", 0), x.size());
+    if (const Tensor* idx = ctx->constants[1]) {
+      for (int64_t k = 0; k < idx->numel(); ++k) {
+        const int64_t v = idx->data<int64_t>()[k];
+        if (v < -x[axis] || v >= x[axis])
+          return InvalidModel(node_.Describe() + ": index " + std::to_string(v) +
+                              " is out of range for axis " + std::to_string(axis) + " of size " +
+                              std::to_string(x[axis]));
+      }
+    }
+    if (!cuda_math::MakeGatherAxisShape(x, axis, NumElements(ctx->inputs[1].shape), &shape_))
+      return Unsupported("invalid axis");
+    elem_bytes_ = static_cast<int64_t>(DataTypeSize(ctx->inputs[0].dtype));
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return CheckLaunch(
+        cuda_kernels::LaunchGatherAxis(ctx.in(0).raw(), ctx.in(1).data<int64_t>(), ctx.out(0).raw(),
+                                       shape_, elem_bytes_, StreamOf(ctx)),
+        "gather", node_);
+  }
+
+ private:
+  ir::Node node_;
+  cuda_math::GatherAxisShape shape_{};
+  int64_t elem_bytes_ = 4;
+};
+
+KernelSupport SupportsGather(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kInt64)
+    return {false, "needs float32 or int64 data"};
+  if (in[1].dtype != DataType::kInt64) return {false, "needs int64 indices"};
+  return {true, ""};
+}
+
 KernelSupport SupportsData(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
   if (in[0].dtype != DataType::kFloat) return {false, "needs float32 data"};
   if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
@@ -193,6 +235,16 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.slice.kernel",
                                         SupportsData,
                                         Make<SliceCuda>,
                                         {1, 2, 3, 4}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gather.kernel",
+                                        "Gather",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsGather,
+                                        Make<GatherCuda>,
+                                        {}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.pad.kernel",
                                         "Pad",
                                         "",
