@@ -65,6 +65,23 @@ std::string ConvModel(int64_t c, int64_t m, int64_t hw, int64_t k, int64_t strid
   return b.Bytes();
 }
 
+// ConvTranspose k x k, stride, pad, output_padding, group, with bias: x [2, c, hw, hw].
+std::string ConvTranspose(int64_t c, int64_t m, int64_t hw, int64_t k, int64_t stride, int64_t pad,
+                          int64_t out_pad, int64_t group) {
+  ModelBuilder b(13);
+  const int64_t out = stride * (hw - 1) + out_pad + k - 2 * pad;
+  b.Input("x", kF32, {2, c, hw, hw}).Output("y", kF32, {2, m, out, out});
+  Weight(b, "w", {c, m / group, k, k}, 51);
+  Weight(b, "bias", {m}, 52);
+  auto& n = b.Node("ConvTranspose", {"x", "w", "bias"}, {"y"});
+  ModelBuilder::IntsAttr(n, "kernel_shape", {k, k});
+  ModelBuilder::IntsAttr(n, "strides", {stride, stride});
+  ModelBuilder::IntsAttr(n, "pads", {pad, pad, pad, pad});
+  ModelBuilder::IntsAttr(n, "output_padding", {out_pad, out_pad});
+  ModelBuilder::IntAttr(n, "group", group);
+  return b.Bytes();
+}
+
 std::string Unary(const std::string& op, const std::vector<int64_t>& dims) {
   ModelBuilder b(op == "HardSwish" ? 14 : 13);  // HardSwish exists from opset 14
   b.Input("x", kF32, dims).Output("y", kF32, dims);
@@ -236,6 +253,8 @@ std::vector<SelftestCase> SelftestCases() {
   c.push_back({"conv depthwise 3x3 + relu6", ConvModel(16, 16, 9, 3, 1, 1, 16, 1, "relu6")});
   c.push_back({"conv grouped dilated + silu", ConvModel(8, 8, 12, 3, 1, 2, 2, 2, "silu")});
   c.push_back({"conv 7x7 stride 2 pad 3", ConvModel(3, 8, 23, 7, 2, 3, 1, 1, "")});
+  c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
+  c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});
   c.push_back({"matmul batched A", MatMul({2, 3, 6, 10}, {10, 12}, {2, 3, 6, 12}, false)});
   c.push_back({"matmul + bias (fused)", MatMul({4, 6, 10}, {10, 12}, {4, 6, 12}, true)});

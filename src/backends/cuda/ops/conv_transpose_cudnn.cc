@@ -1,0 +1,152 @@
+// cuda.convtranspose.cudnn: ConvTranspose on 2-D NCHW float32 through cuDNN's backward-data
+// convolution (the transposed convolution is the gradient of a forward convolution with respect
+// to its input): X [N, C, H, W] plays dy, W [C, M/group, kh, kw] the filter, Y dx. Output size
+// s*(I-1) + output_padding + (k-1)*d + 1 - pad_begin - pad_end, checked against kiln's shape;
+// output_padding < stride is absorbed by the forward convolution's floor, so any valid value
+// works. The algorithm is chosen once per shape by cuDNN's heuristics
+// (cudnnGetConvolutionBackwardDataAlgorithm_v7); FP32 FMA math; workspace from the arena; the bias
+// in the conv epilogue kernel. Declines asymmetric pads, auto_pad SAME_* and output_shape (their
+// pads depend on the output size; the reference kernel handles them). fp16 sessions run it in
+// float32.
+#include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::cuda {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
+
+class ConvTransposeCudnn final : public runtime::Kernel {
+ public:
+  explicit ConvTransposeCudnn(const ir::Node& node) : node_(node) {}
+  ~ConvTransposeCudnn() override {
+    if (dy_desc_) cudnnDestroyTensorDescriptor(dy_desc_);
+    if (dx_desc_) cudnnDestroyTensorDescriptor(dx_desc_);
+    if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
+    if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
+  }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    Status s = DoPrepare(ctx);
+    return s.ok() ? s : s.AddContext("while preparing cuDNN transposed convolution");
+  }
+  size_t ScratchBytes() const override { return workspace_bytes_; }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    cudaStream_t stream = StreamOf(ctx);
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t h, CudnnHandle(stream));
+    const float one = 1.f, zero = 0.f;
+    float* y = ctx.out(0).data<float>();
+    KILN_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, w_desc_, ctx.in(1).raw(), dy_desc_,
+                                                  ctx.in(0).raw(), conv_desc_, algo_, ctx.scratch,
+                                                  workspace_bytes_, &zero, dx_desc_, y));
+    if (!ctx.has(2)) return OkStatus();
+    return CheckLaunch(cuda_kernels::LaunchConvEpilogue(
+                           y, ctx.in(2).data<float>(), nullptr, batch_, channels_, hw_,
+                           static_cast<int>(cuda_math::Activation::kIdentity), 0.f, 0.f, stream),
+                       "bias epilogue", node_);
+  }
+
+ private:
+  Status DoPrepare(runtime::PrepareContext* ctx) {
+    const Shape& x = ctx->inputs[0].shape;
+    const Shape& w = ctx->inputs[1].shape;
+    const Shape& y = ctx->outputs[0].shape;
+    const int group = static_cast<int>(node_.GetInt("group", 1));
+    std::vector<int64_t> strides = node_.GetInts("strides", {1, 1});
+    std::vector<int64_t> dil = node_.GetInts("dilations", {1, 1});
+    std::vector<int64_t> pads = node_.GetInts("pads", {0, 0, 0, 0});
+    std::vector<int64_t> outpad = node_.GetInts("output_padding", {0, 0});
+    if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4 || outpad.size() != 2)
+      return Unsupported("needs 2-D strides, dilations, pads and output_padding");
+    for (int d = 0; d < 2; ++d) {
+      const int64_t want = strides[d] * (x[2 + d] - 1) + outpad[d] + (w[2 + d] - 1) * dil[d] + 1 -
+                           pads[d] - pads[2 + d];
+      if (want != y[2 + d])
+        return Internal("output size " + std::to_string(want) + " differs from kiln's " +
+                        ShapeToString(y));
+    }
+    auto i = [](int64_t v) { return static_cast<int>(v); };
+    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&dy_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&dx_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
+    KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(dy_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                i(x[0]), i(x[1]), i(x[2]), i(x[3])));
+    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(dx_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                                i(y[0]), i(y[1]), i(y[2]), i(y[3])));
+    // The forward convolution's filter is [C (its output channels), M/group, kh, kw]: exactly W.
+    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                i(w[0]), i(w[1]), i(w[2]), i(w[3])));
+    KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        conv_desc_, i(pads[0]), i(pads[1]), i(strides[0]), i(strides[1]), i(dil[0]), i(dil[1]),
+        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, group));
+    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, CudnnHandle(nullptr));
+    constexpr int kRequested = 8;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
+    int returned = 0;
+    KILN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
+    bool found = false;
+    for (int k = 0; k < returned && !found; ++k) {
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      size_t bytes = 0;
+      if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, dy_desc_, conv_desc_,
+                                                       dx_desc_, perf[k].algo,
+                                                       &bytes) != CUDNN_STATUS_SUCCESS ||
+          bytes > kMaxWorkspaceBytes)
+        continue;
+      algo_ = perf[k].algo;
+      workspace_bytes_ = bytes;
+      found = true;
+    }
+    if (!found)
+      return Unsupported("cuDNN's heuristics returned no usable algorithm (" +
+                         std::to_string(returned) + " candidates)");
+    batch_ = y[0];
+    channels_ = y[1];
+    hw_ = y[2] * y[3];
+    return OkStatus();
+  }
+
+  ir::Node node_;
+  cudnnTensorDescriptor_t dy_desc_ = nullptr, dx_desc_ = nullptr;
+  cudnnFilterDescriptor_t w_desc_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  cudnnConvolutionBwdDataAlgo_t algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  size_t workspace_bytes_ = 0;
+  int64_t batch_ = 0, channels_ = 0, hw_ = 0;
+};
+
+KernelSupport SupportsConvTranspose(const ir::Node& node, const ir::Op&,
+                                    const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (in[0].shape.size() != 4) return {false, "needs a 2-D transposed convolution (NCHW)"};
+  if (node.HasAttr("output_shape")) return {false, "output_shape given (pads follow from it)"};
+  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty())
+    return {false, "auto_pad " + auto_pad};
+  std::vector<int64_t> pads = node.GetInts("pads");
+  if (pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]))
+    return {false, "asymmetric pads " + ops::nn::JoinInts(pads)};
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.convtranspose.cudnn",
+                                        "ConvTranspose",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsConvTranspose,
+                                        Make<ConvTransposeCudnn>,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::cuda
