@@ -58,6 +58,10 @@ class Session {
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs) const;
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
              RunTimings* timings) const;
+  // Host memory for input batches a caller fills itself, 64-byte aligned: page-locked on the CUDA
+  // backend (inputs in it are copied to the device without an extra staging copy), ordinary
+  // memory on the CPU. Must outlive the runs that read it.
+  StatusOr<std::shared_ptr<void>> AllocateHostBuffer(size_t bytes) const;
   // The backend's device ("" on the CPU), e.g. "NVIDIA H100 80GB HBM3 (sm_90, device 0)".
   std::string device_description() const;
 

@@ -10,11 +10,11 @@ namespace kiln::data {
 struct Prefetcher::Slot {
   enum class State { kFree, kFilling, kReady, kInUse };
   State state = State::kFree;
-  float* buffer = nullptr;      // batch x sample floats, 64-byte aligned
-  int pending = 0;              // images of this batch not yet finished
-  std::vector<Status> results;  // per position in the batch
+  std::shared_ptr<void> memory;  // owns `buffer`
+  float* buffer = nullptr;       // batch x sample floats, 64-byte aligned
+  int pending = 0;               // images of this batch not yet finished
+  std::vector<Status> results;   // per position in the batch
   Batch batch;
-  ~Slot() { std::free(buffer); }
 };
 
 StatusOr<std::unique_ptr<Prefetcher>> Prefetcher::Create(const Recipe& recipe,
@@ -38,7 +38,16 @@ StatusOr<std::unique_ptr<Prefetcher>> Prefetcher::Create(const Recipe& recipe,
   const size_t bytes = static_cast<size_t>(p->sample_) * options.batch * sizeof(float);
   for (int d = 0; d < options.depth; ++d) {
     auto slot = std::make_unique<Slot>();
-    slot->buffer = static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (options.allocate) {
+      auto mem = options.allocate(bytes);
+      if (!mem.ok())
+        return Status(mem.status())
+            .AddContext("while allocating a staging buffer of " + std::to_string(bytes) + " bytes");
+      slot->memory = std::move(mem).value();
+    } else {
+      slot->memory.reset(std::aligned_alloc(64, (bytes + 63) / 64 * 64), std::free);
+    }
+    slot->buffer = static_cast<float*>(slot->memory.get());
     if (slot->buffer == nullptr)
       return Status(StatusCode::kOutOfMemory,
                     "cannot allocate a staging buffer of " + std::to_string(bytes) + " bytes");

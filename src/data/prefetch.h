@@ -1,9 +1,10 @@
 // The data pipeline's batch stage: persistent decode workers fill a fixed pool of staging buffers
 // with preprocessed images, batch after batch, ahead of the consumer (the model).
 //
-// - The pool holds `depth` buffers of batch x sample floats, 64-byte aligned, allocated once at
-//   Create(); nothing is allocated per batch. (Page-locked CUDA staging is not built: kiln has no
-//   CUDA execution backend yet.)
+// - The pool holds `depth` buffers of batch x sample floats, allocated once at Create() by
+//   Options::allocate (64-byte aligned ordinary memory by default; the image job passes
+//   Session::AllocateHostBuffer, page-locked memory on the CUDA backend, so batches are copied to
+//   the device straight from where the workers wrote them); nothing is allocated per batch.
 // - `workers` threads, each with its own Preprocessor (decoder and transformer scratch), take the
 //   next image in order and write it straight into its slot of its batch's buffer. Up to `depth`
 //   batches are being filled or waiting while the consumer works on one, so decoding runs ahead of
@@ -19,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +54,8 @@ class Prefetcher {
     int batch = 1;
     int workers = 1;
     int depth = 3;  // staging buffers
+    // Allocates one staging buffer (at least `bytes`, 64-byte aligned); null: aligned_alloc.
+    std::function<StatusOr<std::shared_ptr<void>>(size_t bytes)> allocate;
   };
   // Validates the recipe and options, allocates the pool, starts the workers.
   static StatusOr<std::unique_ptr<Prefetcher>> Create(const Recipe& recipe,

@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 
 namespace kiln::runtime {
@@ -13,6 +15,18 @@ std::map<std::string, DeviceFactory>& Factories() {
 
 DeviceRegistrar::DeviceRegistrar(const char* backend, DeviceFactory factory) {
   Factories()[backend] = factory;
+}
+
+StatusOr<std::shared_ptr<void>> Device::AllocateHost(size_t bytes) {
+  return AlignedHostMemory(bytes);
+}
+
+StatusOr<std::shared_ptr<void>> AlignedHostMemory(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (p == nullptr)
+    return Status(StatusCode::kOutOfMemory,
+                  "cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+  return std::shared_ptr<void>(p, std::free);
 }
 
 StatusOr<std::shared_ptr<Device>> OpenDevice(const std::string& backend, int device_index) {

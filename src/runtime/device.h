@@ -72,6 +72,10 @@ class Device {
   virtual Status MakeCurrent() { return OkStatus(); }
   // Device memory that lives as long as the returned pointer (constants, prepacked weights).
   virtual StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) = 0;
+  // Host memory the device copies from fastest (page-locked on CUDA), for callers that fill
+  // input batches themselves (the image pipeline's staging pool); DeviceRun::Upload then copies
+  // from it directly. The default is ordinary 64-byte aligned memory.
+  virtual StatusOr<std::shared_ptr<void>> AllocateHost(size_t bytes);
   // Synchronous copy into device memory, used while a plan is created.
   virtual Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
   // A new run context: `arena_bytes` of device memory, `upload_bytes` and `download_bytes` of
@@ -80,6 +84,9 @@ class Device {
   virtual StatusOr<std::unique_ptr<DeviceRun>> NewRun(size_t arena_bytes, size_t upload_bytes,
                                                       size_t download_bytes, bool pinned) = 0;
 };
+
+// 64-byte aligned ordinary host memory (at least one byte).
+StatusOr<std::shared_ptr<void>> AlignedHostMemory(size_t bytes);
 
 // Backends with a device register a factory (one line next to the backend's code).
 using DeviceFactory = StatusOr<std::shared_ptr<Device>> (*)(int device_index);

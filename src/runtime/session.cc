@@ -158,6 +158,11 @@ Status Session::Run(const std::vector<NamedTensor>& inputs,
   return Run(inputs, outputs, nullptr);
 }
 
+StatusOr<std::shared_ptr<void>> Session::AllocateHostBuffer(size_t bytes) const {
+  if (impl_->device) return impl_->device->AllocateHost(bytes);
+  return runtime::AlignedHostMemory(bytes);
+}
+
 std::string Session::device_description() const {
   return impl_->device ? impl_->device->Describe() : "";
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -122,6 +123,50 @@ TEST(ShardTest, AutoFromSchedulers) {
   EXPECT_FALSE(ParseShard("auto", 0, get).ok());
 }
 
+// The staging pool comes from Options::allocate when given (the image job passes the session's
+// page-locked allocator on CUDA): one call per buffer at Create, batches handed out inside those
+// buffers, and an allocation failure is Create's error.
+TEST_F(JobStagesTest, PrefetcherTakesItsBuffersFromTheAllocator) {
+  std::vector<std::string> paths;
+  for (int i = 0; i < 7; ++i) {
+    WritePng("a" + std::to_string(i) + ".png", i * 20);
+    paths.push_back(P("a" + std::to_string(i) + ".png"));
+  }
+  auto recipe = PresetRecipe("scale01", 4, 4);
+  ASSERT_TRUE(recipe.ok());
+  recipe->normalize.channels = 1;
+  std::vector<std::pair<char*, size_t>> given;
+  Prefetcher::Options opts{3, 2, 2, [&given](size_t bytes) -> StatusOr<std::shared_ptr<void>> {
+                             char* p =
+                                 static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+                             given.push_back({p, bytes});
+                             return std::shared_ptr<void>(p, std::free);
+                           }};
+  auto pf = Prefetcher::Create(*recipe, paths, opts);
+  ASSERT_TRUE(pf.ok()) << pf.status().ToString();
+  ASSERT_EQ(given.size(), 2u);
+  EXPECT_EQ(given[0].second, 3u * 16 * sizeof(float));
+  int batches = 0;
+  while (Batch* b = (*pf)->Next()) {
+    const char* d = reinterpret_cast<const char*>(b->data);
+    EXPECT_TRUE(d == given[0].first || d == given[1].first);
+    for (size_t j = 0; j < b->good.size(); ++j)
+      EXPECT_FLOAT_EQ(b->data[j * 16], b->good[j] * 20 / 255.f);
+    (*pf)->Release(b);
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+
+  opts.allocate = [](size_t) -> StatusOr<std::shared_ptr<void>> {
+    return Status(StatusCode::kOutOfMemory, "no pinned memory left");
+  };
+  auto failed = Prefetcher::Create(*recipe, paths, opts);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().ToString().find("no pinned memory left"), std::string::npos);
+  EXPECT_NE(failed.status().ToString().find("staging buffer of 192 bytes"), std::string::npos)
+      << failed.status().ToString();
+}
+
 TEST_F(JobStagesTest, PrefetcherKeepsOrderCompactsFailuresAndReusesBuffers) {
   std::vector<std::string> paths;
   std::set<int64_t> bad = {0, 6, 7, 8, 9, 10, 22};  // batch 1 (5..9) keeps only image 5
@@ -136,7 +181,7 @@ TEST_F(JobStagesTest, PrefetcherKeepsOrderCompactsFailuresAndReusesBuffers) {
   auto recipe = PresetRecipe("scale01", 4, 4);
   ASSERT_TRUE(recipe.ok());
   recipe->normalize.channels = 1;
-  auto pf = Prefetcher::Create(*recipe, paths, {5, 3, 2});
+  auto pf = Prefetcher::Create(*recipe, paths, {5, 3, 2, nullptr});
   ASSERT_TRUE(pf.ok()) << pf.status().ToString();
   Prefetcher& p = **pf;
   EXPECT_EQ(p.sample_elements(), 16);
@@ -190,7 +235,7 @@ TEST_F(JobStagesTest, PrefetcherSweepAndEarlyStop) {
   for (int batch : {1, 2, 3, 11, 16})
     for (int workers : {1, 2, 5})
       for (int depth : {1, 2, 3}) {
-        auto pf = Prefetcher::Create(*recipe, paths, {batch, workers, depth});
+        auto pf = Prefetcher::Create(*recipe, paths, {batch, workers, depth, nullptr});
         ASSERT_TRUE(pf.ok());
         int64_t next = 0;
         while (Batch* b = (*pf)->Next()) {
@@ -204,7 +249,7 @@ TEST_F(JobStagesTest, PrefetcherSweepAndEarlyStop) {
       }
   // A consumer that stops early (a model error) destroys the prefetcher with work left: no hang.
   for (int depth : {1, 3}) {
-    auto pf = Prefetcher::Create(*recipe, paths, {2, 3, depth});
+    auto pf = Prefetcher::Create(*recipe, paths, {2, 3, depth, nullptr});
     ASSERT_TRUE(pf.ok());
     ASSERT_NE((*pf)->Next(), nullptr);
   }

@@ -117,6 +117,10 @@ class FakeDevice final : public Device {
   std::string Describe() const override { return "fake device"; }
   bool host_accessible() const override { return host_accessible_; }
   StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override { return HostAlloc(bytes); }
+  StatusOr<std::shared_ptr<void>> AllocateHost(size_t bytes) override {
+    Log().Add("host alloc " + std::to_string(bytes));
+    return HostAlloc(bytes);
+  }
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     Log().Add("constant " + std::to_string(bytes));
@@ -335,6 +339,29 @@ TEST(DevicePlanTest, GraphCaptureRecordsTheSecondRunAndReplaysAfterwards) {
   ASSERT_TRUE(plain.ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE((*plain)->Run({{"x", Input(2)}}, &got).ok());
   for (const std::string& e : Log().Take()) EXPECT_EQ(e.find("capture"), std::string::npos);
+}
+
+TEST(DevicePlanTest, HostBuffersComeFromTheDevice) {
+  SessionOptions opts;
+  opts.backend = "fakedev";
+  auto dev = Session::LoadFromBytes(SmallModel(), opts);
+  auto cpu = Session::LoadFromBytes(SmallModel());
+  ASSERT_TRUE(dev.ok() && cpu.ok());
+  Log().Take();
+  auto d = (*dev)->AllocateHostBuffer(100);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(Log().Take(), std::vector<std::string>{"host alloc 100"});
+  auto c = (*cpu)->AllocateHostBuffer(100);  // no device: aligned ordinary memory
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c->get()) % 64, 0u);
+  EXPECT_TRUE(Log().Take().empty());
+  // A run whose input lives in such a buffer works like any other.
+  Tensor x = Tensor::View(DataType::kFloat, {3, 4}, d->get());
+  std::memcpy(x.raw(), Input(3).raw(), x.bytes());
+  std::vector<NamedTensor> got, want;
+  ASSERT_TRUE((*dev)->Run({{"x", x}}, &got).ok());
+  ASSERT_TRUE((*cpu)->Run({{"x", Input(3)}}, &want).ok());
+  ExpectSameOutputs(got, want);
 }
 
 TEST(DevicePlanTest, UnknownBackendNamesTheKnownOnes) {

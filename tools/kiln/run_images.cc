@@ -233,7 +233,13 @@ Status RunImageJob(const std::string& model, SessionOptions options, const Image
                todo.size(), batch, workers, recipe.name.c_str());
 
   const auto t_work = Clock::now();
-  const data::Prefetcher::Options popts = {batch, workers, 3};
+  data::Prefetcher::Options popts;
+  popts.batch = batch;
+  popts.workers = workers;
+  popts.depth = 3;
+  // Staging buffers from the session: page-locked on the CUDA backend, so a batch goes to the
+  // device straight from where the workers decoded it.
+  popts.allocate = [&session](size_t bytes) { return session->AllocateHostBuffer(bytes); };
   KILN_ASSIGN_OR_RETURN(auto prefetch, data::Prefetcher::Create(recipe, todo, popts));
   const int64_t total = static_cast<int64_t>(todo.size());
   int64_t done = 0, failed = 0;

@@ -77,7 +77,7 @@ class CudaRun final : public runtime::DeviceRun {
   void* stream() override { return compute_; }
 
   Status Upload(const void* host_src, void* device_dst, size_t bytes) override {
-    if (!pinned_) {
+    if (!pinned_ || IsPageLocked(host_src)) {  // pageable mode, or the caller's memory is pinned
       KILN_CUDA_CHECK(
           cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, upload_));
       return OkStatus();
@@ -152,6 +152,16 @@ class CudaRun final : public runtime::DeviceRun {
   }
 
  private:
+  // Whether `p` is page-locked host memory (Device::AllocateHost): copied without staging.
+  static bool IsPageLocked(const void* p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      cudaGetLastError();  // clear the error of an unregistered pointer
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  }
+
   Status EndCompute() {
     compute_ended_ = true;
     KILN_CUDA_CHECK(cudaEventRecord(compute_end_, compute_));
@@ -193,6 +203,12 @@ class CudaDevice final : public runtime::Device {
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 1)));
     return DeviceMemory(p);
+  }
+
+  StatusOr<std::shared_ptr<void>> AllocateHost(size_t bytes) override {
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable));
+    return PinnedMemory(p);
   }
 
   Status CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
