@@ -19,6 +19,10 @@ struct SessionOptions {
   // Device backends with graphs (CUDA): record a run context's second run as a CUDA graph and
   // replay it on every later run, so one launch replaces a launch per kernel.
   bool cuda_graph = false;
+  // Time alternative kernels for each input shape when planning and keep the fastest (today: a
+  // 1x1 convolution as oneDNN's convolution or as a matmul). Makes the first run of each shape
+  // slower (each candidate runs a few times).
+  bool tune = false;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
   // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical

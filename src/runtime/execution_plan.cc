@@ -205,6 +205,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     pc.num_threads = p.num_threads;
     pc.precision = options.precision;
     pc.device = p.device.get();
+    pc.tune = options.tune;
     for (int id : node.inputs) {
       pc.inputs.push_back(id < 0 ? TensorInfo{}
                                  : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
@@ -238,6 +239,8 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
       if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
       for (size_t o = 0; o < node.outputs.size(); ++o)
         if (node.outputs[o] >= 0) p.layouts[node.outputs[o]] = pc.outputs[o].layout;
+      const std::string variant = step.kernel->variant();
+      if (!variant.empty()) step.kernel_name += "[" + variant + "]";
     }
     step.out_slots = node.outputs;
     for (int slot : step.in_slots)

@@ -45,6 +45,8 @@ struct PrepareContext {
   std::vector<TensorInfo> outputs;
   int num_threads = 1;
   std::string precision = "fp32";
+  // SessionOptions::tune: time alternative implementations and keep the fastest.
+  bool tune = false;
   // The backend's device (nullptr on the CPU): kernels allocate device copies of what they
   // prepack here, once.
   Device* device = nullptr;
@@ -69,6 +71,9 @@ class Kernel {
   virtual int InPlaceInput() const { return -1; }
   // Scratch bytes Run() needs (valid after Prepare); the planner provides them from the arena.
   virtual size_t ScratchBytes() const { return 0; }
+  // Which variant Prepare picked when a kernel has several ("matmul"), shown after the kernel's
+  // name in plan descriptions; "" for none.
+  virtual std::string variant() const { return ""; }
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;
 };
 

@@ -35,12 +35,14 @@ Tensor RandomTensor(const Shape& s, uint32_t seed) {
 // With `optimize`, the fast session also runs the graph passes (fusions), so the fused kernels
 // are compared with the unfused reference graph.
 void CheckAgainstReference(const std::string& bytes, const std::vector<NamedTensor>& inputs,
-                           const std::vector<std::string>& expect_kernels, bool optimize = false) {
+                           const std::vector<std::string>& expect_kernels, bool optimize = false,
+                           bool tune = false) {
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   ref_opts.optimize = false;
   SessionOptions fast_opts;
   fast_opts.optimize = optimize;
+  fast_opts.tune = tune;
   auto ref = Session::LoadFromBytes(bytes, ref_opts);
   auto fast = Session::LoadFromBytes(bytes, fast_opts);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
@@ -258,6 +260,31 @@ TEST(OneDnnKernelTest, FusedConvPatterns) {
   CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 8, 9, 9}, 23)}},
                         {"cpu.fusedconv.onednn", "1 outputs written in place"},
                         /*optimize=*/true);
+}
+
+// SessionOptions::tune lowers a 1x1 convolution to a matmul when that runs faster; both variants
+// (forced with KILN_TUNE_PICK) must equal the reference with bias, residual and every fusion.
+TEST(OneDnnKernelTest, TunedOneByOneConvolutionBothVariants) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {2, 24, 7, 5}).Output("y", kF32, {});
+  mb.FloatInit("w1", {40, 24, 1, 1}, Random(40 * 24, 31));
+  mb.FloatInit("b1", {40}, Random(40, 32));
+  mb.FloatInit("w2", {24, 40, 1, 1}, Random(24 * 40, 33));
+  mb.FloatInit("w3", {24, 24, 3, 3}, Random(24 * 24 * 9, 34));
+  mb.Node("Conv", {"x", "w1", "b1"}, {"c1"});
+  mb.Node("Relu", {"c1"}, {"r1"});
+  mb.Node("Conv", {"r1", "w2"}, {"c2"});
+  mb.Node("Add", {"c2", "x"}, {"s"});  // residual: the sum post-op on the matmul
+  mb.Node("Sigmoid", {"s"}, {"sg"});
+  mb.Node("Mul", {"s", "sg"}, {"m"});
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"m", "w3"}, {"y"}), "pads", {1, 1, 1, 1});  // not 1x1
+  const Tensor x = RandomTensor({2, 24, 7, 5}, 35);
+  ::setenv("KILN_TUNE_PICK", "matmul", 1);
+  CheckAgainstReference(mb.Bytes(), {{"x", x}}, {"cpu.fusedconv.onednn[matmul]"}, true, true);
+  ::setenv("KILN_TUNE_PICK", "conv", 1);
+  CheckAgainstReference(mb.Bytes(), {{"x", x}}, {"cpu.fusedconv.onednn"}, true, true);
+  ::unsetenv("KILN_TUNE_PICK");
+  CheckAgainstReference(mb.Bytes(), {{"x", x}}, {"cpu.fusedconv.onednn"}, true, true);  // timed
 }
 
 TEST(OneDnnKernelTest, PrecisionOption) {

@@ -49,6 +49,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::string pinned = "on";
   bool cuda_graph = false;
+  bool tune = false;
   bool reference = false;
 };
 
@@ -242,6 +243,7 @@ Status DoBench(BenchArgs a) {
   opts.backend = a.device;
   opts.pinned_staging = a.pinned == "on";
   opts.cuda_graph = a.cuda_graph;
+  opts.tune = a.tune;
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -393,6 +395,7 @@ Status DoBench(BenchArgs a) {
     j["throughput_per_s"] = throughput;
     j["precision"] = a.precision;
     j["reference"] = a.reference;
+    j["tune"] = a.tune;
     j["device"] = a.device;
     if (rt.device) {
       j["device_name"] = session->device_description();
@@ -455,6 +458,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--tune", args->tune,
+                "Time alternative kernels per shape at the first run and keep the fastest");
   cmd->add_flag("--cuda-graph", args->cuda_graph,
                 "Capture the second run as a CUDA graph and replay it (--device cuda)");
   cmd->add_option("--pinned", args->pinned,

@@ -15,6 +15,7 @@ namespace kiln::cli {
 namespace {
 
 struct InspectArgs {
+  bool tune = false;
   std::string model;
   bool optimized = false;
   std::vector<std::string> shapes;
@@ -90,7 +91,9 @@ Status DoInspect(const InspectArgs& a) {
   }
 
   // The execution plan for concrete shapes: --shape overrides; symbolic dims default to 1.
-  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model));
+  SessionOptions opts;
+  opts.tune = a.tune;
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   std::vector<NamedTensor> inputs;
   for (const auto& spec : session->inputs()) {
     Shape s;
@@ -132,6 +135,8 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
       "--optimized", args->optimized,
       "Also print the optimizer's log, the optimized op histogram and the execution plan");
   cmd->add_option("--shape", args->shapes, "NAME=AxBxC input shape for --optimized");
+  cmd->add_flag("--tune", args->tune,
+                "Plan with --tune (timed kernel variants, shown as e.g. [matmul])");
   cmd->callback([args, exit_code] {
     Status s = DoInspect(*args);
     if (!s.ok()) *exit_code = Fail(s);

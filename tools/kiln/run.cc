@@ -21,6 +21,7 @@ struct RunArgs {
   bool reference = false;
   std::string precision = "fp32";
   std::string device = "cpu";
+  bool tune = false;
   ImageJobArgs images;
 };
 
@@ -30,6 +31,7 @@ Status DoRun(const RunArgs& a) {
   opts.reference_only = a.reference;
   opts.precision = a.precision;
   opts.backend = a.device;
+  opts.tune = a.tune;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   auto t1 = std::chrono::steady_clock::now();
 
@@ -88,6 +90,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", args->precision,
                   "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  cmd->add_flag("--tune", args->tune,
+                "Time alternative kernels per shape at the first run and keep the fastest");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);
@@ -99,6 +103,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       opts.reference_only = args->reference;
       opts.precision = args->precision;
       opts.backend = args->device;
+      opts.tune = args->tune;
       s = RunImageJob(args->model, opts, args->images);
     } else {
       if (args->inputs.empty()) throw CLI::RequiredError("--input (or --images)");

@@ -5,6 +5,14 @@
 // layout its producer left it in (a oneDNN blocked layout or plain); if the primitive wants
 // another, it is reordered at run time. The residual Z becomes a sum post-op (copied or reordered
 // into the output first), the activation an eltwise post-op. Needs W (and B) constant.
+// With SessionOptions::tune, a 1x1 stride-1 unpadded convolution whose activations oneDNN keeps in
+// NHWC (acdb) is also built as a matmul [N*H*W, Cin] x [Cin, Cout] with the same post-ops (the
+// same bytes in and out); Prepare times both on scratch data and keeps the faster (kernel name
+// suffix "[matmul]"). bench/kernels/conv1x1_bench.cc measured the matmul 0.67x-1.5x of the
+// convolution depending on the shape, so the choice is per shape and by measurement.
+// KILN_TUNE_PICK=conv|matmul forces the choice (tests).
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
@@ -33,7 +41,12 @@ class ConvOneDnn final : public runtime::Kernel {
 
   // Scratch: the reordered input (when the primitive wants another layout), then oneDNN's
   // scratchpad.
-  size_t ScratchBytes() const override { return SrcTmpBytes() + pd_.scratchpad_desc().get_size(); }
+  size_t ScratchBytes() const override {
+    return SrcTmpBytes() + std::max(pd_.scratchpad_desc().get_size(),
+                                    use_matmul_ ? mm_pd_.scratchpad_desc().get_size() : 0);
+  }
+
+  std::string variant() const override { return use_matmul_ ? "matmul" : ""; }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_.Describe(), [&] {
@@ -56,6 +69,19 @@ class ConvOneDnn final : public runtime::Kernel {
           memory zm(z_desc_, Engine(), const_cast<void*>(z.raw()));
           z_reorder_.execute(s, zm, dst);
         }
+      }
+      if (use_matmul_) {
+        memory msrc(mm_pd_.src_desc(), Engine(), src.get_data_handle());
+        memory mdst(mm_pd_.dst_desc(), Engine(), ctx.out(0).raw());
+        memory sp(mm_pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
+        std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, msrc},
+                                                {DNNL_ARG_WEIGHTS, mm_weights_},
+                                                {DNNL_ARG_DST, mdst},
+                                                {DNNL_ARG_SCRATCHPAD, sp}};
+        if (mm_bias_) args[DNNL_ARG_BIAS] = mm_bias_;
+        mm_prim_.execute(s, args);
+        s.wait();
+        return;
       }
       memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
       std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
@@ -132,6 +158,7 @@ class ConvOneDnn final : public runtime::Kernel {
                                                     : ws.size() == 4 ? memory::format_tag::goihw
                                                                      : memory::format_tag::goidhw)
                                      : PlainDesc(ws);
+    packed_src_w_ = w;  // the plain weights, for the matmul variant (tune)
     packed_w_ = Tensor::Empty(DataType::kUInt8, {}, pd_.weights_desc().get_size());
     weights_ = memory(pd_.weights_desc(), Engine(), packed_w_.raw());
     memory wsrc(w_plain, Engine(), const_cast<void*>(w.raw()));
@@ -146,6 +173,96 @@ class ConvOneDnn final : public runtime::Kernel {
       if (z_desc_ != pd_.dst_desc()) z_reorder_ = MakeReorder(z_desc_, pd_.dst_desc());
     }
     ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+    if (ctx->tune) TuneOneByOne(attr, x.shape, ws, ys, has_bias);
+  }
+
+  // SessionOptions::tune: the same 1x1 convolution as a matmul over NHWC rows, kept when it runs
+  // faster on this shape (see the file comment).
+  void TuneOneByOne(const dnnl::primitive_attr& attr, const Shape& xs, const Shape& ws,
+                    const Shape& ys, bool has_bias) {
+    if (ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || node_.GetInt("group", 1) != 1) return;
+    for (int64_t v : node_.GetInts("strides"))
+      if (v != 1) return;
+    for (int64_t v : node_.GetInts("pads"))
+      if (v != 0) return;
+    for (int64_t v : node_.GetInts("dilations"))
+      if (v != 1) return;
+    const memory::data_type sdt = pd_.src_desc().data_type(), ddt = pd_.dst_desc().data_type();
+    if (pd_.src_desc() != memory::desc(Dims(xs), sdt, memory::format_tag::acdb) ||
+        pd_.dst_desc() != memory::desc(Dims(ys), ddt, memory::format_tag::acdb))
+      return;
+    const memory::dim rows = xs[0] * xs[2] * xs[3], ic = ws[1], oc = ws[0];
+    memory::desc src({rows, ic}, sdt, memory::format_tag::ab);
+    memory::desc dst({rows, oc}, ddt, memory::format_tag::ab);
+    memory::desc w_any({ic, oc}, pd_.weights_desc().data_type(), memory::format_tag::any);
+    memory::desc b({1, oc}, memory::data_type::f32, memory::format_tag::ab);
+    auto desc =
+        has_bias ? dnnl::matmul::desc(src, w_any, b, dst) : dnnl::matmul::desc(src, w_any, dst);
+    dnnl::matmul::primitive_desc mpd;
+    try {
+      mpd = dnnl::matmul::primitive_desc(desc, attr, Engine());
+    } catch (const dnnl::error&) {
+      return;  // no matmul for these post-ops: keep the convolution
+    }
+    dnnl::matmul mprim(mpd);
+    Tensor mw = Tensor::Empty(DataType::kUInt8, {}, mpd.weights_desc().get_size());
+    memory mweights(mpd.weights_desc(), Engine(), mw.raw());
+    memory wsrc(memory::desc({ic, oc}, memory::data_type::f32, memory::format_tag::ba), Engine(),
+                const_cast<void*>(packed_src_w_.raw()));
+    dnnl::reorder(wsrc, mweights).execute(ThreadStream(), wsrc, mweights);
+    ThreadStream().wait();
+    memory mbias;
+    if (has_bias) mbias = memory(b, Engine(), bias_copy_.raw());
+
+    const char* pick = std::getenv("KILN_TUNE_PICK");
+    bool matmul = false;
+    if (pick != nullptr && std::string(pick) == "matmul") {
+      matmul = true;
+    } else if (pick == nullptr || std::string(pick) != "conv") {
+      // Time both on zeroed scratch data: one warm-up and three timed runs each, best of three.
+      Tensor in = Tensor::Empty(DataType::kUInt8, {}, pd_.src_desc().get_size());
+      Tensor out = Tensor::Empty(DataType::kUInt8, {}, pd_.dst_desc().get_size());
+      Tensor sp = Tensor::Empty(
+          DataType::kUInt8, {},
+          std::max(pd_.scratchpad_desc().get_size(), mpd.scratchpad_desc().get_size()) + 1);
+      dnnl::stream& s = ThreadStream();
+      auto best = [&](auto&& run) {
+        double t = 1e30;
+        for (int i = 0; i < 4; ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          run();
+          s.wait();
+          if (i > 0)
+            t = std::min(
+                t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return t;
+      };
+      std::unordered_map<int, memory> cargs = {
+          {DNNL_ARG_SRC, memory(pd_.src_desc(), Engine(), in.raw())},
+          {DNNL_ARG_WEIGHTS, weights_},
+          {DNNL_ARG_DST, memory(pd_.dst_desc(), Engine(), out.raw())},
+          {DNNL_ARG_SCRATCHPAD, memory(pd_.scratchpad_desc(), Engine(), sp.raw())}};
+      std::unordered_map<int, memory> margs = {
+          {DNNL_ARG_SRC, memory(mpd.src_desc(), Engine(), in.raw())},
+          {DNNL_ARG_WEIGHTS, mweights},
+          {DNNL_ARG_DST, memory(mpd.dst_desc(), Engine(), out.raw())},
+          {DNNL_ARG_SCRATCHPAD, memory(mpd.scratchpad_desc(), Engine(), sp.raw())}};
+      if (bias_) {
+        cargs[DNNL_ARG_BIAS] = bias_;
+        margs[DNNL_ARG_BIAS] = mbias;
+      }
+      const double tc = best([&] { prim_.execute(s, cargs); });
+      const double tm = best([&] { mprim.execute(s, margs); });
+      matmul = tm < 0.97 * tc;  // a clear win only: the timings are noisy
+    }
+    if (!matmul) return;
+    use_matmul_ = true;
+    mm_pd_ = mpd;
+    mm_prim_ = mprim;
+    mm_packed_w_ = mw;
+    mm_weights_ = mweights;
+    mm_bias_ = mbias;
   }
 
   ir::Node node_;
@@ -156,6 +273,12 @@ class ConvOneDnn final : public runtime::Kernel {
   Tensor packed_w_, bias_copy_;
   memory weights_, bias_;
   bool has_sum_ = false;
+  // The matmul variant of a tuned 1x1 convolution.
+  Tensor packed_src_w_, mm_packed_w_;
+  bool use_matmul_ = false;
+  dnnl::matmul::primitive_desc mm_pd_;
+  dnnl::matmul mm_prim_;
+  memory mm_weights_, mm_bias_;
 };
 
 KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
