@@ -23,6 +23,10 @@ struct SessionOptions {
   // 1x1 convolution as oneDNN's convolution or as a matmul). Makes the first run of each shape
   // slower (each candidate runs a few times).
   bool tune = false;
+  // Plan cache folder ("" = none): with `tune`, the choices measured for a model, input shape and
+  // these options are stored there and reused by later sessions instead of timing again
+  // (src/runtime/plan_cache.h). Created when missing.
+  std::string plan_cache_dir;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
   // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical

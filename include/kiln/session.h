@@ -58,6 +58,10 @@ class Session {
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs) const;
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
              RunTimings* timings) const;
+  // What the plan cache did for the most recent newly planned input shape: "off", "hit (N
+  // choices reused)", "miss, stored N choices", "stale (key differs), stored N choices",
+  // "corrupt (...): ignored, stored N choices", or a store error.
+  std::string plan_cache_status() const;
   // Host memory for input batches a caller fills itself, 64-byte aligned: page-locked on the CUDA
   // backend (inputs in it are copied to the device without an extra staging copy), ordinary
   // memory on the CPU. Must outlive the runs that read it.

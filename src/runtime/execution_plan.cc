@@ -100,7 +100,8 @@ int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
 StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& model,
                                                                const std::vector<Tensor>& inputs,
                                                                const SessionOptions& options,
-                                                               std::shared_ptr<Device> device) {
+                                                               std::shared_ptr<Device> device,
+                                                               const PlanChoices* cached) {
   const ir::Graph& g = *model.graph;
   auto plan = std::make_unique<ExecutionPlan>();
   ExecutionPlan& p = *plan;
@@ -206,6 +207,13 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     pc.precision = options.precision;
     pc.device = p.device.get();
     pc.tune = options.tune;
+    if (cached) {
+      auto it = cached->find(node.name);
+      if (it != cached->end()) {
+        pc.cached_variant = &it->second;
+        ++p.cached_choices;
+      }
+    }
     for (int id : node.inputs) {
       pc.inputs.push_back(id < 0 ? TensorInfo{}
                                  : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
@@ -241,6 +249,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
         if (node.outputs[o] >= 0) p.layouts[node.outputs[o]] = pc.outputs[o].layout;
       const std::string variant = step.kernel->variant();
       if (!variant.empty()) step.kernel_name += "[" + variant + "]";
+      if (options.tune) p.choices[node.name] = variant;
     }
     step.out_slots = node.outputs;
     for (int slot : step.in_slots)

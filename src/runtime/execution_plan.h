@@ -19,6 +19,7 @@
 #include "kiln/options.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/plan_cache.h"
 
 namespace kiln::runtime {
 
@@ -82,11 +83,16 @@ struct ExecutionPlan {
   std::shared_ptr<void> device_constant_memory;
   bool pinned_staging = true;  // SessionOptions::pinned_staging
   bool capture_graph = false;  // SessionOptions::cuda_graph
+  // With SessionOptions::tune: every prepared node's variant (for the plan cache), and how many
+  // came from `cached` choices given to Create rather than being measured.
+  PlanChoices choices;
+  int cached_choices = 0;
 
   static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
                                                          const std::vector<Tensor>& inputs,
                                                          const SessionOptions& options,
-                                                         std::shared_ptr<Device> device = nullptr);
+                                                         std::shared_ptr<Device> device = nullptr,
+                                                         const PlanChoices* cached = nullptr);
   // Executes the plan; `inputs` are in graph-input order, outputs in graph-output order. On a
   // device, `timings` (when non-null) receives the run's upload/compute/download split.
   Status Execute(const Model& model, const std::vector<Tensor>& inputs,

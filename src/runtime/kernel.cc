@@ -106,6 +106,23 @@ PrecisionCheckRegistrar::PrecisionCheckRegistrar(const char* backend, PrecisionC
   PrecisionChecks()[backend] = check;
 }
 
+namespace {
+std::vector<std::string (*)()>& VersionFns() {
+  static auto* v = new std::vector<std::string (*)()>();
+  return *v;
+}
+}  // namespace
+
+LibraryVersionRegistrar::LibraryVersionRegistrar(std::string (*version)()) {
+  VersionFns().push_back(version);
+}
+
+std::string LibraryVersions() {
+  std::string s;
+  for (auto* f : VersionFns()) s += (s.empty() ? "" : ", ") + f();
+  return s;
+}
+
 Status CheckPrecision(const std::string& backend, const std::string& precision) {
   auto it = PrecisionChecks().find(backend);
   if (it != PrecisionChecks().end()) return it->second(precision);

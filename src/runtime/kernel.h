@@ -45,8 +45,10 @@ struct PrepareContext {
   std::vector<TensorInfo> outputs;
   int num_threads = 1;
   std::string precision = "fp32";
-  // SessionOptions::tune: time alternative implementations and keep the fastest.
+  // SessionOptions::tune: time alternative implementations and keep the fastest, unless the plan
+  // cache already holds this node's choice (`cached_variant`, "" for the default).
   bool tune = false;
+  const std::string* cached_variant = nullptr;
   // The backend's device (nullptr on the CPU): kernels allocate device copies of what they
   // prepack here, once.
   Device* device = nullptr;
@@ -129,6 +131,13 @@ struct PrecisionCheckRegistrar {
   PrecisionCheckRegistrar(const char* backend, PrecisionCheck check);
 };
 Status CheckPrecision(const std::string& backend, const std::string& precision);
+
+// Libraries whose version changes what planning chooses ("oneDNN 2.6.3"); backends register
+// theirs at static initialization; the plan cache key includes them all.
+struct LibraryVersionRegistrar {
+  explicit LibraryVersionRegistrar(std::string (*version)());
+};
+std::string LibraryVersions();
 
 }  // namespace kiln::runtime
 

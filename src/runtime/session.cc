@@ -1,5 +1,6 @@
 #include "kiln/session.h"
 
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -29,6 +30,8 @@ struct Session::Impl {
   std::vector<std::string> optimization_log;
   mutable std::mutex mu;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const runtime::ExecutionPlan>> plans;
+  std::string model_hash;  // with a plan cache: the model file's content hash
+  mutable std::string plan_cache_status = "off";
 
   StatusOr<std::vector<Tensor>> BindInputs(const std::vector<NamedTensor>& given) const;
   StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> PlanFor(
@@ -124,8 +127,29 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     auto it = plans.find(sig);
     if (it != plans.end()) return it->second;
   }
+  const bool cache = options.tune && !options.plan_cache_dir.empty() && !model_hash.empty();
+  std::string key;
+  runtime::PlanCacheLookupResult found;
+  if (cache) {
+    key = runtime::PlanCacheKey(model_hash, sig, options, device ? device->Describe() : "",
+                                runtime::LibraryVersions());
+    found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
+  }
   KILN_ASSIGN_OR_RETURN(auto plan,
-                        runtime::ExecutionPlan::Create(*model, ordered, options, device));
+                        runtime::ExecutionPlan::Create(*model, ordered, options, device,
+                                                       found.hit ? &found.choices : nullptr));
+  if (cache) {
+    std::string status = found.status;
+    if (found.hit) {
+      status += " (" + std::to_string(plan->cached_choices) + " choices reused)";
+    } else {
+      Status st = runtime::PlanCacheStore(options.plan_cache_dir, key, plan->choices);
+      status += st.ok() ? ", stored " + std::to_string(plan->choices.size()) + " choices"
+                        : "; not stored: " + st.message();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    plan_cache_status = status;
+  }
   std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
   std::lock_guard<std::mutex> lock(mu);
   return plans.emplace(sig, shared).first->second;
@@ -134,16 +158,33 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
+// The content hash of the model file, for the plan cache key ("" when it cannot be read: the
+// loader reports that).
+static std::string HashFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return "";
+  f.seekg(0, std::ios::end);
+  std::string bytes(static_cast<size_t>(std::max<std::streamoff>(f.tellg(), 0)), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return f ? runtime::ContentHash(bytes) : "";
+}
+
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
                                                  const SessionOptions& options) {
   auto impl = MakeImpl(onnxio::LoadModel(path), options);
   if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
+  // External data files are not hashed: a plan cache entry holds only kernel choices, which stay
+  // correct (if perhaps not fastest) whatever the weights are.
+  if (options.tune && !options.plan_cache_dir.empty()) (*impl)->model_hash = HashFile(path);
   return std::unique_ptr<Session>(new Session(std::move(impl).value()));
 }
 
 StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& bytes,
                                                           const SessionOptions& options) {
   KILN_ASSIGN_OR_RETURN(auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
+  if (options.tune && !options.plan_cache_dir.empty())
+    impl->model_hash = runtime::ContentHash(bytes);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -161,6 +202,11 @@ Status Session::Run(const std::vector<NamedTensor>& inputs,
 StatusOr<std::shared_ptr<void>> Session::AllocateHostBuffer(size_t bytes) const {
   if (impl_->device) return impl_->device->AllocateHost(bytes);
   return runtime::AlignedHostMemory(bytes);
+}
+
+std::string Session::plan_cache_status() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->plan_cache_status;
 }
 
 std::string Session::device_description() const {

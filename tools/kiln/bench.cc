@@ -50,6 +50,7 @@ struct BenchArgs {
   std::string pinned = "on";
   bool cuda_graph = false;
   bool tune = false;
+  std::string plan_cache;
   bool reference = false;
 };
 
@@ -244,6 +245,7 @@ Status DoBench(BenchArgs a) {
   opts.pinned_staging = a.pinned == "on";
   opts.cuda_graph = a.cuda_graph;
   opts.tune = a.tune;
+  opts.plan_cache_dir = a.plan_cache;
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -341,6 +343,9 @@ Status DoBench(BenchArgs a) {
                "                             constant folding, kernel selection) and one "
                "execution\n",
                first_run_ms);
+  if (a.tune && !a.plan_cache.empty())
+    std::fprintf(out, "plan cache:  %s (%s); a hit skips --tune's timing in the first run\n",
+                 session->plan_cache_status().c_str(), a.plan_cache.c_str());
   std::fprintf(out,
                "warm-up:     %10d runs  run after the first, not timed (caches, allocator, "
                "thread pool)\n",
@@ -396,6 +401,7 @@ Status DoBench(BenchArgs a) {
     j["precision"] = a.precision;
     j["reference"] = a.reference;
     j["tune"] = a.tune;
+    j["plan_cache"] = session->plan_cache_status();
     j["device"] = a.device;
     if (rt.device) {
       j["device_name"] = session->device_description();
@@ -460,6 +466,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_flag("--tune", args->tune,
                 "Time alternative kernels per shape at the first run and keep the fastest");
+  cmd->add_option("--plan-cache", args->plan_cache,
+                  "With --tune: reuse (and store) the measured choices in this folder");
   cmd->add_flag("--cuda-graph", args->cuda_graph,
                 "Capture the second run as a CUDA graph and replay it (--device cuda)");
   cmd->add_option("--pinned", args->pinned,

@@ -22,6 +22,7 @@ struct RunArgs {
   std::string precision = "fp32";
   std::string device = "cpu";
   bool tune = false;
+  std::string plan_cache;
   ImageJobArgs images;
 };
 
@@ -32,6 +33,7 @@ Status DoRun(const RunArgs& a) {
   opts.precision = a.precision;
   opts.backend = a.device;
   opts.tune = a.tune;
+  opts.plan_cache_dir = a.plan_cache;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   auto t1 = std::chrono::steady_clock::now();
 
@@ -92,6 +94,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--tune", args->tune,
                 "Time alternative kernels per shape at the first run and keep the fastest");
+  cmd->add_option("--plan-cache", args->plan_cache,
+                  "With --tune: reuse (and store) the measured choices in this folder");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);
@@ -104,6 +108,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       opts.precision = args->precision;
       opts.backend = args->device;
       opts.tune = args->tune;
+      opts.plan_cache_dir = args->plan_cache;
       s = RunImageJob(args->model, opts, args->images);
     } else {
       if (args->inputs.empty()) throw CLI::RequiredError("--input (or --images)");

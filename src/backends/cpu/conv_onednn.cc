@@ -173,13 +173,13 @@ class ConvOneDnn final : public runtime::Kernel {
       if (z_desc_ != pd_.dst_desc()) z_reorder_ = MakeReorder(z_desc_, pd_.dst_desc());
     }
     ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
-    if (ctx->tune) TuneOneByOne(attr, x.shape, ws, ys, has_bias);
+    if (ctx->tune) TuneOneByOne(attr, x.shape, ws, ys, has_bias, ctx->cached_variant);
   }
 
   // SessionOptions::tune: the same 1x1 convolution as a matmul over NHWC rows, kept when it runs
   // faster on this shape (see the file comment).
   void TuneOneByOne(const dnnl::primitive_attr& attr, const Shape& xs, const Shape& ws,
-                    const Shape& ys, bool has_bias) {
+                    const Shape& ys, bool has_bias, const std::string* cached) {
     if (ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || node_.GetInt("group", 1) != 1) return;
     for (int64_t v : node_.GetInts("strides"))
       if (v != 1) return;
@@ -218,6 +218,8 @@ class ConvOneDnn final : public runtime::Kernel {
     bool matmul = false;
     if (pick != nullptr && std::string(pick) == "matmul") {
       matmul = true;
+    } else if (pick == nullptr && cached != nullptr) {
+      matmul = *cached == "matmul";  // the plan cache's earlier measurement
     } else if (pick == nullptr || std::string(pick) != "conv") {
       // Time both on zeroed scratch data: one warm-up and three timed runs each, best of three.
       Tensor in = Tensor::Empty(DataType::kUInt8, {}, pd_.src_desc().get_size());

@@ -23,6 +23,13 @@ Status CpuPrecision(const std::string& precision) {
 
 runtime::PrecisionCheckRegistrar cpu_precision("cpu", &CpuPrecision);
 
+std::string OneDnnVersionString() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch) + " " + v->hash;
+}
+runtime::LibraryVersionRegistrar onednn_version(&OneDnnVersionString);
+
 }  // namespace
 
 }  // namespace kiln::backends::cpu
