@@ -251,6 +251,10 @@ Status CudaPrecision(const std::string& precision) {
 }
 
 runtime::DeviceRegistrar cuda_device("cuda", &OpenCudaDevice);
+
+// The plan cache key includes the cuDNN loaded at run time (its algorithm numbering and timings).
+std::string CudnnVersionString() { return "cuDNN " + std::to_string(cudnnGetVersion()); }
+runtime::LibraryVersionRegistrar cudnn_version(&CudnnVersionString);
 runtime::PrecisionCheckRegistrar cuda_precision("cuda", &CudaPrecision);
 
 }  // namespace

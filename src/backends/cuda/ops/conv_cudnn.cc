@@ -7,6 +7,11 @@
 // results match the CPU within fp32 summation-order differences. Bias, residual and activation run
 // after the convolution in one epilogue kernel (kernels/epilogue.cu). Asymmetric padding declines
 // (cuDNN's legacy descriptor is symmetric).
+// With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search instead
+// (cudnnFindConvolutionForwardAlgorithm: every algorithm timed on the device), or from the plan
+// cache's earlier search ("algo N"); the kernel name then shows "[algo N]".
+#include <cstdio>
+
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 
@@ -35,6 +40,9 @@ class ConvCudnn final : public runtime::Kernel {
   // Scratch: [X half | Y half | W half (non-constant W only) | cuDNN workspace] in fp16, else the
   // workspace alone.
   size_t ScratchBytes() const override { return half_bytes_ + workspace_bytes_; }
+  std::string variant() const override {
+    return tuned_ ? "algo " + std::to_string(static_cast<int>(algo_)) : "";
+  }
   // Not in place: the convolution writes Y before the epilogue reads the residual Z.
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
@@ -132,8 +140,19 @@ class ConvCudnn final : public runtime::Kernel {
     constexpr int kRequested = 8;
     cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
     int returned = 0;
-    KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_, w_desc_, conv_desc_,
+    if (ctx->tune && ctx->cached_variant &&
+        std::sscanf(ctx->cached_variant->c_str(), "algo %d", &cached_algo_) == 1) {
+      perf[0].algo = static_cast<cudnnConvolutionFwdAlgo_t>(cached_algo_);
+      perf[0].status = CUDNN_STATUS_SUCCESS;
+      returned = 1;
+    } else if (ctx->tune) {
+      KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_,
                                                             y_desc_, kRequested, &returned, perf));
+    } else {
+      KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+          handle, x_desc_, w_desc_, conv_desc_, y_desc_, kRequested, &returned, perf));
+    }
+    tuned_ = ctx->tune;
     bool found = false;
     for (int k = 0; k < returned && !found; ++k) {
       if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
@@ -168,7 +187,8 @@ class ConvCudnn final : public runtime::Kernel {
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes_ = 0;
-  bool fp16_ = false;
+  bool fp16_ = false, tuned_ = false;
+  int cached_algo_ = -1;
   size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0;
   std::shared_ptr<void> w_half_;  // prepacked float16 weights (fp16, constant W)
   cuda_math::Activation act_ = cuda_math::Activation::kIdentity;

@@ -7,7 +7,10 @@
 // (cudnnGetConvolutionBackwardDataAlgorithm_v7); FP32 FMA math; workspace from the arena; the bias
 // in the conv epilogue kernel. Declines asymmetric pads, auto_pad SAME_* and output_shape (their
 // pads depend on the output size; the reference kernel handles them). fp16 sessions run it in
-// float32.
+// float32. With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search
+// (cudnnFindConvolutionBackwardDataAlgorithm) or the plan cache ("algo N").
+#include <cstdio>
+
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 
@@ -34,6 +37,9 @@ class ConvTransposeCudnn final : public runtime::Kernel {
     return s.ok() ? s : s.AddContext("while preparing cuDNN transposed convolution");
   }
   size_t ScratchBytes() const override { return workspace_bytes_; }
+  std::string variant() const override {
+    return tuned_ ? "algo " + std::to_string(static_cast<int>(algo_)) : "";
+  }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
@@ -90,8 +96,20 @@ class ConvTransposeCudnn final : public runtime::Kernel {
     constexpr int kRequested = 8;
     cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
     int returned = 0;
-    KILN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
+    int cached = -1;
+    if (ctx->tune && ctx->cached_variant &&
+        std::sscanf(ctx->cached_variant->c_str(), "algo %d", &cached) == 1) {
+      perf[0].algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(cached);
+      perf[0].status = CUDNN_STATUS_SUCCESS;
+      returned = 1;
+    } else if (ctx->tune) {  // exhaustive: every algorithm timed on the device
+      KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
+          handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
+    } else {
+      KILN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
+    }
+    tuned_ = ctx->tune;
     bool found = false;
     for (int k = 0; k < returned && !found; ++k) {
       if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
@@ -120,6 +138,7 @@ class ConvTransposeCudnn final : public runtime::Kernel {
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
   cudnnConvolutionBwdDataAlgo_t algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t workspace_bytes_ = 0;
+  bool tuned_ = false;
   int64_t batch_ = 0, channels_ = 0, hw_ = 0;
 };
 
