@@ -176,6 +176,14 @@ std::string SliceAndPad() {  // Slice with a negative step, then a constant Pad 
   return b.Bytes();
 }
 
+std::string Split() {  // Split-13 with sizes as an input, along the channel axis
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 7, 3, 4}).Output("a", kF32, {2, 2, 3, 4}).Output("c", kF32, {2, 5, 3, 4});
+  b.Int64Init("sizes", {2}, {2, 5});
+  ModelBuilder::IntAttr(b.Node("Split", {"x", "sizes"}, {"a", "c"}), "axis", 1);
+  return b.Bytes();
+}
+
 std::string Reshapes() {  // Flatten, Unsqueeze, Squeeze, Identity, Dropout (inference)
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 3, 4}).Output("y", kF32, {2, 12});
@@ -273,6 +281,7 @@ std::vector<SelftestCase> SelftestCases() {
   c.push_back({"transpose, concat, reshape", Layout()});
   c.push_back({"slice step -2, pad (crop)", SliceAndPad()});
   c.push_back({"gather axis 1, negative indices", Gather()});
+  c.push_back({"split 2+5 along channels", Split()});
   c.push_back({"reduce mean H,W keepdims", Reduce("ReduceMean", {2, 3}, true, {2, 3, 1, 1})});
   c.push_back({"reduce sum axes input", Reduce("ReduceSum", {1}, false, {2, 4, 5})});
   c.push_back({"reduce max non-contiguous", Reduce("ReduceMax", {0, 2}, false, {3, 5})});

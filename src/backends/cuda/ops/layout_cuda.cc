@@ -1,9 +1,10 @@
 // cuda.<op>.kernel for data-movement ops, float32: Transpose (rank <= 6), Concat (one copy kernel
 // per input), Slice (starts/ends/axes/steps constant, resolved by the reference op's own rules in
 // ops/tensor/slice.h, negative steps included) and constant-mode Pad (pads and value constant;
-// negative pads crop), all strided gathers or copies over the output (kernels/layout.cu); and
-// Gather along one axis of float32 or int64 data with int64 indices (kernels/gather.cu): constant
-// indices are range-checked once in Prepare; computed ones out of range produce zeros.
+// negative pads crop), Split (one slice per output), all strided gathers or copies over the output
+// (kernels/layout.cu); and Gather along one axis of float32 or int64 data with int64 indices
+// (kernels/gather.cu): constant indices are range-checked once in Prepare; computed ones out of
+// range produce zeros.
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 #include "ops/tensor/slice.h"
@@ -145,6 +146,46 @@ class PadCuda final : public runtime::Kernel {
   cuda_math::PadIndex index_{};
 };
 
+// Split: each output is a slice of the input along the axis, at the running offset of the outputs
+// before it (sizes from the planned output shapes, so every opset's way of giving them works).
+class SplitCuda final : public runtime::Kernel {
+ public:
+  explicit SplitCuda(const ir::Node& node) : node_(node) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& x = ctx->inputs[0].shape;
+    const size_t axis = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), x.size()));
+    int64_t offset = 0;
+    for (const TensorInfo& out : ctx->outputs) {
+      cuda_math::GatherIndex index{};
+      if (out.dtype == DataType::kUndefined) {  // an omitted output
+        pieces_.push_back(index);
+        continue;
+      }
+      std::vector<int64_t> starts(x.size(), 0), steps(x.size(), 1);
+      starts[axis] = offset;
+      if (!cuda_math::MakeSliceIndex(x, starts, steps, out.shape, &index))
+        return Unsupported("split of rank > 6");
+      pieces_.push_back(index);
+      offset += out.shape[axis];
+    }
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    for (size_t o = 0; o < pieces_.size(); ++o) {
+      if (ctx.outputs[o] == nullptr) continue;
+      KILN_RETURN_IF_ERROR(CheckLaunch(
+          cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(o).data<float>(),
+                                            pieces_[o], StreamOf(ctx)),
+          "split", node_));
+    }
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  std::vector<cuda_math::GatherIndex> pieces_;
+};
+
 class GatherCuda final : public runtime::Kernel {
  public:
   explicit GatherCuda(const ir::Node& node) : node_(node) {}
@@ -235,6 +276,16 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.slice.kernel",
                                         SupportsData,
                                         Make<SliceCuda>,
                                         {1, 2, 3, 4}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.split.kernel",
+                                        "Split",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsData,
+                                        Make<SplitCuda>,
+                                        {}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gather.kernel",
                                         "Gather",
                                         "",
