@@ -1,5 +1,6 @@
 #include "kiln/session.h"
 
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -140,6 +141,8 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
                                                        found.hit ? &found.choices : nullptr));
   if (cache) {
     std::string status = found.status;
+    if (status.rfind("corrupt", 0) == 0)
+      std::fprintf(stderr, "kiln: warning: plan cache file %s; timing again\n", status.c_str());
     if (found.hit) {
       status += " (" + std::to_string(plan->cached_choices) + " choices reused)";
     } else {

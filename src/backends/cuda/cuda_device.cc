@@ -252,8 +252,16 @@ Status CudaPrecision(const std::string& precision) {
 
 runtime::DeviceRegistrar cuda_device("cuda", &OpenCudaDevice);
 
-// The plan cache key includes the cuDNN loaded at run time (its algorithm numbering and timings).
-std::string CudnnVersionString() { return "cuDNN " + std::to_string(cudnnGetVersion()); }
+// The plan cache key includes the cuDNN loaded at run time (its algorithm numbering and timings),
+// the CUDA runtime and the driver.
+// With the CUDA runtime and driver versions (0 when no driver is installed).
+std::string CudnnVersionString() {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  return "cuDNN " + std::to_string(cudnnGetVersion()) + ", CUDA runtime " +
+         std::to_string(runtime) + ", driver " + std::to_string(driver);
+}
 runtime::LibraryVersionRegistrar cudnn_version(&CudnnVersionString);
 runtime::PrecisionCheckRegistrar cuda_precision("cuda", &CudaPrecision);
 

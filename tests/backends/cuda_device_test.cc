@@ -1,0 +1,101 @@
+// On a machine with an NVIDIA GPU (label "gpu": `ctest -L gpu`; the default test run excludes
+// it): small models run on the CUDA backend in fp32, fp16 and CUDA-graph replay must match the
+// CPU reference kernels. Without a device every test skips itself, saying why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/session.h"
+#include "onnx/model_builder.h"
+#include "runtime/device.h"
+
+namespace kiln {
+namespace {
+
+using onnxio::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+// Why no CUDA device can be used here, or "" when one can.
+std::string NoGpu() {
+  auto d = runtime::OpenDevice("cuda", 0);
+  return d.ok() ? "" : d.status().ToString();
+}
+#define KILN_SKIP_WITHOUT_GPU()                        \
+  if (const std::string why = NoGpu(); !why.empty()) { \
+    GTEST_SKIP() << "no CUDA device: " << why;         \
+  }
+
+// Conv + bias + relu + residual, global pool, flatten, gemm: the shape of a small CNN.
+std::string SmallCnn() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 8, 10, 10}).Output("y", kF32, {2, 5});
+  std::vector<float> w(8 * 8 * 9), bias(8), fc(5 * 8), fb(5);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>((i * 37) % 17) / 17.f - 0.5f;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * static_cast<float>(i);
+  for (size_t i = 0; i < fc.size(); ++i) fc[i] = static_cast<float>((i * 13) % 7) / 7.f - 0.4f;
+  b.FloatInit("w", {8, 8, 3, 3}, w);
+  b.FloatInit("b", {8}, bias);
+  b.FloatInit("fc", {5, 8}, fc);
+  b.FloatInit("fb", {5}, fb);
+  ModelBuilder::IntsAttr(b.Node("Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.Node("Add", {"c", "x"}, {"s"});
+  b.Node("Relu", {"s"}, {"r"});
+  b.Node("GlobalAveragePool", {"r"}, {"g"});
+  b.Node("Flatten", {"g"}, {"f"});
+  ModelBuilder::IntAttr(b.Node("Gemm", {"f", "fc", "fb"}, {"y"}), "transB", 1);
+  return b.Bytes();
+}
+
+void Compare(const SessionOptions& opts, double tol, int runs) {
+  SessionOptions ref;
+  ref.reference_only = true;
+  auto r = Session::LoadFromBytes(SmallCnn(), ref);
+  auto d = Session::LoadFromBytes(SmallCnn(), opts);
+  ASSERT_TRUE(r.ok() && d.ok()) << d.status().ToString();
+  Tensor x = Tensor::Empty(DataType::kFloat, {2, 8, 10, 10});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::sin(0.1f * i);
+  std::vector<NamedTensor> want, got;
+  ASSERT_TRUE((*r)->Run({{"x", x}}, &want).ok());
+  for (int i = 0; i < runs; ++i) {
+    Status s = (*d)->Run({{"x", x}}, &got);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
+    const double w = want[0].tensor.data<float>()[i], g = got[0].tensor.data<float>()[i];
+    EXPECT_LE(std::fabs(g - w), tol + tol * std::fabs(w)) << i;
+  }
+}
+
+TEST(CudaDeviceTest, Fp32MatchesReference) {
+  KILN_SKIP_WITHOUT_GPU();
+  SessionOptions o;
+  o.backend = "cuda";
+  Compare(o, 1e-4, 1);
+}
+
+TEST(CudaDeviceTest, Fp16MatchesReferenceLoosely) {
+  KILN_SKIP_WITHOUT_GPU();
+  SessionOptions o;
+  o.backend = "cuda";
+  o.precision = "fp16";
+  Compare(o, 1e-2, 1);
+}
+
+TEST(CudaDeviceTest, GraphReplayMatchesReference) {
+  KILN_SKIP_WITHOUT_GPU();
+  SessionOptions o;
+  o.backend = "cuda";
+  o.cuda_graph = true;
+  Compare(o, 1e-4, 4);  // runs 3 and 4 replay the graph captured in run 2
+}
+
+TEST(CudaDeviceTest, PageableStagingMatchesReference) {
+  KILN_SKIP_WITHOUT_GPU();
+  SessionOptions o;
+  o.backend = "cuda";
+  o.pinned_staging = false;
+  Compare(o, 1e-4, 2);
+}
+
+}  // namespace
+}  // namespace kiln
