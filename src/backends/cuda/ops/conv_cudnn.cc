@@ -21,8 +21,6 @@ namespace {
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
-constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
-
 class ConvCudnn final : public runtime::Kernel {
  public:
   explicit ConvCudnn(const ir::Node& node) : node_(node) {}
@@ -153,21 +151,13 @@ class ConvCudnn final : public runtime::Kernel {
           handle, x_desc_, w_desc_, conv_desc_, y_desc_, kRequested, &returned, perf));
     }
     tuned_ = ctx->tune;
-    bool found = false;
-    for (int k = 0; k < returned && !found; ++k) {
-      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-      size_t bytes = 0;
-      if (cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_, y_desc_,
-                                                  perf[k].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
-          bytes > kMaxWorkspaceBytes)
-        continue;
-      algo_ = perf[k].algo;
-      workspace_bytes_ = bytes;
-      found = true;
-    }
-    if (!found)
-      return Unsupported("cuDNN's heuristics returned no usable algorithm (" +
-                         std::to_string(returned) + " candidates)");
+    KILN_RETURN_IF_ERROR(PickCudnnAlgo(
+        perf, returned,
+        [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
+          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_,
+                                                         y_desc_, a, b);
+        },
+        &algo_, &workspace_bytes_));
     ops::Activation act;
     if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
     act_ = DeviceActivation(act.kind);

@@ -20,8 +20,6 @@ namespace {
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
-constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
-
 class ConvTransposeCudnn final : public runtime::Kernel {
  public:
   explicit ConvTransposeCudnn(const ir::Node& node) : node_(node) {}
@@ -110,22 +108,13 @@ class ConvTransposeCudnn final : public runtime::Kernel {
           handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
     }
     tuned_ = ctx->tune;
-    bool found = false;
-    for (int k = 0; k < returned && !found; ++k) {
-      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-      size_t bytes = 0;
-      if (cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, dy_desc_, conv_desc_,
-                                                       dx_desc_, perf[k].algo,
-                                                       &bytes) != CUDNN_STATUS_SUCCESS ||
-          bytes > kMaxWorkspaceBytes)
-        continue;
-      algo_ = perf[k].algo;
-      workspace_bytes_ = bytes;
-      found = true;
-    }
-    if (!found)
-      return Unsupported("cuDNN's heuristics returned no usable algorithm (" +
-                         std::to_string(returned) + " candidates)");
+    KILN_RETURN_IF_ERROR(PickCudnnAlgo(
+        perf, returned,
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, dy_desc_, conv_desc_,
+                                                              dx_desc_, a, b);
+        },
+        &algo_, &workspace_bytes_));
     batch_ = y[0];
     channels_ = y[1];
     hw_ = y[2] * y[3];

@@ -75,6 +75,29 @@ inline StatusOr<std::shared_ptr<void>> UploadHalf(runtime::Device* device, const
 
 constexpr size_t AlignScratch(size_t n) { return (n + 255) / 256 * 256; }
 
+// Workspace limit for a cuDNN algorithm (from the arena's scratch).
+constexpr size_t kMaxCudnnWorkspaceBytes = size_t{256} << 20;
+
+// The first of cuDNN's `returned` candidates (best first) that ran and whose workspace, from
+// `workspace(algo, &bytes)` (a cudnnGet*WorkspaceSize call), fits the limit: sets *algo and *bytes.
+// Unsupported when none does.
+template <typename Perf, typename Algo, typename WorkspaceFn>
+Status PickCudnnAlgo(const Perf* perf, int returned, WorkspaceFn workspace, Algo* algo,
+                     size_t* bytes) {
+  for (int k = 0; k < returned; ++k) {
+    size_t b = 0;
+    if (perf[k].status != CUDNN_STATUS_SUCCESS ||
+        workspace(perf[k].algo, &b) != CUDNN_STATUS_SUCCESS || b > kMaxCudnnWorkspaceBytes)
+      continue;
+    *algo = perf[k].algo;
+    *bytes = b;
+    return OkStatus();
+  }
+  return Unsupported("cuDNN returned no usable algorithm (" + std::to_string(returned) +
+                     " candidates, workspace limit " +
+                     std::to_string(kMaxCudnnWorkspaceBytes >> 20) + " MiB)");
+}
+
 // Product of dims [from, to).
 inline int64_t Product(const Shape& s, size_t from, size_t to) {
   int64_t p = 1;
