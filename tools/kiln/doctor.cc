@@ -312,8 +312,6 @@ Json Cuda(const Json& build, Json* warnings) {
   Json j;
   const bool enabled = build["cuda_enabled"].get<bool>();
   const Compiled compiled = CompiledVersions();
-  // Execution on the GPU is not wired in yet (issue 5): say so rather than imply it runs.
-  j["execution_available"] = false;
   if (!enabled)
     warnings->push_back(
         "kiln was built without CUDA (KILN_WITH_CUDA=OFF or no toolkit found): CPU only");
@@ -333,6 +331,9 @@ Json Cuda(const Json& build, Json* warnings) {
   j["jit_cache"] = JitCache(cache);
   j["gpus"] =
       Gpus(driver.gpus, enabled, code, cache, j["jit_cache"]["writable"].get<bool>(), warnings);
+  // `--device cuda` can run here: a CUDA build and at least one visible GPU. (The backend has
+  // been compiled and CPU-tested, not yet run on a GPU: the text report says so.)
+  j["execution_available"] = enabled && !j["gpus"].empty();
   return j;
 }
 

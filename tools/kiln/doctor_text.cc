@@ -139,9 +139,11 @@ void PrintDoctorReport(const Json& r) {
     Line("  verdict", Str(g["explanation"]));
     for (const Json& a : g["jit_cache_advice"]) Line("  advice", a.get<std::string>());
   }
-  if (b["cuda_enabled"].get<bool>() && !cu["execution_available"].get<bool>())
-    Line("note",
-         "kiln does not run models on the GPU yet: its CUDA kernels are compiled, not wired in");
+  if (b["cuda_enabled"].get<bool>())
+    Line("note", cu["execution_available"].get<bool>()
+                     ? "--device cuda is available; kiln's CUDA backend has not yet been run on a "
+                       "GPU by its developers: run `kiln selftest` first, it checks every kernel"
+                     : "--device cuda needs a visible GPU; on one, run `kiln selftest` first");
 
   if (!r["warnings"].empty()) std::printf("\n");
   for (const Json& w : r["warnings"]) std::printf("WARNING: %s\n", w.get<std::string>().c_str());
