@@ -86,6 +86,14 @@ if [ ! -e /dev/nvidiactl ] && ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.
 fi
 # The self-test harness itself, on the CPU's fast kernels against the reference kernels.
 check selftest-cpu 0 "[0-9]+ passed, 0 failed" -- "$KILN" selftest --device cpu
+check selftest-bad-device 1 "--device: tpu not in" -- "$KILN" selftest --device tpu
+check selftest-missing-model 2 "FAIL  model $W/none.onnx: cannot open it" -- "$KILN" selftest --device cpu --no-models --model "$W/none.onnx"
+check bench-bad-pinned 1 "--pinned: maybe not in" -- "$KILN" bench "$D" --pinned maybe
+# --tune with a plan cache: the first bench measures and stores, the second reuses.
+check bench-plan-cache-miss 0 "plan cache:  miss, stored [0-9]+ choices" -- "$KILN" bench "$D" --tune --plan-cache "$W/plans" --iterations 1 --warmup 0
+check bench-plan-cache-hit 0 "plan cache:  hit \([0-9]+ choices reused\)" -- "$KILN" bench "$D" --tune --plan-cache "$W/plans" --iterations 1 --warmup 0
+touch "$W/a-file"
+check bench-plan-cache-unwritable 0 "plan cache:  miss; not stored: plan cache: cannot create" -- "$KILN" bench "$D" --tune --plan-cache "$W/a-file/plans" --iterations 1 --warmup 0
 # Every registered kernel (CUDA ones included, in a CUDA build) has a selftest case for its op.
 check selftest-coverage-cuda 0 "^0 registered cuda kernels have no selftest case" -- "$KILN" selftest --coverage
 check selftest-coverage-cpu 0 "^0 registered cpu kernels have no selftest case" -- "$KILN" selftest --coverage --device cpu

@@ -192,13 +192,17 @@ int RunSelftest(const SelftestArgs& a) {
   for (const SelftestCase& c : SelftestCases())
     report(c.name, Check(c.model, a.device, a.precision, seed++, c.positive_inputs, case_tol));
   std::vector<std::string> models = a.models;
+  const size_t given = models.size();
 #ifdef KILN_SOURCE_DIR
-  if (!a.no_models) models.insert(models.begin(), KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
+  if (!a.no_models) models.push_back(KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
 #endif
-  for (const std::string& path : models) {
+  for (size_t m = 0; m < models.size(); ++m) {
+    const std::string& path = models[m];
     std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      std::printf("  SKIP  model %s: cannot open it\n", path.c_str());
+    if (f == nullptr) {  // a --model the user named is a failure; the bundled one may be absent
+      const bool named = m < given;
+      if (named) ++failed;
+      std::printf("  %s  model %s: cannot open it\n", named ? "FAIL" : "SKIP", path.c_str());
       continue;
     }
     std::string bytes;
@@ -231,7 +235,8 @@ void AddSelftestCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<SelftestArgs>();
   CLI::App* cmd = app.add_subcommand(
       "selftest", "Check every kernel of a device backend against the CPU reference kernels");
-  cmd->add_option("--device,-d", args->device, "Backend to check: cuda (default) or cpu");
+  cmd->add_option("--device,-d", args->device, "Backend to check: cuda (default) or cpu")
+      ->check(CLI::IsMember({"cuda", "cpu"}));
   cmd->add_option("--model,-m", args->models, "Also check this ONNX model (repeatable)");
   cmd->add_option("--precision", args->precision,
                   "fp32 (default), fp16 (cuda) or bf16 (cpu): the device's precision")
