@@ -10,9 +10,7 @@
 // With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search instead
 // (cudnnFindConvolutionForwardAlgorithm: every algorithm timed on the device), or from the plan
 // cache's earlier search ("algo N"); the kernel name then shows "[algo N]".
-#include <cstdio>
-
-#include "backends/cuda/ops/cuda_kernel.h"
+#include "backends/cuda/ops/cudnn_conv.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::cuda {
@@ -24,12 +22,6 @@ using runtime::TensorInfo;
 class ConvCudnn final : public runtime::Kernel {
  public:
   explicit ConvCudnn(const ir::Node& node) : node_(node) {}
-  ~ConvCudnn() override {
-    if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
-    if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
-    if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
-    if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
-  }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     Status s = DoPrepare(ctx);
@@ -38,9 +30,7 @@ class ConvCudnn final : public runtime::Kernel {
   // Scratch: [X half | Y half | W half (non-constant W only) | cuDNN workspace] in fp16, else the
   // workspace alone.
   size_t ScratchBytes() const override { return half_bytes_ + workspace_bytes_; }
-  std::string variant() const override {
-    return tuned_ ? "algo " + std::to_string(static_cast<int>(algo_)) : "";
-  }
+  std::string variant() const override { return AlgoVariant(tuned_, static_cast<int>(algo_)); }
   // Not in place: the convolution writes Y before the epilogue reads the residual Z.
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
@@ -70,9 +60,9 @@ class ConvCudnn final : public runtime::Kernel {
         w = wh;
       }
     }
-    KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_desc_, x, w_desc_, w, conv_desc_, algo_,
-                                             scratch + half_bytes_, workspace_bytes_, &zero,
-                                             y_desc_, fp16_ ? static_cast<void*>(y_half) : y));
+    KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d_.x, x, d_.w, w, d_.conv, algo_,
+                                             scratch + half_bytes_, workspace_bytes_, &zero, d_.y,
+                                             fp16_ ? static_cast<void*>(y_half) : y));
     if (fp16_)
       KILN_RETURN_IF_ERROR(CheckLaunch(
           cuda_kernels::LaunchHalfToFloat(y_half, y, static_cast<int64_t>(y_elems_), stream),
@@ -99,7 +89,6 @@ class ConvCudnn final : public runtime::Kernel {
     if (win.pad_begin != win.pad_end)
       return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
     const int group = static_cast<int>(node_.GetInt("group", 1));
-    auto i = [](int64_t v) { return static_cast<int>(v); };
     fp16_ = ctx->precision == "fp16";
     const cudnnDataType_t dt = fp16_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     x_elems_ = static_cast<size_t>(NumElements(x));
@@ -112,52 +101,27 @@ class ConvCudnn final : public runtime::Kernel {
         half_bytes_ += AlignScratch(static_cast<size_t>(NumElements(w)) * 2);
       }
     }
-    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, dt, i(x[0]), i(x[1]),
-                                                i(x[2]), i(x[3])));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, dt, i(y[0]), i(y[1]),
-                                                i(y[2]), i(y[3])));
-    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, dt, CUDNN_TENSOR_NCHW, i(w[0]), i(w[1]),
-                                                i(w[2]), i(w[3])));
-    KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        conv_desc_, i(win.pad_begin[0]), i(win.pad_begin[1]), i(win.strides[0]), i(win.strides[1]),
-        i(win.dilations[0]), i(win.dilations[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, group));
-    KILN_CUDNN_CHECK(
-        cudnnSetConvolutionMathType(conv_desc_, fp16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    KILN_RETURN_IF_ERROR(d_.Create(x, w, y, win.pad_begin.data(), win.strides.data(),
+                                   win.dilations.data(), group, dt,
+                                   fp16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
     int n = 0, c = 0, h = 0, wd = 0;
-    KILN_CUDNN_CHECK(
-        cudnnGetConvolution2dForwardOutputDim(conv_desc_, x_desc_, w_desc_, &n, &c, &h, &wd));
+    KILN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d_.conv, d_.x, d_.w, &n, &c, &h, &wd));
     if (Shape{n, c, h, wd} != y)
       return Internal("cuDNN's output shape " + ShapeToString({n, c, h, wd}) +
                       " differs from kiln's " + ShapeToString(y));
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, CudnnHandle(nullptr));
-    constexpr int kRequested = 8;
-    cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
-    int returned = 0;
-    if (ctx->tune && ctx->cached_variant &&
-        std::sscanf(ctx->cached_variant->c_str(), "algo %d", &cached_algo_) == 1) {
-      perf[0].algo = static_cast<cudnnConvolutionFwdAlgo_t>(cached_algo_);
-      perf[0].status = CUDNN_STATUS_SUCCESS;
-      returned = 1;
-    } else if (ctx->tune) {
-      KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(handle, x_desc_, w_desc_, conv_desc_,
-                                                            y_desc_, kRequested, &returned, perf));
-    } else {
-      KILN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-          handle, x_desc_, w_desc_, conv_desc_, y_desc_, kRequested, &returned, perf));
-    }
-    tuned_ = ctx->tune;
-    KILN_RETURN_IF_ERROR(PickCudnnAlgo(
-        perf, returned,
-        [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
-          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_, w_desc_, conv_desc_,
-                                                         y_desc_, a, b);
+    KILN_RETURN_IF_ERROR(ChooseCudnnAlgo<cudnnConvolutionFwdAlgoPerf_t>(
+        *ctx,
+        [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
+          return cudnnFindConvolutionForwardAlgorithm(handle, d_.x, d_.w, d_.conv, d_.y, n, r, p);
         },
-        &algo_, &workspace_bytes_));
+        [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* p) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(handle, d_.x, d_.w, d_.conv, d_.y, n, r, p);
+        },
+        [&](cudnnConvolutionFwdAlgo_t a, size_t* b) {
+          return cudnnGetConvolutionForwardWorkspaceSize(handle, d_.x, d_.w, d_.conv, d_.y, a, b);
+        },
+        &algo_, &workspace_bytes_, &tuned_));
     ops::Activation act;
     if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
     act_ = DeviceActivation(act.kind);
@@ -172,13 +136,10 @@ class ConvCudnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
-  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
-  cudnnFilterDescriptor_t w_desc_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  CudnnConvDescriptors d_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes_ = 0;
   bool fp16_ = false, tuned_ = false;
-  int cached_algo_ = -1;
   size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0;
   std::shared_ptr<void> w_half_;  // prepacked float16 weights (fp16, constant W)
   cuda_math::Activation act_ = cuda_math::Activation::kIdentity;

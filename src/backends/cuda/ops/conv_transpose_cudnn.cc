@@ -9,9 +9,7 @@
 // pads depend on the output size; the reference kernel handles them). fp16 sessions run it in
 // float32. With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search
 // (cudnnFindConvolutionBackwardDataAlgorithm) or the plan cache ("algo N").
-#include <cstdio>
-
-#include "backends/cuda/ops/cuda_kernel.h"
+#include "backends/cuda/ops/cudnn_conv.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::cuda {
@@ -23,30 +21,23 @@ using runtime::TensorInfo;
 class ConvTransposeCudnn final : public runtime::Kernel {
  public:
   explicit ConvTransposeCudnn(const ir::Node& node) : node_(node) {}
-  ~ConvTransposeCudnn() override {
-    if (dy_desc_) cudnnDestroyTensorDescriptor(dy_desc_);
-    if (dx_desc_) cudnnDestroyTensorDescriptor(dx_desc_);
-    if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
-    if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
-  }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     Status s = DoPrepare(ctx);
     return s.ok() ? s : s.AddContext("while preparing cuDNN transposed convolution");
   }
   size_t ScratchBytes() const override { return workspace_bytes_; }
-  std::string variant() const override {
-    return tuned_ ? "algo " + std::to_string(static_cast<int>(algo_)) : "";
-  }
+  std::string variant() const override { return AlgoVariant(tuned_, static_cast<int>(algo_)); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t h, CudnnHandle(stream));
     const float one = 1.f, zero = 0.f;
     float* y = ctx.out(0).data<float>();
-    KILN_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, w_desc_, ctx.in(1).raw(), dy_desc_,
-                                                  ctx.in(0).raw(), conv_desc_, algo_, ctx.scratch,
-                                                  workspace_bytes_, &zero, dx_desc_, y));
+    // Backward data of the forward convolution Y -> X: X is its dy, Y its dx.
+    KILN_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, d_.w, ctx.in(1).raw(), d_.y,
+                                                  ctx.in(0).raw(), d_.conv, algo_, ctx.scratch,
+                                                  workspace_bytes_, &zero, d_.x, y));
     if (!ctx.has(2)) return OkStatus();
     return CheckLaunch(cuda_kernels::LaunchConvEpilogue(
                            y, ctx.in(2).data<float>(), nullptr, batch_, channels_, hw_,
@@ -73,48 +64,26 @@ class ConvTransposeCudnn final : public runtime::Kernel {
         return Internal("output size " + std::to_string(want) + " differs from kiln's " +
                         ShapeToString(y));
     }
-    auto i = [](int64_t v) { return static_cast<int>(v); };
-    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&dy_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&dx_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
-    KILN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(dy_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                i(x[0]), i(x[1]), i(x[2]), i(x[3])));
-    KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(dx_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                i(y[0]), i(y[1]), i(y[2]), i(y[3])));
-    // The forward convolution's filter is [C (its output channels), M/group, kh, kw]: exactly W.
-    KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                i(w[0]), i(w[1]), i(w[2]), i(w[3])));
-    KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        conv_desc_, i(pads[0]), i(pads[1]), i(strides[0]), i(strides[1]), i(dil[0]), i(dil[1]),
-        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, group));
-    KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, CUDNN_FMA_MATH));
+    // The forward convolution Y -> X has filter [C (its output channels), M/group, kh, kw]:
+    // exactly W.
+    KILN_RETURN_IF_ERROR(d_.Create(y, w, x, pads.data(), strides.data(), dil.data(), group,
+                                   CUDNN_DATA_FLOAT, CUDNN_FMA_MATH));
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t handle, CudnnHandle(nullptr));
-    constexpr int kRequested = 8;
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kRequested];
-    int returned = 0;
-    int cached = -1;
-    if (ctx->tune && ctx->cached_variant &&
-        std::sscanf(ctx->cached_variant->c_str(), "algo %d", &cached) == 1) {
-      perf[0].algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(cached);
-      perf[0].status = CUDNN_STATUS_SUCCESS;
-      returned = 1;
-    } else if (ctx->tune) {  // exhaustive: every algorithm timed on the device
-      KILN_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
-          handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
-    } else {
-      KILN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          handle, w_desc_, dy_desc_, conv_desc_, dx_desc_, kRequested, &returned, perf));
-    }
-    tuned_ = ctx->tune;
-    KILN_RETURN_IF_ERROR(PickCudnnAlgo(
-        perf, returned,
-        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
-          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, dy_desc_, conv_desc_,
-                                                              dx_desc_, a, b);
+    KILN_RETURN_IF_ERROR(ChooseCudnnAlgo<cudnnConvolutionBwdDataAlgoPerf_t>(
+        *ctx,
+        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(handle, d_.w, d_.y, d_.conv, d_.x, n, r,
+                                                           p);
         },
-        &algo_, &workspace_bytes_));
+        [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* p) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d_.w, d_.y, d_.conv, d_.x, n,
+                                                             r, p);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t a, size_t* b) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d_.w, d_.y, d_.conv, d_.x, a,
+                                                              b);
+        },
+        &algo_, &workspace_bytes_, &tuned_));
     batch_ = y[0];
     channels_ = y[1];
     hw_ = y[2] * y[3];
@@ -122,9 +91,7 @@ class ConvTransposeCudnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
-  cudnnTensorDescriptor_t dy_desc_ = nullptr, dx_desc_ = nullptr;
-  cudnnFilterDescriptor_t w_desc_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  CudnnConvDescriptors d_;
   cudnnConvolutionBwdDataAlgo_t algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t workspace_bytes_ = 0;
   bool tuned_ = false;
