@@ -1,9 +1,11 @@
 #include "kiln/session.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "onnx/onnx_loader.h"
@@ -161,25 +163,31 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-// The content hash of the model file, for the plan cache key ("" when it cannot be read: the
-// loader reports that).
-static std::string HashFile(const std::string& path) {
+// The model file's bytes, or nullopt when it cannot be read (the loader then reports why).
+static std::optional<std::string> ReadModelFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
+  if (!f) return std::nullopt;
   f.seekg(0, std::ios::end);
   std::string bytes(static_cast<size_t>(std::max<std::streamoff>(f.tellg(), 0)), '\0');
   f.seekg(0);
   f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return f ? runtime::ContentHash(bytes) : "";
+  if (!f) return std::nullopt;
+  return bytes;
 }
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
                                                  const SessionOptions& options) {
-  auto impl = MakeImpl(onnxio::LoadModel(path), options);
-  if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
-  // External data files are not hashed: a plan cache entry holds only kernel choices, which stay
+  // With a plan cache the file is read once into memory: hashed for the cache key, then parsed.
+  // External data files are not hashed: a cache entry holds only kernel choices, which stay
   // correct (if perhaps not fastest) whatever the weights are.
-  if (options.tune && !options.plan_cache_dir.empty()) (*impl)->model_hash = HashFile(path);
+  std::optional<std::string> bytes;
+  if (options.tune && !options.plan_cache_dir.empty()) bytes = ReadModelFile(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  auto impl = MakeImpl(
+      bytes ? onnxio::LoadModelFromBytes(*bytes, dir.empty() ? "." : dir) : onnxio::LoadModel(path),
+      options);
+  if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
+  if (bytes) (*impl)->model_hash = runtime::ContentHash(*bytes);
   return std::unique_ptr<Session>(new Session(std::move(impl).value()));
 }
 
