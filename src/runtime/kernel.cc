@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 namespace kiln::runtime {
 namespace {
@@ -40,12 +41,14 @@ KernelRegistry& KernelRegistry::Global() {
 }
 
 void KernelRegistry::Register(KernelDef def) {
+  std::unique_lock lock(mu_);
   defs_.push_back(std::make_unique<KernelDef>(std::move(def)));
 }
 
 std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
                                                          const std::string& backend) const {
   std::vector<const KernelDef*> out;
+  std::shared_lock lock(mu_);
   for (const auto& d : defs_)
     if (d->op_type == node.op_type && d->domain == node.domain && d->backend == backend &&
         node.opset >= d->since && node.opset <= d->until)
@@ -58,6 +61,7 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
 
 std::vector<const KernelDef*> KernelRegistry::All(const std::string& backend) const {
   std::vector<const KernelDef*> out;
+  std::shared_lock lock(mu_);
   for (const auto& d : defs_)
     if (d->backend == backend) out.push_back(d.get());
   return out;
@@ -96,36 +100,51 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
 }
 
 namespace {
+// Backend plugins register these from dlopen while other threads may plan: one lock for both.
+std::mutex& RegistrationMutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
 std::map<std::string, PrecisionCheck>& PrecisionChecks() {
   static auto* m = new std::map<std::string, PrecisionCheck>();
   return *m;
 }
-}  // namespace
-
-PrecisionCheckRegistrar::PrecisionCheckRegistrar(const char* backend, PrecisionCheck check) {
-  PrecisionChecks()[backend] = check;
-}
-
-namespace {
-std::vector<std::string (*)()>& VersionFns() {
-  static auto* v = new std::vector<std::string (*)()>();
+std::vector<std::pair<std::string, std::string (*)()>>& VersionFns() {
+  static auto* v = new std::vector<std::pair<std::string, std::string (*)()>>();
   return *v;
 }
 }  // namespace
 
-LibraryVersionRegistrar::LibraryVersionRegistrar(std::string (*version)()) {
-  VersionFns().push_back(version);
+PrecisionCheckRegistrar::PrecisionCheckRegistrar(const char* backend, PrecisionCheck check) {
+  std::lock_guard<std::mutex> lock(RegistrationMutex());
+  PrecisionChecks()[backend] = check;
 }
 
-std::string LibraryVersions() {
+LibraryVersionRegistrar::LibraryVersionRegistrar(const char* backend, std::string (*version)()) {
+  std::lock_guard<std::mutex> lock(RegistrationMutex());
+  VersionFns().emplace_back(backend, version);
+}
+
+std::string LibraryVersions(const std::string& backend) {
+  std::vector<std::string (*)()> fns;
+  {
+    std::lock_guard<std::mutex> lock(RegistrationMutex());
+    for (const auto& [b, f] : VersionFns())
+      if (b == "cpu" || b == backend) fns.push_back(f);
+  }
   std::string s;
-  for (auto* f : VersionFns()) s += (s.empty() ? "" : ", ") + f();
+  for (auto* f : fns) s += (s.empty() ? "" : ", ") + f();
   return s;
 }
 
 Status CheckPrecision(const std::string& backend, const std::string& precision) {
-  auto it = PrecisionChecks().find(backend);
-  if (it != PrecisionChecks().end()) return it->second(precision);
+  PrecisionCheck check = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(RegistrationMutex());
+    auto it = PrecisionChecks().find(backend);
+    if (it != PrecisionChecks().end()) check = it->second;
+  }
+  if (check != nullptr) return check(precision);
   if (precision == "fp32") return OkStatus();
   return Unsupported("backend '" + backend + "' supports precision fp32 only; got '" + precision +
                      "'");

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,8 @@ class KernelRegistry {
   std::vector<const KernelDef*> All(const std::string& backend) const;
 
  private:
+  // A backend plugin (runtime/plugin.h) registers while other threads may be planning.
+  mutable std::shared_mutex mu_;
   std::vector<std::unique_ptr<KernelDef>> defs_;
 };
 
@@ -133,11 +136,12 @@ struct PrecisionCheckRegistrar {
 Status CheckPrecision(const std::string& backend, const std::string& precision);
 
 // Libraries whose version changes what planning chooses ("oneDNN 2.6.3"); backends register
-// theirs at static initialization; the plan cache key includes them all.
+// theirs at static initialization; the plan cache key of a session on `backend` includes those
+// of "cpu" and of `backend`.
 struct LibraryVersionRegistrar {
-  explicit LibraryVersionRegistrar(std::string (*version)());
+  LibraryVersionRegistrar(const char* backend, std::string (*version)());
 };
-std::string LibraryVersions();
+std::string LibraryVersions(const std::string& backend);
 
 }  // namespace kiln::runtime
 

@@ -135,7 +135,7 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
   runtime::PlanCacheLookupResult found;
   if (cache) {
     key = runtime::PlanCacheKey(model_hash, sig, options, device ? device->Describe() : "",
-                                runtime::LibraryVersions());
+                                runtime::LibraryVersions(options.backend));
     found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
   }
   KILN_ASSIGN_OR_RETURN(auto plan,

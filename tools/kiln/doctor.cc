@@ -28,6 +28,7 @@
 #include "common.h"
 #include "core/cpu_info.h"
 #include "core/threading.h"
+#include "runtime/plugin.h"
 
 #ifdef KILN_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
@@ -172,11 +173,26 @@ std::string ExePath() {
   return buf;
 }
 
-Json Binary(cuda::EmbeddedCode* code) {
+// The GPU code shipped with kiln: in a CUDA build, the fatbin of the CUDA plugin
+// (libkiln_cuda.so, found as `--device cuda` would find it); in a CPU-only build, kiln's own
+// binary (which has none).
+Json Binary(bool enabled, cuda::EmbeddedCode* code) {
   Json j;
-  const std::string path = ExePath();
+  const std::string path = enabled ? runtime::FindBackendPlugin("cuda") : ExePath();
   j["path"] = path;
-  auto read = cuda::ReadEmbeddedCode("/proc/self/exe");
+  j["holder"] = enabled ? "cuda_plugin" : "program";
+  if (path.empty()) {
+    std::string searched;
+    for (const std::string& d : runtime::PluginSearchPath())
+      searched += (searched.empty() ? "" : ", ") + d;
+    j["path"] = nullptr;
+    j["error"] = "the CUDA plugin libkiln_cuda.so was not found (searched " + searched +
+                 "; KILN_PLUGIN_PATH adds folders)";
+    j["sass"] = Json::array();
+    j["ptx"] = Json::array();
+    return j;
+  }
+  auto read = cuda::ReadEmbeddedCode(enabled ? path : "/proc/self/exe");
   if (!read.ok()) {
     j["error"] = read.status().ToString();
     j["sass"] = Json::array();
@@ -320,12 +336,12 @@ Json Cuda(const Json& build, Json* warnings) {
   j["libraries"] = Libraries(build, enabled, compiled, warnings);
 
   cuda::EmbeddedCode code;
-  j["binary"] = Binary(&code);
+  j["binary"] = Binary(enabled, &code);
+  const bool plugin_found = !j["binary"]["path"].is_null();
   if (!j["binary"]["error"].is_null())
-    warnings->push_back("cannot read kiln's own fatbin: " +
-                        j["binary"]["error"].get<std::string>());
+    warnings->push_back("cannot read kiln's GPU code: " + j["binary"]["error"].get<std::string>());
   else if (enabled && code.sass.empty() && code.ptx.empty())
-    warnings->push_back("this CUDA build carries no GPU code in its binary (.nv_fatbin missing)");
+    warnings->push_back("the CUDA plugin carries no GPU code (.nv_fatbin missing)");
 
   const cuda::JitCacheSettings cache = cuda::JitCacheSettingsFromEnv();
   j["jit_cache"] = JitCache(cache);
@@ -333,7 +349,7 @@ Json Cuda(const Json& build, Json* warnings) {
       Gpus(driver.gpus, enabled, code, cache, j["jit_cache"]["writable"].get<bool>(), warnings);
   // `--device cuda` can run here: a CUDA build and at least one visible GPU. (The backend has
   // been compiled and CPU-tested, not yet run on a GPU: the text report says so.)
-  j["execution_available"] = enabled && !j["gpus"].empty();
+  j["execution_available"] = enabled && plugin_found && !j["gpus"].empty();
   return j;
 }
 

@@ -108,10 +108,11 @@ void PrintDoctorReport(const Json& r) {
   Line("cuBLAS", LibraryLine(cu["libraries"]["cublas"]));
 
   const Json& bin = cu["binary"];
+  const std::string holder = bin["holder"] == "cuda_plugin" ? "CUDA plugin" : "kiln's binary";
   if (bin["error"].is_string()) {
-    Line("kiln's binary", "cannot read: " + Str(bin["error"]));
+    Line(holder.c_str(), "cannot read: " + Str(bin["error"]));
   } else {
-    Line("kiln's binary", Str(bin["path"]));
+    Line(holder.c_str(), Str(bin["path"]));
     Line("  SASS", Archs(bin["sass"], "sm_"));
     Line("  PTX", Archs(bin["ptx"], "compute_"));
     if (!bin["sass"].empty() || !bin["ptx"].empty())

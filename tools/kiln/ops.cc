@@ -8,6 +8,7 @@
 #include "common.h"
 #include "ir/op.h"
 #include "runtime/kernel.h"
+#include "runtime/plugin.h"
 
 namespace kiln::cli {
 namespace {
@@ -18,6 +19,11 @@ void PrintOps(bool markdown) {
     int lo = 1 << 30, hi = 0;
   };
   std::map<std::string, Row> rows;
+  // The CUDA kernels live in the CUDA plugin; a CPU-only build has none to list.
+#ifdef KILN_CUDA_ENABLED
+  if (Status s = runtime::LoadBackendPlugin("cuda"); !s.ok())
+    std::fprintf(stderr, "kiln ops: no CUDA kernels listed: %s\n", s.ToString().c_str());
+#endif
   for (const ir::OpDef* d : ir::OpRegistry::Global().All()) {
     Row& r = rows[(d->domain.empty() ? "" : d->domain + ".") + d->op_type];
     r.domain = d->domain;

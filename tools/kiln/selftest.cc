@@ -25,6 +25,7 @@
 #include "kiln/session.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/plugin.h"
 
 namespace kiln::cli {
 
@@ -157,9 +158,19 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
 
 int RunSelftest(const SelftestArgs& a) {
   if (a.coverage) {
+#ifdef KILN_CUDA_ENABLED
+    // The CUDA kernels register when their plugin is opened.
+    if (a.device == "cuda") {
+      if (Status s = runtime::LoadBackendPlugin("cuda"); !s.ok()) {
+        std::printf("kiln selftest: cannot list the CUDA kernels: %s\n", s.ToString().c_str());
+        return kExitFailed;
+      }
+    }
+#endif
     std::vector<std::string> missing = KernelsWithoutCase(a.device);
-    std::printf("%zu registered %s kernels have no selftest case%s%s\n", missing.size(),
-                a.device.c_str(), missing.empty() ? "" : ": ", Join(missing).c_str());
+    std::printf("%zu registered %s kernels have no selftest case%s%s (%zu registered)\n",
+                missing.size(), a.device.c_str(), missing.empty() ? "" : ": ",
+                Join(missing).c_str(), runtime::KernelRegistry::Global().All(a.device).size());
     return missing.empty() ? 0 : kExitFailed;
   }
   auto device = runtime::OpenDevice(a.device, 0);

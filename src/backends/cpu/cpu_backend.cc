@@ -28,7 +28,7 @@ std::string OneDnnVersionString() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) + " " + v->hash;
 }
-runtime::LibraryVersionRegistrar onednn_version(&OneDnnVersionString);
+runtime::LibraryVersionRegistrar onednn_version("cpu", &OneDnnVersionString);
 
 }  // namespace
 

@@ -262,7 +262,7 @@ std::string CudnnVersionString() {
   return "cuDNN " + std::to_string(cudnnGetVersion()) + ", CUDA runtime " +
          std::to_string(runtime) + ", driver " + std::to_string(driver);
 }
-runtime::LibraryVersionRegistrar cudnn_version(&CudnnVersionString);
+runtime::LibraryVersionRegistrar cudnn_version("cuda", &CudnnVersionString);
 runtime::PrecisionCheckRegistrar cuda_precision("cuda", &CudaPrecision);
 
 }  // namespace

@@ -1,0 +1,114 @@
+#include "runtime/plugin.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+namespace kiln::runtime {
+
+namespace {
+
+struct Loaded {
+  Status status;
+  std::string path;
+};
+
+std::mutex& LoadMutex() {
+  static auto* m = new std::mutex();
+  return *m;
+}
+std::map<std::string, Loaded>& LoadedModules() {
+  static auto* m = new std::map<std::string, Loaded>();
+  return *m;
+}
+
+// The folder of the binary holding this code: the program when kiln is linked statically (dladdr
+// names it as it was started, so /proc/self/exe is used), else the shared library's own path.
+std::string OwnFolder() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::canonical("/proc/self/exe", ec);
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&OwnFolder), &info) != 0 && info.dli_fname != nullptr) {
+    std::error_code ec2;
+    const std::filesystem::path own = std::filesystem::canonical(info.dli_fname, ec2);
+    if (!ec2 && own != exe) return own.parent_path().string();
+  }
+  return ec ? "" : exe.parent_path().string();
+}
+
+}  // namespace
+
+std::vector<std::string> PluginSearchPath() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("KILN_PLUGIN_PATH")) {
+    std::string s = env;
+    size_t start = 0;
+    while (start <= s.size()) {
+      const size_t end = s.find(':', start);
+      const std::string d = s.substr(start, end == std::string::npos ? end : end - start);
+      if (!d.empty()) dirs.push_back(d);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  const std::string own = OwnFolder();
+  if (!own.empty()) {
+    dirs.push_back(own);
+    dirs.push_back(own + "/../lib/kiln");
+  }
+#ifdef KILN_PLUGIN_BUILD_DIR
+  dirs.push_back(KILN_PLUGIN_BUILD_DIR);
+#endif
+  std::vector<std::string> unique;
+  for (const std::string& d : dirs) {
+    const std::string n = std::filesystem::path(d).lexically_normal().string();
+    if (std::find(unique.begin(), unique.end(), n) == unique.end()) unique.push_back(n);
+  }
+  return unique;
+}
+
+std::string FindBackendPlugin(const std::string& backend) {
+  const std::string file = "libkiln_" + backend + ".so";
+  for (const std::string& d : PluginSearchPath()) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::path(d) / file;
+    if (std::filesystem::is_regular_file(p, ec))
+      return std::filesystem::weakly_canonical(p, ec).string();
+  }
+  return "";
+}
+
+Status LoadBackendPlugin(const std::string& backend) {
+  std::lock_guard<std::mutex> lock(LoadMutex());
+  auto it = LoadedModules().find(backend);
+  if (it != LoadedModules().end()) return it->second.status;
+  Loaded loaded;
+  const std::string path = FindBackendPlugin(backend);
+  if (path.empty()) {
+    std::string searched;
+    for (const std::string& d : PluginSearchPath()) searched += (searched.empty() ? "" : ", ") + d;
+    loaded.status = Status(StatusCode::kNotFound, "backend plugin libkiln_" + backend +
+                                                      ".so not found; searched: " + searched +
+                                                      " (set KILN_PLUGIN_PATH to its folder)");
+  } else if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
+    const char* err = dlerror();
+    loaded.status = Status(StatusCode::kUnavailable, "cannot load backend plugin " + path + ": " +
+                                                         (err ? err : "unknown dlopen error"));
+  } else {
+    loaded.path = path;
+  }
+  LoadedModules()[backend] = loaded;
+  return loaded.status;
+}
+
+std::string LoadedBackendPlugin(const std::string& backend) {
+  std::lock_guard<std::mutex> lock(LoadMutex());
+  auto it = LoadedModules().find(backend);
+  return it == LoadedModules().end() ? "" : it->second.path;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,31 @@
+// Backend plugins: a backend whose libraries are heavy (CUDA: cuDNN and cuBLAS cost ~215 MB of
+// RSS and ~70 ms once loaded) is built as a shared module, libkiln_<backend>.so, and opened only
+// when a session asks for that backend. Its kernels and device register themselves from the
+// module's static initialisers; the symbols it uses from kiln are resolved against the program
+// that loaded it (kiln's targets link with ENABLE_EXPORTS), so there is one registry.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::runtime {
+
+// The folders searched for libkiln_<backend>.so, in order: each entry of $KILN_PLUGIN_PATH
+// (colon-separated), the folder of the program (or library) holding kiln, its ../lib/kiln, and
+// the build tree's plugin folder (compiled in, so tests and an uninstalled build find it).
+std::vector<std::string> PluginSearchPath();
+
+// The first existing libkiln_<backend>.so on the search path, or "" when there is none.
+std::string FindBackendPlugin(const std::string& backend);
+
+// Opens libkiln_<backend>.so once per process (later calls return the first outcome). NotFound
+// names every folder searched; a module that exists but cannot be opened (a missing cuDNN, a
+// symbol kiln does not export) is Unavailable with the loader's message.
+Status LoadBackendPlugin(const std::string& backend);
+
+// The path of the module loaded for `backend`, or "" when none was.
+std::string LoadedBackendPlugin(const std::string& backend);
+
+}  // namespace kiln::runtime

@@ -1,0 +1,104 @@
+// Backend plugins (runtime/plugin.h): a module found on KILN_PLUGIN_PATH registers its device
+// and kernels into the program's registries when a session asks for its backend; a missing or
+// broken module is a clear error naming what was searched or what the loader said. In a CUDA
+// build, the real libkiln_cuda.so loads (its kiln symbols all resolve) and registers its kernels,
+// and a CPU session never maps cuDNN or cuBLAS.
+#include "runtime/plugin.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+
+namespace kiln::runtime {
+namespace {
+
+std::string Maps() {
+  std::ifstream f("/proc/self/maps");
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Runs first in this binary (gtest keeps file order): nothing has opened a plugin yet.
+TEST(PluginTest, CpuOnlyProgramMapsNoCudaLibraries) {
+  ASSERT_TRUE(OpenDevice("cpu", 0).ok());
+  const std::string maps = Maps();
+  EXPECT_EQ(maps.find("libcudnn"), std::string::npos);
+  EXPECT_EQ(maps.find("libcublas"), std::string::npos);
+  EXPECT_EQ(maps.find("libkiln_cuda"), std::string::npos);
+}
+
+TEST(PluginTest, LoadsFromPluginPathAndRegisters) {
+  ASSERT_EQ(setenv("KILN_PLUGIN_PATH", "/nonexistent:" KILN_TEST_PLUGIN_DIR, 1), 0);
+  EXPECT_EQ(FindBackendPlugin("testplug"),
+            std::filesystem::path(KILN_TEST_PLUGIN_DIR "/libkiln_testplug.so").string());
+  EXPECT_TRUE(KernelRegistry::Global().All("testplug").empty());
+  // Opening the device loads the module; its factory's own error comes back.
+  auto dev = OpenDevice("testplug", 3);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(dev.status().message().find("testplug device 3 opened from the plugin"),
+            std::string::npos)
+      << dev.status().ToString();
+  ASSERT_EQ(KernelRegistry::Global().All("testplug").size(), 1u);
+  EXPECT_EQ(KernelRegistry::Global().All("testplug")[0]->name, "testplug.relu.kernel");
+  EXPECT_NE(LoadedBackendPlugin("testplug").find("libkiln_testplug.so"), std::string::npos);
+  // Loaded once: a second load is the same outcome and registers nothing twice.
+  EXPECT_TRUE(LoadBackendPlugin("testplug").ok());
+  EXPECT_EQ(KernelRegistry::Global().All("testplug").size(), 1u);
+  unsetenv("KILN_PLUGIN_PATH");
+}
+
+TEST(PluginTest, MissingPluginNamesTheSearchPath) {
+  ASSERT_EQ(setenv("KILN_PLUGIN_PATH", "/nonexistent/a:/nonexistent/b", 1), 0);
+  Status s = LoadBackendPlugin("nosuchbackend");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("libkiln_nosuchbackend.so not found; searched: /nonexistent/a, "
+                             "/nonexistent/b"),
+            std::string::npos)
+      << s.ToString();
+  auto dev = OpenDevice("nosuchbackend", 0);
+  EXPECT_EQ(dev.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dev.status().message().find("unknown backend 'nosuchbackend'"), std::string::npos);
+  // Names that are not plain identifiers are never looked up as files.
+  auto odd = OpenDevice("../../etc/x", 0);
+  EXPECT_EQ(odd.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(LoadedBackendPlugin("../../etc/x").empty());
+  unsetenv("KILN_PLUGIN_PATH");
+}
+
+TEST(PluginTest, BrokenPluginReportsTheLoaderError) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_plugin_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "libkiln_broken.so") << "not an ELF file";
+  ASSERT_EQ(setenv("KILN_PLUGIN_PATH", dir.c_str(), 1), 0);
+  auto dev = OpenDevice("broken", 0);
+  EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(dev.status().message().find("cannot load backend plugin"), std::string::npos);
+  EXPECT_NE(dev.status().message().find("libkiln_broken.so"), std::string::npos)
+      << dev.status().ToString();
+  unsetenv("KILN_PLUGIN_PATH");
+  std::filesystem::remove_all(dir);
+}
+
+#ifdef KILN_CUDA_PLUGIN_BUILT
+// The real CUDA plugin: every kiln symbol it needs resolves (RTLD_NOW), its kernels register,
+// and without a GPU opening the device is Unavailable, not a crash.
+TEST(PluginTest, CudaPluginLoadsAndRegistersItsKernels) {
+  ASSERT_TRUE(LoadBackendPlugin("cuda").ok()) << LoadBackendPlugin("cuda").ToString();
+  EXPECT_GT(KernelRegistry::Global().All("cuda").size(), 40u);
+  auto dev = OpenDevice("cuda", 0);
+  if (!dev.ok()) {
+    EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable) << dev.status().ToString();
+  }
+  EXPECT_NE(Maps().find("libcudnn"), std::string::npos);
+}
+#endif
+
+}  // namespace
+}  // namespace kiln::runtime
