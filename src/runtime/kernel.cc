@@ -28,6 +28,13 @@ bool VerboseDispatch() {
   return on;
 }
 
+// KILN_DISABLE_KERNELS=name,name: kernels never selected (to compare a kernel with the one it
+// displaces, or to step around a suspect one); read when a plan is made, never while running.
+bool KernelDisabled(const std::string& name) {
+  const char* v = std::getenv("KILN_DISABLE_KERNELS");
+  return v != nullptr && ("," + std::string(v) + ",").find("," + name + ",") != std::string::npos;
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -75,6 +82,7 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
   if (!reference_only) {
     for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
       KernelSupport s{true, ""};
+      if (KernelDisabled(def->name)) s = {false, "disabled by KILN_DISABLE_KERNELS"};
       for (int i : def->constant_inputs)
         if (node.HasInput(i) && (static_cast<size_t>(i) >= constants.size() || !constants[i]))
           s = {false, "input " + std::to_string(i) + " must be constant (it is prepacked)"};

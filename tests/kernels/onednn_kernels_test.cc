@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "../runtime/model_builder.h"
@@ -331,6 +332,29 @@ TEST(OneDnnKernelTest, PrecisionOption) {
   }
   EXPECT_LT(std::sqrt(num / den), 2e-2);
   EXPECT_GT(dot / std::sqrt(den * nb), 0.999);
+}
+
+// KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
+// reference, runs instead, with the same result); unset, the kernel is selected again.
+TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {
+  ModelBuilder mb;
+  mb.Input("a", kF32, {2, 8, 5, 5}).Input("b", kF32, {2, 8, 1, 1}).Output("y", kF32, {});
+  mb.Node("Mul", {"a", "b"}, {"y"});
+  const std::vector<NamedTensor> in = {{"a", RandomTensor({2, 8, 5, 5}, 30)},
+                                       {"b", RandomTensor({2, 8, 1, 1}, 31)}};
+  ASSERT_EQ(setenv("KILN_DISABLE_KERNELS", "cpu.sub.onednn,cpu.mul.onednn", 1), 0);
+  CheckAgainstReference(mb.Bytes(), in, {"cpu.mul.ref"});
+  auto s = Session::LoadFromBytes(mb.Bytes());
+  ASSERT_TRUE(s.ok());
+  auto plan = (*s)->DescribePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->find("cpu.mul.onednn"), std::string::npos) << *plan;
+  unsetenv("KILN_DISABLE_KERNELS");
+  auto again = Session::LoadFromBytes(mb.Bytes());
+  ASSERT_TRUE(again.ok());
+  plan = (*again)->DescribePlan(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("cpu.mul.onednn"), std::string::npos) << *plan;
 }
 
 }  // namespace
