@@ -32,11 +32,23 @@ struct NamedTensor {
   Tensor tensor;
 };
 
-// Where one run's time went on a device backend, from device events (CUDA events): the upload of
-// the inputs, the compute, the download of the outputs. All zero on the CPU.
+// One step of a plan and its wall time in the run (RunTimings::per_node).
+struct NodeTime {
+  std::string node;     // the node's name ("" for a layout conversion the planner inserted)
+  std::string op_type;  // "Conv", "kiln.FusedConv"; "LayoutConversion" for inserted reorders
+  std::string kernel;   // "cpu.fusedconv.onednn"
+  double ms = 0;
+};
+
+// Where one run's time went. On a device backend, from device events (CUDA events): the upload of
+// the inputs, the compute, the download of the outputs (all zero on the CPU). With `per_node` set
+// by the caller on the CPU backend, `nodes` receives every step's wall time (steady clock around
+// each kernel, which returns only when its work is done); a device run leaves `nodes` empty.
 struct RunTimings {
   bool device = false;
   double upload_ms = 0, compute_ms = 0, download_ms = 0;
+  bool per_node = false;
+  std::vector<NodeTime> nodes;
 };
 
 class Session {

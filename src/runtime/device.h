@@ -15,6 +15,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kiln/status.h"
 
@@ -22,6 +23,8 @@ namespace kiln::runtime {
 
 struct DeviceTimings {
   double upload_ms = 0, compute_ms = 0, download_ms = 0;  // from device events
+  // CPU plans: when non-null, resized to the step count and filled with each step's wall time.
+  std::vector<double>* step_ms = nullptr;
 };
 
 class DeviceRun {

@@ -1,6 +1,7 @@
 #include "runtime/execution_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "core/threading.h"
@@ -348,6 +349,8 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
     ~Return() { plan->ReturnArena(std::move(*arena)); }
   } give_back{this, &arena};
   char* base = static_cast<char*>(arena.raw());
+  std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
+  if (step_ms) step_ms->assign(steps.size(), 0.0);
   std::vector<Tensor> env(dtypes.size());
   for (size_t k = 0; k < g.inputs.size(); ++k) env[g.inputs[k]] = inputs[k];
   auto get = [&](int slot) -> const Tensor* {
@@ -403,7 +406,12 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       cc.outputs.push_back(&env[slot]);
     }
     if (scratch_bytes > 0) cc.scratch = base + scratch_offset;
+    const auto t0 =
+        step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = step.kernel->Run(cc);
+    if (step_ms)
+      (*step_ms)[si] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!s.ok()) return s.AddContext("while running " + what() + " with " + step.kernel_name);
     for (int slot : step.in_slots)
       if (slot >= 0 && last_use[slot] == static_cast<int>(si) && !constants[slot])

@@ -230,8 +230,36 @@ Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTen
   KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
   std::vector<Tensor> outs;
   runtime::DeviceTimings dt;
+  std::vector<double> step_ms;
+  const bool per_node = timings && timings->per_node && !impl_->device;
+  if (per_node) dt.step_ms = &step_ms;
   KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt));
-  if (timings) *timings = {impl_->device != nullptr, dt.upload_ms, dt.compute_ms, dt.download_ms};
+  if (timings) {
+    timings->device = impl_->device != nullptr;
+    timings->upload_ms = dt.upload_ms;
+    timings->compute_ms = dt.compute_ms;
+    timings->download_ms = dt.download_ms;
+    if (!per_node) {
+      timings->nodes.clear();
+    } else {
+      const ir::Graph& g = *impl_->model->graph;
+      timings->nodes.resize(plan->steps.size());
+      for (size_t i = 0; i < plan->steps.size(); ++i) {
+        const runtime::Step& st = plan->steps[i];
+        NodeTime& nt = timings->nodes[i];
+        if (st.node >= 0) {
+          const ir::Node& n = g.nodes[st.node];
+          nt.node = n.name;
+          nt.op_type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+        } else {
+          nt.node.clear();
+          nt.op_type = "LayoutConversion";
+        }
+        nt.kernel = st.kernel_name;
+        nt.ms = step_ms[i];
+      }
+    }
+  }
   outputs->clear();
   for (size_t i = 0; i < outs.size(); ++i)
     outputs->push_back(NamedTensor{impl_->outputs[i].name, std::move(outs[i])});

@@ -66,6 +66,21 @@ assert j['batch'] == 1 and j['iterations'] == 3 and j['warmup'] == 1 and j['prec
 assert abs(j['throughput_per_s'] - 1000 / lat['mean']) < 1e-6 * j['throughput_per_s']
 assert j['threads'] >= 1 and j['rss_mb'] > 0 and isinstance(j['cpu_isa'], list)
 print('ok')"
+# --profile: per-step times after the timed runs; every plan step listed once, kernels summed.
+check bench-profile 0 "outside kernels" -- "$KILN" bench "$D" --iterations 3 --warmup 0 --profile --json "$W/profile.json"
+check bench-profile-json 0 "^ok$" -- /usr/bin/python3 -c "
+import json
+j = json.load(open('$W/profile.json'))
+p = j['profile']
+assert p['runs'] == 3 and p['run_ms'] > 0, p
+steps = p['steps']
+assert len(steps) >= 5 and all(s['ms'] >= 0 and s['kernel'] for s in steps), steps
+assert any(s['op_type'] == 'Conv' or s['op_type'] == 'kiln.FusedConv' for s in steps), steps
+total = sum(s['ms'] for s in steps)
+assert abs(sum(k['ms'] for k in p['by_kernel']) - total) < 1e-6 * max(total, 1), p['by_kernel']
+assert sum(k['steps'] for k in p['by_kernel']) == len(steps)
+assert total <= p['run_ms'] * 1.001, (total, p['run_ms'])
+print('ok')"
 check bench-batch-threads 0 "batch 4, threads 1" -- "$KILN" bench "$D" --batch 4 --threads 1 --iterations 2 --warmup 0
 check bench-json-stdout 0 "^ok$" -- bash -c "'$KILN' bench '$D' --iterations 2 --warmup 0 --json - 2>/dev/null | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"runtime\"]==\"kiln\"; print(\"ok\")'"
 check bench-bad-shape 11 "--shape input=1x1x28: input 'input' is float32\[N,1,28,28\], rank 4, got rank 3" -- "$KILN" bench "$D" --shape input=1x1x28 --iterations 1

@@ -150,7 +150,7 @@ TEST(OneDnnKernelTest, PoolsOnBlockedInput) {
       kernel = "cpu.averagepool.onednn";
     } else {
       mb.Node("GlobalAveragePool", {"c"}, {"y"});
-      kernel = "cpu.globalaveragepool.onednn";
+      kernel = "cpu.globalaveragepool.channels";  // the conv's channels-last output
     }
     SCOPED_TRACE(variant);
     CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 16, 11, 13}, 5)}},
@@ -174,7 +174,7 @@ TEST(OneDnnKernelTest, BinaryBroadcastAndBlockedOperands) {
   mb.Node("Mul", {"sg", "s"}, {"m"});
   mb.Node("Sub", {"m", "x"}, {"y"});
   CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 32, 9, 9}, 8)}},
-                        {"cpu.add.onednn", "cpu.mul.onednn", "cpu.sub.onednn"});
+                        {"cpu.add.onednn", "cpu.mul.channel_scale", "cpu.sub.onednn"});
 }
 
 TEST(OneDnnKernelTest, GemmVariants) {
@@ -334,27 +334,77 @@ TEST(OneDnnKernelTest, PrecisionOption) {
   EXPECT_GT(dot / std::sqrt(den * nb), 0.999);
 }
 
+// Squeeze-excite's per-channel scale and global average pooling as plain loops
+// (backends/cpu/channel_ops.cc): channels-last operands straight from a convolution and plain
+// ones from the graph inputs, the scale first or second, per sample or shared across the batch,
+// x overwritten in place or still needed afterwards, few pixels (one partial sum) and many
+// (one per thread), odd channel counts, ranks 3 to 5.
+TEST(OneDnnKernelTest, ChannelScaleAndGlobalAverage) {
+  struct Case {
+    Shape x;
+    bool after_conv, scale_first, shared_scale, reuse_x;
+  };
+  const Case cases[] = {
+      {{2, 19, 12, 12}, true, false, false, false}, {{2, 19, 12, 12}, true, true, true, true},
+      {{1, 40, 3, 5}, true, false, false, true},    {{3, 7, 9, 11}, false, false, false, false},
+      {{2, 5, 17}, false, true, true, false},       {{1, 6, 3, 4, 5}, false, false, false, true},
+  };
+  uint32_t seed = 40;
+  for (const Case& c : cases) {
+    const int64_t ch = c.x[1];
+    Shape s_shape(c.x.size(), 1);
+    s_shape[0] = c.shared_scale ? 1 : c.x[0];
+    s_shape[1] = ch;
+    ModelBuilder mb;
+    mb.Input("x", kF32, c.x).Output("y", kF32, {});
+    std::string x = "x";
+    if (c.after_conv) {
+      mb.FloatInit("w", {ch, ch, 1, 1}, Random(static_cast<size_t>(ch * ch), seed++));
+      mb.Node("Conv", {"x", "w"}, {"cx"});
+      x = "cx";
+    }
+    // s = Sigmoid(GlobalAveragePool(x)) per sample, or a shared constant scale.
+    std::string scale = "s";
+    if (c.shared_scale) {
+      mb.FloatInit("s", s_shape, Random(static_cast<size_t>(ch), seed++));
+      mb.Node("GlobalAveragePool", {x}, {"g"});
+    } else {
+      mb.Node("GlobalAveragePool", {x}, {"g"});
+      mb.Node("Sigmoid", {"g"}, {"s"});
+    }
+    mb.Node("Mul",
+            c.scale_first ? std::vector<std::string>{scale, x} : std::vector<std::string>{x, scale},
+            {"m"});
+    // Keep g in the outputs' dependencies; with reuse_x, x is read again after the Mul.
+    mb.Node("Add", {"m", c.reuse_x ? x : "m"}, {"a"});
+    mb.Node("Mul", {"a", "g"}, {"y"});
+    SCOPED_TRACE(ShapeToString(c.x));
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(c.x, seed++)}},
+                          {"cpu.mul.channel_scale", "cpu.globalaveragepool.channels"});
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {
   ModelBuilder mb;
   mb.Input("a", kF32, {2, 8, 5, 5}).Input("b", kF32, {2, 8, 1, 1}).Output("y", kF32, {});
-  mb.Node("Mul", {"a", "b"}, {"y"});
+  mb.Node("Sub", {"a", "b"}, {"y"});
   const std::vector<NamedTensor> in = {{"a", RandomTensor({2, 8, 5, 5}, 30)},
                                        {"b", RandomTensor({2, 8, 1, 1}, 31)}};
-  ASSERT_EQ(setenv("KILN_DISABLE_KERNELS", "cpu.sub.onednn,cpu.mul.onednn", 1), 0);
-  CheckAgainstReference(mb.Bytes(), in, {"cpu.mul.ref"});
+  ASSERT_EQ(setenv("KILN_DISABLE_KERNELS", "cpu.mul.onednn,cpu.sub.onednn", 1), 0);
+  CheckAgainstReference(mb.Bytes(), in, {"cpu.sub.ref"});
   auto s = Session::LoadFromBytes(mb.Bytes());
   ASSERT_TRUE(s.ok());
   auto plan = (*s)->DescribePlan(in);
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(plan->find("cpu.mul.onednn"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("cpu.sub.onednn"), std::string::npos) << *plan;
   unsetenv("KILN_DISABLE_KERNELS");
   auto again = Session::LoadFromBytes(mb.Bytes());
   ASSERT_TRUE(again.ok());
   plan = (*again)->DescribePlan(in);
   ASSERT_TRUE(plan.ok());
-  EXPECT_NE(plan->find("cpu.mul.onednn"), std::string::npos) << *plan;
+  EXPECT_NE(plan->find("cpu.sub.onednn"), std::string::npos) << *plan;
 }
 
 }  // namespace

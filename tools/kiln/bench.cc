@@ -52,7 +52,83 @@ struct BenchArgs {
   bool tune = false;
   std::string plan_cache;
   bool reference = false;
+  bool profile = false;
 };
+
+// --profile: mean wall time per plan step over `runs` extra runs (after the timed ones, so the
+// latency figures do not include the clock reads), by step and summed per kernel.
+struct Profile {
+  int runs = 0;
+  double run_ms = 0;  // mean wall time of the profiled runs
+  std::vector<NodeTime> steps;
+};
+
+StatusOr<Profile> ProfileRuns(Session& session, const std::vector<NamedTensor>& inputs, int runs) {
+  Profile p;
+  p.runs = runs;
+  RunTimings rt;
+  rt.per_node = true;
+  std::vector<NamedTensor> outputs;
+  for (int i = 0; i < runs; ++i) {
+    outputs.clear();
+    const auto t = std::chrono::steady_clock::now();
+    KILN_RETURN_IF_ERROR(session.Run(inputs, &outputs, &rt));
+    p.run_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    if (p.steps.empty()) {
+      p.steps = rt.nodes;
+      for (NodeTime& n : p.steps) n.ms = 0;
+    }
+    for (size_t k = 0; k < p.steps.size() && k < rt.nodes.size(); ++k)
+      p.steps[k].ms += rt.nodes[k].ms;
+  }
+  p.run_ms /= runs;
+  for (NodeTime& n : p.steps) n.ms /= runs;
+  return p;
+}
+
+struct KernelTotal {
+  std::string kernel;
+  int steps = 0;
+  double ms = 0;
+};
+
+std::vector<KernelTotal> ByKernel(const Profile& p) {
+  std::vector<KernelTotal> out;
+  for (const NodeTime& n : p.steps) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const KernelTotal& k) { return k.kernel == n.kernel; });
+    if (it == out.end()) it = out.insert(out.end(), KernelTotal{n.kernel, 0, 0});
+    ++it->steps;
+    it->ms += n.ms;
+  }
+  std::sort(out.begin(), out.end(),
+            [](const KernelTotal& a, const KernelTotal& b) { return a.ms > b.ms; });
+  return out;
+}
+
+void PrintProfile(std::FILE* out, const Profile& p) {
+  double sum = 0;
+  for (const NodeTime& n : p.steps) sum += n.ms;
+  std::fprintf(out,
+               "\n=== Profile (--profile: %d more runs, mean ms per run; each step timed with a "
+               "steady clock around its kernel) ===\n"
+               "run %.3f ms = steps %.3f + outside kernels %.3f (input binding, output copies)\n",
+               p.runs, p.run_ms, sum, p.run_ms - sum);
+  std::fprintf(out, "by kernel:\n");
+  for (const KernelTotal& k : ByKernel(p))
+    std::fprintf(out, "  %8.3f ms %5.1f%%  %4d x %s\n", k.ms, sum > 0 ? 100.0 * k.ms / sum : 0.0,
+                 k.steps, k.kernel.c_str());
+  std::vector<const NodeTime*> top;
+  for (const NodeTime& n : p.steps) top.push_back(&n);
+  std::sort(top.begin(), top.end(),
+            [](const NodeTime* a, const NodeTime* b) { return a->ms > b->ms; });
+  if (top.size() > 15) top.resize(15);
+  std::fprintf(out, "slowest steps:\n");
+  for (const NodeTime* n : top)
+    std::fprintf(out, "  %8.3f ms  %s '%s' (%s)\n", n->ms, n->op_type.c_str(), n->node.c_str(),
+                 n->kernel.c_str());
+}
 
 std::string InputNames(const Session& session) {
   std::string names;
@@ -328,6 +404,10 @@ Status DoBench(BenchArgs a) {
     compute_ms.push_back(rt.compute_ms);
     download_ms.push_back(rt.download_ms);
   }
+  Profile profile;
+  if (a.profile && !rt.device) {
+    KILN_ASSIGN_OR_RETURN(profile, ProfileRuns(*session, inputs, iterations));
+  }
   const Stats st = ComputeStats(times);
   const double throughput = st.mean > 0 ? static_cast<double>(batch) * 1000.0 / st.mean : 0.0;
   const double rss_mb = PeakRssMb();
@@ -377,6 +457,9 @@ Status DoBench(BenchArgs a) {
                  "%.3f\n  upload: host -> page-locked staging -> device; download: the reverse\n",
                  up.p50, comp.p50, down.p50);
   }
+  if (a.profile && rt.device)
+    std::fprintf(out, "profile:     per-step times are measured on the CPU backend only\n");
+  if (profile.runs > 0) PrintProfile(out, profile);
   if (iterations > 1 && st.mean > 0 && st.std / st.mean > 0.1)
     std::fprintf(out,
                  "note: std is %.0f%% of the mean: the machine is noisy or the run too "
@@ -424,6 +507,19 @@ Status DoBench(BenchArgs a) {
                      {"source", origin[i]}});
     j["inputs"] = ins;
     j["times_ms"] = times;
+    if (profile.runs > 0) {
+      nlohmann::ordered_json steps = nlohmann::ordered_json::array(),
+                             kernels = nlohmann::ordered_json::array();
+      for (const NodeTime& n : profile.steps)
+        steps.push_back(
+            {{"node", n.node}, {"op_type", n.op_type}, {"kernel", n.kernel}, {"ms", n.ms}});
+      for (const KernelTotal& k : ByKernel(profile))
+        kernels.push_back({{"kernel", k.kernel}, {"steps", k.steps}, {"ms", k.ms}});
+      j["profile"] = {{"runs", profile.runs},
+                      {"run_ms", profile.run_ms},
+                      {"by_kernel", kernels},
+                      {"steps", steps}};
+    }
     const std::string text = j.dump(2) + "\n";
     if (a.json == "-") {
       std::fputs(text.c_str(), stdout);
@@ -464,6 +560,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE ('-': stdout)");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_flag("--profile", args->profile,
+                "After the timed runs, as many more with per-step timing: mean ms per kernel and "
+                "the slowest steps (CPU backend)");
   cmd->add_flag("--tune", args->tune,
                 "Time alternative kernels per shape at the first run and keep the fastest");
   cmd->add_option("--plan-cache", args->plan_cache,
