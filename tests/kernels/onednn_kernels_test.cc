@@ -384,6 +384,59 @@ TEST(OneDnnKernelTest, ChannelScaleAndGlobalAverage) {
   }
 }
 
+// Under --precision bf16 the squeeze-excite loops read and write bf16 between convolutions:
+// the same model with them and with oneDNN's binary/pooling kernels (KILN_DISABLE_KERNELS), both
+// in bf16, at batch 1; at batch 3 they decline and oneDNN runs both plans. Both round
+// the product to bf16 the same way; the sums differ only in order, so the outputs agree to
+// bf16's precision: |a - b| <= 1e-2 * (1 + |b|).
+TEST(OneDnnKernelTest, ChannelOpsInBf16MatchOneDnn) {
+  for (int64_t batch : {1, 3}) {
+    const Shape xs = {batch, 24, 16, 16};
+    ModelBuilder mb;
+    mb.Input("x", kF32, xs).Output("y", kF32, {});
+    mb.FloatInit("w1", {24, 24, 1, 1}, Random(24 * 24, 50));
+    mb.FloatInit("w2", {24, 24, 1, 1}, Random(24 * 24, 51));
+    mb.FloatInit("w3", {16, 24, 1, 1}, Random(16 * 24, 52));
+    mb.Node("Conv", {"x", "w1"}, {"c"});
+    mb.Node("GlobalAveragePool", {"c"}, {"g"});
+    mb.Node("Conv", {"g", "w2"}, {"f"});
+    mb.Node("Sigmoid", {"f"}, {"s"});
+    mb.Node("Mul", {"c", "s"}, {"m"});
+    mb.Node("Conv", {"m", "w3"}, {"y"});
+    SessionOptions opts;
+    opts.precision = "bf16";
+    auto ours = Session::LoadFromBytes(mb.Bytes(), opts);
+    if (!ours.ok()) GTEST_SKIP() << "no bf16 on this CPU: " << ours.status().message();
+    const std::vector<NamedTensor> in = {{"x", RandomTensor(xs, 53)}};
+    auto plan = (*ours)->DescribePlan(in);
+    ASSERT_TRUE(plan.ok());
+    // Above batch 1, bf16 stays with oneDNN (measured faster there).
+    const bool loops = batch == 1;
+    EXPECT_EQ(plan->find("cpu.mul.channel_scale") != std::string::npos, loops) << *plan;
+    EXPECT_EQ(plan->find("cpu.globalaveragepool.channels") != std::string::npos, loops) << *plan;
+    EXPECT_NE(plan->find(":bf16"), std::string::npos) << *plan;
+    ASSERT_EQ(
+        setenv("KILN_DISABLE_KERNELS", "cpu.mul.channel_scale,cpu.globalaveragepool.channels", 1),
+        0);
+    auto theirs = Session::LoadFromBytes(mb.Bytes(), opts);
+    ASSERT_TRUE(theirs.ok());
+    auto plan2 = (*theirs)->DescribePlan(in);
+    unsetenv("KILN_DISABLE_KERNELS");
+    ASSERT_TRUE(plan2.ok());
+    EXPECT_NE(plan2->find("cpu.mul.onednn"), std::string::npos) << *plan2;
+    std::vector<NamedTensor> a, b;
+    ASSERT_TRUE((*ours)->Run(in, &a).ok());
+    ASSERT_TRUE((*theirs)->Run(in, &b).ok());
+    const float* pa = a[0].tensor.data<float>();
+    const float* pb = b[0].tensor.data<float>();
+    int bad = 0;
+    for (int64_t i = 0; i < a[0].tensor.numel(); ++i)
+      if (!(std::fabs(pa[i] - pb[i]) <= 1e-2f * (1.f + std::fabs(pb[i]))) && bad++ < 3)
+        ADD_FAILURE() << "batch " << batch << " [" << i << "]: " << pa[i] << " vs " << pb[i];
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {

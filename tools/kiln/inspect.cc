@@ -16,6 +16,7 @@ namespace {
 
 struct InspectArgs {
   bool tune = false;
+  std::string precision = "fp32";
   std::string model;
   bool optimized = false;
   std::vector<std::string> shapes;
@@ -93,6 +94,7 @@ Status DoInspect(const InspectArgs& a) {
   // The execution plan for concrete shapes: --shape overrides; symbolic dims default to 1.
   SessionOptions opts;
   opts.tune = a.tune;
+  opts.precision = a.precision;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   std::vector<NamedTensor> inputs;
   for (const auto& spec : session->inputs()) {
@@ -137,6 +139,9 @@ void AddInspectCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--shape", args->shapes, "NAME=AxBxC input shape for --optimized");
   cmd->add_flag("--tune", args->tune,
                 "Plan with --tune (timed kernel variants, shown as e.g. [matmul])");
+  cmd->add_option("--precision", args->precision,
+                  "Plan for this precision: fp32 (default) or bf16 (layouts show :bf16)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->callback([args, exit_code] {
     Status s = DoInspect(*args);
     if (!s.ok()) *exit_code = Fail(s);
