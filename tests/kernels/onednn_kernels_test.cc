@@ -437,6 +437,109 @@ TEST(OneDnnKernelTest, ChannelOpsInBf16MatchOneDnn) {
   }
 }
 
+// Concat on oneDNN: channels-last/blocked convolution outputs along channels (as in YOLO necks),
+// three plain inputs along a middle axis, a negative axis, and a rank-1 concat.
+TEST(OneDnnKernelTest, ConcatLayoutsAndAxes) {
+  {
+    ModelBuilder mb;
+    mb.Input("x", kF32, {2, 8, 7, 9}).Output("y", kF32, {});
+    mb.FloatInit("w1", {16, 8, 1, 1}, Random(128, 60));
+    mb.FloatInit("w2", {5, 8, 3, 3}, Random(360, 61));
+    mb.Node("Conv", {"x", "w1"}, {"a"});
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w2"}, {"b"}), "pads", {1, 1, 1, 1});
+    ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "x"}, {"c"}), "axis", 1);
+    mb.Node("Relu", {"c"}, {"y"});
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 8, 7, 9}, 62)}},
+                          {"cpu.concat.onednn"});
+  }
+  for (int64_t axis : {2, -1, 0}) {
+    ModelBuilder mb;
+    mb.Input("a", kF32, {3, 4, 5}).Input("b", kF32, {3, 4, 5}).Output("y", kF32, {});
+    ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "a"}, {"y"}), "axis", axis);
+    SCOPED_TRACE(axis);
+    CheckAgainstReference(mb.Bytes(),
+                          {{"a", RandomTensor({3, 4, 5}, 63)}, {"b", RandomTensor({3, 4, 5}, 64)}},
+                          {"cpu.concat.onednn"});
+  }
+  ModelBuilder mb;
+  mb.Input("a", kF32, {7}).Input("b", kF32, {2}).Output("y", kF32, {});
+  ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b"}, {"y"}), "axis", 0);
+  CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({7}, 65)}, {"b", RandomTensor({2}, 66)}},
+                        {"cpu.concat.onednn"});
+}
+
+// Softmax / LogSoftmax on oneDNN: opset 13's single axis (first, middle, last) and opset 11's
+// 2-D view at `axis`, with inputs large enough that a missing max-subtraction would overflow.
+TEST(OneDnnKernelTest, SoftmaxAxesAndOpsets) {
+  for (int opset : {11, 13}) {
+    for (const char* op : {"Softmax", "LogSoftmax"}) {
+      for (int64_t axis : {0, 1, -1}) {
+        ModelBuilder mb(opset);
+        mb.Input("x", kF32, {3, 4, 6}).Output("y", kF32, {});
+        mb.FloatInit("k", {1}, {60.f});
+        mb.Node("Mul", {"x", "k"}, {"big"});
+        ModelBuilder::IntAttr(mb.Node(op, {"big"}, {"y"}), "axis", axis);
+        SCOPED_TRACE(std::string(op) + " opset " + std::to_string(opset) + " axis " +
+                     std::to_string(axis));
+        const std::string lower = op == std::string("Softmax") ? "softmax" : "logsoftmax";
+        CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({3, 4, 6}, 70)}},
+                              {"cpu." + lower + ".onednn"});
+      }
+    }
+  }
+}
+
+// ConvTranspose on oneDNN against the reference: strides, pads, dilations, groups, bias,
+// output_padding within the end pad, SAME_UPPER/LOWER, output_shape, 1-D and 3-D. Cases oneDNN
+// cannot express (output_padding beyond the end pad, an output_shape beyond the natural size)
+// must fall back to the reference kernel.
+TEST(OneDnnKernelTest, ConvTransposeVariants) {
+  struct Case {
+    Shape x, w;
+    std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;
+    int64_t group;
+    bool bias;
+    std::string auto_pad, kernel;
+  };
+  const std::string dn = "cpu.convtranspose.onednn", ref = "cpu.convtranspose.ref";
+  const Case cases[] = {
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {1, 1}, {}, {}, {}, {}, 1, false, "", dn},
+      {{2, 4, 5, 6}, {4, 6, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 1, true, "", dn},
+      {{1, 6, 4, 4}, {6, 2, 4, 4}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 3, true, "", dn},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {1, 1}, {}, 1, false, "", dn},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {2, 2}, {0, 0, 0, 0}, {}, {1, 1}, {}, 1, true, "", ref},
+      {{1, 2, 6, 5}, {2, 3, 3, 2}, {1, 2}, {}, {2, 1}, {}, {}, 1, true, "", dn},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {}, 1, false, "SAME_UPPER", dn},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {}, 1, false, "SAME_LOWER", dn},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {10, 10}, 1, true, "", dn},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {13, 12}, 1, true, "", ref},
+      {{2, 3, 9}, {3, 4, 5}, {3}, {1, 2}, {}, {}, {}, 1, true, "", dn},
+      {{1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, {2, 1, 2}, {}, {}, {}, {}, 1, true, "", dn},
+  };
+  uint32_t seed = 80;
+  for (const Case& c : cases) {
+    ModelBuilder mb;
+    mb.Input("x", kF32, c.x).Output("y", kF32, {});
+    mb.FloatInit("w", c.w, Random(static_cast<size_t>(NumElements(c.w)), seed++));
+    std::vector<std::string> ins = {"x", "w"};
+    if (c.bias) {
+      const int64_t m = c.w[1] * c.group;
+      mb.FloatInit("b", {m}, Random(static_cast<size_t>(m), seed++));
+      ins.push_back("b");
+    }
+    auto& n = mb.Node("ConvTranspose", ins, {"y"});
+    if (!c.strides.empty()) ModelBuilder::IntsAttr(n, "strides", c.strides);
+    if (!c.pads.empty()) ModelBuilder::IntsAttr(n, "pads", c.pads);
+    if (!c.dilations.empty()) ModelBuilder::IntsAttr(n, "dilations", c.dilations);
+    if (!c.output_padding.empty()) ModelBuilder::IntsAttr(n, "output_padding", c.output_padding);
+    if (!c.output_shape.empty()) ModelBuilder::IntsAttr(n, "output_shape", c.output_shape);
+    if (c.group != 1) ModelBuilder::IntAttr(n, "group", c.group);
+    if (!c.auto_pad.empty()) ModelBuilder::StringAttr(n, "auto_pad", c.auto_pad);
+    SCOPED_TRACE(ShapeToString(c.x) + " w" + ShapeToString(c.w) + " -> " + c.kernel);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(c.x, seed++)}}, {c.kernel});
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {

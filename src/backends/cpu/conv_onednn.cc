@@ -52,12 +52,7 @@ class ConvOneDnn final : public runtime::Kernel {
     return Guard(node_.Describe(), [&] {
       dnnl::stream& s = ThreadStream();
       char* scratch = static_cast<char*>(ctx.scratch);
-      memory src(src_in_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      if (src_reorder_) {
-        memory tmp(pd_.src_desc(), Engine(), scratch);
-        src_reorder_.execute(s, src, tmp);
-        src = tmp;
-      }
+      memory src = InputAs(src_reorder_, src_in_desc_, pd_.src_desc(), ctx.in(0).raw(), scratch);
       memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
       if (has_sum_) {
         const Tensor& z = ctx.in(3);
@@ -74,30 +69,16 @@ class ConvOneDnn final : public runtime::Kernel {
         memory msrc(mm_pd_.src_desc(), Engine(), src.get_data_handle());
         memory mdst(mm_pd_.dst_desc(), Engine(), ctx.out(0).raw());
         memory sp(mm_pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
-        std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, msrc},
-                                                {DNNL_ARG_WEIGHTS, mm_weights_},
-                                                {DNNL_ARG_DST, mdst},
-                                                {DNNL_ARG_SCRATCHPAD, sp}};
-        if (mm_bias_) args[DNNL_ARG_BIAS] = mm_bias_;
-        mm_prim_.execute(s, args);
-        s.wait();
+        ExecuteWeighted(mm_prim_, msrc, mm_weights_, mm_bias_, mdst, sp);
         return;
       }
       memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
-                                              {DNNL_ARG_WEIGHTS, weights_},
-                                              {DNNL_ARG_DST, dst},
-                                              {DNNL_ARG_SCRATCHPAD, sp}};
-      if (bias_) args[DNNL_ARG_BIAS] = bias_;
-      prim_.execute(s, args);
-      s.wait();
+      ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
     });
   }
 
  private:
-  size_t SrcTmpBytes() const {
-    return src_reorder_ ? (pd_.src_desc().get_size() + 63) / 64 * 64 : 0;
-  }
+  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, pd_.src_desc()); }
 
   void DoPrepare(runtime::PrepareContext* ctx) {
     const TensorInfo& x = ctx->inputs[0];
@@ -159,11 +140,7 @@ class ConvOneDnn final : public runtime::Kernel {
                                                                      : memory::format_tag::goidhw)
                                      : PlainDesc(ws);
     packed_src_w_ = w;  // the plain weights, for the matmul variant (tune)
-    packed_w_ = Tensor::Empty(DataType::kUInt8, {}, pd_.weights_desc().get_size());
-    weights_ = memory(pd_.weights_desc(), Engine(), packed_w_.raw());
-    memory wsrc(w_plain, Engine(), const_cast<void*>(w.raw()));
-    dnnl::reorder(wsrc, weights_).execute(ThreadStream(), wsrc, weights_);
-    ThreadStream().wait();
+    weights_ = PackWeights(w_plain, w.raw(), pd_.weights_desc(), &packed_w_);
     if (has_bias) {
       bias_copy_ = ctx->constants[2]->Clone();
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());

@@ -72,14 +72,7 @@ class EltwiseOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      memory src(desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      memory dst(desc_, Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
-      prim_.execute(ThreadStream(),
-                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, sp}});
-      ThreadStream().wait();
-    });
+    return ExecuteSrcDst(node_.Describe(), prim_, pd_, desc_, desc_, ctx);
   }
 
  private:

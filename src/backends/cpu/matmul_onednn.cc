@@ -106,11 +106,7 @@ class MatMulOneDnn final : public runtime::Kernel {
                                   : dnnl::matmul::desc(a_compute_, b_any, y_desc);
     pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
     prim_ = dnnl::matmul(pd_);
-    packed_b_ = Tensor::Empty(DataType::kUInt8, {}, pd_.weights_desc().get_size());
-    weights_ = memory(pd_.weights_desc(), Engine(), packed_b_.raw());
-    memory bsrc(b_plain, Engine(), const_cast<void*>(ctx->constants[1]->raw()));
-    dnnl::reorder(bsrc, weights_).execute(ThreadStream(), bsrc, weights_);
-    ThreadStream().wait();
+    weights_ = PackWeights(b_plain, ctx->constants[1]->raw(), pd_.weights_desc(), &packed_b_);
     if (bias_copy_.defined()) bias_ = memory(bias_desc, Engine(), bias_copy_.raw());
   }
 

@@ -152,4 +152,51 @@ bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_li
   return true;
 }
 
+size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& want) {
+  return reorder ? (want.get_size() + 63) / 64 * 64 : 0;
+}
+
+dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
+                     const dnnl::memory::desc& want, const void* data, void* scratch) {
+  dnnl::memory src(have, Engine(), const_cast<void*>(data));
+  if (!reorder) return src;
+  dnnl::memory converted(want, Engine(), scratch);
+  reorder.execute(ThreadStream(), src, converted);
+  return converted;
+}
+
+dnnl::memory PackWeights(const dnnl::memory::desc& from, const void* data,
+                         const dnnl::memory::desc& to, Tensor* storage) {
+  *storage = Tensor::Empty(DataType::kUInt8, {}, to.get_size());
+  dnnl::memory packed(to, Engine(), storage->raw());
+  dnnl::memory src(from, Engine(), const_cast<void*>(data));
+  dnnl::reorder(src, packed).execute(ThreadStream(), src, packed);
+  ThreadStream().wait();
+  return packed;
+}
+
+void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,
+                     const dnnl::memory& weights, const dnnl::memory& bias, const dnnl::memory& dst,
+                     const dnnl::memory& scratchpad) {
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
+                                                {DNNL_ARG_WEIGHTS, weights},
+                                                {DNNL_ARG_DST, dst},
+                                                {DNNL_ARG_SCRATCHPAD, scratchpad}};
+  if (bias) args[DNNL_ARG_BIAS] = bias;
+  prim.execute(ThreadStream(), args);
+  ThreadStream().wait();
+}
+
+Status ExecuteSrcDst(const std::string& what, const dnnl::primitive& prim,
+                     const dnnl::primitive_desc_base& pd, const dnnl::memory::desc& src,
+                     const dnnl::memory::desc& dst, const ir::ComputeContext& ctx) {
+  return Guard(what, [&] {
+    dnnl::memory s(src, Engine(), const_cast<void*>(ctx.in(0).raw()));
+    dnnl::memory d(dst, Engine(), ctx.out(0).raw());
+    dnnl::memory sp(pd.scratchpad_desc(), Engine(), ctx.scratch);
+    prim.execute(ThreadStream(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, sp}});
+    ThreadStream().wait();
+  });
+}
+
 }  // namespace kiln::backends::cpu

@@ -66,6 +66,30 @@ Status Guard(const std::string& what, F&& fn) {
   return OkStatus();
 }
 
+// An input a primitive wants in another layout than its producer's: scratch bytes for the
+// converted copy (64-byte rounded; 0 without a reorder), and the input as the primitive wants it:
+// the caller's buffer as is, or reordered into `scratch`.
+size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& want);
+dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
+                     const dnnl::memory::desc& want, const void* data, void* scratch);
+
+// Constant weights prepacked once: `data` (laid out as `from`) reordered into `*storage`, which
+// is allocated in layout `to` and must outlive the returned memory.
+dnnl::memory PackWeights(const dnnl::memory::desc& from, const void* data,
+                         const dnnl::memory::desc& to, Tensor* storage);
+
+// Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
+// and a scratchpad, on the calling thread's stream, and waits.
+void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,
+                     const dnnl::memory& weights, const dnnl::memory& bias, const dnnl::memory& dst,
+                     const dnnl::memory& scratchpad);
+
+// Runs a one-input primitive (eltwise, softmax, pooling) on the calling thread's stream:
+// `src`/`dst` describe the step's input and output buffers, `pd` gives the scratchpad.
+Status ExecuteSrcDst(const std::string& what, const dnnl::primitive& prim,
+                     const dnnl::primitive_desc_base& pd, const dnnl::memory::desc& src,
+                     const dnnl::memory::desc& dst, const ir::ComputeContext& ctx);
+
 // Whether oneDNN can run bf16 convolutions/matmuls natively here (AVX512-BF16 or AMX).
 bool Bf16Supported();
 // The storage type for conv/matmul activations and weights under a session precision.

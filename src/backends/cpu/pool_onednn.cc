@@ -25,14 +25,7 @@ class PoolOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      memory src(src_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
-      prim_.execute(ThreadStream(),
-                    {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, sp}});
-      ThreadStream().wait();
-    });
+    return ExecuteSrcDst(node_.Describe(), prim_, pd_, src_, pd_.dst_desc(), ctx);
   }
 
  private:

@@ -153,44 +153,7 @@ class ConvTransposeOp : public Op {
 
   // Resolves sizes and pads for concrete X and W shapes; returns the violated rule or "".
   std::string Resolve(const Shape& x, const Shape& w, Window* win) const {
-    const size_t n = x.size() - 2;
-    std::vector<int64_t> kernel(w.begin() + 2, w.end());
-    std::string err = nn::ResolveWindowAttrs(attrs_, n, kernel, win);
-    if (!err.empty()) return err;
-    if (!output_padding_.empty() && output_padding_.size() != n)
-      return "output_padding must have one entry per spatial dim (" + std::to_string(n) +
-             "); got " + JoinInts(output_padding_);
-    // output_shape may list the spatial dims only or the full output shape.
-    std::vector<int64_t> oshape = output_shape_;
-    if (oshape.size() == n + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
-    if (!oshape.empty() && oshape.size() != n)
-      return "output_shape must have one entry per spatial dim (" + std::to_string(n) + "); got " +
-             JoinInts(output_shape_);
-    win->in.assign(x.begin() + 2, x.end());
-    win->out.assign(n, 0);
-    const bool same =
-        attrs_.auto_pad == nn::AutoPad::kSameUpper || attrs_.auto_pad == nn::AutoPad::kSameLower;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t s = win->strides[i];
-      const int64_t op = output_padding_.empty() ? 0 : output_padding_[i];
-      if (op >= s && op >= win->dilations[i])
-        return "output_padding must be smaller than the stride or the dilation along spatial dim " +
-               std::to_string(i) + "; got " + JoinInts(output_padding_);
-      const int64_t full = s * (win->in[i] - 1) + op + (win->kernel[i] - 1) * win->dilations[i] + 1;
-      if (!oshape.empty() || same) {
-        win->out[i] = !oshape.empty() ? oshape[i] : win->in[i] * s;
-        const int64_t total = std::max<int64_t>(0, full - win->out[i]);
-        const bool upper = attrs_.auto_pad == nn::AutoPad::kSameUpper;
-        win->pad_begin[i] = upper ? total / 2 : total - total / 2;
-        win->pad_end[i] = total - win->pad_begin[i];
-      } else {
-        win->out[i] = full - win->pad_begin[i] - win->pad_end[i];
-      }
-      if (win->out[i] < 0)
-        return "pads must not exceed the full output size " + std::to_string(full) +
-               " along spatial dim " + std::to_string(i) + "; got pads " + JoinInts(attrs_.pads);
-    }
-    return "";
+    return nn::ResolveTransposeWindow(attrs_, output_padding_, output_shape_, x, w, win);
   }
 
   nn::WindowAttrs attrs_;

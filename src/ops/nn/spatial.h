@@ -191,4 +191,50 @@ inline void ValidOutputRange(int64_t out, int64_t in, int64_t stride, int64_t pa
   if (*hi < *lo) *hi = *lo;
 }
 
+// ConvTranspose's output sizes and begin/end pads for concrete X [N,C,D...] and W [C,M/g,k...]
+// (the rules are in conv_transpose.cc's header); returns the violated rule or "". Shared by the
+// reference op and the oneDNN kernel.
+inline std::string ResolveTransposeWindow(const WindowAttrs& attrs,
+                                          const std::vector<int64_t>& output_padding,
+                                          const std::vector<int64_t>& output_shape, const Shape& x,
+                                          const Shape& w, Window* win) {
+  const size_t n = x.size() - 2;
+  std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  std::string err = ResolveWindowAttrs(attrs, n, kernel, win);
+  if (!err.empty()) return err;
+  if (!output_padding.empty() && output_padding.size() != n)
+    return "output_padding must have one entry per spatial dim (" + std::to_string(n) + "); got " +
+           JoinInts(output_padding);
+  // output_shape may list the spatial dims only or the full output shape.
+  std::vector<int64_t> oshape = output_shape;
+  if (oshape.size() == n + 2) oshape.erase(oshape.begin(), oshape.begin() + 2);
+  if (!oshape.empty() && oshape.size() != n)
+    return "output_shape must have one entry per spatial dim (" + std::to_string(n) + "); got " +
+           JoinInts(output_shape);
+  win->in.assign(x.begin() + 2, x.end());
+  win->out.assign(n, 0);
+  const bool same = attrs.auto_pad == AutoPad::kSameUpper || attrs.auto_pad == AutoPad::kSameLower;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t s = win->strides[i];
+    const int64_t op = output_padding.empty() ? 0 : output_padding[i];
+    if (op >= s && op >= win->dilations[i])
+      return "output_padding must be smaller than the stride or the dilation along spatial dim " +
+             std::to_string(i) + "; got " + JoinInts(output_padding);
+    const int64_t full = s * (win->in[i] - 1) + op + (win->kernel[i] - 1) * win->dilations[i] + 1;
+    if (!oshape.empty() || same) {
+      win->out[i] = !oshape.empty() ? oshape[i] : win->in[i] * s;
+      const int64_t total = std::max<int64_t>(0, full - win->out[i]);
+      const bool upper = attrs.auto_pad == AutoPad::kSameUpper;
+      win->pad_begin[i] = upper ? total / 2 : total - total / 2;
+      win->pad_end[i] = total - win->pad_begin[i];
+    } else {
+      win->out[i] = full - win->pad_begin[i] - win->pad_end[i];
+    }
+    if (win->out[i] < 0)
+      return "pads must not exceed the full output size " + std::to_string(full) +
+             " along spatial dim " + std::to_string(i) + "; got pads " + JoinInts(attrs.pads);
+  }
+  return "";
+}
+
 }  // namespace kiln::ops::nn

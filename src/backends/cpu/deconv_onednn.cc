@@ -1,0 +1,159 @@
+// cpu.convtranspose.onednn: ConvTranspose (1-3 spatial dims, groups, strides, dilations, pads,
+// auto_pad, output_padding, output_shape) on oneDNN's deconvolution_forward, float32 or bf16 under
+// --precision bf16. Sizes and pads come from the reference op's own rules
+// (ops/nn/spatial.h ResolveTransposeWindow); oneDNN's output relation O = (I-1)*s + (k-1)*d + 1 -
+// pad_l - pad_r then gives pad_r, and a case that needs a negative pad_r (output_padding larger
+// than the end pad, or an output_shape beyond the natural size) is declined (reference kernel).
+// W [C, M/g, k...] must be constant: it is prepacked once. The input is read in the producer's
+// layout; oneDNN picks the output's.
+#include "backends/cpu/onednn_common.h"
+#include "ops/nn/spatial.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+// Sizes, pads and oneDNN's right pads for concrete shapes; "" or the reason to decline.
+std::string ResolveDeconv(const ir::Node& node, const Shape& x, const Shape& w,
+                          ops::nn::Window* win, memory::dims* pad_r) {
+  ops::nn::WindowAttrs attrs;
+  Status st = ops::nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &attrs);
+  if (!st.ok()) return st.message();
+  std::string err = ops::nn::ResolveTransposeWindow(attrs, node.GetInts("output_padding"),
+                                                    node.GetInts("output_shape"), x, w, win);
+  if (!err.empty()) return err;
+  pad_r->clear();
+  for (size_t i = 0; i < win->in.size(); ++i) {
+    const int64_t r = (win->in[i] - 1) * win->strides[i] +
+                      (win->kernel[i] - 1) * win->dilations[i] + 1 - win->pad_begin[i] -
+                      win->out[i];
+    if (r < 0 || win->pad_begin[i] < 0)
+      return "output_padding or output_shape reaches beyond oneDNN's padding (negative end pad)";
+    pad_r->push_back(r);
+  }
+  return "";
+}
+
+KernelSupport SupportsDeconv(const ir::Node& node, const ir::Op&,
+                             const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and W"};
+  if (node.HasInput(2) && in[2].dtype != DataType::kFloat) return {false, "needs float32 B"};
+  const Shape& x = in[0].shape;
+  const Shape& w = in[1].shape;
+  if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) return {false, "1-3 spatial dims"};
+  const int64_t group = node.GetInt("group", 1);
+  if (group < 1 || x[1] % group != 0 || w[0] != x[1]) return {false, "channels and group"};
+  ops::nn::Window win;
+  memory::dims pad_r;
+  const std::string why = ResolveDeconv(node, x, w, &win, &pad_r);
+  if (!why.empty()) return {false, why};
+  return {true, ""};
+}
+
+class DeconvOneDnn final : public runtime::Kernel {
+ public:
+  explicit DeconvOneDnn(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+  }
+
+  // The reordered input (when the producer's layout differs) first, then oneDNN's scratchpad.
+  size_t ScratchBytes() const override { return SrcTmpBytes() + pd_.scratchpad_desc().get_size(); }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_.Describe(), [&] {
+      char* scratch = static_cast<char*>(ctx.scratch);
+      memory src = InputAs(src_reorder_, src_in_, pd_.src_desc(), ctx.in(0).raw(), scratch);
+      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
+      memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
+      ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
+    });
+  }
+
+ private:
+  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, pd_.src_desc()); }
+
+  void DoPrepare(runtime::PrepareContext* ctx) {
+    const TensorInfo& x = ctx->inputs[0];
+    const Tensor& w = *ctx->constants[1];
+    const Shape& ws = w.shape();
+    const Shape& ys = ctx->outputs[0].shape;
+    ops::nn::Window win;
+    memory::dims pad_r;
+    const std::string why = ResolveDeconv(node_, x.shape, ws, &win, &pad_r);
+    if (!why.empty()) throw dnnl::error(dnnl_invalid_arguments, why.c_str());
+    const int64_t group = node_.GetInt("group", 1);
+    const size_t n = ws.size() - 2;
+    // oneDNN's weights: (g,) oc/g, ic/g, k...; ONNX stores [ic][oc/g][k...], i.e. with groups
+    // [g][ic/g][oc/g][k...]: the "io" formats.
+    memory::dims wdims;
+    if (group > 1) wdims.push_back(group);
+    wdims.push_back(ws[1]);
+    wdims.push_back(ws[0] / group);
+    for (size_t i = 0; i < n; ++i) wdims.push_back(ws[2 + i]);
+    using tag = memory::format_tag;
+    static const tag plain_io[] = {tag::bac, tag::bacd, tag::bacde};
+    static const tag group_io[] = {tag::acbd, tag::acbde, tag::acbdef};
+    const memory::desc w_onnx(wdims, memory::data_type::f32,
+                              group > 1 ? group_io[n - 1] : plain_io[n - 1]);
+
+    memory::dims strides, dil, pad_l;
+    for (size_t i = 0; i < n; ++i) {
+      strides.push_back(win.strides[i]);
+      dil.push_back(win.dilations[i] - 1);  // oneDNN counts the gaps
+      pad_l.push_back(win.pad_begin[i]);
+    }
+    const memory::data_type dt = ComputeType(ctx->precision);
+    memory::desc src_any(Dims(x.shape), dt, tag::any);
+    memory::desc w_any(wdims, dt, tag::any);
+    memory::desc dst_any(Dims(ys), dt, tag::any);
+    const bool has_bias = node_.HasInput(2);
+    memory::desc b_desc({ys[1]}, memory::data_type::f32, tag::x);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    auto desc =
+        has_bias ? dnnl::deconvolution_forward::desc(
+                       dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                       src_any, w_any, b_desc, dst_any, strides, dil, pad_l, pad_r)
+                 : dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::deconvolution_direct, src_any,
+                                                     w_any, dst_any, strides, dil, pad_l, pad_r);
+    pd_ = dnnl::deconvolution_forward::primitive_desc(desc, attr, Engine());
+    prim_ = dnnl::deconvolution_forward(pd_);
+    src_in_ = InputDesc(x);
+    if (pd_.src_desc() != src_in_) src_reorder_ = MakeReorder(src_in_, pd_.src_desc());
+    weights_ = PackWeights(w_onnx, w.raw(), pd_.weights_desc(), &packed_w_);
+    if (has_bias) {
+      bias_copy_ = ctx->constants[2]->Clone();  // constant: KernelDef::constant_inputs
+      bias_ = memory(b_desc, Engine(), bias_copy_.raw());
+    }
+    ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+  }
+
+  ir::Node node_;
+  memory::desc src_in_;
+  dnnl::deconvolution_forward::primitive_desc pd_;
+  dnnl::deconvolution_forward prim_;
+  dnnl::reorder src_reorder_;
+  Tensor packed_w_, bias_copy_;
+  memory weights_, bias_;
+};
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.convtranspose.onednn",
+                                        "ConvTranspose",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsDeconv,
+                                        CreateKernel<DeconvOneDnn>,
+                                        {1, 2}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu
