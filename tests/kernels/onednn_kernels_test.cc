@@ -540,6 +540,80 @@ TEST(OneDnnKernelTest, ConvTransposeVariants) {
   }
 }
 
+// Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
+// upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
+// reference; value-dependent misfits (a downscale, a scale that is not O/I) run the reference op
+// inside the kernel ("[reference]"), attribute misfits are declined.
+TEST(OneDnnKernelTest, ResizeModes) {
+  struct Case {
+    std::string mode, coord, nearest;
+    std::vector<float> scales;
+    std::vector<int64_t> sizes;
+    std::string expect;
+  };
+  const std::string dn = "cpu.resize.onednn float32", in_ref = "cpu.resize.onednn[reference]",
+                    ref = "cpu.resize.ref";
+  const Case cases[] = {
+      {"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, dn},
+      {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 3, 2}, {}, dn},
+      {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {2, 3, 15, 8}, dn},
+      {"nearest", "asymmetric", "floor", {1, 1, 0.5f, 1}, {}, in_ref},
+      {"nearest", "asymmetric", "floor", {1, 1, 2.5f, 2}, {}, in_ref},
+      {"nearest", "align_corners", "round_prefer_floor", {1, 1, 2, 2}, {}, ref},
+      {"nearest", "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, ref},
+      {"linear", "half_pixel", "", {1, 1, 2, 2}, {}, dn},
+      {"linear", "half_pixel", "", {}, {2, 3, 8, 11}, dn},
+      {"linear", "pytorch_half_pixel", "", {}, {2, 3, 2, 8}, dn},
+      {"linear", "pytorch_half_pixel", "", {1, 1, 0.5f, 2}, {}, in_ref},
+      {"linear", "half_pixel", "", {1, 1, 2.5f, 2}, {}, in_ref},
+      {"linear", "asymmetric", "", {1, 1, 2, 2}, {}, ref},
+      {"cubic", "half_pixel", "", {1, 1, 2, 2}, {}, ref},
+  };
+  const Shape xs = {2, 3, 5, 4};
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    ModelBuilder mb;
+    mb.Input("x", kF32, xs).Output("y", kF32, {});
+    mb.FloatInit("roi", {0}, {});
+    std::vector<std::string> ins = {"x", "roi"};
+    if (!c.scales.empty()) {
+      mb.FloatInit("scales", {4}, c.scales);
+      ins.push_back("scales");
+    } else {
+      mb.FloatInit("scales", {0}, {});
+      mb.Int64Init("sizes", {4}, c.sizes);
+      ins.push_back("scales");
+      ins.push_back("sizes");
+    }
+    auto& n = mb.Node("Resize", ins, {"y"});
+    ModelBuilder::StringAttr(n, "mode", c.mode);
+    ModelBuilder::StringAttr(n, "coordinate_transformation_mode", c.coord);
+    if (!c.nearest.empty()) ModelBuilder::StringAttr(n, "nearest_mode", c.nearest);
+    SCOPED_TRACE(c.mode + " " + c.coord + " " + c.nearest + " -> " + c.expect);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}}, {c.expect});
+  }
+  // Upsample-9 (scales input) and Upsample-7 (scales attribute): asymmetric nearest.
+  for (int opset : {7, 9}) {
+    ModelBuilder mb(opset);
+    mb.Input("x", kF32, xs).Output("y", kF32, {});
+    std::vector<std::string> ins = {"x"};
+    if (opset == 9) {
+      mb.FloatInit("scales", {4}, {1, 1, 2, 3});
+      ins.push_back("scales");
+    }
+    auto& n = mb.Node("Upsample", ins, {"y"});
+    if (opset == 7) {
+      auto* a = n.add_attribute();
+      a->set_name("scales");
+      a->set_type(onnx::AttributeProto::FLOATS);
+      for (float v : {1.f, 1.f, 2.f, 3.f}) a->add_floats(v);
+    }
+    SCOPED_TRACE(opset);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}},
+                          {"cpu.upsample.onednn float32"});
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {

@@ -1,0 +1,160 @@
+// cpu.resize.onednn / cpu.upsample.onednn: Resize and Upsample on oneDNN's resampling primitive,
+// float32, plain layout, where oneDNN computes exactly what ONNX defines:
+//   nearest: every spatial dim upscaled by an integer factor k (O = I*k, and a given scale equal
+//     to k), with asymmetric coordinates and floor rounding (YOLO's exports; also Resize-10 and
+//     Upsample), or half_pixel / pytorch_half_pixel with round_prefer_floor/ceil. oneDNN picks
+//     round((y + 0.5) / k - 0.5) = floor(y / k) for those: no ties occur at integer factors.
+//   linear: half_pixel (or pytorch_half_pixel with every output dim > 1) with the scale equal to
+//     O/I; oneDNN clamps taps to the edge as the ONNX reference's edge padding does.
+// N and C must not be scaled, antialias must be off. Scales/sizes are constants (the output shape
+// depends on them); what can only be judged from their values (integer factors, scale == O/I)
+// is judged in Prepare, and a node that fails it runs the reference op's own Compute (named in
+// variant() as "[reference]"), so no node is refused for it.
+#include <cmath>
+
+#include "backends/cpu/onednn_common.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+bool IsResize(const ir::Node& node) { return node.op_type == "Resize"; }
+
+// Coordinate/rounding attributes oneDNN reproduces; "" or the reason not.
+std::string CheckModes(const ir::Node& node) {
+  const std::string mode = node.GetString("mode", "nearest");
+  if (node.GetInt("antialias", 0) != 0) return "antialias";
+  // Resize-10 and Upsample: asymmetric coordinates, truncation (= floor when upscaling).
+  if (!IsResize(node) || node.opset < 11) {
+    if (mode != "nearest") return "linear with asymmetric coordinates";
+    return "";
+  }
+  const std::string coord = node.GetString("coordinate_transformation_mode", "half_pixel");
+  const std::string nearest = node.GetString("nearest_mode", "round_prefer_floor");
+  if (mode == "nearest") {
+    if (coord == "asymmetric" && nearest == "floor") return "";
+    if ((coord == "half_pixel" || coord == "pytorch_half_pixel") &&
+        (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil"))
+      return "";
+    return "nearest with coordinate_transformation_mode " + coord + " / nearest_mode " + nearest;
+  }
+  if (mode == "linear") {
+    if (coord == "half_pixel" || coord == "pytorch_half_pixel") return "";
+    return "linear with coordinate_transformation_mode " + coord;
+  }
+  return "mode " + mode;
+}
+
+KernelSupport SupportsResample(const ir::Node& node, const ir::Op&,
+                               const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0})) return {false, "needs float32 X"};
+  const size_t r = in[0].shape.size();
+  if (r < 3 || r > 5) return {false, "1-3 spatial dims"};
+  for (int64_t d : in[0].shape)
+    if (d <= 0) return {false, "empty input"};
+  const std::string why = CheckModes(node);
+  if (!why.empty()) return {false, why};
+  return {true, ""};
+}
+
+class ResampleOneDnn final : public runtime::Kernel {
+ public:
+  ResampleOneDnn(const ir::Node& node, const ir::Op& op) : node_(node), op_(op) {}
+
+  std::string variant() const override { return use_reference_ ? "reference" : ""; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& xs = ctx->inputs[0].shape;
+    const Shape& ys = ctx->outputs[0].shape;
+    const bool nearest = node_.GetString("mode", "nearest") == "nearest";
+    // The given scales, if any (Resize-11+: input 2; Resize-10, Upsample-9: input 1; Upsample-7:
+    // the attribute).
+    std::vector<float> scales;
+    const int scales_input = IsResize(node_) && node_.opset >= 11 ? 2 : 1;
+    if (node_.HasInput(scales_input) && static_cast<size_t>(scales_input) < ctx->constants.size() &&
+        ctx->constants[scales_input] && ctx->constants[scales_input]->numel() > 0) {
+      const Tensor& s = *ctx->constants[scales_input];
+      scales.assign(s.data<float>(), s.data<float>() + s.numel());
+    } else if (!IsResize(node_) && node_.opset < 9) {
+      scales = node_.GetFloats("scales");
+    }
+    use_reference_ = ys.size() != xs.size() || ys[0] != xs[0] || ys[1] != xs[1];
+    const bool pytorch =
+        node_.GetString("coordinate_transformation_mode", "") == "pytorch_half_pixel";
+    for (size_t i = 2; i < xs.size() && !use_reference_; ++i) {
+      if (!scales.empty() && scales.size() != xs.size()) use_reference_ = true;
+      const float given = scales.empty() ? 0.f : scales[i];
+      if (nearest) {
+        // An integer upscale, and the given scale (if any) exactly that integer.
+        use_reference_ = use_reference_ || ys[i] % xs[i] != 0 ||
+                         (given != 0.f && given != static_cast<float>(ys[i] / xs[i]));
+      } else {
+        use_reference_ =
+            use_reference_ || (pytorch && ys[i] <= 1) ||
+            (given != 0.f && given * static_cast<float>(xs[i]) != static_cast<float>(ys[i]));
+      }
+    }
+    if (use_reference_) return OkStatus();
+    return Guard(node_.Describe(), [&] {
+      src_ = PlainDesc(xs);
+      dst_ = PlainDesc(ys);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::resampling_forward::desc d(
+          dnnl::prop_kind::forward_inference,
+          nearest ? dnnl::algorithm::resampling_nearest : dnnl::algorithm::resampling_linear, src_,
+          dst_);
+      pd_ = dnnl::resampling_forward::primitive_desc(d, attr, Engine());
+      prim_ = dnnl::resampling_forward(pd_);
+    });
+  }
+
+  size_t ScratchBytes() const override {
+    return use_reference_ ? 0 : pd_.scratchpad_desc().get_size();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    if (use_reference_) return op_.Compute(ctx);
+    return ExecuteSrcDst(node_.Describe(), prim_, pd_, src_, dst_, ctx);
+  }
+
+ private:
+  ir::Node node_;
+  const ir::Op& op_;
+  bool use_reference_ = false;
+  memory::desc src_, dst_;
+  dnnl::resampling_forward::primitive_desc pd_;
+  dnnl::resampling_forward prim_;
+};
+
+std::unique_ptr<runtime::Kernel> CreateResample(const ir::Node& node, const ir::Op& op) {
+  return std::make_unique<ResampleOneDnn>(node, op);
+}
+
+// Resize's roi/scales/sizes and Upsample's scales fix the output shape: constants only.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.resize.onednn",
+                                        "Resize",
+                                        "",
+                                        10,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsResample,
+                                        CreateResample,
+                                        {1, 2, 3}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.upsample.onednn",
+                                        "Upsample",
+                                        "",
+                                        7,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsResample,
+                                        CreateResample,
+                                        {1}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu
