@@ -1,7 +1,8 @@
 // eliminate_identity: removes nodes that pass their input through unchanged and rewires their
 // consumers to the input: Identity; Dropout in inference (opset < 12, or training_mode absent or
 // constant false) whose mask output is absent or unused; Cast / CastLike to the dtype the input
-// already has (dtypes from ShapeProbe). Also collapses Reshape -> Reshape into the last Reshape
+// already has (dtypes from ShapeProbe); Pad whose pads are all zero (a constant input from opset
+// 11, the attribute before; PyTorch writes one before some pooling layers). Also collapses Reshape -> Reshape into the last Reshape
 // when the first one's output feeds nothing else and the last shape is a constant without 0
 // entries (a 0 copies a dim of the intermediate shape, unless allowzero=1).
 //
@@ -9,6 +10,7 @@
 // producing its input is made to produce the graph output instead; when the input is a graph
 // input, a constant or itself a graph output, the node is kept (fold_constants handles constant
 // inputs). Reshape-1/4 (shape attribute) chains are not collapsed.
+#include <algorithm>
 #include <memory>
 
 #include "passes/graph_edit.h"
@@ -50,6 +52,20 @@ bool InferenceDropout(const GraphEditor& ed, const ir::Node& n) {
          !tm->data<bool>()[0];
 }
 
+// Pad that pads nothing: every entry of its pads (constant input 1 from opset 11, the `pads`
+// attribute before) is zero, whatever the mode and axes.
+bool NoOpPad(const GraphEditor& ed, const ir::Node& n) {
+  if (n.opset < 11) {
+    const std::vector<int64_t> pads = n.GetInts("pads", {-1});
+    return std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; });
+  }
+  const Tensor* pads = n.HasInput(1) ? ed.ConstantOf(n.inputs[1]) : nullptr;
+  if (pads == nullptr || pads->dtype() != DataType::kInt64) return false;
+  for (int64_t i = 0; i < pads->numel(); ++i)
+    if (pads->data<int64_t>()[i] != 0) return false;
+  return true;
+}
+
 // Reshape(Reshape(x, s1), s2) -> Reshape(x, s2) when legal; true when done.
 bool CollapseReshape(GraphEditor& ed, int node) {
   const ir::Node& n = ed.node(node);
@@ -79,7 +95,7 @@ class EliminateIdentityPass : public Pass {
     std::optional<ShapeProbe> probe;
     if (HasOnnxOp(graph, {"Cast", "CastLike"})) probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int identity = 0, dropout = 0, cast = 0, reshape = 0;
+    int identity = 0, dropout = 0, cast = 0, reshape = 0, pad = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
@@ -101,12 +117,15 @@ class EliminateIdentityPass : public Pass {
         if (from != DataType::kUndefined && from == to) cast += Bypass(ed, ni, in, out);
       } else if (n.op_type == "Reshape") {
         reshape += CollapseReshape(ed, ni);
+      } else if (n.op_type == "Pad") {
+        if (NoOpPad(ed, n)) pad += Bypass(ed, ni, in, out);
       }
     }
-    if (identity + dropout + cast + reshape == 0) return false;
+    if (identity + dropout + cast + reshape + pad == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "removed " + std::to_string(identity) + " Identity, " + std::to_string(dropout) +
-               " Dropout, " + std::to_string(cast) + " no-op Cast; collapsed " +
+               " Dropout, " + std::to_string(cast) + " no-op Cast, " + std::to_string(pad) +
+               " no-op Pad; collapsed " +
                std::to_string(reshape) + " Reshape chains";
     return true;
   }

@@ -616,6 +616,40 @@ TEST(OneDnnKernelTest, ResizeModes) {
   }
 }
 
+// Inference BatchNormalization as a per-channel affine loop: plain inputs of rank 2 to 5 and a
+// channels-last convolution output (the optimizer is off here, so nothing is folded), against
+// the reference's double arithmetic.
+TEST(OneDnnKernelTest, BatchNormalizationAffine) {
+  const Shape shapes[] = {{3, 7}, {2, 5, 9}, {2, 6, 5, 7}, {1, 4, 3, 2, 5}};
+  uint32_t seed = 120;
+  for (int conv = 0; conv < 2; ++conv) {
+    for (const Shape& xs : shapes) {
+      if (conv && xs.size() != 4) continue;
+      const int64_t c = xs[1];
+      ModelBuilder mb;
+      mb.Input("x", kF32, xs).Output("y", kF32, {});
+      std::string x = "x";
+      if (conv) {
+        mb.FloatInit("w", {c, c, 1, 1}, Random(static_cast<size_t>(c * c), seed++));
+        mb.Node("Conv", {"x", "w"}, {"cx"});
+        x = "cx";
+      }
+      std::vector<float> var = Random(static_cast<size_t>(c), seed++);
+      for (float& v : var) v = 0.5f + std::fabs(v);
+      mb.FloatInit("scale", {c}, Random(static_cast<size_t>(c), seed++));
+      mb.FloatInit("bias", {c}, Random(static_cast<size_t>(c), seed++));
+      mb.FloatInit("mean", {c}, Random(static_cast<size_t>(c), seed++));
+      mb.FloatInit("var", {c}, var);
+      auto& bn = mb.Node("BatchNormalization", {x, "scale", "bias", "mean", "var"}, {"b"});
+      ModelBuilder::FloatAttr(bn, "epsilon", 1e-3f);
+      mb.Node("Relu", {"b"}, {"y"});
+      SCOPED_TRACE(ShapeToString(xs) + (conv ? " after a conv" : ""));
+      CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}},
+                            {"cpu.batchnormalization.channels"});
+    }
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {

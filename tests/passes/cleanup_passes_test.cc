@@ -25,7 +25,8 @@ TEST(EliminateIdentityTest, RemovesChainsAndKeepsGraphOutputName) {
   EXPECT_EQ(Ops(h, "Cast"), 0);
   EXPECT_EQ(Ops(h, "Relu"), 1);
   ASSERT_FALSE(log.empty());
-  EXPECT_NE(log[0].find("pass eliminate_identity: removed 2 Identity, 1 Dropout, 1 no-op Cast"),
+  EXPECT_NE(log[0].find("pass eliminate_identity: removed 2 Identity, 1 Dropout, 1 no-op Cast, 0 "
+                        "no-op Pad"),
             std::string::npos)
       << log[0];
   auto out = RunModel(m.Bytes(), {{"x", RandomTensor({2, 3}, 1)}}, {});
@@ -61,6 +62,35 @@ TEST(EliminateIdentityTest, DropoutInTrainingModeStays) {
   m.Node("Dropout", {"x", "", "t"}, {"d"});
   m.Node("Relu", {"d"}, {"y"});
   EXPECT_EQ(Ops(OptimizedOps(m.Bytes()), "Dropout"), 1);
+}
+
+// Pads of all zeros (the constant input from opset 11, the attribute before) are removed; a
+// real pad, and pads that are not a constant, stay.
+TEST(EliminateIdentityTest, RemovesNoOpPads) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {1, 2, 4, 4}).Input("p", onnx::TensorProto::INT64, {8});
+  m.Output("y", kF32, {}).Output("z", kF32, {}).Output("w", kF32, {});
+  m.Int64Init("zero", {8}, {0, 0, 0, 0, 0, 0, 0, 0});
+  m.Int64Init("one", {8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  m.Node("Pad", {"x", "zero"}, {"a"});
+  m.Node("Relu", {"a"}, {"y"});
+  m.Node("Pad", {"x", "one"}, {"z"});
+  m.Node("Pad", {"x", "p"}, {"w"});
+  std::vector<std::string> log;
+  auto h = OptimizedOps(m.Bytes(), {}, &log);
+  EXPECT_EQ(Ops(h, "Pad"), 2);
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log[0].find("1 no-op Pad"), std::string::npos) << log[0];
+  Tensor p = Tensor::FromVector<int64_t>({0, 0, 1, 0, 0, 0, 0, 1}, {8});
+  ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({1, 2, 4, 4}, 4)}, {"p", p}});
+
+  ModelBuilder old(10);
+  old.Input("x", kF32, {1, 2, 4, 4}).Output("y", kF32, {}).Output("z", kF32, {});
+  ModelBuilder::IntsAttr(old.Node("Pad", {"x"}, {"a"}), "pads", {0, 0, 0, 0, 0, 0, 0, 0});
+  old.Node("Relu", {"a"}, {"y"});
+  ModelBuilder::IntsAttr(old.Node("Pad", {"x"}, {"z"}), "pads", {0, 0, 2, 0, 0, 0, 0, 0});
+  EXPECT_EQ(Ops(OptimizedOps(old.Bytes()), "Pad"), 1);
+  ExpectSameOutputs(old.Bytes(), {{"x", RandomTensor({1, 2, 4, 4}, 5)}});
 }
 
 TEST(EliminateIdentityTest, CollapsesReshapeChains) {

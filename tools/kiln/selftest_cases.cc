@@ -152,6 +152,17 @@ std::string LayerNorm() {
   return b.Bytes();
 }
 
+std::string BatchNorm() {  // inference BatchNormalization on its own (not after a Conv)
+  ModelBuilder b(15);
+  b.Input("x", kF32, {2, 6, 5, 7}).Output("y", kF32, {2, 6, 5, 7});
+  Weight(b, "scale", {6}, 43);
+  Weight(b, "bias", {6}, 44);
+  Weight(b, "mean", {6}, 45);
+  b.FloatInit("var", {6}, Random(6, 46, 0.5f, 1.5f));
+  b.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"});
+  return b.Bytes();
+}
+
 std::string Layout() {  // Transpose, Concat, Flatten, Reshape in one graph
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 3, 4, 5}).Input("z", kF32, {2, 4, 5, 2}).Output("y", kF32, {2, 100});
@@ -278,6 +289,7 @@ std::vector<SelftestCase> SelftestCases() {
   c.push_back({"softmax axis 1", Softmax("Softmax", 13, 1)});
   c.push_back({"logsoftmax opset 11", Softmax("LogSoftmax", 11, 1)});
   c.push_back({"layer normalization", LayerNorm()});
+  c.push_back({"batch normalization", BatchNorm()});
   c.push_back({"transpose, concat, reshape", Layout()});
   c.push_back({"slice step -2, pad (crop)", SliceAndPad()});
   c.push_back({"gather axis 1, negative indices", Gather()});

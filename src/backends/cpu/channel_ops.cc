@@ -13,6 +13,7 @@
 // nearest even, as oneDNN does). Any other layout (blocked nChw16c) is declined and goes to the
 // oneDNN kernels.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -148,6 +149,21 @@ KILN_CHANNEL_CLONES void ScaleSpan(const float* x, int64_t n, float v, float* y)
 }
 // Plain tensors are always float32; this overload only lets the templates below compile.
 void ScaleSpan(const Bf16* x, int64_t n, float v, Bf16* y) { ScaleSpanT(x, n, v, y); }
+
+// y = x * a + b per channel: rows of C values (channels-last) or one plane per channel (plain).
+KILN_CHANNEL_CLONES void AffineRows(const float* x, int64_t rows, int64_t c, const float* a,
+                                    const float* b, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * c;
+    float* yr = y + r * c;
+#pragma omp simd
+    for (int64_t i = 0; i < c; ++i) yr[i] = xr[i] * a[i] + b[i];
+  }
+}
+KILN_CHANNEL_CLONES void AffineSpan(const float* x, int64_t n, float a, float b, float* y) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
 
 KILN_SCALE_ROWS(float, float)
 KILN_SCALE_ROWS(float, Bf16)
@@ -345,6 +361,83 @@ class GlobalAverage final : public runtime::Kernel {
   Storage storage_;
 };
 
+// cpu.batchnormalization.channels: inference BatchNormalization (opset 7+, training_mode 0, only
+// Y) as y = x * a + b per channel, a = scale / sqrt(var + epsilon) and b = B - mean * a computed
+// once in double from the constant parameters, on float32 plain or channels-last X (the output
+// keeps X's layout and may overwrite it). Graphs with BatchNormalization after a convolution have
+// it folded away; this serves the rest (DenseNet's pre-activation BN -> ReLU -> Conv: its 62
+// BatchNormalizations took 4.8 ms per run in the reference kernel and 6.1 ms in oneDNN's
+// batch_normalization on plain NCHW input).
+KernelSupport SupportsBatchNorm(const ir::Node& node, const ir::Op&,
+                                const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1, 2, 3, 4})) return {false, "needs float32 X, scale, B, mean, var"};
+  if (node.opset < 7) return {false, "opset < 7 (legacy attributes)"};
+  if (node.GetInt("training_mode", 0) != 0) return {false, "training_mode"};
+  for (size_t o = 1; o < node.outputs.size(); ++o)
+    if (node.outputs[o] >= 0) return {false, "running statistics outputs requested"};
+  const Shape& xs = in[0].shape;
+  if (xs.size() < 2) return {false, "rank must be >= 2"};
+  for (size_t i = 1; i < 5; ++i)
+    if (in[i].shape != Shape{xs[1]}) return {false, "parameters must be [C]"};
+  const Storage st = StorageOf(in[0]);
+  if (st.order == Order::kOther || st.bf16)
+    return {false, "X is neither plain nor channels-last f32"};
+  return {true, ""};
+}
+
+class BatchNormAffine final : public runtime::Kernel {
+ public:
+  explicit BatchNormAffine(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+  int InPlaceInput() const override { return 0; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const TensorInfo& x = ctx->inputs[0];
+    n_ = x.shape[0];
+    c_ = x.shape[1];
+    p_ = NumElements(x.shape) / std::max<int64_t>(1, n_ * c_);
+    channels_last_ = StorageOf(x).order == Order::kChannelsLast;
+    const double eps = node_.GetFloat("epsilon", 1e-5f);
+    const float* scale = ctx->constants[1]->data<float>();
+    const float* bias = ctx->constants[2]->data<float>();
+    const float* mean = ctx->constants[3]->data<float>();
+    const float* var = ctx->constants[4]->data<float>();
+    a_.resize(static_cast<size_t>(c_));
+    b_.resize(static_cast<size_t>(c_));
+    for (int64_t i = 0; i < c_; ++i) {
+      const double a = scale[i] / std::sqrt(static_cast<double>(var[i]) + eps);
+      a_[i] = static_cast<float>(a);
+      b_[i] = static_cast<float>(bias[i] - mean[i] * a);
+    }
+    ctx->outputs[0].layout = x.layout;
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    float* y = ctx.out(0).data<float>();
+    const int64_t c = c_, p = p_;
+    if (channels_last_) {
+      ParallelFor(n_ * p, 256, [&](int64_t b, int64_t e) {
+        AffineRows(x + b * c, e - b, c, a_.data(), b_.data(), y + b * c);
+      });
+    } else {
+      ParallelFor(n_ * c, std::max<int64_t>(1, 4096 / std::max<int64_t>(p, 1)),
+                  [&](int64_t b, int64_t e) {
+                    for (int64_t q = b; q < e; ++q)
+                      AffineSpan(x + q * p, p, a_[q % c], b_[q % c], y + q * p);
+                  });
+    }
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  int64_t n_ = 0, c_ = 0, p_ = 0;
+  bool channels_last_ = false;
+  std::vector<float> a_, b_;
+};
+
 // Priority 20: ahead of the oneDNN kernels (10), which take what these decline.
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.mul.channel_scale",
                                         "Mul",
@@ -366,6 +459,16 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.globalaveragepool.channels",
                                         SupportsGlobalAverage,
                                         CreateKernel<GlobalAverage>,
                                         {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.batchnormalization.channels",
+                                        "BatchNormalization",
+                                        "",
+                                        7,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        20,
+                                        SupportsBatchNorm,
+                                        CreateKernel<BatchNormAffine>,
+                                        {1, 2, 3, 4}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu
