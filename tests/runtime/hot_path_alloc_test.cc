@@ -54,25 +54,55 @@ constexpr int kF32 = onnx::TensorProto::FLOAT;
 
 TEST(HotPathAllocTest, WarmRunsAllocateNoBuffers) {
   // A small CNN whose activations are far above kLarge but whose output (the only buffer a run
-  // must hand back to the caller) is below it.
+  // must hand back to the caller) is below it, with one node for each kind of CPU kernel a
+  // vision model meets: convolutions, a transposed one, a standalone BatchNormalization, a
+  // squeeze-excite scale, Resize, MaxPool, Concat, global pooling, Gemm and Softmax.
   ModelBuilder mb;
   mb.Input("x", kF32, {1, 3, 32, 32}).Output("y", kF32, {1, 10});
-  std::vector<float> w1(16 * 3 * 9, 0.01f), w2(32 * 16 * 9, 0.01f), fc(10 * 32, 0.1f), b(10, 0.f);
+  std::vector<float> w1(16 * 3 * 9, 0.01f), w2(32 * 16 * 9, 0.01f), fc(10 * 64, 0.1f), b(10, 0.f);
   mb.FloatInit("w1", {16, 3, 3, 3}, w1);
   mb.FloatInit("w2", {32, 16, 3, 3}, w2);
-  mb.FloatInit("fc", {10, 32}, fc);
+  mb.FloatInit("wt", {32, 32, 2, 2}, std::vector<float>(32 * 32 * 4, 0.01f));
+  mb.FloatInit("fc", {10, 64}, fc);
   mb.FloatInit("b", {10}, b);
+  mb.FloatInit("bn_s", {32}, std::vector<float>(32, 1.f));
+  mb.FloatInit("bn_b", {32}, std::vector<float>(32, 0.1f));
+  mb.FloatInit("bn_m", {32}, std::vector<float>(32, 0.f));
+  mb.FloatInit("bn_v", {32}, std::vector<float>(32, 1.f));
+  mb.FloatInit("roi", {0}, {});
+  mb.FloatInit("scales", {4}, {1, 1, 2, 2});
   ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c1"}), "pads", {1, 1, 1, 1});
   mb.Node("Relu", {"c1"}, {"r1"});
   ModelBuilder::IntsAttr(mb.Node("Conv", {"r1", "w2"}, {"c2"}), "pads", {1, 1, 1, 1});
   mb.Node("Relu", {"c2"}, {"r2"});
-  mb.Node("GlobalAveragePool", {"r2"}, {"g"});
+  mb.Node("BatchNormalization", {"r2", "bn_s", "bn_b", "bn_m", "bn_v"}, {"bn"});
+  mb.Node("GlobalAveragePool", {"bn"}, {"se"});
+  mb.Node("Mul", {"bn", "se"}, {"m"});
+  auto& rs = mb.Node("Resize", {"m", "roi", "scales"}, {"up"});
+  ModelBuilder::StringAttr(rs, "coordinate_transformation_mode", "asymmetric");
+  ModelBuilder::StringAttr(rs, "nearest_mode", "floor");
+  auto& mp = mb.Node("MaxPool", {"up"}, {"down"});
+  ModelBuilder::IntsAttr(mp, "kernel_shape", {2, 2});
+  ModelBuilder::IntsAttr(mp, "strides", {2, 2});
+  ModelBuilder::IntsAttr(mb.Node("ConvTranspose", {"down", "wt"}, {"ct"}), "strides", {2, 2});
+  auto& ap = mb.Node("AveragePool", {"ct"}, {"ctd"});
+  ModelBuilder::IntsAttr(ap, "kernel_shape", {2, 2});
+  ModelBuilder::IntsAttr(ap, "strides", {2, 2});
+  ModelBuilder::IntAttr(mb.Node("Concat", {"ctd", "bn"}, {"cat"}), "axis", 1);
+  mb.Node("GlobalAveragePool", {"cat"}, {"g"});
   mb.Node("Flatten", {"g"}, {"f"});
-  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "fc", "b"}, {"y"}), "transB", 1);
+  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "fc", "b"}, {"logits"}), "transB", 1);
+  mb.Node("Softmax", {"logits"}, {"y"});
   auto s = Session::LoadFromBytes(mb.Bytes());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   Tensor x = Tensor::Empty(DataType::kFloat, {1, 3, 32, 32});
   std::vector<NamedTensor> out;
+  auto plan = (*s)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok());
+  for (const char* k : {"cpu.batchnormalization.channels", "cpu.mul.channel_scale",
+                        "cpu.resize.onednn", "cpu.convtranspose.onednn", "cpu.concat.onednn",
+                        "cpu.softmax.onednn", "cpu.globalaveragepool.channels"})
+    EXPECT_NE(plan->find(k), std::string::npos) << k << " not in the plan:\n" << *plan;
   ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());  // cold: plans, prepares, allocates the arena
   ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());
   g_large = 0;
