@@ -464,10 +464,20 @@ TEST(OneDnnKernelTest, ConcatLayoutsAndAxes) {
   ModelBuilder mb;
   mb.Input("a", kF32, {7}).Input("b", kF32, {2}).Output("y", kF32, {}).Output("z", kF32, {});
   ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b"}, {"y"}), "axis", 0);
-  // More than 4 inputs stay with the reference (measured faster there, see the kernel).
   ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "a", "b", "a"}, {"z"}), "axis", 0);
   CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({7}, 65)}, {"b", RandomTensor({2}, 66)}},
-                        {"cpu.concat.onednn", "cpu.concat.ref"});
+                        {"cpu.concat.onednn", "cpu.concat.copy"});
+  // More than 4 inputs, some from convolutions: converted to plain and block-copied (measured
+  // faster, see the kernel), also along an inner axis.
+  ModelBuilder many;
+  many.Input("x", kF32, {1, 8, 5, 5}).Output("y", kF32, {});
+  many.FloatInit("w", {8, 8, 1, 1}, Random(64, 67));
+  many.Node("Conv", {"x", "w"}, {"c"});
+  many.Output("z", kF32, {});
+  ModelBuilder::IntAttr(many.Node("Concat", {"c", "x", "c", "x", "c"}, {"y"}), "axis", 1);
+  ModelBuilder::IntAttr(many.Node("Concat", {"x", "x", "c", "x", "x"}, {"z"}), "axis", 2);
+  CheckAgainstReference(many.Bytes(), {{"x", RandomTensor({1, 8, 5, 5}, 68)}},
+                        {"cpu.concat.copy", "to_plain"});
 }
 
 // Softmax / LogSoftmax on oneDNN: opset 13's single axis (first, middle, last) and opset 11's

@@ -1,12 +1,17 @@
 // cpu.concat.onednn: Concat of float32 inputs on oneDNN's concat primitive. Inputs are read in
 // whatever layout they arrive (channels-last or blocked convolution outputs, as in YOLO necks and
 // GoogLeNet), and the output takes the layout oneDNN picks, so no reorder is inserted around it;
-// more than 4 inputs (see kMaxConcatInputs), empty inputs and rank 0 are declined (reference).
+// above 4 inputs it takes them plain (see kMaxConcatInputs); empty inputs and rank 0 are
+// declined (reference kernel).
 // cpu.softmax.onednn / cpu.logsoftmax.onednn: Softmax and LogSoftmax on oneDNN's softmax_v2
 // (softmax_accurate / softmax_log: the maximum is subtracted first, as the reference does), plain
 // layout. Opset >= 13 normalises along `axis`; before 13 the input is viewed as 2-D
 // [prod(dims[:axis]), prod(dims[axis:])] and each row is normalised, as ONNX defines.
+#include <algorithm>
+#include <cstring>
+
 #include "backends/cpu/onednn_common.h"
+#include "core/threading.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {
@@ -17,10 +22,13 @@ using runtime::KernelSupport;
 using runtime::TensorInfo;
 
 // oneDNN's concat of channels-last inputs along channels copies each input's channels pixel by
-// pixel. With many inputs that loses to the reference's block copies of plain inputs (plus one
-// conversion per new input): DenseNet-121's concats of 2 to 25 inputs took 4.3 ms per run on
-// oneDNN against 3.6 ms so, while with up to 4 inputs oneDNN wins (SqueezeNet 1.1: 3.75 -> 2.63 ms
-// end to end, GoogLeNet 11.9 -> 10.4 ms; `kiln bench --profile`, 2 threads, 2026-11-22).
+// pixel. With many inputs that loses to block copies of plain inputs (plus one conversion per new
+// input): DenseNet-121's concats of 2 to 25 inputs took 4.3 ms per run at batch 1 that way
+// against 3.6 ms with plain inputs, while with up to 4 inputs the layouts are kept (SqueezeNet
+// 1.1: 3.75 -> 2.63 ms end to end, GoogLeNet 11.9 -> 10.4 ms; `kiln bench --profile`, 2 threads,
+// 2026-11-22). Above 4 inputs oneDNN's concat declines, and cpu.concat.copy below takes the
+// inputs plain and copies blocks in parallel (oneDNN's concat of many plain inputs was slower
+// still: 6.9 ms; the single-threaded reference spent 106 ms per run at batch 32).
 constexpr size_t kMaxConcatInputs = 4;
 
 int64_t ConcatAxis(const ir::Node& node, size_t rank) {
@@ -28,22 +36,85 @@ int64_t ConcatAxis(const ir::Node& node, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
-KernelSupport SupportsConcat(const ir::Node& node, const ir::Op&,
-                             const std::vector<TensorInfo>& in) {
+// The shape checks both concat kernels share; `copy_any_type`: any dtype (block copies).
+KernelSupport ConcatShapes(const ir::Node& node, const std::vector<TensorInfo>& in,
+                           bool copy_any_type) {
   if (in.empty()) return {false, "no inputs"};
-  if (in.size() > kMaxConcatInputs) return {false, "more than 4 inputs (measured slower)"};
   const size_t rank = in[0].shape.size();
   if (rank == 0 || rank > 12) return {false, "rank must be 1..12"};
   const int64_t axis = ConcatAxis(node, rank);
   if (axis < 0 || axis >= static_cast<int64_t>(rank)) return {false, "axis out of range"};
   for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].dtype != DataType::kFloat) return {false, "needs float32 inputs"};
+    if (in[i].dtype != DataType::kFloat && !copy_any_type) return {false, "needs float32 inputs"};
     if (in[i].shape.size() != rank) return {false, "inputs differ in rank"};
     for (int64_t d : in[i].shape)
       if (d <= 0) return {false, "an input is empty or has unknown dims"};
   }
   return {true, ""};
 }
+
+KernelSupport SupportsConcat(const ir::Node& node, const ir::Op&,
+                             const std::vector<TensorInfo>& in) {
+  if (in.size() > kMaxConcatInputs) return {false, "more than 4 inputs: cpu.concat.copy"};
+  return ConcatShapes(node, in, false);
+}
+
+KernelSupport SupportsConcatCopy(const ir::Node& node, const ir::Op&,
+                                 const std::vector<TensorInfo>& in) {
+  for (const TensorInfo& t : in)
+    if (t.dtype != in[0].dtype) return {false, "inputs differ in dtype"};
+  return ConcatShapes(node, in, true);
+}
+
+// cpu.concat.copy: plain inputs of any dtype, one contiguous block per (outer index, input)
+// copied into place, blocks split into pieces of at least 256 KiB and spread over the threads.
+class ConcatCopy final : public runtime::Kernel {
+ public:
+  explicit ConcatCopy(const ir::Node& node) : node_(node) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const Shape& ys = ctx->outputs[0].shape;
+    const int64_t axis = ConcatAxis(node_, ys.size());
+    const size_t esz = DataTypeSize(ctx->inputs[0].dtype);
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < static_cast<int64_t>(ys.size()); ++d) {
+      if (d < axis) outer *= ys[d];
+      if (d > axis) inner *= ys[d];
+    }
+    const size_t out_row = static_cast<size_t>(ys[axis] * inner) * esz;
+    constexpr size_t kPiece = 256 << 10;
+    pieces_.clear();
+    for (int64_t o = 0; o < outer; ++o) {
+      size_t dst = static_cast<size_t>(o) * out_row;
+      for (size_t i = 0; i < ctx->inputs.size(); ++i) {
+        const size_t row = static_cast<size_t>(ctx->inputs[i].shape[axis] * inner) * esz;
+        for (size_t at = 0; at < row; at += kPiece)
+          pieces_.push_back(
+              {i, static_cast<size_t>(o) * row + at, dst + at, std::min(kPiece, row - at)});
+        dst += row;
+      }
+    }
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    char* y = static_cast<char*>(ctx.out(0).raw());
+    ParallelFor(static_cast<int64_t>(pieces_.size()), 1, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const Piece& p = pieces_[static_cast<size_t>(k)];
+        std::memcpy(y + p.dst, static_cast<const char*>(ctx.in(p.input).raw()) + p.src, p.bytes);
+      }
+    });
+    return OkStatus();
+  }
+
+ private:
+  struct Piece {
+    size_t input, src, dst, bytes;
+  };
+  ir::Node node_;
+  std::vector<Piece> pieces_;
+};
 
 class ConcatOneDnn final : public runtime::Kernel {
  public:
@@ -164,6 +235,17 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.concat.onednn",
                                         10,
                                         SupportsConcat,
                                         CreateKernel<ConcatOneDnn>,
+                                        {}});
+// Below oneDNN's concat (10), above the reference (0).
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.concat.copy",
+                                        "Concat",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        5,
+                                        SupportsConcatCopy,
+                                        CreateKernel<ConcatCopy>,
                                         {}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.softmax.onednn",
                                         "Softmax",
