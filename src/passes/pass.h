@@ -36,6 +36,7 @@ std::unique_ptr<Pass> MakeFoldConstantsPass();       // fold_constants.cc
 std::unique_ptr<Pass> MakeFuseConvBnPass();          // fuse_conv_bn.cc
 std::unique_ptr<Pass> MakeFuseConvAddPass();         // fuse_conv_add.cc
 std::unique_ptr<Pass> MakeFuseConvActivationPass();  // fuse_conv_activation.cc
+std::unique_ptr<Pass> MakeFuseBnActivationPass();    // fuse_bn_activation.cc
 std::unique_ptr<Pass> MakeFuseMatMulAddPass();       // fuse_matmul_add.cc
 std::unique_ptr<Pass> MakeFuseLayerNormPass();       // fuse_layernorm.cc
 

@@ -654,8 +654,12 @@ TEST(OneDnnKernelTest, BatchNormalizationAffine) {
       ModelBuilder::FloatAttr(bn, "epsilon", 1e-3f);
       mb.Node("Relu", {"b"}, {"y"});
       SCOPED_TRACE(ShapeToString(xs) + (conv ? " after a conv" : ""));
-      CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}},
-                            {"cpu.batchnormalization.channels"});
+      const Tensor x_in = RandomTensor(xs, seed++);
+      CheckAgainstReference(mb.Bytes(), {{"x", x_in}}, {"cpu.batchnormalization.channels"});
+      // With the optimizer: folded into the convolution, or fused with the Relu (one loop).
+      if (!conv)
+        CheckAgainstReference(mb.Bytes(), {{"x", x_in}}, {"cpu.fusedbatchnormalization.channels"},
+                              /*optimize=*/true);
     }
   }
 }

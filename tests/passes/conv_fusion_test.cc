@@ -118,7 +118,8 @@ TEST(FuseConvBnTest, DoesNotFire) {
     } else {
       m.Node("Relu", {"n"}, {"y"});
     }
-    auto h = OptimizedOps(m.Bytes());
+    // (A BN -> Relu left unfolded is then fused by fuse_bn_activation; off here.)
+    auto h = OptimizedOps(m.Bytes(), {"fuse_bn_activation"});
     EXPECT_EQ(Ops(h, "BatchNormalization"), 1) << variant;
     std::vector<NamedTensor> in = {{"x", RandomTensor({1, 2, 4, 4}, 42)}};
     if (variant == 0) in.push_back({"w", RandomTensor({3, 2, 3, 3}, 43)});
@@ -343,6 +344,53 @@ TEST(FuseConvActivationTest, DoesNotFire) {
     auto h = OptimizedOps(m.Bytes());
     EXPECT_EQ(Ops(h, "kiln.FusedConv"), 0) << variant;
     EXPECT_EQ(Ops(h, "Conv"), 1) << variant;
+    ExpectSameOutputs(m.Bytes(), in);
+  }
+}
+
+// fuse_bn_activation: DenseNet's pre-activation BN -> ReLU (after a Concat, not foldable into a
+// convolution) becomes one FusedBatchNormalization; same outputs with the pass on and off.
+TEST(FuseBnActivationTest, PreActivationBn) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {-1, 4, 5, 5}).Output("y", kF32, {-1, 3, 5, 5});
+  RandomInit(m, "w", {3, 8, 3, 3}, 100);
+  ModelBuilder::IntAttr(m.Node("Concat", {"x", "x"}, {"cat"}), "axis", 1);
+  auto& bn = m.Node("BatchNormalization", With({"cat"}, BnParams(m, "bn", 8, 101)), {"n"});
+  FloatAttr(bn, "epsilon", 1e-3f);
+  m.Node("Relu", {"n"}, {"r"});
+  Conv3x3(m, {"r", "w"}, "y");
+  std::vector<std::string> log;
+  auto h = OptimizedOps(m.Bytes(), {}, &log);
+  EXPECT_EQ(Ops(h, "kiln.FusedBatchNormalization"), 1);
+  EXPECT_EQ(Ops(h, "BatchNormalization"), 0);
+  EXPECT_EQ(Ops(h, "Relu"), 0);
+  bool logged = false;
+  for (const auto& l : log)
+    logged |=
+        l.find("fused 1 BatchNormalization+Relu into FusedBatchNormalization") != std::string::npos;
+  EXPECT_TRUE(logged);
+  ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({2, 4, 5, 5}, 102)}});
+}
+
+TEST(FuseBnActivationTest, DoesNotFire) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder m(15);
+    m.Input("x", kF32, {1, 4, 5, 5}).Output("y", kF32, {1, 4, 5, 5});
+    std::vector<NamedTensor> in = {{"x", RandomTensor({1, 4, 5, 5}, 110)}};
+    m.Node("Sigmoid", {"x"}, {"s"});
+    m.Node("BatchNormalization", With({"s"}, BnParams(m, "bn", 4, 111)), {"n"});
+    if (variant == 0) {  // the normalized value is a graph output
+      m.Output("n", kF32, {1, 4, 5, 5});
+      m.Node("Relu", {"n"}, {"y"});
+    } else if (variant == 1) {  // read by another node too
+      m.Node("Relu", {"n"}, {"r"});
+      m.Node("Add", {"r", "n"}, {"y"});
+    } else {  // followed by something other than Relu
+      m.Node("Tanh", {"n"}, {"y"});
+    }
+    auto h = OptimizedOps(m.Bytes());
+    EXPECT_EQ(Ops(h, "kiln.FusedBatchNormalization"), 0) << variant;
+    EXPECT_EQ(Ops(h, "BatchNormalization"), 1) << variant;
     ExpectSameOutputs(m.Bytes(), in);
   }
 }

@@ -145,8 +145,10 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
     if (!m.ParseFromString(c.model)) continue;
     for (const auto& n : m.graph().node()) ops.insert(n.op_type());
   }
-  const std::map<std::string, std::string> fused = {{"FusedConv", "Conv"},
-                                                    {"FusedMatMul", "MatMul"}};
+  const std::map<std::string, std::string> fused = {
+      {"FusedConv", "Conv"},
+      {"FusedMatMul", "MatMul"},
+      {"FusedBatchNormalization", "BatchNormalization"}};
   std::vector<std::string> missing;
   for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(backend)) {
     auto f = fused.find(d->op_type);

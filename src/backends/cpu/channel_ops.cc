@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
@@ -150,19 +151,23 @@ KILN_CHANNEL_CLONES void ScaleSpan(const float* x, int64_t n, float v, float* y)
 // Plain tensors are always float32; this overload only lets the templates below compile.
 void ScaleSpan(const Bf16* x, int64_t n, float v, Bf16* y) { ScaleSpanT(x, n, v, y); }
 
-// y = x * a + b per channel: rows of C values (channels-last) or one plane per channel (plain).
+// y = x * a + b per channel, then max(y, 0) with `relu`: rows of C values (channels-last) or one
+// plane per channel (plain).
 KILN_CHANNEL_CLONES void AffineRows(const float* x, int64_t rows, int64_t c, const float* a,
-                                    const float* b, float* y) {
+                                    const float* b, bool relu, float* y) {
+  const float lo = relu ? 0.f : -std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * c;
     float* yr = y + r * c;
 #pragma omp simd
-    for (int64_t i = 0; i < c; ++i) yr[i] = xr[i] * a[i] + b[i];
+    for (int64_t i = 0; i < c; ++i) yr[i] = std::max(xr[i] * a[i] + b[i], lo);
   }
 }
-KILN_CHANNEL_CLONES void AffineSpan(const float* x, int64_t n, float a, float b, float* y) {
+KILN_CHANNEL_CLONES void AffineSpan(const float* x, int64_t n, float a, float b, bool relu,
+                                    float* y) {
+  const float lo = relu ? 0.f : -std::numeric_limits<float>::infinity();
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+  for (int64_t i = 0; i < n; ++i) y[i] = std::max(x[i] * a + b, lo);
 }
 
 KILN_SCALE_ROWS(float, float)
@@ -361,20 +366,23 @@ class GlobalAverage final : public runtime::Kernel {
   Storage storage_;
 };
 
-// cpu.batchnormalization.channels: inference BatchNormalization (opset 7+, training_mode 0, only
-// Y) as y = x * a + b per channel, a = scale / sqrt(var + epsilon) and b = B - mean * a computed
-// once in double from the constant parameters, on float32 plain or channels-last X (the output
-// keeps X's layout and may overwrite it). Graphs with BatchNormalization after a convolution have
-// it folded away; this serves the rest (DenseNet's pre-activation BN -> ReLU -> Conv: its 62
-// BatchNormalizations took 4.8 ms per run in the reference kernel and 6.1 ms in oneDNN's
-// batch_normalization on plain NCHW input).
+// cpu.batchnormalization.channels (and cpu.fusedbatchnormalization.channels, the optimizer's
+// BatchNormalization + Relu, with the Relu in the same loop): inference BatchNormalization (opset
+// 7+, training_mode 0, only Y) as y = x * a + b per channel, a = scale / sqrt(var + epsilon) and b
+// = B - mean * a computed once in double from the constant parameters, on float32 plain or
+// channels-last X (the output keeps X's layout and may overwrite it). Graphs with
+// BatchNormalization after a convolution have it folded away; this serves the rest (DenseNet's
+// pre-activation BN -> ReLU -> Conv: its 62 BatchNormalizations took 4.8 ms per run in the
+// reference kernel and 6.1 ms in oneDNN's batch_normalization on plain NCHW input).
 KernelSupport SupportsBatchNorm(const ir::Node& node, const ir::Op&,
                                 const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0, 1, 2, 3, 4})) return {false, "needs float32 X, scale, B, mean, var"};
-  if (node.opset < 7) return {false, "opset < 7 (legacy attributes)"};
+  if (node.domain.empty() && node.opset < 7) return {false, "opset < 7 (legacy attributes)"};
   if (node.GetInt("training_mode", 0) != 0) return {false, "training_mode"};
   for (size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] >= 0) return {false, "running statistics outputs requested"};
+  const std::string act = node.GetString("activation", "");
+  if (!act.empty() && act != "Relu") return {false, "activation other than Relu"};
   const Shape& xs = in[0].shape;
   if (xs.size() < 2) return {false, "rank must be >= 2"};
   for (size_t i = 1; i < 5; ++i)
@@ -397,6 +405,7 @@ class BatchNormAffine final : public runtime::Kernel {
     c_ = x.shape[1];
     p_ = NumElements(x.shape) / std::max<int64_t>(1, n_ * c_);
     channels_last_ = StorageOf(x).order == Order::kChannelsLast;
+    relu_ = node_.GetString("activation", "") == "Relu";
     const double eps = node_.GetFloat("epsilon", 1e-5f);
     const float* scale = ctx->constants[1]->data<float>();
     const float* bias = ctx->constants[2]->data<float>();
@@ -419,13 +428,13 @@ class BatchNormAffine final : public runtime::Kernel {
     const int64_t c = c_, p = p_;
     if (channels_last_) {
       ParallelFor(n_ * p, 256, [&](int64_t b, int64_t e) {
-        AffineRows(x + b * c, e - b, c, a_.data(), b_.data(), y + b * c);
+        AffineRows(x + b * c, e - b, c, a_.data(), b_.data(), relu_, y + b * c);
       });
     } else {
       ParallelFor(n_ * c, std::max<int64_t>(1, 4096 / std::max<int64_t>(p, 1)),
                   [&](int64_t b, int64_t e) {
                     for (int64_t q = b; q < e; ++q)
-                      AffineSpan(x + q * p, p, a_[q % c], b_[q % c], y + q * p);
+                      AffineSpan(x + q * p, p, a_[q % c], b_[q % c], relu_, y + q * p);
                   });
     }
     return OkStatus();
@@ -434,7 +443,7 @@ class BatchNormAffine final : public runtime::Kernel {
  private:
   ir::Node node_;
   int64_t n_ = 0, c_ = 0, p_ = 0;
-  bool channels_last_ = false;
+  bool channels_last_ = false, relu_ = false;
   std::vector<float> a_, b_;
 };
 
@@ -464,6 +473,16 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.batchnormalization.channels",
                                         "",
                                         7,
                                         ir::kMaxOpset,
+                                        "cpu",
+                                        20,
+                                        SupportsBatchNorm,
+                                        CreateKernel<BatchNormAffine>,
+                                        {1, 2, 3, 4}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedbatchnormalization.channels",
+                                        "FusedBatchNormalization",
+                                        "kiln",
+                                        1,
+                                        1,
                                         "cpu",
                                         20,
                                         SupportsBatchNorm,

@@ -1,0 +1,64 @@
+// FusedBatchNormalization (domain "kiln", opset 1): Y = act(BatchNormalization(X, scale, B, mean,
+// var)) in inference, written by the graph optimizer (src/passes/fuse_bn_activation.cc) in place
+// of BatchNormalization -> activation where the normalization cannot be folded into a
+// convolution (DenseNet's pre-activation BN -> ReLU -> Conv). Reference kernel.
+//
+// Attributes: `epsilon` as BatchNormalization's, plus `activation`, `activation_alpha`,
+// `activation_beta` (ops/fused/activation.h). Inputs: those of BatchNormalization.
+// Algorithm: the BatchNormalization-15 reference op (training_mode 0), then the activation, so the
+// result equals the unfused graph's.
+#include <memory>
+
+#include "ops/common.h"
+#include "ops/fused/activation.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+class FusedBatchNormOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<FusedBatchNormOp> op(new FusedBatchNormOp(node));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->act_));
+    if (node.inputs.size() != 5)
+      return ir::AttrError(node,
+                           "FusedBatchNormalization takes 5 inputs (X, scale, B, mean, "
+                           "var); got " +
+                               std::to_string(node.inputs.size()));
+    // The normalization itself is ONNX's BatchNormalization-15 with the same inputs and epsilon.
+    Node bn = node;
+    bn.domain = "";
+    bn.op_type = "BatchNormalization";
+    bn.opset = 15;
+    bn.attrs.clear();
+    if (node.HasAttr("epsilon")) bn.attrs["epsilon"] = node.attrs.at("epsilon");
+    const ir::OpDef* def = ir::OpRegistry::Global().Find("", "BatchNormalization", 15);
+    if (def == nullptr) return Internal("BatchNormalization-15 is not registered");
+    KILN_ASSIGN_OR_RETURN(op->bn_, def->create(bn));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override { return bn_->Infer(ctx); }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(bn_->Compute(ctx));
+    Tensor& y = ctx.out(0);
+    ApplyActivation(act_, y.data<float>(), y.numel());
+    return OkStatus();
+  }
+
+ private:
+  explicit FusedBatchNormOp(const Node& node) : Op(node) {}
+  std::unique_ptr<Op> bn_;
+  Activation act_;
+};
+
+KILN_REGISTER_OP_DOMAIN("kiln", "FusedBatchNormalization", 1, 1, &FusedBatchNormOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops
