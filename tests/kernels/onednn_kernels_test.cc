@@ -664,6 +664,40 @@ TEST(OneDnnKernelTest, BatchNormalizationAffine) {
   }
 }
 
+// Split as oneDNN reorders from sub-memory views: a channels-last convolution output split along
+// channels into uneven parts and consumed by convolutions (YOLOv8's C2f) with no conversion to
+// plain, plain inputs along other axes (equal parts and the split attribute), and under bf16.
+TEST(OneDnnKernelTest, SplitLayoutsAndAxes) {
+  {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {2, 8, 6, 5}).Output("y", kF32, {});
+    mb.FloatInit("w", {12, 8, 1, 1}, Random(96, 140));
+    mb.FloatInit("w2", {4, 5, 3, 3}, Random(180, 141));
+    mb.Int64Init("parts", {3}, {3, 5, 4});
+    mb.Node("Conv", {"x", "w"}, {"c"});
+    ModelBuilder::IntAttr(mb.Node("Split", {"c", "parts"}, {"a", "b", "d"}), "axis", 1);
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"b", "w2"}, {"bb"}), "pads", {1, 1, 1, 1});
+    ModelBuilder::IntAttr(mb.Node("Concat", {"a", "bb", "d"}, {"y"}), "axis", 1);
+    const std::vector<NamedTensor> in = {{"x", RandomTensor({2, 8, 6, 5}, 142)}};
+    CheckAgainstReference(mb.Bytes(), in, {"cpu.split.onednn"});
+    auto s = Session::LoadFromBytes(mb.Bytes());
+    ASSERT_TRUE(s.ok());
+    auto plan = (*s)->DescribePlan(in);
+    ASSERT_TRUE(plan.ok());
+    // One conversion only: the graph output's (none around the Split).
+    EXPECT_NE(plan->find("1 layout conversions"), std::string::npos) << *plan;
+  }
+  for (int64_t axis : {0, 2, -1}) {
+    ModelBuilder mb(11);
+    mb.Input("x", kF32, {4, 3, 6}).Output("p", kF32, {}).Output("q", kF32, {});
+    auto& n = mb.Node("Split", {"x"}, {"p", "q"});
+    ModelBuilder::IntAttr(n, "axis", axis);
+    if (axis == 2) ModelBuilder::IntsAttr(n, "split", {1, 5});
+    SCOPED_TRACE(axis);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({4, 3, 6}, 143)}}, {"cpu.split.onednn"});
+  }
+}
+
 // KILN_DISABLE_KERNELS removes named kernels from selection (the next candidate, here the
 // reference, runs instead, with the same result); unset, the kernel is selected again.
 TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {

@@ -56,7 +56,7 @@ TEST(HotPathAllocTest, WarmRunsAllocateNoBuffers) {
   // A small CNN whose activations are far above kLarge but whose output (the only buffer a run
   // must hand back to the caller) is below it, with one node for each kind of CPU kernel a
   // vision model meets: convolutions, a transposed one, a standalone BatchNormalization, a
-  // squeeze-excite scale, Resize, MaxPool, Concat, global pooling, Gemm and Softmax.
+  // squeeze-excite scale, Resize, MaxPool, Split, Concat, global pooling, Gemm and Softmax.
   ModelBuilder mb;
   mb.Input("x", kF32, {1, 3, 32, 32}).Output("y", kF32, {1, 10});
   std::vector<float> w1(16 * 3 * 9, 0.01f), w2(32 * 16 * 9, 0.01f), fc(10 * 64, 0.1f), b(10, 0.f);
@@ -88,7 +88,8 @@ TEST(HotPathAllocTest, WarmRunsAllocateNoBuffers) {
   auto& ap = mb.Node("AveragePool", {"ct"}, {"ctd"});
   ModelBuilder::IntsAttr(ap, "kernel_shape", {2, 2});
   ModelBuilder::IntsAttr(ap, "strides", {2, 2});
-  ModelBuilder::IntAttr(mb.Node("Concat", {"ctd", "bn"}, {"cat"}), "axis", 1);
+  ModelBuilder::IntAttr(mb.Node("Split", {"bn"}, {"h1", "h2"}), "axis", 1);
+  ModelBuilder::IntAttr(mb.Node("Concat", {"ctd", "h2", "h1"}, {"cat"}), "axis", 1);
   mb.Node("GlobalAveragePool", {"cat"}, {"g"});
   mb.Node("Flatten", {"g"}, {"f"});
   ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "fc", "b"}, {"logits"}), "transB", 1);
@@ -101,7 +102,7 @@ TEST(HotPathAllocTest, WarmRunsAllocateNoBuffers) {
   ASSERT_TRUE(plan.ok());
   for (const char* k : {"cpu.batchnormalization.channels", "cpu.mul.channel_scale",
                         "cpu.resize.onednn", "cpu.convtranspose.onednn", "cpu.concat.onednn",
-                        "cpu.softmax.onednn", "cpu.globalaveragepool.channels"})
+                        "cpu.softmax.onednn", "cpu.globalaveragepool.channels", "cpu.split.onednn"})
     EXPECT_NE(plan->find(k), std::string::npos) << k << " not in the plan:\n" << *plan;
   ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());  // cold: plans, prepares, allocates the arena
   ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());

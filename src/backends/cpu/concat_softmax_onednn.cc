@@ -180,11 +180,8 @@ void SoftmaxView(const ir::Node& node, const Shape& xs, Shape* view, int* axis) 
 
 KernelSupport SupportsSoftmax(const ir::Node& node, const ir::Op&,
                               const std::vector<TensorInfo>& in) {
-  if (!AllFloat(in, {0})) return {false, "needs float32 input"};
+  if (std::string why = DenseFloatInput(in); !why.empty()) return {false, why};
   const Shape& xs = in[0].shape;
-  if (xs.empty() || xs.size() > 12) return {false, "rank must be 1..12"};
-  for (int64_t d : xs)
-    if (d <= 0) return {false, "empty input"};
   const int64_t rank = static_cast<int64_t>(xs.size());
   int64_t a = node.GetInt("axis", node.opset >= 13 ? -1 : 1);
   if (a < 0) a += rank;

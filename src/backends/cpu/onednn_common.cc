@@ -187,6 +187,15 @@ void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,
   ThreadStream().wait();
 }
 
+std::string DenseFloatInput(const std::vector<runtime::TensorInfo>& in) {
+  if (!AllFloat(in, {0})) return "needs float32 input";
+  const Shape& xs = in[0].shape;
+  if (xs.empty() || xs.size() > 12) return "rank must be 1..12";
+  for (int64_t d : xs)
+    if (d <= 0) return "empty input";
+  return "";
+}
+
 Status ExecuteSrcDst(const std::string& what, const dnnl::primitive& prim,
                      const dnnl::primitive_desc_base& pd, const dnnl::memory::desc& src,
                      const dnnl::memory::desc& dst, const ir::ComputeContext& ctx) {

@@ -101,6 +101,9 @@ std::unique_ptr<runtime::Kernel> CreateKernel(const ir::Node& node, const ir::Op
   return std::make_unique<K>(node);
 }
 
+// Input 0 is float32 with rank 1..12 (oneDNN's limit) and no empty dim; "" or the reason not.
+std::string DenseFloatInput(const std::vector<runtime::TensorInfo>& in);
+
 // True when every dim of every listed info is known and the dtype is float32.
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);
 
