@@ -85,12 +85,16 @@ class ResampleOneDnn final : public runtime::Kernel {
     const bool pytorch =
         node_.GetString("coordinate_transformation_mode", "") == "pytorch_half_pixel";
     for (size_t i = 2; i < xs.size() && !use_reference_; ++i) {
-      if (!scales.empty() && scales.size() != xs.size()) use_reference_ = true;
+      if (!scales.empty() && scales.size() != xs.size()) {
+        use_reference_ = true;
+        break;
+      }
       const float given = scales.empty() ? 0.f : scales[i];
       if (nearest) {
         // An integer upscale, and the given scale (if any) exactly that integer.
+        const int64_t factor = ys[i] / xs[i];
         use_reference_ = use_reference_ || ys[i] % xs[i] != 0 ||
-                         (given != 0.f && given != static_cast<float>(ys[i] / xs[i]));
+                         (given != 0.f && given != static_cast<float>(factor));
       } else {
         use_reference_ =
             use_reference_ || (pytorch && ys[i] <= 1) ||
