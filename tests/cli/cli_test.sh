@@ -34,6 +34,7 @@ check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
 check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$KILN" inspect --optimized --shape a=4xq "$M"
+check inspect-bad-precision 1 "--precision: fp16 not in" -- "$KILN" inspect --optimized --precision fp16 "$M"
 check inspect-io 0 "a: float32\[N,3\]" -- "$KILN" inspect "$M"
 check inspect-unsupported 0 "'nz1' NonZero \(ai.onnx opset 13\)" -- "$KILN" inspect "$W/unsupported.onnx"
 check inspect-optimized 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"
