@@ -285,7 +285,8 @@ class GlobalAverage final : public runtime::Kernel {
   explicit GlobalAverage(const ir::Node&) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
   size_t ScratchBytes() const override {
-    return storage_.order == Order::kChannelsLast
+    // Partial sums, only for the batch-1 path below (fewer samples than threads).
+    return storage_.order == Order::kChannelsLast && n_ < threads_
                ? static_cast<size_t>(threads_ * c_) * sizeof(float)
                : 0;
   }
