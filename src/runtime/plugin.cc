@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/plugin_deps.h"
+
 namespace kiln::runtime {
 
 namespace {
@@ -15,6 +17,7 @@ namespace {
 struct Loaded {
   Status status;
   std::string path;
+  PluginDependencyReport deps;
 };
 
 std::mutex& LoadMutex() {
@@ -44,20 +47,11 @@ std::string OwnFolder() {
 
 std::vector<std::string> PluginSearchPath() {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("KILN_PLUGIN_PATH")) {
-    std::string s = env;
-    size_t start = 0;
-    while (start <= s.size()) {
-      const size_t end = s.find(':', start);
-      const std::string d = s.substr(start, end == std::string::npos ? end : end - start);
-      if (!d.empty()) dirs.push_back(d);
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-  }
+  if (const char* env = std::getenv("KILN_PLUGIN_PATH")) dirs = SplitSearchPath(env);
   const std::string own = OwnFolder();
   if (!own.empty()) {
     dirs.push_back(own);
+    dirs.push_back(own + "/../lib");  // a release: bin/kiln and lib/libkiln_<backend>.so
     dirs.push_back(own + "/../lib/kiln");
   }
 #ifdef KILN_PLUGIN_BUILD_DIR
@@ -94,12 +88,29 @@ Status LoadBackendPlugin(const std::string& backend) {
     loaded.status = Status(StatusCode::kNotFound, "backend plugin libkiln_" + backend +
                                                       ".so not found; searched: " + searched +
                                                       " (set KILN_PLUGIN_PATH to its folder)");
-  } else if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
-    const char* err = dlerror();
-    loaded.status = Status(StatusCode::kUnavailable, "cannot load backend plugin " + path + ": " +
-                                                         (err ? err : "unknown dlopen error"));
   } else {
-    loaded.path = path;
+    loaded.deps = PreloadPluginDependencies(backend, path);
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
+      const char* err = dlerror();
+      std::string missing;
+      for (const PluginDependency& d : loaded.deps.libs)
+        if (d.path.empty()) missing += (missing.empty() ? "" : ", ") + d.soname;
+      std::string searched;
+      for (const std::string& d : loaded.deps.searched)
+        searched += (searched.empty() ? "" : ", ") + d;
+      loaded.status = Status(
+          StatusCode::kUnavailable,
+          "cannot load backend plugin " + path + ": " + (err ? err : "unknown dlopen error") +
+              (missing.empty()
+                   ? std::string()
+                   : "; not found: " + missing +
+                         " (looked in the system loader's "
+                         "path" +
+                         (searched.empty() ? "" : " and " + searched) + "; " + loaded.deps.env_var +
+                         " adds folders; `kiln doctor` shows the search)"));
+    } else {
+      loaded.path = path;
+    }
   }
   LoadedModules()[backend] = loaded;
   return loaded.status;
@@ -109,6 +120,12 @@ std::string LoadedBackendPlugin(const std::string& backend) {
   std::lock_guard<std::mutex> lock(LoadMutex());
   auto it = LoadedModules().find(backend);
   return it == LoadedModules().end() ? "" : it->second.path;
+}
+
+PluginDependencyReport LoadedPluginDependencies(const std::string& backend) {
+  std::lock_guard<std::mutex> lock(LoadMutex());
+  auto it = LoadedModules().find(backend);
+  return it == LoadedModules().end() ? PluginDependencyReport{} : it->second.deps;
 }
 
 }  // namespace kiln::runtime

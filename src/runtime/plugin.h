@@ -9,23 +9,29 @@
 #include <vector>
 
 #include "kiln/status.h"
+#include "runtime/plugin_deps.h"
 
 namespace kiln::runtime {
 
 // The folders searched for libkiln_<backend>.so, in order: each entry of $KILN_PLUGIN_PATH
-// (colon-separated), the folder of the program (or library) holding kiln, its ../lib/kiln, and
+// (colon-separated), the folder of the program (or library) holding kiln, its ../lib and ../lib/kiln, and
 // the build tree's plugin folder (compiled in, so tests and an uninstalled build find it).
 std::vector<std::string> PluginSearchPath();
 
 // The first existing libkiln_<backend>.so on the search path, or "" when there is none.
 std::string FindBackendPlugin(const std::string& backend);
 
-// Opens libkiln_<backend>.so once per process (later calls return the first outcome). NotFound
+// Opens libkiln_<backend>.so once per process (later calls return the first outcome), after
+// opening its dependencies from where plugin_deps.h looks for them. NotFound
 // names every folder searched; a module that exists but cannot be opened (a missing cuDNN, a
 // symbol kiln does not export) is Unavailable with the loader's message.
 Status LoadBackendPlugin(const std::string& backend);
 
 // The path of the module loaded for `backend`, or "" when none was.
 std::string LoadedBackendPlugin(const std::string& backend);
+
+// Where the dependencies of the module loaded (or tried) for `backend` were found; empty when
+// LoadBackendPlugin found no module for it.
+PluginDependencyReport LoadedPluginDependencies(const std::string& backend);
 
 }  // namespace kiln::runtime

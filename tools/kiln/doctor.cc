@@ -268,6 +268,30 @@ Json Driver(const cuda::DriverProbe& driver, bool enabled, const Compiled& compi
   return d;
 }
 
+// Where the CUDA plugin's own dependencies (cuDNN, cuBLAS) were looked for and found.
+Json LibrarySearch(const std::string& plugin, Json* warnings) {
+  const runtime::PluginDependencyReport r = runtime::PreloadPluginDependencies("cuda", plugin);
+  Json j;
+  j["env_var"] = r.env_var;
+  j["searched"] = r.searched;
+  j["error"] = r.error.empty() ? Json() : Json(r.error);
+  Json libs = Json::array();
+  for (const runtime::PluginDependency& d : r.libs) {
+    Json l;
+    l["soname"] = d.soname;
+    l["path"] = d.path.empty() ? Json() : Json(d.path);
+    l["found_by"] = d.how.empty() ? Json() : Json(d.how);
+    l["error"] = d.error.empty() ? Json() : Json(d.error);
+    libs.push_back(l);
+    if (d.path.empty())
+      warnings->push_back("the CUDA plugin needs " + d.soname + ", found nowhere (" + d.error +
+                          "): set " + r.env_var + " to its folder");
+  }
+  j["libs"] = libs;
+  if (!r.error.empty()) warnings->push_back("cannot read the CUDA plugin's dependencies: " + r.error);
+  return j;
+}
+
 // The runtime, cuDNN and cuBLAS, by the major versions this build expects (CUDA 13 and cuDNN 9
 // in a CPU-only build).
 Json Libraries(const Json& build, bool enabled, const Compiled& compiled, Json* warnings) {
@@ -333,11 +357,16 @@ Json Cuda(const Json& build, Json* warnings) {
         "kiln was built without CUDA (KILN_WITH_CUDA=OFF or no toolkit found): CPU only");
   const cuda::DriverProbe driver = cuda::ProbeDriver();
   j["driver"] = Driver(driver, enabled, compiled, warnings);
-  j["libraries"] = Libraries(build, enabled, compiled, warnings);
-
   cuda::EmbeddedCode code;
   j["binary"] = Binary(enabled, &code);
   const bool plugin_found = !j["binary"]["path"].is_null();
+  // The plugin's cuDNN/cuBLAS are looked for (and opened) as `--device cuda` would before the
+  // probes below, so they report what a run would use.
+  j["library_search"] = plugin_found ? LibrarySearch(j["binary"]["path"].get<std::string>(),
+                                                     warnings)
+                                     : Json();
+  j["libraries"] = Libraries(build, enabled, compiled, warnings);
+
   if (!j["binary"]["error"].is_null())
     warnings->push_back("cannot read kiln's GPU code: " + j["binary"]["error"].get<std::string>());
   else if (enabled && code.sass.empty() && code.ptx.empty())

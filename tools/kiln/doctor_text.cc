@@ -103,6 +103,17 @@ void PrintDoctorReport(const Json& r) {
     if (d["init_error"].is_string()) s += "; " + Str(d["init_error"]);
     Line("driver", s);
   }
+  if (cu["library_search"].is_object()) {
+    const Json& ls = cu["library_search"];
+    for (const Json& l : ls["libs"])
+      Line("plugin needs", Str(l["soname"]) + ": " +
+                               (l["path"].is_string()
+                                    ? Str(l["path"]) + " (" + Str(l["found_by"]) + ")"
+                                    : "NOT FOUND (" + Str(l["error"], "") + ")"));
+    std::string searched = "system loader";
+    for (const Json& d : ls["searched"]) searched += ", " + Str(d);
+    Line("  searched", searched + " (" + Str(ls["env_var"]) + " adds folders first)");
+  }
   Line("runtime", LibraryLine(cu["libraries"]["cudart"]));
   Line("cuDNN", LibraryLine(cu["libraries"]["cudnn"]));
   Line("cuBLAS", LibraryLine(cu["libraries"]["cublas"]));
