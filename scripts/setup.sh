@@ -5,7 +5,7 @@
 set -euo pipefail
 
 PKGS=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config patchelf debootstrap
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev

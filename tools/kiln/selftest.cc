@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -128,6 +129,22 @@ Outcome Check(const std::string& model, const std::string& backend, const std::s
   return o;
 }
 
+// The bundled demo model: in a release, <prefix>/share/kiln/demo next to <prefix>/bin/kiln; in a
+// build tree, the source tree's demo/ (compiled in). "" when neither exists.
+std::string BundledModel() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) candidates.push_back(exe.parent_path() / "../share/kiln/demo/fashion_mnist_cnn.onnx");
+#ifdef KILN_SOURCE_DIR
+  candidates.emplace_back(KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
+#endif
+  for (const fs::path& p : candidates)
+    if (fs::is_regular_file(p, ec)) return p.lexically_normal().string();
+  return "";
+}
+
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
   std::set<std::string> seen;
@@ -206,9 +223,14 @@ int RunSelftest(const SelftestArgs& a) {
     report(c.name, Check(c.model, a.device, a.precision, seed++, c.positive_inputs, case_tol));
   std::vector<std::string> models = a.models;
   const size_t given = models.size();
-#ifdef KILN_SOURCE_DIR
-  if (!a.no_models) models.push_back(KILN_SOURCE_DIR "/demo/fashion_mnist_cnn.onnx");
-#endif
+  if (!a.no_models) {
+    const std::string bundled = BundledModel();
+    if (bundled.empty())
+      std::printf("  SKIP  bundled model: share/kiln/demo/fashion_mnist_cnn.onnx not found next "
+                  "to kiln\n");
+    else
+      models.push_back(bundled);
+  }
   for (size_t m = 0; m < models.size(); ++m) {
     const std::string& path = models[m];
     std::FILE* f = std::fopen(path.c_str(), "rb");
