@@ -51,6 +51,20 @@ struct RunTimings {
   std::vector<NodeTime> nodes;
 };
 
+// What opening the session's device cost, once per process and device (all -1 / false on the
+// CPU). A cold start is plugin_load_ms (opening libkiln_<backend>.so with cuDNN and cuBLAS) +
+// driver_init_ms + context_ms + module_load_ms, then the first run's own preparation.
+struct DeviceStartup {
+  double plugin_load_ms = -1;  // dlopen of the backend plugin and its libraries; 0 when loaded
+  double driver_init_ms = -1;  // CUDA: the first runtime call (driver initialisation)
+  double context_ms = -1;      // CUDA: creating the device's primary context
+  double module_load_ms = -1;  // CUDA: loading kiln's kernel modules (PTX JIT included, if any)
+  int modules = 0;             // modules loaded
+  bool ptx_jit = false;        // some module had no SASS for this GPU and was compiled from PTX
+  int kernel_arch = 0;         // the GPU code's architecture as loaded (90 for sm_90 SASS)
+  std::string detail;          // what went wrong measuring, if anything
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
@@ -80,6 +94,8 @@ class Session {
   StatusOr<std::shared_ptr<void>> AllocateHostBuffer(size_t bytes) const;
   // The backend's device ("" on the CPU), e.g. "NVIDIA H100 80GB HBM3 (sm_90, device 0)".
   std::string device_description() const;
+  // The device's cold-start costs (see DeviceStartup).
+  DeviceStartup device_startup() const;
 
   // Human-readable description of the prepared plan for the given input shapes (kernels chosen,
   // folded nodes). For `kiln inspect --optimized`.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/session.h"
 #include "kiln/status.h"
 
 namespace kiln::runtime {
@@ -68,6 +69,9 @@ class Device {
   virtual ~Device() = default;
   // "NVIDIA H100 (sm_90, device 0)".
   virtual std::string Describe() const = 0;
+  // What opening this device cost (driver, context, kernel modules); plugin_load_ms is filled
+  // by OpenDevice.
+  virtual DeviceStartup Startup() const { return {}; }
   // True only for test devices whose memory is host memory: lets the planner fall back to
   // reference kernels. A real device rejects nodes without a kernel of its backend.
   virtual bool host_accessible() const { return false; }

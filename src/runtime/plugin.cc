@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -89,8 +90,12 @@ Status LoadBackendPlugin(const std::string& backend) {
                                                       ".so not found; searched: " + searched +
                                                       " (set KILN_PLUGIN_PATH to its folder)");
   } else {
+    const auto t0 = std::chrono::steady_clock::now();
     loaded.deps = PreloadPluginDependencies(backend, path);
-    if (dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    loaded.deps.load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (handle == nullptr) {
       const char* err = dlerror();
       std::string missing;
       for (const PluginDependency& d : loaded.deps.libs)

@@ -43,6 +43,7 @@ struct PluginDependencyReport {
   std::vector<std::string> searched;   // folders looked in beyond the system loader, in order
   std::vector<PluginDependency> libs;  // one per DT_NEEDED entry that is not a system library
   std::string error;                   // the plugin could not be read as an ELF file
+  double load_ms = 0;                  // LoadBackendPlugin: these lookups plus the plugin's dlopen
   bool ok() const;                     // read, and every dependency found
 };
 

@@ -11,6 +11,7 @@
 #include "onnx/onnx_loader.h"
 #include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
+#include "runtime/plugin.h"
 
 namespace kiln {
 
@@ -222,6 +223,15 @@ std::string Session::plan_cache_status() const {
 
 std::string Session::device_description() const {
   return impl_->device ? impl_->device->Describe() : "";
+}
+
+DeviceStartup Session::device_startup() const {
+  if (!impl_->device) return {};
+  DeviceStartup s = impl_->device->Startup();
+  const runtime::PluginDependencyReport plugin =
+      runtime::LoadedPluginDependencies(impl_->options.backend);
+  if (!plugin.plugin.empty()) s.plugin_load_ms = plugin.load_ms;
+  return s;
 }
 
 Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,

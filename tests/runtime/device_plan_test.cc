@@ -115,6 +115,12 @@ class FakeDevice final : public Device {
   explicit FakeDevice(bool host_accessible, bool capture = false)
       : host_accessible_(host_accessible), capture_(capture) {}
   std::string Describe() const override { return "fake device"; }
+  DeviceStartup Startup() const override {
+    DeviceStartup s;
+    s.context_ms = 1.5;
+    s.modules = 3;
+    return s;
+  }
   bool host_accessible() const override { return host_accessible_; }
   StatusOr<std::shared_ptr<void>> Allocate(size_t bytes) override { return HostAlloc(bytes); }
   StatusOr<std::shared_ptr<void>> AllocateHost(size_t bytes) override {
@@ -224,6 +230,13 @@ TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
   auto dev = Session::LoadFromBytes(SmallModel(), dev_opts);
   ASSERT_TRUE(cpu.ok() && dev.ok()) << dev.status().ToString();
   EXPECT_EQ((*dev)->device_description(), "fake device");
+  // The device's own startup figures come through; a backend linked in (no plugin) has no
+  // plugin load time; the CPU has none of them.
+  EXPECT_EQ((*dev)->device_startup().context_ms, 1.5);
+  EXPECT_EQ((*dev)->device_startup().modules, 3);
+  EXPECT_EQ((*dev)->device_startup().plugin_load_ms, -1);
+  EXPECT_EQ((*cpu)->device_startup().context_ms, -1);
+  EXPECT_EQ((*cpu)->device_startup().module_load_ms, -1);
   std::vector<NamedTensor> in{{"x", Input(3)}}, want, got;
   ASSERT_TRUE((*cpu)->Run(in, &want).ok());
   Log().Take();

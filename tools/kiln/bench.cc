@@ -2,7 +2,7 @@
 // [--input NAME=FILE] [--json FILE] [--precision fp32|bf16] [--reference]`: measures load time,
 // the cold first run (plan preparation included), then latency percentiles and throughput over
 // timed runs on the same inputs. The JSON uses the key names of /work/shared/bench/ort_bench.js
-// (ONNX Runtime's runner) so the two can be compared side by side (bench/compare_ort does).
+// (ONNX Runtime's runner) so the two can be compared side by side (bench/compare does).
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -456,6 +456,12 @@ Status DoBench(BenchArgs a) {
                  "device split (CUDA events, p50 ms): upload %.3f   compute %.3f   download "
                  "%.3f\n  upload: host -> page-locked staging -> device; download: the reverse\n",
                  up.p50, comp.p50, down.p50);
+    const DeviceStartup cs = session->device_startup();
+    std::fprintf(out,
+                 "cold start (inside load): plugin + cuDNN/cuBLAS %.1f ms, driver %.1f ms, "
+                 "context %.1f ms,\n  kernel modules %.1f ms (%d, %s sm_%d)\n",
+                 cs.plugin_load_ms, cs.driver_init_ms, cs.context_ms, cs.module_load_ms, cs.modules,
+                 cs.ptx_jit ? "PTX JIT-compiled for" : "SASS for", cs.kernel_arch);
   }
   if (a.profile && rt.device)
     std::fprintf(out, "profile:     per-step times are measured on the CPU backend only\n");
@@ -492,6 +498,14 @@ Status DoBench(BenchArgs a) {
       j["cuda_graph"] = a.cuda_graph;
       j["device_split_ms_p50"] = {
           {"upload", up.p50}, {"compute", comp.p50}, {"download", down.p50}};
+      const DeviceStartup cs = session->device_startup();
+      j["cold_start"] = {{"plugin_load_ms", cs.plugin_load_ms},
+                         {"driver_init_ms", cs.driver_init_ms},
+                         {"context_ms", cs.context_ms},
+                         {"module_load_ms", cs.module_load_ms},
+                         {"modules", cs.modules},
+                         {"ptx_jit", cs.ptx_jit},
+                         {"kernel_arch", cs.kernel_arch}};
     }
     j["kiln_version"] = KILN_VERSION_STRING;
     j["onednn_version"] = OneDnnVersion();

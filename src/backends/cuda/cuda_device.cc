@@ -5,10 +5,12 @@
 // With SessionOptions::cuda_graph, a context's second run is captured (cudaStreamBeginCapture on
 // the compute stream) into a CUDA graph that every later run replays with one launch.
 // Registered as backend "cuda"; opening it fails with Unavailable when no device is visible.
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/launch.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
 
@@ -188,7 +190,10 @@ class CudaRun final : public runtime::DeviceRun {
 
 class CudaDevice final : public runtime::Device {
  public:
-  CudaDevice(int index, const cudaDeviceProp& prop) : index_(index), prop_(prop) {}
+  CudaDevice(int index, const cudaDeviceProp& prop, DeviceStartup startup)
+      : index_(index), prop_(prop), startup_(std::move(startup)) {}
+
+  DeviceStartup Startup() const override { return startup_; }
 
   std::string Describe() const override {
     return std::string(prop_.name) + " (sm_" + std::to_string(prop_.major) +
@@ -226,11 +231,22 @@ class CudaDevice final : public runtime::Device {
  private:
   int index_;
   cudaDeviceProp prop_;
+  DeviceStartup startup_;
 };
 
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Opening a device measures the cold start's parts (DeviceStartup): the first runtime call
+// (driver initialisation), the primary context, and loading kiln's kernel modules -- with the
+// PTX JIT when the binary has no SASS for this GPU -- so none of them hides in the first run.
 StatusOr<std::shared_ptr<runtime::Device>> OpenCudaDevice(int index) {
+  DeviceStartup startup;
+  auto t0 = std::chrono::steady_clock::now();
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
+  startup.driver_init_ms = MsSince(t0);
   if (e != cudaSuccess || count == 0)
     return Unavailable(std::string("no CUDA device is visible (cudaGetDeviceCount: ") +
                        (e == cudaSuccess ? "0 devices" : cudaGetErrorName(e)) +
@@ -240,7 +256,19 @@ StatusOr<std::shared_ptr<runtime::Device>> OpenCudaDevice(int index) {
                            std::to_string(count) + " visible");
   cudaDeviceProp prop;
   KILN_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  return std::shared_ptr<runtime::Device>(new CudaDevice(index, prop));
+  t0 = std::chrono::steady_clock::now();
+  KILN_CUDA_CHECK(cudaSetDevice(index));
+  KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
+  startup.context_ms = MsSince(t0);
+  const cuda_kernels::ModuleLoad modules = cuda_kernels::LoadModules(KILN_CUDA_ARCHITECTURES);
+  if (!modules.error.empty())
+    return DeviceError("cannot load kiln's CUDA kernels on " + std::string(prop.name) + ": " +
+                       modules.error + "; `kiln doctor` says whether this GPU is supported");
+  startup.module_load_ms = modules.ms;
+  startup.modules = modules.modules;
+  startup.kernel_arch = modules.kernel_arch;
+  startup.ptx_jit = modules.ptx_jit;
+  return std::shared_ptr<runtime::Device>(new CudaDevice(index, prop, std::move(startup)));
 }
 
 // fp16: convolutions and matrix products in float16 on Tensor Cores (every supported GPU,

@@ -22,4 +22,6 @@ cudaError_t LaunchActivation(const float* src, float* dst, int64_t n, int activa
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(ActivationKernel);
+
 }  // namespace kiln::cuda_kernels

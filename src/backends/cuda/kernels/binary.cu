@@ -42,4 +42,6 @@ cudaError_t LaunchBinary(int op, const float* a, const float* b, float* dst,
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(BinaryFlatKernel);
+
 }  // namespace kiln::cuda_kernels

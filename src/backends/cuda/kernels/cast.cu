@@ -4,6 +4,7 @@
 
 #include "backends/cuda/kernels/cast.h"
 #include "backends/cuda/kernels/cast_math.h"
+#include "backends/cuda/kernels/launch.h"
 #include "backends/cuda/kernels/kernel_util.cuh"
 
 namespace kiln::cuda_kernels {
@@ -29,5 +30,7 @@ cudaError_t LaunchHalfToFloat(const uint16_t* src, float* dst, int64_t n, cudaSt
   HalfToFloatKernel<<<GridFor(n), kThreads, 0, stream>>>(src, dst, n);
   return cudaGetLastError();
 }
+
+KILN_CUDA_MODULE(FloatToHalfKernel);
 
 }  // namespace kiln::cuda_kernels

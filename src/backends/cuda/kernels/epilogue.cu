@@ -49,4 +49,6 @@ cudaError_t LaunchRowBiasEpilogue(float* y, const float* bias, int64_t rows, int
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(ConvEpilogueKernel);
+
 }  // namespace kiln::cuda_kernels

@@ -48,4 +48,6 @@ cudaError_t LaunchGatherAxis(const void* src, const int64_t* indices, void* dst,
   }
 }
 
+KILN_CUDA_MODULE(GatherAxisKernel<float>);
+
 }  // namespace kiln::cuda_kernels

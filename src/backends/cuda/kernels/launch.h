@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 #include "backends/cuda/kernels/binary_math.h"
 #include "backends/cuda/kernels/gather_math.h"
@@ -21,6 +22,26 @@
 #include "backends/cuda/kernels/softmax_math.h"
 
 namespace kiln::cuda_kernels {
+
+// Each kernels/*.cu file (one CUDA module each) registers one of its kernels at load time
+// (KILN_CUDA_MODULE(kernel)), so that LoadModules() can force every module to load when the
+// device opens: with CUDA's lazy loading a module loads, and on a GPU without SASS for it is
+// compiled from PTX, at its first launch, which would otherwise land inside the first run.
+int RegisterModule(const char* file, const void* kernel);
+#define KILN_CUDA_MODULE(kernel)                                                  \
+  [[maybe_unused]] static const int kiln_cuda_module_registered_ =                \
+      ::kiln::cuda_kernels::RegisterModule(__FILE__, reinterpret_cast<const void*>(&kernel))
+
+struct ModuleLoad {
+  int modules = 0;
+  double ms = 0;            // wall time of loading them all
+  int kernel_arch = 0;      // cudaFuncAttributes::binaryVersion (the lowest seen), e.g. 90
+  bool ptx_jit = false;     // a module's binary is not one of `sass_archs`: compiled from PTX
+  std::string error;        // the first failing module and its error
+};
+// Loads every registered module on the current device; `sass_archs` are the SASS architectures
+// built in ("75-real 80-real ... 90-virtual" as CMake lists them).
+ModuleLoad LoadModules(const std::string& sass_archs);
 
 // dst[i] = Apply(activation, src[i], alpha, beta), i < n; dst may equal src (activation.cu).
 cudaError_t LaunchActivation(const float* src, float* dst, int64_t n, int activation, float alpha,

@@ -38,4 +38,6 @@ cudaError_t LaunchLayerNorm(const float* src, float* dst, const float* gamma, co
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(LayerNormKernel);
+
 }  // namespace kiln::cuda_kernels

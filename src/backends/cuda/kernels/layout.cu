@@ -54,4 +54,6 @@ cudaError_t LaunchConcatCopy(const float* src, float* dst, const cuda_math::Conc
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(GatherKernel);
+
 }  // namespace kiln::cuda_kernels

@@ -65,4 +65,6 @@ cudaError_t LaunchGlobalPool(const float* src, float* dst, int64_t planes, int64
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(GlobalPoolKernel);
+
 }  // namespace kiln::cuda_kernels

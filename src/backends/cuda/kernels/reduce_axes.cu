@@ -47,4 +47,6 @@ cudaError_t LaunchReduceAxes(const float* src, float* dst, const cuda_math::Redu
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(ReduceRowsKernel);
+
 }  // namespace kiln::cuda_kernels

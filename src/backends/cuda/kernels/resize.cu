@@ -27,4 +27,6 @@ cudaError_t LaunchResize2d(const float* src, float* dst, int64_t planes,
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(Resize2dKernel);
+
 }  // namespace kiln::cuda_kernels

@@ -42,4 +42,6 @@ cudaError_t LaunchSoftmax(const float* src, float* dst, const cuda_math::Softmax
   return cudaGetLastError();
 }
 
+KILN_CUDA_MODULE(SoftmaxKernel);
+
 }  // namespace kiln::cuda_kernels
