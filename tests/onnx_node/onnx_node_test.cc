@@ -5,7 +5,8 @@
 // exact dtype and shape, floats within rtol 1e-3 / atol 1e-5, other types exactly.
 // skip_list.txt lists expected failures by reason; a listed test that passes fails.
 // Prints "N passed, M failed, K skipped" at the end. Root: $KILN_ONNX_TESTDATA_DIR or
-// /usr/share/libonnx-testdata/data.
+// /usr/share/libonnx-testdata/data; a missing root or fewer in-scope cases than a floor fails
+// (main() below).
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -314,8 +315,28 @@ class Summary : public testing::Environment {
 
 }  // namespace
 
+// A run that finds no data, or far fewer cases than Debian's libonnx-testdata 1.12 holds (589 in
+// scope on 2026-11-21), fails instead of passing with nothing checked. The floor is
+// $KILN_ONNX_MIN_CASES when set (another data folder), else 580.
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  std::error_code ec;
+  if (!fs::is_directory(fs::path(Root()) / "node", ec)) {
+    std::fprintf(stderr,
+                 "onnx-node: FAILED: no ONNX test data at %s (expected %s/node/test_*/; install "
+                 "Debian's libonnx-testdata or set KILN_ONNX_TESTDATA_DIR)\n",
+                 Root().c_str(), Root().c_str());
+    return 1;
+  }
+  const char* floor_env = std::getenv("KILN_ONNX_MIN_CASES");
+  const size_t floor = floor_env ? std::strtoul(floor_env, nullptr, 10) : 580;
+  if (AllCases().size() < floor) {
+    std::fprintf(stderr,
+                 "onnx-node: FAILED: %zu cases in scope under %s, fewer than the floor of %zu "
+                 "(KILN_ONNX_MIN_CASES); the data folder is incomplete or the scope shrank\n",
+                 AllCases().size(), Root().c_str(), floor);
+    return 1;
+  }
   testing::AddGlobalTestEnvironment(new Summary);
   return RUN_ALL_TESTS();
 }
