@@ -5,7 +5,10 @@
 // and reuses it afterwards. Thread-safety: Run() may be called from many threads at once.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +68,27 @@ struct DeviceStartup {
   std::string detail;          // what went wrong measuring, if anything
 };
 
+// What a session holds, as numbers (Session::stats()).
+struct SessionStats {
+  size_t plans = 0;                    // input-shape signatures planned
+  size_t planned_arena_bytes_max = 0;  // the largest plan's arena (activations + scratch)
+  size_t packed_weight_bytes = 0;      // constant weights repacked for kernels, shared by all plans
+  size_t packed_weights = 0;           // distinct packed copies
+  uint64_t packed_weight_reuses = 0;   // kernels that got an existing packed copy
+  size_t arena_bytes = 0;              // CPU arenas alive (in use or free for the next run)
+  size_t arenas = 0;
+};
+
+// Per-run controls. Both are checked before the run starts and between its steps (a kernel that
+// has started finishes first), so a stop comes within one step's time.
+struct RunOptions {
+  // A run not finished by then stops with DeadlineExceeded; one whose deadline has passed before
+  // it starts runs no kernel. Unset: no deadline.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  // Set it (from any thread) to stop the run with Cancelled. Not owned; must outlive the run.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
@@ -84,6 +108,9 @@ class Session {
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs) const;
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
              RunTimings* timings) const;
+  // With a deadline and/or a cancel flag (RunOptions); a stopped run returns no outputs.
+  Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+             const RunOptions& options, RunTimings* timings = nullptr) const;
   // What the plan cache did for the most recent newly planned input shape: "off", "hit (N
   // choices reused)", "miss, stored N choices", "stale (key differs), stored N choices",
   // "corrupt (...): ignored, stored N choices", or a store error.
@@ -94,6 +121,8 @@ class Session {
   StatusOr<std::shared_ptr<void>> AllocateHostBuffer(size_t bytes) const;
   // The backend's device ("" on the CPU), e.g. "NVIDIA H100 80GB HBM3 (sm_90, device 0)".
   std::string device_description() const;
+  // Plans, packed weights and arenas held (see SessionStats).
+  SessionStats stats() const;
   // The device's cold-start costs (see DeviceStartup).
   DeviceStartup device_startup() const;
 
@@ -105,6 +134,10 @@ class Session {
 
  private:
   explicit Session(std::unique_ptr<Impl> impl);
+  static StatusOr<std::unique_ptr<Session>> LoadImpl(const std::string& path,
+                                                     const SessionOptions& options);
+  Status RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                 const RunOptions& options, RunTimings* timings) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 
 #include "core/threading.h"
@@ -98,14 +99,14 @@ int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
   return out;
 }
 
-StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& model,
-                                                               const std::vector<Tensor>& inputs,
-                                                               const SessionOptions& options,
-                                                               std::shared_ptr<Device> device,
-                                                               const PlanChoices* cached) {
+StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
+    const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
+    std::shared_ptr<Device> device, const PlanChoices* cached,
+    std::shared_ptr<SessionResources> resources) {
   const ir::Graph& g = *model.graph;
   auto plan = std::make_unique<ExecutionPlan>();
   ExecutionPlan& p = *plan;
+  p.resources = resources ? std::move(resources) : std::make_shared<SessionResources>();
   p.device = std::move(device);
   p.pinned_staging = options.pinned_staging;
   p.capture_graph = options.cuda_graph;
@@ -207,6 +208,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(const Model& mode
     pc.num_threads = p.num_threads;
     pc.precision = options.precision;
     pc.device = p.device.get();
+    pc.weights = &p.resources->weights;
     pc.tune = options.tune;
     if (cached) {
       auto it = cached->find(node.name);
@@ -320,34 +322,40 @@ void ExecutionPlan::PlanArena() {
   arena_bytes = layout.arena_bytes + (scratch_bytes + 63) / 64 * 64;
 }
 
-Tensor ExecutionPlan::TakeArena() const {
-  {
-    std::lock_guard<std::mutex> lock(arena_mu_);
-    if (!free_arenas_.empty()) {
-      Tensor t = std::move(free_arenas_.back());
-      free_arenas_.pop_back();
-      return t;
+Status CheckRunControl(const RunOptions* control, size_t next, size_t total,
+                       const std::string& what) {
+  if (control == nullptr) return OkStatus();
+  const std::string where = total == 0 ? std::string("before it started")
+                                       : "before step " + std::to_string(next + 1) + " of " +
+                                             std::to_string(total) + " (" + what + ")";
+  if (control->cancel != nullptr && control->cancel->load(std::memory_order_relaxed))
+    return Status(StatusCode::kCancelled, "run cancelled " + where);
+  if (control->deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= *control->deadline) {
+      const double late =
+          std::chrono::duration<double, std::milli>(now - *control->deadline).count();
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.3f", late);
+      return Status(StatusCode::kDeadlineExceeded,
+                    "run stopped " + where + ": its deadline passed " + buf + " ms ago");
     }
   }
-  return Tensor::Empty(DataType::kUInt8, {static_cast<int64_t>(std::max<size_t>(arena_bytes, 1))});
-}
-
-void ExecutionPlan::ReturnArena(Tensor arena) const {
-  std::lock_guard<std::mutex> lock(arena_mu_);
-  free_arenas_.push_back(std::move(arena));
+  return OkStatus();
 }
 
 Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
-                              std::vector<Tensor>* outputs, DeviceTimings* timings) const {
-  if (device) return ExecuteOnDevice(model, inputs, outputs, timings);
+                              std::vector<Tensor>* outputs, DeviceTimings* timings,
+                              const RunOptions* control) const {
+  if (device) return ExecuteOnDevice(model, inputs, outputs, timings, control);
   const ir::Graph& g = *model.graph;
   SetThreadCount(num_threads);
-  Tensor arena = TakeArena();
+  Tensor arena = resources->arenas.Take(arena_bytes);
   struct Return {
-    const ExecutionPlan* plan;
+    ArenaPool* pool;
     Tensor* arena;
-    ~Return() { plan->ReturnArena(std::move(*arena)); }
-  } give_back{this, &arena};
+    ~Return() { pool->Return(std::move(*arena)); }
+  } give_back{&resources->arenas, &arena};
   char* base = static_cast<char*>(arena.raw());
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
   if (step_ms) step_ms->assign(steps.size(), 0.0);
@@ -363,6 +371,8 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
     auto what = [&] {
       return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
     };
+    if (control != nullptr)
+      KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), what()));
     ir::ComputeContext cc;
     for (int slot : step.in_slots) {
       const Tensor* t = get(slot);

@@ -20,6 +20,7 @@
 #include "runtime/device.h"
 #include "runtime/kernel.h"
 #include "runtime/plan_cache.h"
+#include "runtime/session_resources.h"
 
 namespace kiln::runtime {
 
@@ -40,6 +41,11 @@ struct Model {
 StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph);
 // One Unsupported status listing every node.
 Status UnsupportedNodesError(const std::vector<UnsupportedNode>& nodes);
+
+// OK, or DeadlineExceeded / Cancelled naming the step about to run (`next` of `total`, `what`)
+// when `control` says to stop. Null control: always OK.
+Status CheckRunControl(const RunOptions* control, size_t next, size_t total,
+                       const std::string& what);
 
 // One unit of work: a node's kernel, or (node == -1) a conversion of a value from a backend
 // layout to plain. Slots index the plan's per-value tables: graph value ids first, then the
@@ -88,15 +94,16 @@ struct ExecutionPlan {
   PlanChoices choices;
   int cached_choices = 0;
 
-  static StatusOr<std::unique_ptr<ExecutionPlan>> Create(const Model& model,
-                                                         const std::vector<Tensor>& inputs,
-                                                         const SessionOptions& options,
-                                                         std::shared_ptr<Device> device = nullptr,
-                                                         const PlanChoices* cached = nullptr);
+  static StatusOr<std::unique_ptr<ExecutionPlan>> Create(
+      const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
+      std::shared_ptr<Device> device = nullptr, const PlanChoices* cached = nullptr,
+      std::shared_ptr<SessionResources> resources = nullptr);
   // Executes the plan; `inputs` are in graph-input order, outputs in graph-output order. On a
   // device, `timings` (when non-null) receives the run's upload/compute/download split.
+  // `control` (may be null): a deadline and cancel flag checked before every step.
   Status Execute(const Model& model, const std::vector<Tensor>& inputs,
-                 std::vector<Tensor>* outputs, DeviceTimings* timings = nullptr) const;
+                 std::vector<Tensor>* outputs, DeviceTimings* timings = nullptr,
+                 const RunOptions* control = nullptr) const;
   std::string Describe(const Model& model) const;
 
  private:
@@ -104,14 +111,14 @@ struct ExecutionPlan {
   // Device plans (execution_plan_device.cc).
   Status UploadConstants();
   Status ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
-                         std::vector<Tensor>* outputs, DeviceTimings* timings) const;
-  Status RunSteps(const ir::Graph& g, char* base, void* stream, std::vector<Tensor>* env) const;
+                         std::vector<Tensor>* outputs, DeviceTimings* timings,
+                         const RunOptions* control) const;
+  Status RunSteps(const ir::Graph& g, char* base, void* stream, std::vector<Tensor>* env,
+                  const RunOptions* control) const;
   mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
-  // Arenas of finished runs, reused by later ones (one per concurrent run).
-  Tensor TakeArena() const;
-  void ReturnArena(Tensor arena) const;
-  mutable std::mutex arena_mu_;
-  mutable std::vector<Tensor> free_arenas_;
+  // The session's packed weights and CPU arenas (a plan made alone gets its own).
+  std::shared_ptr<SessionResources> resources;
+  mutable std::mutex arena_mu_;  // guards free_runs_
 
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.

@@ -38,7 +38,8 @@ Status ExecutionPlan::UploadConstants() {
 }
 
 Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
-                                      std::vector<Tensor>* outputs, DeviceTimings* timings) const {
+                                      std::vector<Tensor>* outputs, DeviceTimings* timings,
+                                      const RunOptions* control) const {
   const ir::Graph& g = *model.graph;
   std::unique_ptr<DeviceRun> run;
   {
@@ -83,12 +84,15 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
   } else {
     const bool capture = capture_graph && run->SupportsCapture() && run->completed_runs > 0;
     if (capture) KILN_RETURN_IF_ERROR(run->BeginCapture());
-    Status s = RunSteps(g, base, run->stream(), &env);
+    // A capture records every step: the run control is checked only outside captures.
+    Status s = RunSteps(g, base, run->stream(), &env, capture ? nullptr : control);
     if (capture) {
       Status end = run->EndCapture();  // always end a capture, even after a failed step
       if (s.ok()) s = end;
       if (s.ok()) s = run->Replay();
     }
+    if (s.code() == StatusCode::kCancelled || s.code() == StatusCode::kDeadlineExceeded)
+      (void)run->Finish();  // let the enqueued work drain before the context is reused
     KILN_RETURN_IF_ERROR(s);
   }
   outputs->clear();
@@ -116,9 +120,14 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
 }
 
 Status ExecutionPlan::RunSteps(const ir::Graph& g, char* base, void* stream,
-                               std::vector<Tensor>* env_ptr) const {
+                               std::vector<Tensor>* env_ptr, const RunOptions* control) const {
   std::vector<Tensor>& env = *env_ptr;
-  for (const Step& step : steps) {
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const Step& step = steps[si];
+    if (control != nullptr)
+      KILN_RETURN_IF_ERROR(CheckRunControl(
+          control, si, steps.size(),
+          step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion")));
     ir::ComputeContext cc;
     cc.stream = stream;
     for (int slot : step.in_slots) {

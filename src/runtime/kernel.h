@@ -40,6 +40,8 @@ struct TensorInfo {
 
 // What Kernel::Prepare sees: concrete input infos (with layouts), the values of inputs that are
 // constant (weights; nullptr otherwise), and output infos whose layout the kernel may set.
+class WeightCache;
+
 struct PrepareContext {
   std::vector<TensorInfo> inputs;
   std::vector<const Tensor*> constants;
@@ -53,6 +55,10 @@ struct PrepareContext {
   // The backend's device (nullptr on the CPU): kernels allocate device copies of what they
   // prepack here, once.
   Device* device = nullptr;
+  // The session's packed-weight cache (session_resources.h): kernels that repack constant
+  // weights take them from here, so every plan of the session shares one packed copy. May be
+  // null (a kernel then packs its own copy).
+  WeightCache* weights = nullptr;
 };
 
 struct KernelSupport {

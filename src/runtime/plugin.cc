@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 
+#include "runtime/plugin_abi.h"
 #include "runtime/plugin_deps.h"
 
 namespace kiln::runtime {
@@ -45,6 +46,22 @@ std::string OwnFolder() {
 }
 
 }  // namespace
+
+Status CheckPluginAbi(const std::string& path) {
+  auto stamp = ReadElfSection(path, ".kiln_plugin_abi");
+  const std::string mine = PluginAbiText();
+  if (!stamp.ok())
+    return Status(StatusCode::kUnavailable, "refusing backend plugin " + path +
+                                                ": it carries no kiln ABI stamp (" +
+                                                stamp.status().message() + "); this kiln needs '" +
+                                                mine + "': use the plugin built with this kiln");
+  const std::string theirs(stamp->c_str());  // the section holds one NUL-terminated string
+  if (theirs != mine)
+    return Status(StatusCode::kUnavailable,
+                  "refusing backend plugin " + path + ": it was built for '" + theirs +
+                      "', this kiln is '" + mine + "'; use the plugin built with this kiln");
+  return OkStatus();
+}
 
 std::vector<std::string> PluginSearchPath() {
   std::vector<std::string> dirs;
@@ -89,6 +106,8 @@ Status LoadBackendPlugin(const std::string& backend) {
     loaded.status = Status(StatusCode::kNotFound, "backend plugin libkiln_" + backend +
                                                       ".so not found; searched: " + searched +
                                                       " (set KILN_PLUGIN_PATH to its folder)");
+  } else if (Status abi = CheckPluginAbi(path); !abi.ok()) {
+    loaded.status = abi;
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     loaded.deps = PreloadPluginDependencies(backend, path);

@@ -22,10 +22,16 @@ std::vector<std::string> PluginSearchPath();
 std::string FindBackendPlugin(const std::string& backend);
 
 // Opens libkiln_<backend>.so once per process (later calls return the first outcome), after
-// opening its dependencies from where plugin_deps.h looks for them. NotFound
+// checking its ABI stamp (a plugin of another kiln is refused before any of its code runs:
+// Unavailable naming both) and opening its dependencies from where plugin_deps.h looks for
+// them. NotFound
 // names every folder searched; a module that exists but cannot be opened (a missing cuDNN, a
 // symbol kiln does not export) is Unavailable with the loader's message.
 Status LoadBackendPlugin(const std::string& backend);
+
+// OK when the file carries this kiln's plugin ABI stamp (plugin_abi.h), read from the file
+// without loading it; else Unavailable naming both stamps (or saying it has none).
+Status CheckPluginAbi(const std::string& path);
 
 // The path of the module loaded for `backend`, or "" when none was.
 std::string LoadedBackendPlugin(const std::string& backend);

@@ -218,6 +218,36 @@ StatusOr<ElfDynamicInfo> ReadElfDynamicInfo(const std::string& path) {
   return info;
 }
 
+StatusOr<std::string> ReadElfSection(const std::string& path, const std::string& name) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return NotFound("cannot open " + path);
+  Elf64_Ehdr eh{};
+  if (!ReadAt(f, 0, &eh, sizeof(eh)) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shnum > 4096 ||
+      eh.e_shstrndx >= eh.e_shnum)
+    return InvalidArgument(path + " is not a 64-bit little-endian ELF file with sections");
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  if (!ReadAt(f, eh.e_shoff, sh.data(), sh.size() * sizeof(Elf64_Shdr)))
+    return InvalidArgument(path + ": section headers run past the end of the file");
+  const Elf64_Shdr& names = sh[eh.e_shstrndx];
+  if (names.sh_size == 0 || names.sh_size > (1u << 20))
+    return InvalidArgument(path + ": implausible section name table");
+  std::string table(names.sh_size, '\0');
+  if (!ReadAt(f, names.sh_offset, table.data(), table.size()))
+    return InvalidArgument(path + ": section name table runs past the end of the file");
+  for (const Elf64_Shdr& s : sh) {
+    if (s.sh_name >= table.size() || name != table.c_str() + s.sh_name) continue;
+    if (s.sh_type == SHT_NOBITS || s.sh_size > 4096)
+      return InvalidArgument(path + ": section " + name + " is empty or too large");
+    std::string data(s.sh_size, '\0');
+    if (!ReadAt(f, s.sh_offset, data.data(), data.size()))
+      return InvalidArgument(path + ": section " + name + " runs past the end of the file");
+    return data;
+  }
+  return NotFound(path + " has no section " + name);
+}
+
 std::vector<std::string> PythonWheelLibraryFolders(const std::string& backend) {
   std::vector<std::string> out;
   if (backend != "cuda") return out;

@@ -57,6 +57,9 @@ struct ElfDynamicInfo {
   std::string run_path;
 };
 StatusOr<ElfDynamicInfo> ReadElfDynamicInfo(const std::string& path);
+// The contents of section `name` of a 64-bit little-endian ELF file (at most 4 KiB); NotFound
+// when the file has no such section.
+StatusOr<std::string> ReadElfSection(const std::string& path, const std::string& name);
 
 // Looks up and opens every DT_NEEDED library of `plugin_path` that the C/C++ runtime does not
 // provide (libc, libm, libstdc++, libgcc_s, libdl, libpthread, librt, the loader), by the order

@@ -1,10 +1,13 @@
 #include "kiln/session.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 
@@ -35,6 +38,9 @@ struct Session::Impl {
   mutable std::mutex mu;
   mutable std::map<std::vector<Shape>, std::shared_ptr<const runtime::ExecutionPlan>> plans;
   std::string model_hash;  // with a plan cache: the model file's content hash
+  // Packed weights and CPU arenas shared by every plan of this session.
+  std::shared_ptr<runtime::SessionResources> resources =
+      std::make_shared<runtime::SessionResources>();
   mutable std::string plan_cache_status = "off";
 
   StatusOr<std::vector<Tensor>> BindInputs(const std::vector<NamedTensor>& given) const;
@@ -139,9 +145,9 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
                                 runtime::LibraryVersions(options.backend));
     found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
   }
-  KILN_ASSIGN_OR_RETURN(auto plan,
-                        runtime::ExecutionPlan::Create(*model, ordered, options, device,
-                                                       found.hit ? &found.choices : nullptr));
+  KILN_ASSIGN_OR_RETURN(
+      auto plan, runtime::ExecutionPlan::Create(*model, ordered, options, device,
+                                                found.hit ? &found.choices : nullptr, resources));
   if (cache) {
     std::string status = found.status;
     if (status.rfind("corrupt", 0) == 0)
@@ -176,8 +182,30 @@ static std::optional<std::string> ReadModelFile(const std::string& path) {
   return bytes;
 }
 
+// Exceptions stop at the API: memory exhaustion (std::bad_alloc from any allocation, oneDNN's
+// out-of-memory) is OutOfMemory, anything else Internal, each naming what was being done.
+template <typename F>
+auto AtApiBoundary(const std::string& what, F&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory,
+                  "out of host memory while " + what +
+                      " (a smaller batch, or fewer concurrent runs, needs less)");
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, "unexpected exception while " + what + ": " + e.what());
+  }
+}
+
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
                                                  const SessionOptions& options) {
+  return AtApiBoundary("loading '" + path + "'", [&]() -> StatusOr<std::unique_ptr<Session>> {
+    return LoadImpl(path, options);
+  });
+}
+
+StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
+                                                     const SessionOptions& options) {
   // With a plan cache the file is read once into memory: hashed for the cache key, then parsed.
   // External data files are not hashed: a cache entry holds only kernel choices, which stay
   // correct (if perhaps not fastest) whatever the weights are.
@@ -194,10 +222,12 @@ StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
 
 StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& bytes,
                                                           const SessionOptions& options) {
-  KILN_ASSIGN_OR_RETURN(auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
-  if (options.tune && !options.plan_cache_dir.empty())
-    impl->model_hash = runtime::ContentHash(bytes);
-  return std::unique_ptr<Session>(new Session(std::move(impl)));
+  return AtApiBoundary("loading a model from memory", [&]() -> StatusOr<std::unique_ptr<Session>> {
+    KILN_ASSIGN_OR_RETURN(auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
+    if (options.tune && !options.plan_cache_dir.empty())
+      impl->model_hash = runtime::ContentHash(bytes);
+    return std::unique_ptr<Session>(new Session(std::move(impl)));
+  });
 }
 
 const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
@@ -225,6 +255,22 @@ std::string Session::device_description() const {
   return impl_->device ? impl_->device->Describe() : "";
 }
 
+SessionStats Session::stats() const {
+  SessionStats s;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    s.plans = impl_->plans.size();
+    for (const auto& [sig, plan] : impl_->plans)
+      s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, plan->arena_bytes);
+  }
+  s.packed_weight_bytes = impl_->resources->weights.bytes();
+  s.packed_weights = impl_->resources->weights.entries();
+  s.packed_weight_reuses = impl_->resources->weights.hits();
+  s.arena_bytes = impl_->resources->arenas.bytes();
+  s.arenas = impl_->resources->arenas.count();
+  return s;
+}
+
 DeviceStartup Session::device_startup() const {
   if (!impl_->device) return {};
   DeviceStartup s = impl_->device->Startup();
@@ -236,6 +282,21 @@ DeviceStartup Session::device_startup() const {
 
 Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                     RunTimings* timings) const {
+  return Run(inputs, outputs, RunOptions{}, timings);
+}
+
+Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                    const RunOptions& options, RunTimings* timings) const {
+  return AtApiBoundary("running the model",
+                       [&] { return RunImpl(inputs, outputs, options, timings); });
+}
+
+Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                        const RunOptions& options, RunTimings* timings) const {
+  const bool controlled = options.deadline.has_value() || options.cancel != nullptr;
+  const RunOptions* control = controlled ? &options : nullptr;
+  // A deadline already passed, or a cancel already set: nothing is planned or run.
+  KILN_RETURN_IF_ERROR(runtime::CheckRunControl(control, 0, 0, ""));
   KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
   KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
   std::vector<Tensor> outs;
@@ -243,7 +304,7 @@ Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTen
   std::vector<double> step_ms;
   const bool per_node = timings && timings->per_node && !impl_->device;
   if (per_node) dt.step_ms = &step_ms;
-  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt));
+  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt, control));
   if (timings) {
     timings->device = impl_->device != nullptr;
     timings->upload_ms = dt.upload_ms;
@@ -277,9 +338,11 @@ Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTen
 }
 
 StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inputs) const {
-  KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
-  KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
-  return plan->Describe(*impl_->model);
+  return AtApiBoundary("planning the model", [&]() -> StatusOr<std::string> {
+    KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+    KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+    return plan->Describe(*impl_->model);
+  });
 }
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/plugin_abi.h"
 
 namespace kiln::runtime {
 namespace {
@@ -79,11 +80,33 @@ TEST(PluginTest, BrokenPluginReportsTheLoaderError) {
   ASSERT_EQ(setenv("KILN_PLUGIN_PATH", dir.c_str(), 1), 0);
   auto dev = OpenDevice("broken", 0);
   EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(dev.status().message().find("cannot load backend plugin"), std::string::npos);
+  // Not an ELF file: refused at the ABI check, which reads the file without loading it.
+  EXPECT_NE(dev.status().message().find("refusing backend plugin"), std::string::npos)
+      << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("no kiln ABI stamp"), std::string::npos);
   EXPECT_NE(dev.status().message().find("libkiln_broken.so"), std::string::npos)
       << dev.status().ToString();
   unsetenv("KILN_PLUGIN_PATH");
   std::filesystem::remove_all(dir);
+}
+
+// A plugin built for another kiln is refused, naming both ABIs, before any of its code runs:
+// its device registrar never registers.
+TEST(PluginTest, PluginOfAnotherAbiIsRefused) {
+  ASSERT_EQ(setenv("KILN_PLUGIN_PATH", KILN_TEST_PLUGIN_DIR, 1), 0);
+  auto dev = OpenDevice("wrongabi", 0);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable) << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("built for 'kiln-plugin-abi=999 kiln=0.0.1'"),
+            std::string::npos)
+      << dev.status().ToString();
+  EXPECT_NE(dev.status().message().find("this kiln is '" + PluginAbiText() + "'"),
+            std::string::npos)
+      << dev.status().ToString();
+  EXPECT_EQ(dev.status().message().find("code ran"), std::string::npos);
+  EXPECT_EQ(Maps().find("libkiln_wrongabi"), std::string::npos);
+  EXPECT_TRUE(CheckPluginAbi(KILN_TEST_PLUGIN_DIR "/libkiln_testplug.so").ok());
+  unsetenv("KILN_PLUGIN_PATH");
 }
 
 #ifdef KILN_CUDA_PLUGIN_BUILT

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "model_builder.h"
@@ -174,6 +176,88 @@ TEST(SessionTest, ConcurrentRunsAgree) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_EQ(bad[t], 0) << "thread " << t;
+}
+
+// A chain of `n` Adds over a [1, size] tensor, optimizations off (one step per node).
+std::string AddChainModel(int n, int64_t size) {
+  ModelBuilder m;
+  m.Input("x", kF32, {1, size}).Output("y", kF32, {1, size});
+  std::string prev = "x";
+  for (int i = 0; i < n; ++i) {
+    const std::string out = i + 1 == n ? "y" : "a" + std::to_string(i);
+    m.Node("Add", {prev, "x"}, {out});
+    prev = out;
+  }
+  return m.Bytes();
+}
+
+TEST(SessionTest, DeadlineAndCancel) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  std::vector<NamedTensor> out;
+  RunOptions past;
+  past.deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(5);
+  Status st = s->Run({{"x", Iota({2, 3})}}, &out, past);
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st.ToString();
+  EXPECT_NE(st.message().find("before it started"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(out.empty());
+  std::atomic<bool> cancel{true};
+  RunOptions cancelled;
+  cancelled.cancel = &cancel;
+  st = s->Run({{"x", Iota({2, 3})}}, &out, cancelled);
+  EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  // A far deadline and a clear flag: the run completes, as does one with no options.
+  cancel = false;
+  RunOptions fine;
+  fine.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  fine.cancel = &cancel;
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 3})}}, &out, fine).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[2], 2.5f);
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 3})}}, &out).ok());
+}
+
+TEST(SessionTest, CancelStopsARunBetweenSteps) {
+  SessionOptions o;
+  o.optimize = false;
+  o.num_threads = 1;
+  auto loaded = Session::LoadFromBytes(AddChainModel(400, 1 << 18), o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  Session& s = **loaded;
+  const Tensor x = Iota({1, 1 << 18}, 1e-6f);
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE(s.Run({{"x", x}}, &out).ok());  // plans; a warm run takes 400 steps
+  std::atomic<bool> cancel{false};
+  RunOptions ro;
+  ro.cancel = &cancel;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    cancel = true;
+  });
+  Status st = Status(StatusCode::kInternal, "not run");
+  for (int i = 0; i < 50 && (st.ok() || st.code() == StatusCode::kInternal); ++i)
+    st = s.Run({{"x", x}}, &out, ro);  // each run is a chance for the flag to land mid-run
+  stopper.join();
+  EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  EXPECT_NE(st.message().find("before step "), std::string::npos) << st.ToString();
+  ASSERT_TRUE(s.Run({{"x", x}}, &out).ok());  // the session is unharmed
+}
+
+// Memory exhaustion is a Status, not an exception: a Expand to [2^40] floats (4 TiB) folded at
+// load or planned at run time.
+TEST(SessionTest, OutOfMemoryIsAStatus) {
+  ModelBuilder m;
+  m.Input("x", kF32, {1}).Output("y", kF32, {-1});
+  m.Int64Init("shape", {1}, {int64_t{1} << 40});
+  m.Node("Expand", {"x", "shape"}, {"y"});
+  auto s = Session::LoadFromBytes(m.Bytes());
+  Status st = s.ok() ? Status() : s.status();
+  if (s.ok()) {
+    std::vector<NamedTensor> out;
+    st = (*s)->Run({{"x", Iota({1})}}, &out);
+  }
+  EXPECT_EQ(st.code(), StatusCode::kOutOfMemory) << st.ToString();
+  EXPECT_NE(st.message().find("out of host memory while"), std::string::npos) << st.ToString();
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/plugin_abi.h"
+
+KILN_PLUGIN_ABI_STAMP;
 
 namespace kiln::runtime {
 namespace {

@@ -37,6 +37,7 @@ constexpr uint32_t kInputSeed = 12345;
 
 struct BenchArgs {
   std::string model;
+  std::vector<int> batches = {1};  // --batch 1,2,4: a sweep in one session (DoSweep)
   int batch = 1;
   bool batch_given = false;
   int threads = 0;
@@ -305,14 +306,7 @@ double PeakRssMb() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-Status DoBench(BenchArgs a) {
-  using Clock = std::chrono::steady_clock;
-  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  FILE* out = a.json == "-" ? stderr : stdout;  // `--json -` keeps stdout for the JSON alone
-  const CpuInfo& cpu = GetCpuInfo();
-  const std::vector<std::string> cpu_isa =
-      cpu.Has({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"});
-
+SessionOptions OptionsOf(const BenchArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
   opts.num_threads = a.threads;
@@ -322,6 +316,110 @@ Status DoBench(BenchArgs a) {
   opts.cuda_graph = a.cuda_graph;
   opts.tune = a.tune;
   opts.plan_cache_dir = a.plan_cache;
+  return opts;
+}
+
+Status WriteJson(const std::string& path, const nlohmann::ordered_json& j, FILE* out) {
+  return WriteJsonReport(path, j.dump(2) + "\n", out);
+}
+
+double Mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+// --batch 1,2,4,...: one session, every batch in turn (random inputs), one line each, then what
+// the session holds: packed weights shared by all plans, arenas, peak RSS. The latency-by-batch
+// curve a dynamic batcher needs, and a check that serving many batch sizes costs little memory.
+Status DoSweep(const BenchArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  FILE* out = a.json == "-" ? stderr : stdout;
+  if (!a.inputs.empty())
+    return InvalidArgument("--batch with several sizes generates its inputs; drop --input");
+  if (a.profile) return InvalidArgument("--profile takes one --batch size");
+  auto t0 = Clock::now();
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
+  const double load_ms = ms(Clock::now() - t0);
+  KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
+  const CpuInfo& cpu = GetCpuInfo();
+  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+  std::fprintf(out, "kiln bench: %s, batches", a.model.c_str());
+  for (int b : a.batches) std::fprintf(out, " %d", b);
+  std::fprintf(out, " in one session; threads %d, precision %s, device %s; cpu %s\n", threads,
+               a.precision.c_str(), a.device.c_str(), cpu.model.c_str());
+  std::fprintf(out, "load %.1f ms\n%6s %12s %10s %10s %12s %12s\n", load_ms, "batch",
+               "first run ms", "p50 ms", "p99 ms", "items/s", "arena MB");
+  nlohmann::ordered_json sweep = nlohmann::ordered_json::array();
+  for (int b : a.batches) {
+    BenchArgs ab = a;
+    ab.batch = b;
+    ab.batch_given = true;
+    std::vector<NamedTensor> inputs;
+    for (const TensorSpec& spec : session->inputs()) {
+      KILN_ASSIGN_OR_RETURN(Shape s, InputShape(spec, shapes, ab));
+      KILN_ASSIGN_OR_RETURN(Tensor t, RandomTensor(spec, s));
+      inputs.push_back({spec.name, std::move(t)});
+    }
+    const int warmup = a.warmup >= 0 ? a.warmup : (b == 1 ? 20 : 3);
+    const int iterations = a.iterations >= 0 ? a.iterations : (b == 1 ? 100 : 10);
+    std::vector<NamedTensor> outputs;
+    auto t1 = Clock::now();
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    const double first_ms = ms(Clock::now() - t1);
+    for (int i = 0; i < warmup; ++i) KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    std::vector<double> times;
+    for (int i = 0; i < iterations; ++i) {
+      auto t = Clock::now();
+      KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+      times.push_back(ms(Clock::now() - t));
+    }
+    const Stats st = ComputeStats(times);
+    const double per_s = st.mean > 0 ? b * 1000.0 / st.mean : 0.0;
+    const SessionStats ss = session->stats();
+    std::fprintf(out, "%6d %12.2f %10.3f %10.3f %12.2f %12.1f\n", b, first_ms, st.p50, st.p99,
+                 per_s, Mb(ss.arena_bytes));
+    std::fflush(out);
+    sweep.push_back({{"batch", b},
+                     {"first_run_ms", first_ms},
+                     {"latency_ms", {{"p50", st.p50}, {"p99", st.p99}, {"mean", st.mean}}},
+                     {"throughput_per_s", per_s},
+                     {"iterations", iterations},
+                     {"arena_bytes", ss.arena_bytes}});
+  }
+  const SessionStats ss = session->stats();
+  const double rss = PeakRssMb();
+  std::fprintf(out,
+               "session: %zu plans; packed weights %.1f MB (%zu copies, %llu reused by later "
+               "plans); arenas %.1f MB (%zu); largest plan arena %.1f MB\npeak RSS: %.1f MB\n",
+               ss.plans, Mb(ss.packed_weight_bytes), ss.packed_weights,
+               static_cast<unsigned long long>(ss.packed_weight_reuses), Mb(ss.arena_bytes),
+               ss.arenas, Mb(ss.planned_arena_bytes_max), rss);
+  if (a.json.empty()) return OkStatus();
+  nlohmann::ordered_json j;
+  j["runtime"] = "kiln";
+  j["version"] = KILN_VERSION_STRING;
+  j["model"] = a.model;
+  j["threads"] = threads;
+  j["precision"] = a.precision;
+  j["device"] = a.device;
+  j["cpu_model"] = cpu.model;
+  j["load_ms"] = load_ms;
+  j["sweep"] = sweep;
+  j["plans"] = ss.plans;
+  j["packed_weight_bytes"] = ss.packed_weight_bytes;
+  j["packed_weight_reuses"] = ss.packed_weight_reuses;
+  j["arena_bytes"] = ss.arena_bytes;
+  j["largest_plan_arena_bytes"] = ss.planned_arena_bytes_max;
+  j["peak_rss_mb"] = rss;
+  return WriteJson(a.json, j, out);
+}
+
+Status DoBench(BenchArgs a) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  FILE* out = a.json == "-" ? stderr : stdout;  // `--json -` keeps stdout for the JSON alone
+  const CpuInfo& cpu = GetCpuInfo();
+  const std::vector<std::string> cpu_isa =
+      cpu.Has({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"});
+  const SessionOptions opts = OptionsOf(a);
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   const double load_ms = ms(Clock::now() - t0);
@@ -534,16 +632,7 @@ Status DoBench(BenchArgs a) {
                       {"by_kernel", kernels},
                       {"steps", steps}};
     }
-    const std::string text = j.dump(2) + "\n";
-    if (a.json == "-") {
-      std::fputs(text.c_str(), stdout);
-    } else {
-      std::ofstream f(a.json);
-      f << text;
-      f.close();
-      if (!f) return InvalidArgument("--json: cannot write '" + a.json + "'");
-      std::fprintf(out, "json: %s\n", a.json.c_str());
-    }
+    return WriteJson(a.json, j, out);
   }
   return OkStatus();
 }
@@ -555,9 +644,12 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure load time, first-run time, latency percentiles and throughput");
   cmd->add_option("model", args->model, "ONNX model file")->required();
-  CLI::Option* batch = cmd->add_option("--batch,-b", args->batch,
-                                       "Batch: the size of a symbolic first input dim (default 1)")
-                           ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* batch =
+      cmd->add_option("--batch,-b", args->batches,
+                      "Batch: the size of a symbolic first input dim (default 1); several "
+                      "(1,2,4,8) bench each in one session")
+          ->delimiter(',')
+          ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads,-t", args->threads, "Threads; 0 (default) = physical cores")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--warmup,-w", args->warmup,
@@ -592,7 +684,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
   cmd->callback([args, batch, exit_code] {
     args->batch_given = batch->count() > 0;
-    Status s = DoBench(*args);
+    args->batch = args->batches.empty() ? 1 : args->batches.front();
+    Status s = args->batches.size() > 1 ? DoSweep(*args) : DoBench(*args);
     if (!s.ok()) *exit_code = Fail(s);
   });
 }

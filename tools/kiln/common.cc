@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <cstdio>
+#include <fstream>
 
 #ifdef KILN_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -67,6 +68,19 @@ std::string SanitizeFileName(const std::string& name) {
   }
   if (out.empty() || out == "." || out == "..") out = "_" + out;
   return out;
+}
+
+Status WriteJsonReport(const std::string& path, const std::string& text, FILE* out) {
+  if (path == "-") {
+    std::fputs(text.c_str(), stdout);
+    return OkStatus();
+  }
+  std::ofstream f(path);
+  f << text;
+  f.close();
+  if (!f) return InvalidArgument("--json: cannot write '" + path + "'");
+  std::fprintf(out, "json: %s\n", path.c_str());
+  return OkStatus();
 }
 
 }  // namespace kiln::cli

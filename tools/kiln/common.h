@@ -1,6 +1,7 @@
 // Shared CLI helpers: Status -> exit code mapping, error printing, tensor file reading.
 #pragma once
 
+#include <cstdio>
 #include <string>
 
 #include "kiln/status.h"
@@ -22,5 +23,9 @@ StatusOr<Shape> ParseDims(const std::string& name, const std::string& text);
 std::string OneDnnVersion();
 // Output file name: every character outside [A-Za-z0-9._-] replaced by '_'.
 std::string SanitizeFileName(const std::string& name);
+
+// Writes `text` (a command's --json report) to stdout when `path` is "-", else to the file,
+// then says "json: PATH" on `out`; InvalidArgument when the file cannot be written.
+Status WriteJsonReport(const std::string& path, const std::string& text, FILE* out);
 
 }  // namespace kiln::cli

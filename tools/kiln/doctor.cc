@@ -288,7 +288,8 @@ Json LibrarySearch(const std::string& plugin, Json* warnings) {
                           "): set " + r.env_var + " to its folder");
   }
   j["libs"] = libs;
-  if (!r.error.empty()) warnings->push_back("cannot read the CUDA plugin's dependencies: " + r.error);
+  if (!r.error.empty())
+    warnings->push_back("cannot read the CUDA plugin's dependencies: " + r.error);
   return j;
 }
 
@@ -362,9 +363,8 @@ Json Cuda(const Json& build, Json* warnings) {
   const bool plugin_found = !j["binary"]["path"].is_null();
   // The plugin's cuDNN/cuBLAS are looked for (and opened) as `--device cuda` would before the
   // probes below, so they report what a run would use.
-  j["library_search"] = plugin_found ? LibrarySearch(j["binary"]["path"].get<std::string>(),
-                                                     warnings)
-                                     : Json();
+  j["library_search"] =
+      plugin_found ? LibrarySearch(j["binary"]["path"].get<std::string>(), warnings) : Json();
   j["libraries"] = Libraries(build, enabled, compiled, warnings);
 
   if (!j["binary"]["error"].is_null())
@@ -392,17 +392,7 @@ Status RunDoctor(const std::string& json_path, bool json_requested) {
   const bool json_to_stdout = json_requested && (json_path.empty() || json_path == "-");
   if (!json_to_stdout) PrintDoctorReport(report);
   if (!json_requested) return OkStatus();
-  const std::string text = report.dump(2) + "\n";
-  if (json_to_stdout) {
-    std::fputs(text.c_str(), stdout);
-    return OkStatus();
-  }
-  std::ofstream f(json_path);
-  f << text;
-  f.close();
-  if (!f) return InvalidArgument("--json: cannot write '" + json_path + "'");
-  std::printf("json: %s\n", json_path.c_str());
-  return OkStatus();
+  return WriteJsonReport(json_to_stdout ? "-" : json_path, report.dump(2) + "\n", stdout);
 }
 
 }  // namespace

@@ -140,7 +140,7 @@ class ConvOneDnn final : public runtime::Kernel {
                                                                      : memory::format_tag::goidhw)
                                      : PlainDesc(ws);
     packed_src_w_ = w;  // the plain weights, for the matmul variant (tune)
-    weights_ = PackWeights(w_plain, w.raw(), pd_.weights_desc(), &packed_w_);
+    weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights);
     if (has_bias) {
       bias_copy_ = ctx->constants[2]->Clone();
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());

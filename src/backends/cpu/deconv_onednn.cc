@@ -127,7 +127,7 @@ class DeconvOneDnn final : public runtime::Kernel {
     prim_ = dnnl::deconvolution_forward(pd_);
     src_in_ = InputDesc(x);
     if (pd_.src_desc() != src_in_) src_reorder_ = MakeReorder(src_in_, pd_.src_desc());
-    weights_ = PackWeights(w_onnx, w.raw(), pd_.weights_desc(), &packed_w_);
+    weights_ = PackWeights(w_onnx, w, pd_.weights_desc(), &packed_w_, ctx->weights);
     if (has_bias) {
       bias_copy_ = ctx->constants[2]->Clone();  // constant: KernelDef::constant_inputs
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());

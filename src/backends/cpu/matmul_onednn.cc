@@ -106,7 +106,8 @@ class MatMulOneDnn final : public runtime::Kernel {
                                   : dnnl::matmul::desc(a_compute_, b_any, y_desc);
     pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
     prim_ = dnnl::matmul(pd_);
-    weights_ = PackWeights(b_plain, ctx->constants[1]->raw(), pd_.weights_desc(), &packed_b_);
+    weights_ =
+        PackWeights(b_plain, *ctx->constants[1], pd_.weights_desc(), &packed_b_, ctx->weights);
     if (bias_copy_.defined()) bias_ = memory(bias_desc, Engine(), bias_copy_.raw());
   }
 

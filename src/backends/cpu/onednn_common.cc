@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include "runtime/session_resources.h"
 
 namespace kiln::backends::cpu {
 
@@ -165,14 +168,29 @@ dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& hav
   return converted;
 }
 
-dnnl::memory PackWeights(const dnnl::memory::desc& from, const void* data,
-                         const dnnl::memory::desc& to, Tensor* storage) {
-  *storage = Tensor::Empty(DataType::kUInt8, {}, to.get_size());
-  dnnl::memory packed(to, Engine(), storage->raw());
-  dnnl::memory src(from, Engine(), const_cast<void*>(data));
-  dnnl::reorder(src, packed).execute(ThreadStream(), src, packed);
-  ThreadStream().wait();
-  return packed;
+namespace {
+// A memory descriptor's bytes (oneDNN 2.x: a plain C struct, zero-initialised by its
+// constructors): equal layouts give equal keys.
+std::string DescKey(const dnnl::memory::desc& d) {
+  return std::string(reinterpret_cast<const char*>(&d.data), sizeof(d.data));
+}
+}  // namespace
+
+dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
+                         const dnnl::memory::desc& to, Tensor* storage,
+                         runtime::WeightCache* cache) {
+  auto pack = [&]() -> StatusOr<Tensor> {
+    Tensor t = Tensor::Empty(DataType::kUInt8, {static_cast<int64_t>(to.get_size())});
+    dnnl::memory packed(to, Engine(), t.raw());
+    dnnl::memory src(from, Engine(), const_cast<void*>(source.raw()));
+    dnnl::reorder(src, packed).execute(ThreadStream(), src, packed);
+    ThreadStream().wait();
+    return t;
+  };
+  StatusOr<Tensor> t = cache ? cache->GetOrPack(source, DescKey(from) + DescKey(to), pack) : pack();
+  if (!t.ok()) throw dnnl::error(dnnl_runtime_error, t.status().message().c_str());
+  *storage = *t;
+  return dnnl::memory(to, Engine(), storage->raw());
 }
 
 void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,

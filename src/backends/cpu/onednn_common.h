@@ -53,15 +53,17 @@ bool AppendActivation(const std::string& activation, float alpha, float beta, dn
 bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
                       std::string* name, float* alpha, float* beta);
 
-// Runs `fn`, converting dnnl::error into a Status naming `what`.
+// Runs `fn`, converting dnnl::error into a Status naming `what` (OutOfMemory for oneDNN's
+// out-of-memory, else Internal).
 template <typename F>
 Status Guard(const std::string& what, F&& fn) {
   try {
     fn();
   } catch (const dnnl::error& e) {
-    return Status(StatusCode::kInternal, "oneDNN failed in " + what + ": " + e.what() +
-                                             " (status " +
-                                             std::to_string(static_cast<int>(e.status)) + ")");
+    const StatusCode code =
+        e.status == dnnl_out_of_memory ? StatusCode::kOutOfMemory : StatusCode::kInternal;
+    return Status(code, "oneDNN failed in " + what + ": " + e.what() + " (status " +
+                            std::to_string(static_cast<int>(e.status)) + ")");
   }
   return OkStatus();
 }
@@ -73,10 +75,13 @@ size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& wa
 dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
                      const dnnl::memory::desc& want, const void* data, void* scratch);
 
-// Constant weights prepacked once: `data` (laid out as `from`) reordered into `*storage`, which
-// is allocated in layout `to` and must outlive the returned memory.
-dnnl::memory PackWeights(const dnnl::memory::desc& from, const void* data,
-                         const dnnl::memory::desc& to, Tensor* storage);
+// Constant weights prepacked once per session: `source` (laid out as `from`) reordered into
+// layout `to`, held in `*storage` (which must outlive the returned memory). With a cache (the
+// session's, PrepareContext::weights) every plan asking for the same source in the same layout
+// gets the one packed copy; without, a private one.
+dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
+                         const dnnl::memory::desc& to, Tensor* storage,
+                         runtime::WeightCache* cache);
 
 // Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
 // and a scratchpad, on the calling thread's stream, and waits.

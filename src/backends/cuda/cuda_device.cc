@@ -13,6 +13,10 @@
 #include "backends/cuda/kernels/launch.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
+#include "runtime/plugin_abi.h"
+
+// The plugin's ABI stamp: kiln refuses to open a libkiln_cuda.so built for another kiln.
+KILN_PLUGIN_ABI_STAMP;
 
 namespace kiln::cuda {
 

@@ -1,0 +1,71 @@
+// Memory a session's plans share, so a session serving many input shapes holds one copy of what
+// does not depend on the shape.
+//
+// WeightCache: constant weights repacked into a kernel's layout (oneDNN's blocked convolution
+// weights, say), keyed by the source tensor and the backend's description of the packed layout.
+// Plans for batch 1 and batch 32 whose kernels chose the same layout share one packed copy.
+// ArenaPool: the activation arenas of CPU runs. A run takes an arena of at least its plan's size
+// and returns it; a free arena too small for the run is released before a bigger one is made, so
+// sequential runs over many shapes hold one arena of the largest size (and N concurrent runs N).
+//
+// Thread-safe. Owned by the session (shared with its plans); freed with the last of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+
+namespace kiln::runtime {
+
+class WeightCache {
+ public:
+  // The packed form of `source` under `key`, made by `pack` the first time it is asked for. The
+  // entry keeps `source`'s storage alive, so its address cannot be reused by another tensor while
+  // the entry exists.
+  StatusOr<Tensor> GetOrPack(const Tensor& source, const std::string& key,
+                             const std::function<StatusOr<Tensor>()>& pack);
+  size_t bytes() const;  // packed bytes held
+  size_t entries() const;
+  uint64_t hits() const;  // requests served without packing
+
+ private:
+  struct Entry {
+    Tensor source;
+    Tensor packed;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<const void*, std::string>, Entry> entries_;
+  size_t bytes_ = 0;
+  uint64_t hits_ = 0;
+};
+
+class ArenaPool {
+ public:
+  // A free arena of at least `bytes` (the smallest such), else a new one; free arenas smaller
+  // than `bytes` are released first.
+  Tensor Take(size_t bytes);
+  void Return(Tensor arena);
+  size_t bytes() const;  // arenas alive: in use plus free
+  size_t count() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Tensor> free_;
+  size_t live_bytes_ = 0;
+  size_t live_count_ = 0;
+};
+
+struct SessionResources {
+  WeightCache weights;
+  ArenaPool arenas;
+};
+
+}  // namespace kiln::runtime
