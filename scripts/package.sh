@@ -55,7 +55,9 @@ plugin=$build_dir/tools/kiln/libkiln_cuda.so
 for t in kiln_cuda_device_test; do
   [ -x "$build_dir/tests/$t" ] && install -m 755 "$build_dir/tests/$t" "$stage/libexec/kiln/tests/$t"
 done
-cp -r include/kiln "$stage/include/"
+mkdir -p "$stage/include/kiln"
+cp include/kiln/*.h "$stage/include/kiln/"
+cp "$build_dir/include/kiln/version.h" "$stage/include/kiln/"  # generated from version.h.in
 install -m 644 demo/fashion_mnist_cnn.onnx demo/README.md "$stage/share/kiln/demo/"
 install -m 755 scripts/gpu_check.sh scripts/gpu_check_torch.py "$stage/share/kiln/scripts/"
 
@@ -99,8 +101,9 @@ done
 patchelf --set-rpath '$ORIGIN/../lib' "$stage/bin/kiln"
 for t in "$stage"/libexec/kiln/tests/*; do [ -f "$t" ] && patchelf --set-rpath '$ORIGIN/../../../lib' "$t"; done
 if [ -f "$stage/lib/libkiln_cuda.so" ]; then
-  cuda_lib=$(readlink -f /usr/local/cuda/lib64 2>/dev/null || echo /usr/local/cuda/lib64)
-  patchelf --set-rpath "\$ORIGIN:/usr/local/cuda/lib64:$cuda_lib" "$stage/lib/libkiln_cuda.so"
+  # The usual toolkit folders, as a last resort after the lookups of src/runtime/plugin_deps.h.
+  patchelf --set-rpath '$ORIGIN:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib' \
+    "$stage/lib/libkiln_cuda.so"
 fi
 strip --strip-unneeded "$stage/bin/kiln" "$stage"/lib/*.so* "$stage"/libexec/kiln/tests/* 2>/dev/null || true
 

@@ -72,6 +72,8 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root "$@"; }
 
 check "manifest lists the bundled libraries" 0 'libdnnl' -- cat "$root$rel/share/kiln/MANIFEST.json"
 check "licences of bundled libraries" 0 'copyright' -- ls "$root$rel/share/kiln/licenses"
+check "headers with the generated version.h" 0 'KILN_VERSION_TEXT "[0-9]+\.[0-9]+\.[0-9]+"' -- \
+  cat "$root$rel/include/kiln/version.h"
 check "ldd: kiln finds every library in the root" 0 'libdnnl.so.* => /opt/kiln' -- \
   bash -c "out=\$(chroot '$root' ldd '$rel/bin/kiln'); echo \"\$out\"; ! grep -q 'not found' <<< \"\$out\""
 for so in "$root$rel"/lib/*.so*; do
