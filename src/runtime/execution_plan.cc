@@ -322,26 +322,28 @@ void ExecutionPlan::PlanArena() {
   arena_bytes = layout.arena_bytes + (scratch_bytes + 63) / 64 * 64;
 }
 
-Status CheckRunControl(const RunOptions* control, size_t next, size_t total,
-                       const std::string& what) {
-  if (control == nullptr) return OkStatus();
+RunStop PendingStop(const RunOptions* control) {
+  if (control == nullptr) return RunStop::kNone;
+  if (control->cancel != nullptr && control->cancel->load(std::memory_order_relaxed))
+    return RunStop::kCancelled;
+  if (control->deadline && std::chrono::steady_clock::now() >= *control->deadline)
+    return RunStop::kDeadline;
+  return RunStop::kNone;
+}
+
+Status RunStopStatus(RunStop stop, const RunOptions& control, size_t next, size_t total,
+                     const std::string& what) {
   const std::string where = total == 0 ? std::string("before it started")
                                        : "before step " + std::to_string(next + 1) + " of " +
                                              std::to_string(total) + " (" + what + ")";
-  if (control->cancel != nullptr && control->cancel->load(std::memory_order_relaxed))
-    return Status(StatusCode::kCancelled, "run cancelled " + where);
-  if (control->deadline) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= *control->deadline) {
-      const double late =
-          std::chrono::duration<double, std::milli>(now - *control->deadline).count();
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%.3f", late);
-      return Status(StatusCode::kDeadlineExceeded,
-                    "run stopped " + where + ": its deadline passed " + buf + " ms ago");
-    }
-  }
-  return OkStatus();
+  if (stop == RunStop::kCancelled) return Status(StatusCode::kCancelled, "run cancelled " + where);
+  const double late = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                                *control.deadline)
+                          .count();
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3f", late);
+  return Status(StatusCode::kDeadlineExceeded,
+                "run stopped " + where + ": its deadline passed " + buf + " ms ago");
 }
 
 Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
@@ -371,8 +373,7 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
     auto what = [&] {
       return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
     };
-    if (control != nullptr)
-      KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), what()));
+    KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), what));
     ir::ComputeContext cc;
     for (int slot : step.in_slots) {
       const Tensor* t = get(slot);

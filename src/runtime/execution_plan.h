@@ -42,10 +42,19 @@ StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph);
 // One Unsupported status listing every node.
 Status UnsupportedNodesError(const std::vector<UnsupportedNode>& nodes);
 
-// OK, or DeadlineExceeded / Cancelled naming the step about to run (`next` of `total`, `what`)
-// when `control` says to stop. Null control: always OK.
-Status CheckRunControl(const RunOptions* control, size_t next, size_t total,
-                       const std::string& what);
+// Run control (RunOptions): whether a run must stop now, checked without allocating; the stop's
+// status names the step about to run (`next` of `total`; total 0: before the run started).
+enum class RunStop { kNone, kCancelled, kDeadline };
+RunStop PendingStop(const RunOptions* control);  // kNone for a null control
+Status RunStopStatus(RunStop stop, const RunOptions& control, size_t next, size_t total,
+                     const std::string& what);
+// OK, or DeadlineExceeded / Cancelled; `what()` (the step's description) is called only to stop.
+template <typename What>
+Status CheckRunControl(const RunOptions* control, size_t next, size_t total, What&& what) {
+  const RunStop stop = PendingStop(control);
+  if (stop == RunStop::kNone) return OkStatus();
+  return RunStopStatus(stop, *control, next, total, what());
+}
 
 // One unit of work: a node's kernel, or (node == -1) a conversion of a value from a backend
 // layout to plain. Slots index the plan's per-value tables: graph value ids first, then the

@@ -124,10 +124,9 @@ Status ExecutionPlan::RunSteps(const ir::Graph& g, char* base, void* stream,
   std::vector<Tensor>& env = *env_ptr;
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
-    if (control != nullptr)
-      KILN_RETURN_IF_ERROR(CheckRunControl(
-          control, si, steps.size(),
-          step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion")));
+    KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), [&] {
+      return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
+    }));
     ir::ComputeContext cc;
     cc.stream = stream;
     for (int slot : step.in_slots) {

@@ -183,25 +183,27 @@ static std::optional<std::string> ReadModelFile(const std::string& path) {
 }
 
 // Exceptions stop at the API: memory exhaustion (std::bad_alloc from any allocation, oneDNN's
-// out-of-memory) is OutOfMemory, anything else Internal, each naming what was being done.
-template <typename F>
-auto AtApiBoundary(const std::string& what, F&& fn) -> decltype(fn()) {
+// out-of-memory) is OutOfMemory, anything else Internal, each naming what was being done
+// (`what()`, called only then: a run's hot path builds no string).
+template <typename W, typename F>
+auto AtApiBoundary(W&& what, F&& fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::bad_alloc&) {
     return Status(StatusCode::kOutOfMemory,
-                  "out of host memory while " + what +
+                  "out of host memory while " + std::string(what()) +
                       " (a smaller batch, or fewer concurrent runs, needs less)");
   } catch (const std::exception& e) {
-    return Status(StatusCode::kInternal, "unexpected exception while " + what + ": " + e.what());
+    return Status(StatusCode::kInternal,
+                  "unexpected exception while " + std::string(what()) + ": " + e.what());
   }
 }
 
 StatusOr<std::unique_ptr<Session>> Session::Load(const std::string& path,
                                                  const SessionOptions& options) {
-  return AtApiBoundary("loading '" + path + "'", [&]() -> StatusOr<std::unique_ptr<Session>> {
-    return LoadImpl(path, options);
-  });
+  return AtApiBoundary(
+      [&] { return "loading '" + path + "'"; },
+      [&]() -> StatusOr<std::unique_ptr<Session>> { return LoadImpl(path, options); });
 }
 
 StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
@@ -222,12 +224,14 @@ StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
 
 StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& bytes,
                                                           const SessionOptions& options) {
-  return AtApiBoundary("loading a model from memory", [&]() -> StatusOr<std::unique_ptr<Session>> {
-    KILN_ASSIGN_OR_RETURN(auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
-    if (options.tune && !options.plan_cache_dir.empty())
-      impl->model_hash = runtime::ContentHash(bytes);
-    return std::unique_ptr<Session>(new Session(std::move(impl)));
-  });
+  return AtApiBoundary([] { return "loading a model from memory"; },
+                       [&]() -> StatusOr<std::unique_ptr<Session>> {
+                         KILN_ASSIGN_OR_RETURN(
+                             auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
+                         if (options.tune && !options.plan_cache_dir.empty())
+                           impl->model_hash = runtime::ContentHash(bytes);
+                         return std::unique_ptr<Session>(new Session(std::move(impl)));
+                       });
 }
 
 const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
@@ -287,7 +291,7 @@ Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTen
 
 Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                     const RunOptions& options, RunTimings* timings) const {
-  return AtApiBoundary("running the model",
+  return AtApiBoundary([] { return "running the model"; },
                        [&] { return RunImpl(inputs, outputs, options, timings); });
 }
 
@@ -296,7 +300,7 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
   const bool controlled = options.deadline.has_value() || options.cancel != nullptr;
   const RunOptions* control = controlled ? &options : nullptr;
   // A deadline already passed, or a cancel already set: nothing is planned or run.
-  KILN_RETURN_IF_ERROR(runtime::CheckRunControl(control, 0, 0, ""));
+  KILN_RETURN_IF_ERROR(runtime::CheckRunControl(control, 0, 0, [] { return std::string(); }));
   KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
   KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
   std::vector<Tensor> outs;
@@ -338,11 +342,12 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
 }
 
 StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inputs) const {
-  return AtApiBoundary("planning the model", [&]() -> StatusOr<std::string> {
-    KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
-    KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
-    return plan->Describe(*impl_->model);
-  });
+  return AtApiBoundary([] { return "planning the model"; },
+                       [&]() -> StatusOr<std::string> {
+                         KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+                         KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+                         return plan->Describe(*impl_->model);
+                       });
 }
 
 }  // namespace kiln
