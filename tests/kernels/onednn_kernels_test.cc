@@ -181,6 +181,19 @@ TEST(OneDnnKernelTest, BinaryBroadcastAndBlockedOperands) {
                         {"cpu.add.onednn", "cpu.mul.channel_scale", "cpu.sub.onednn"});
 }
 
+// Full-size operands in different layouts (a plain tensor and a blocked convolution output, as in
+// ConvNeXt's residual Add): the second is reordered into the first's layout before the primitive.
+TEST(OneDnnKernelTest, MixedLayoutFullSizeOperands) {
+  ModelBuilder mb;
+  mb.Input("x", kF32, {1, 24, 7, 9}).Output("y", kF32, {});
+  mb.FloatInit("w", {24, 24, 3, 3}, Random(24 * 24 * 9, 12));
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+  mb.Node("Sub", {"x", "c"}, {"d"});  // plain first, blocked second; not commutative
+  mb.Node("Add", {"d", "c"}, {"y"});
+  CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({1, 24, 7, 9}, 13)}},
+                        {"cpu.sub.onednn", "cpu.add.onednn"});
+}
+
 TEST(OneDnnKernelTest, GemmVariants) {
   for (int transb = 0; transb < 2; ++transb) {
     for (float beta : {0.f, 1.f, 0.5f}) {
