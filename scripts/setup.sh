@@ -6,6 +6,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config patchelf debootstrap
+  clang libclang-rt-dev libomp-dev
   libprotobuf-dev protobuf-compiler libonnx-dev
   libdnnl-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -112,35 +112,62 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     return t;
   }
 
-  Tensor t = Tensor::Empty(dtype, shape);
+  // The data must be present before anything is allocated: a few bytes of protobuf claiming huge
+  // dims must not make kiln allocate (and zero) gigabytes. Found by tests/fuzz/loader_fuzz.cc: a
+  // 100-byte model asked for 8 GiB.
   if (proto.has_raw_data()) {
     if (proto.raw_data().size() != bytes)
       return InvalidModel(what + ": raw_data holds " + std::to_string(proto.raw_data().size()) +
                           " bytes; dims " + ShapeToString(shape) + " of " + DataTypeName(dtype) +
                           " need " + std::to_string(bytes));
+    Tensor t = Tensor::Empty(dtype, shape);
     if (bytes) std::memcpy(t.raw(), proto.raw_data().data(), bytes);
     return t;
   }
-  auto mismatch = [&](int64_t got) {
-    return InvalidModel(what + ": holds " + std::to_string(got) + " values; dims " +
-                        ShapeToString(shape) + " need " + std::to_string(numel));
-  };
+  int64_t present = -1;  // values in the typed field this dtype is stored in
   switch (dtype) {
     case DataType::kFloat:
-      if (proto.float_data_size() != numel) return mismatch(proto.float_data_size());
+      present = proto.float_data_size();
+      break;
+    case DataType::kDouble:
+      present = proto.double_data_size();
+      break;
+    case DataType::kInt64:
+      present = proto.int64_data_size();
+      break;
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      present = proto.uint64_data_size();
+      break;
+    case DataType::kInt32:
+    case DataType::kInt16:
+    case DataType::kInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt8:
+    case DataType::kBool:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      present = proto.int32_data_size();
+      break;
+    default:
+      return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
+  }
+  if (present != numel)
+    return InvalidModel(what + ": holds " + std::to_string(present) + " values; dims " +
+                        ShapeToString(shape) + " need " + std::to_string(numel));
+  Tensor t = Tensor::Empty(dtype, shape);
+  switch (dtype) {
+    case DataType::kFloat:
       CopyConvert(proto.float_data(), t.data<float>(), numel);
       break;
     case DataType::kDouble:
-      if (proto.double_data_size() != numel) return mismatch(proto.double_data_size());
       CopyConvert(proto.double_data(), t.data<double>(), numel);
       break;
     case DataType::kInt64:
-      if (proto.int64_data_size() != numel) return mismatch(proto.int64_data_size());
       CopyConvert(proto.int64_data(), t.data<int64_t>(), numel);
       break;
     case DataType::kUInt32:
     case DataType::kUInt64:
-      if (proto.uint64_data_size() != numel) return mismatch(proto.uint64_data_size());
       if (dtype == DataType::kUInt32)
         CopyConvert(proto.uint64_data(), t.data<uint32_t>(), numel);
       else
@@ -154,7 +181,6 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     case DataType::kBool:
     case DataType::kFloat16:
     case DataType::kBFloat16: {
-      if (proto.int32_data_size() != numel) return mismatch(proto.int32_data_size());
       for (int64_t i = 0; i < numel; ++i) {
         int32_t v = proto.int32_data(static_cast<int>(i));
         char* dst = static_cast<char*>(t.raw()) + i * es;

@@ -1,6 +1,7 @@
 // Loader robustness: external data confined to the model folder, malformed and hostile files
 // rejected with errors (never a crash), structural errors naming the node.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <fstream>
@@ -97,6 +98,32 @@ TEST(LoaderTest, RejectsShortExternalFile) {
   auto s = Session::Load((d.path() / "m.onnx").string());
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("too short"), std::string::npos) << s.status().message();
+}
+
+// A tiny file claiming a huge initializer with no data is refused before anything is allocated
+// (the loader fuzzer's first find: 100 bytes asked for 8 GiB, zeroed). The process's peak RSS
+// must not grow by anything like the 8 GiB the dims claim.
+TEST(LoaderTest, RejectsHugeInitializerWithoutDataBeforeAllocating) {
+  auto peak_mb = [] {
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+  };
+  const long before = peak_mb();
+  for (bool raw : {false, true}) {
+    ModelBuilder m;
+    m.Input("x", onnx::TensorProto::FLOAT, {1}).Output("y", onnx::TensorProto::FLOAT, {1});
+    auto& w = m.FloatInit("w", {int64_t{1} << 31}, {});
+    if (raw) w.set_raw_data("abcd");
+    m.Node("Add", {"x", "w"}, {"y"});
+    auto s = Session::LoadFromBytes(m.Bytes());
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidModel) << s.status().ToString();
+    EXPECT_NE(s.status().message().find(raw ? "raw_data holds 4 bytes" : "holds 0 values"),
+              std::string::npos)
+        << s.status().ToString();
+  }
+  EXPECT_LT(peak_mb() - before, 512) << "peak RSS grew: the 8 GiB tensor was allocated";
 }
 
 TEST(LoaderTest, RejectsGarbageAndMissingFiles) {
