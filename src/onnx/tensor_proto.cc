@@ -58,6 +58,40 @@ void CopyConvert(const Src& src, Dst* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src.Get(static_cast<int>(i)));
 }
 
+bool StoredAsInt32(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt32:
+    case DataType::kInt16:
+    case DataType::kInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt8:
+    case DataType::kBool:
+    case DataType::kFloat16:
+    case DataType::kBFloat16:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// How many values the typed field that holds `dtype` carries (ONNX stores the small integer types,
+// bool and the 16-bit floats in int32_data); -1 for a type kiln does not read.
+int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat:
+      return proto.float_data_size();
+    case DataType::kDouble:
+      return proto.double_data_size();
+    case DataType::kInt64:
+      return proto.int64_data_size();
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      return proto.uint64_data_size();
+    default:
+      return StoredAsInt32(dtype) ? proto.int32_data_size() : -1;
+  }
+}
+
 }  // namespace
 
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& model_dir,
@@ -124,34 +158,9 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     if (bytes) std::memcpy(t.raw(), proto.raw_data().data(), bytes);
     return t;
   }
-  int64_t present = -1;  // values in the typed field this dtype is stored in
-  switch (dtype) {
-    case DataType::kFloat:
-      present = proto.float_data_size();
-      break;
-    case DataType::kDouble:
-      present = proto.double_data_size();
-      break;
-    case DataType::kInt64:
-      present = proto.int64_data_size();
-      break;
-    case DataType::kUInt32:
-    case DataType::kUInt64:
-      present = proto.uint64_data_size();
-      break;
-    case DataType::kInt32:
-    case DataType::kInt16:
-    case DataType::kInt8:
-    case DataType::kUInt16:
-    case DataType::kUInt8:
-    case DataType::kBool:
-    case DataType::kFloat16:
-    case DataType::kBFloat16:
-      present = proto.int32_data_size();
-      break;
-    default:
-      return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
-  }
+  const int64_t present = TypedValueCount(proto, dtype);
+  if (present < 0)
+    return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
   if (present != numel)
     return InvalidModel(what + ": holds " + std::to_string(present) + " values; dims " +
                         ShapeToString(shape) + " need " + std::to_string(numel));
@@ -173,14 +182,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
       else
         CopyConvert(proto.uint64_data(), t.data<uint64_t>(), numel);
       break;
-    case DataType::kInt32:
-    case DataType::kInt16:
-    case DataType::kInt8:
-    case DataType::kUInt16:
-    case DataType::kUInt8:
-    case DataType::kBool:
-    case DataType::kFloat16:
-    case DataType::kBFloat16: {
+    default: {  // the int32_data types (TypedValueCount refused every other)
       for (int64_t i = 0; i < numel; ++i) {
         int32_t v = proto.int32_data(static_cast<int>(i));
         char* dst = static_cast<char*>(t.raw()) + i * es;
@@ -203,8 +205,6 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
       }
       break;
     }
-    default:
-      return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
   }
   return t;
 }
