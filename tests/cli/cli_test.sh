@@ -83,6 +83,18 @@ assert sum(k['steps'] for k in p['by_kernel']) == len(steps)
 assert total <= p['run_ms'] * 1.001, (total, p['run_ms'])
 print('ok')"
 check bench-batch-threads 0 "batch 4, threads 1" -- "$KILN" bench "$D" --batch 4 --threads 1 --iterations 2 --warmup 0
+# --batch with several sizes: one session, a line per batch, what the session holds, JSON sweep[].
+check bench-sweep 0 "session: 3 plans; packed weights" -- "$KILN" bench "$D" --batch 1,2,4 --iterations 2 --warmup 0 --json "$W/sweep.json"
+check bench-sweep-json 0 '"batch": 4' -- cat "$W/sweep.json"
+check bench-sweep-with-input 11 "generates its inputs; drop --input" -- "$KILN" bench "$D" --batch 1,2 --input "$W/none.npy"
+check bench-sweep-with-profile 11 "--profile takes one --batch size" -- "$KILN" bench "$D" --batch 1,2 --profile
+check bench-sweep-bad-size 1 "" -- "$KILN" bench "$D" --batch 1,0
+check bench-sweep-not-a-number 1 "" -- "$KILN" bench "$D" --batch 1,x
+# The release and fuzz scripts refuse bad arguments with a message.
+check package-bad-option 2 "unknown option '--frobnicate'" -- bash "$SRC/scripts/package.sh" --frobnicate
+check gpu-check-bad-option 1 "unknown option '--frobnicate'" -- bash "$SRC/scripts/gpu_check.sh" --frobnicate
+check gpu-check-no-kiln 1 "kiln not found" -- bash "$SRC/scripts/gpu_check.sh" --kiln /nonexistent/kiln
+check fuzz-bad-seconds 2 "SECONDS must be a whole number" -- bash "$SRC/scripts/fuzz.sh" soon
 check bench-json-stdout 0 "^ok$" -- bash -c "'$KILN' bench '$D' --iterations 2 --warmup 0 --json - 2>/dev/null | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert j[\"runtime\"]==\"kiln\"; print(\"ok\")'"
 check bench-bad-shape 11 "--shape input=1x1x28: input 'input' is float32\[N,1,28,28\], rank 4, got rank 3" -- "$KILN" bench "$D" --shape input=1x1x28 --iterations 1
 check bench-bad-shape-syntax 11 "expected positive integer dims" -- "$KILN" bench "$D" --shape input=1xax28x28 --iterations 1
