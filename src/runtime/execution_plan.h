@@ -127,7 +127,7 @@ struct ExecutionPlan {
   mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
   // The session's packed weights and CPU arenas (a plan made alone gets its own).
   std::shared_ptr<SessionResources> resources;
-  mutable std::mutex arena_mu_;  // guards free_runs_
+  mutable std::mutex runs_mu_;  // guards free_runs_ (device run contexts)
 
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.

@@ -43,7 +43,7 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
   const ir::Graph& g = *model.graph;
   std::unique_ptr<DeviceRun> run;
   {
-    std::lock_guard<std::mutex> lock(arena_mu_);
+    std::lock_guard<std::mutex> lock(runs_mu_);
     if (!free_runs_.empty()) {
       run = std::move(free_runs_.back());
       free_runs_.pop_back();
@@ -64,7 +64,7 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
     const ExecutionPlan* plan;
     std::unique_ptr<DeviceRun>* run;
     ~Return() {
-      std::lock_guard<std::mutex> lock(plan->arena_mu_);
+      std::lock_guard<std::mutex> lock(plan->runs_mu_);
       plan->free_runs_.push_back(std::move(*run));
     }
   } give_back{this, &run};
