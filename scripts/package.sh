@@ -5,6 +5,10 @@
 #
 # Layout (unpacks to kiln-<version>-linux-x86_64/):
 #   bin/kiln                      the command; run path $ORIGIN/../lib
+#   lib/libkiln.so.<M.m>          the library (and its libkiln.so link), run path $ORIGIN
+#   lib/cmake/kiln/, lib/pkgconfig/kiln.pc
+#                                 find_package(kiln) (kiln::kiln) and pkg-config; the static
+#                                 libkiln.a is not in the release (`cmake --install` gives it)
 #   lib/libkiln_cuda.so           the CUDA backend plugin (CUDA builds); run path $ORIGIN plus the
 #                                 toolkit's folders; cuDNN/cuBLAS are looked for at run time
 #                                 (src/runtime/plugin_deps.h), never bundled
@@ -18,8 +22,7 @@
 #   share/kiln/licenses/          kiln's notice and the Debian copyright file of each bundled library
 #   share/kiln/MANIFEST.json      versions: kiln, git commit, compiler, each bundled library and its
 #                                 Debian package, what the CUDA plugin was compiled against
-# Not there yet: libkiln.so and the CMake package files (the installable library is the
-# engine-core issue's item 5); today the release is the command and its plugin.
+# The kiln files come from `cmake --install` (components runtime and devel).
 #
 # Needs patchelf (scripts/setup.sh installs it). Prints the tarball's path and size last.
 set -euo pipefail
@@ -49,15 +52,12 @@ trap 'rm -rf "$stage_root"' EXIT
 stage=$stage_root/$name
 mkdir -p "$stage"/{bin,lib,libexec/kiln/tests,include,share/kiln/{demo,scripts,licenses}}
 
-install -m 755 "$kiln_bin" "$stage/bin/kiln"
-plugin=$build_dir/tools/kiln/libkiln_cuda.so
-[ -f "$plugin" ] && install -m 755 "$plugin" "$stage/lib/libkiln_cuda.so"
+for component in runtime devel; do
+  cmake --install "$build_dir" --prefix "$stage" --component $component > /dev/null
+done
 for t in kiln_cuda_device_test; do
   [ -x "$build_dir/tests/$t" ] && install -m 755 "$build_dir/tests/$t" "$stage/libexec/kiln/tests/$t"
 done
-mkdir -p "$stage/include/kiln"
-cp include/kiln/*.h "$stage/include/kiln/"
-cp "$build_dir/include/kiln/version.h" "$stage/include/kiln/"  # generated from version.h.in
 install -m 644 demo/fashion_mnist_cnn.onnx demo/README.md "$stage/share/kiln/demo/"
 install -m 755 scripts/gpu_check.sh scripts/gpu_check_torch.py "$stage/share/kiln/scripts/"
 
@@ -77,13 +77,14 @@ is_nvidia() {
   return 1
 }
 declare -A bundled=()  # soname -> source path
-elfs=("$stage/bin/kiln")
+elfs=("$stage/bin/kiln" "$stage"/lib/libkiln.so.*.*)
 [ -f "$stage/lib/libkiln_cuda.so" ] && elfs+=("$stage/lib/libkiln_cuda.so")
 for t in "$stage"/libexec/kiln/tests/*; do [ -f "$t" ] && elfs+=("$t"); done
 for elf in "${elfs[@]}"; do
   # ldd lists the whole closure; "not found" for anything other than NVIDIA's is a packaging error.
   while read -r soname arrow path _; do
     [ "$arrow" = "=>" ] || continue
+    case $soname in libkiln.so*) continue ;; esac  # installed above
     if [ "$path" = "not" ]; then
       is_nvidia "$soname" && continue
       echo "package.sh: $elf needs $soname, which is not found here" >&2; exit 1
@@ -105,7 +106,9 @@ if [ -f "$stage/lib/libkiln_cuda.so" ]; then
   patchelf --set-rpath '$ORIGIN:/usr/local/cuda/lib64:/usr/local/cuda/lib:/usr/local/cuda/targets/x86_64-linux/lib' \
     "$stage/lib/libkiln_cuda.so"
 fi
-strip --strip-unneeded "$stage/bin/kiln" "$stage"/lib/*.so* "$stage"/libexec/kiln/tests/* 2>/dev/null || true
+# Regular files only: stripping libkiln.so (a link) would replace the link with a copy.
+find "$stage/bin" "$stage/lib" "$stage/libexec" -type f \( -name 'kiln*' -o -name '*.so*' \) \
+  -exec strip --strip-unneeded {} + 2> /dev/null || true
 
 # Licences and the manifest: each bundled file's Debian package, its version and copyright file.
 manifest_libs=""

@@ -35,11 +35,12 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-// Libraries of the C and C++ runtimes: always there, never looked for.
+// Libraries of the C and C++ runtimes (always there) and libkiln itself (the plugin needs the
+// libkiln.so that is opening it): never looked for.
 bool IsSystemLibrary(const std::string& soname) {
-  static const char* const kPrefixes[] = {"libc.so",       "libm.so",  "libdl.so",
-                                          "libpthread.so", "librt.so", "libstdc++.so",
-                                          "libgcc_s.so",   "ld-linux", "libresolv.so"};
+  static const char* const kPrefixes[] = {
+      "libc.so",      "libm.so",     "libdl.so", "libpthread.so", "librt.so",
+      "libstdc++.so", "libgcc_s.so", "ld-linux", "libresolv.so",  "libkiln.so"};
   for (const char* p : kPrefixes)
     if (soname.rfind(p, 0) == 0) return true;
   return false;
