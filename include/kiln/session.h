@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/options.h"
@@ -79,6 +80,17 @@ struct SessionStats {
   size_t arenas = 0;
 };
 
+// What the model file says about itself (ModelProto's descriptive fields), as loaded.
+struct ModelMetadata {
+  std::string producer_name, producer_version;  // "pytorch", "2.1.0"
+  std::string domain;
+  int64_t model_version = 0;
+  std::string doc_string, graph_name, graph_doc_string;
+  int64_t ir_version = 0;
+  std::vector<std::pair<std::string, int>> opset_imports;   // (domain, version); "" is ai.onnx
+  std::vector<std::pair<std::string, std::string>> custom;  // metadata_props, in file order
+};
+
 // Per-run controls. Both are checked before the run starts and between its steps (a kernel that
 // has started finishes first), so a stop comes within one step's time.
 struct RunOptions {
@@ -111,6 +123,16 @@ class Session {
   // With a deadline and/or a cancel flag (RunOptions); a stopped run returns no outputs.
   Status Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
              const RunOptions& options, RunTimings* timings = nullptr) const;
+  // Runs the model into caller-owned outputs (ONNX Runtime's IOBinding): each entry of `outputs`
+  // names a model output and holds a tensor of that output's dtype and shape whose storage the
+  // caller owns (a Tensor::View of your buffer, or a Tensor::Empty made once); the run copies the
+  // output's values there and allocates no tensor. Outputs not named are computed and dropped.
+  // A name that is no output, or named twice, a wrong dtype or a missing buffer: InvalidArgument
+  // before any kernel runs; a shape that differs from the computed one: InvalidArgument after.
+  // On the CPU, a warm run of a model with static shapes allocates nothing in kiln's code
+  // (docs/embedding.md lists what oneDNN allocates inside its own calls).
+  Status RunInto(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                 const RunOptions& options = {}, RunTimings* timings = nullptr) const;
   // What the plan cache did for the most recent newly planned input shape: "off", "hit (N
   // choices reused)", "miss, stored N choices", "stale (key differs), stored N choices",
   // "corrupt (...): ignored, stored N choices", or a store error.
@@ -125,6 +147,8 @@ class Session {
   SessionStats stats() const;
   // The device's cold-start costs (see DeviceStartup).
   DeviceStartup device_startup() const;
+  // The model file's own description of itself.
+  const ModelMetadata& metadata() const;
 
   // Human-readable description of the prepared plan for the given input shapes (kernels chosen,
   // folded nodes). For `kiln inspect --optimized`.
@@ -137,7 +161,7 @@ class Session {
   static StatusOr<std::unique_ptr<Session>> LoadImpl(const std::string& path,
                                                      const SessionOptions& options);
   Status RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
-                 const RunOptions& options, RunTimings* timings) const;
+                 bool bound, const RunOptions& options, RunTimings* timings) const;
   std::unique_ptr<Impl> impl_;
 };
 

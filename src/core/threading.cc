@@ -12,7 +12,7 @@ int PhysicalCores() { return GetCpuInfo().physical_cores; }
 
 void SetThreadCount(int n) { omp_set_num_threads(std::max(1, n)); }
 
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ParallelFor(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   const int threads = omp_get_max_threads();
   if (threads <= 1 || n < 2 * std::max<int64_t>(grain, 1)) {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 
 namespace kiln {
 
@@ -11,8 +11,24 @@ namespace kiln {
 int PhysicalCores();
 // Sets the OpenMP thread count for parallel regions started by the calling thread.
 void SetThreadCount(int n);
+// A non-owning reference to a callable fn(int64_t begin, int64_t end): unlike std::function it
+// never allocates (a lambda with many captures would), so kernels' hot paths can take it. The
+// callable must outlive the call it is passed to.
+class RangeFn {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(const F& fn)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+      : object_(&fn),
+        call_([](const void* o, int64_t b, int64_t e) { (*static_cast<const F*>(o))(b, e); }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
+
+ private:
+  const void* object_;
+  void (*call_)(const void*, int64_t, int64_t);
+};
+
 // Runs fn(begin, end) over [0, n) split in contiguous chunks across the current thread count;
 // serial when n is small (below `grain` per thread).
-void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+void ParallelFor(int64_t n, int64_t grain, RangeFn fn);
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/status.h"
@@ -69,6 +70,10 @@ struct Graph {
   int64_t ir_version = 0;
   std::string producer;
   std::map<std::string, int> opset_imports;  // domain -> version
+  // The ModelProto's descriptive fields, kept for Session::metadata().
+  std::string producer_name, producer_version, domain, doc_string, graph_doc_string;
+  int64_t model_version = 0;
+  std::vector<std::pair<std::string, std::string>> metadata_props;  // in file order
   std::vector<Value> values;
   std::vector<Node> nodes;
   std::vector<int> inputs;  // graph inputs that are not initializers

@@ -83,6 +83,14 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
   g->ir_version = model.ir_version();
   g->producer = model.producer_name() +
                 (model.producer_version().empty() ? "" : " " + model.producer_version());
+  g->producer_name = model.producer_name();
+  g->producer_version = model.producer_version();
+  g->domain = model.domain();
+  g->model_version = model.model_version();
+  g->doc_string = model.doc_string();
+  g->graph_doc_string = gp.doc_string();
+  for (const auto& kv : model.metadata_props())
+    g->metadata_props.emplace_back(kv.key(), kv.value());
   for (const auto& op : model.opset_import()) {
     std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
     g->opset_imports[d] = static_cast<int>(op.version());
@@ -233,10 +241,9 @@ StatusOr<std::unique_ptr<ir::Graph>> LoadModel(const std::string& path) {
   if (dir.empty()) dir = ".";
   onnx::ModelProto model;
   StatusOr<std::unique_ptr<ir::Graph>> g =
-      model.ParseFromIstream(&f)
-          ? LoadModelProto(model, dir)
-          : StatusOr<std::unique_ptr<ir::Graph>>(
-                InvalidModel("not a valid ONNX model: protobuf parsing failed"));
+      model.ParseFromIstream(&f) ? LoadModelProto(model, dir)
+                                 : StatusOr<std::unique_ptr<ir::Graph>>(InvalidModel(
+                                       "not a valid ONNX model: protobuf parsing failed"));
   if (!g.ok()) return Status(g.status()).AddContext("while loading '" + path + "'");
   return g;
 }

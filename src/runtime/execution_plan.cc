@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 #include "core/threading.h"
@@ -346,26 +347,97 @@ Status RunStopStatus(RunStop stop, const RunOptions& control, size_t next, size_
                 "run stopped " + where + ": its deadline passed " + buf + " ms ago");
 }
 
-Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inputs,
+Status ExecutionPlan::Execute(const Model& model, const std::vector<const Tensor*>& inputs,
                               std::vector<Tensor>* outputs, DeviceTimings* timings,
-                              const RunOptions* control) const {
-  if (device) return ExecuteOnDevice(model, inputs, outputs, timings, control);
+                              const RunOptions* control, const std::vector<Tensor*>& bound) const {
+  if (!device) return ExecuteOnHost(model, inputs, outputs, timings, control, bound);
+  std::vector<Tensor> in;
+  for (const Tensor* t : inputs) in.push_back(*t);
+  if (bound.empty()) return ExecuteOnDevice(model, in, outputs, timings, control);
+  std::vector<Tensor> outs;
+  KILN_RETURN_IF_ERROR(ExecuteOnDevice(model, in, &outs, timings, control));
+  for (size_t k = 0; k < bound.size() && k < outs.size(); ++k) {
+    if (bound[k] == nullptr) continue;
+    if (bound[k]->shape() != outs[k].shape())
+      return InvalidArgument("output '" + model.graph->values[model.graph->outputs[k]].name +
+                             "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
+                             ", the run computed " + ShapeToString(outs[k].shape()));
+    std::memcpy(bound[k]->raw(), outs[k].raw(), outs[k].bytes());
+  }
+  return OkStatus();
+}
+
+std::unique_ptr<HostRun> ExecutionPlan::NewHostRun() const {
+  auto run = std::make_unique<HostRun>();
+  run->env.resize(dtypes.size());
+  run->contexts.resize(steps.size());
+  const std::vector<int>& graph_inputs = input_slots;
+  for (size_t si = 0; si < steps.size(); ++si) {
+    const Step& step = steps[si];
+    ir::ComputeContext& cc = run->contexts[si];
+    for (size_t j = 0; j < step.in_slots.size(); ++j) {
+      const int slot = step.in_slots[j];
+      const Tensor* t = nullptr;
+      if (slot >= 0) t = constants[slot] ? constants[slot].get() : &run->env[slot];
+      for (size_t k = 0; k < graph_inputs.size(); ++k)
+        if (slot >= 0 && graph_inputs[k] == slot)
+          run->input_reads.push_back(
+              {static_cast<int>(si), static_cast<int>(j), static_cast<int>(k)});
+      cc.inputs.push_back(t);
+    }
+    for (int slot : step.out_slots) cc.outputs.push_back(slot >= 0 ? &run->env[slot] : nullptr);
+  }
+  return run;
+}
+
+Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
+                                    std::vector<Tensor>* outputs, DeviceTimings* timings,
+                                    const RunOptions* control,
+                                    const std::vector<Tensor*>& bound) const {
   const ir::Graph& g = *model.graph;
   SetThreadCount(num_threads);
   Tensor arena = resources->arenas.Take(arena_bytes);
+  std::unique_ptr<HostRun> run;
+  {
+    std::lock_guard<std::mutex> lock(runs_mu_);
+    if (!free_host_runs_.empty()) {
+      run = std::move(free_host_runs_.back());
+      free_host_runs_.pop_back();
+    }
+  }
+  if (!run) run = NewHostRun();
+  // The arena and the run context go back to their pools however the run ends; the context
+  // keeps no caller tensor (graph inputs are only pointed at, for this run).
   struct Return {
+    const ExecutionPlan* plan;
     ArenaPool* pool;
     Tensor* arena;
-    ~Return() { pool->Return(std::move(*arena)); }
-  } give_back{&resources->arenas, &arena};
+    std::unique_ptr<HostRun>* run;
+    ~Return() {
+      for (const HostRun::InputRead& r : (*run)->input_reads)
+        (*run)->contexts[r.step].inputs[r.position] = nullptr;
+      pool->Return(std::move(*arena));
+      std::lock_guard<std::mutex> lock(plan->runs_mu_);
+      plan->free_host_runs_.push_back(std::move(*run));
+    }
+  } give_back{this, &resources->arenas, &arena, &run};
   char* base = static_cast<char*>(arena.raw());
+  std::vector<Tensor>& env = run->env;
+  if (run->base != base) {  // a new context, or another arena than last time: view it
+    for (size_t slot = 0; slot < env.size(); ++slot)
+      if (arena_offset[slot] >= 0 && static_shape[slot])
+        env[slot] = Tensor::View(dtypes[slot], shapes[slot], base + arena_offset[slot]);
+    run->base = base;
+  }
+  for (const HostRun::InputRead& r : run->input_reads)
+    run->contexts[r.step].inputs[r.position] = inputs[r.input];
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
   if (step_ms) step_ms->assign(steps.size(), 0.0);
-  std::vector<Tensor> env(dtypes.size());
-  for (size_t k = 0; k < g.inputs.size(); ++k) env[g.inputs[k]] = inputs[k];
+  // A slot's tensor outside a step: a constant, a graph input, or the run's own.
   auto get = [&](int slot) -> const Tensor* {
-    if (slot < 0) return nullptr;
     if (constants[slot]) return constants[slot].get();
+    for (size_t k = 0; k < input_slots.size(); ++k)
+      if (input_slots[k] == slot) return inputs[k];
     return env[slot].defined() ? &env[slot] : nullptr;
   };
   for (size_t si = 0; si < steps.size(); ++si) {
@@ -374,16 +446,12 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
     };
     KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), what));
-    ir::ComputeContext cc;
-    for (int slot : step.in_slots) {
-      const Tensor* t = get(slot);
-      if (slot >= 0 && t == nullptr)
-        return Internal("slot " + std::to_string(slot) + " missing when running " + what());
-      cc.inputs.push_back(t);
-    }
-    std::vector<DataType> odt(step.out_slots.size());
-    std::vector<Shape> osh(step.out_slots.size());
-    if (step.dynamic) {
+    ir::ComputeContext& cc = run->contexts[si];
+    for (size_t j = 0; j < step.in_slots.size(); ++j)
+      if (step.in_slots[j] >= 0 && (cc.inputs[j] == nullptr || !cc.inputs[j]->defined()))
+        return Internal("slot " + std::to_string(step.in_slots[j]) + " missing when running " +
+                        what());
+    if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
       const ir::Node& node = g.nodes[step.node];
       std::vector<DataType> dts;
       std::vector<Shape> shs;
@@ -393,30 +461,22 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       }
       ir::InferContext ctx(node, dts, shs, cc.inputs);
       KILN_RETURN_IF_ERROR(model.ops[step.node]->Infer(ctx));
-      odt = ctx.out_dtypes();
-      osh = ctx.out_shapes();
+      for (size_t o = 0; o < step.out_slots.size(); ++o) {
+        const int slot = step.out_slots[o];
+        if (slot < 0) continue;
+        const DataType dt = ctx.out_dtypes()[o];
+        const Shape& sh = ctx.out_shapes()[o];
+        env[slot] = arena_offset[slot] >= 0
+                        ? Tensor::View(dt, sh, base + arena_offset[slot])
+                        : Tensor::Empty(dt, sh, layouts[slot] ? layouts[slot]->bytes() : 0);
+      }
     } else {
-      for (size_t o = 0; o < step.out_slots.size(); ++o)
-        if (step.out_slots[o] >= 0) {
-          odt[o] = dtypes[step.out_slots[o]];
-          osh[o] = shapes[step.out_slots[o]];
-        }
+      for (int slot : step.out_slots)
+        if (slot >= 0 && arena_offset[slot] < 0)
+          env[slot] =
+              Tensor::Empty(dtypes[slot], shapes[slot], layouts[slot] ? layouts[slot]->bytes() : 0);
     }
-    for (size_t o = 0; o < step.out_slots.size(); ++o) {
-      int slot = step.out_slots[o];
-      if (slot < 0) {
-        cc.outputs.push_back(nullptr);
-        continue;
-      }
-      if (arena_offset[slot] >= 0) {
-        env[slot] = Tensor::View(odt[o], osh[o], base + arena_offset[slot]);
-      } else {
-        size_t bytes = layouts[slot] ? layouts[slot]->bytes() : 0;
-        env[slot] = Tensor::Empty(odt[o], osh[o], bytes);
-      }
-      cc.outputs.push_back(&env[slot]);
-    }
-    if (scratch_bytes > 0) cc.scratch = base + scratch_offset;
+    cc.scratch = scratch_bytes > 0 ? base + scratch_offset : nullptr;
     const auto t0 =
         step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = step.kernel->Run(cc);
@@ -424,17 +484,31 @@ Status ExecutionPlan::Execute(const Model& model, const std::vector<Tensor>& inp
       (*step_ms)[si] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!s.ok()) return s.AddContext("while running " + what() + " with " + step.kernel_name);
+    // Storage made for this run is freed after its last reader; arena views stay.
     for (int slot : step.in_slots)
-      if (slot >= 0 && last_use[slot] == static_cast<int>(si) && !constants[slot])
+      if (slot >= 0 && last_use[slot] == static_cast<int>(si) && !constants[slot] &&
+          (arena_offset[slot] < 0 || !static_shape[slot]))
         env[slot] = Tensor();
   }
-  outputs->clear();
+  if (bound.empty()) outputs->clear();
   for (size_t k = 0; k < output_slots.size(); ++k) {
     const Tensor* t = get(output_slots[k]);
     if (t == nullptr)
       return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
-    outputs->push_back(t->Clone());
+    if (bound.empty()) {
+      outputs->push_back(t->Clone());
+    } else if (k < bound.size() && bound[k] != nullptr) {
+      if (bound[k]->shape() != t->shape())
+        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
+                               "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
+                               ", the run computed " + ShapeToString(t->shape()));
+      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
+    }
   }
+  // Dynamic or non-arena storage still held (outputs, values read by no step) is released now.
+  for (size_t slot = 0; slot < env.size(); ++slot)
+    if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) && env[slot].defined())
+      env[slot] = Tensor();
   return OkStatus();
 }
 

@@ -67,6 +67,20 @@ struct Step {
   std::vector<int> in_slots, out_slots;  // -1 marks an omitted optional input/output
 };
 
+// One concurrent CPU run's storage for a plan, made on the plan's first run and pooled by it: a
+// tensor per slot (arena slots are views, re-pointed only when the run is handed a different
+// arena), each step's compute context (input and output pointers) and where graph inputs are read.
+// A warm run of a plan with static shapes allocates nothing in the executor.
+struct HostRun {
+  std::vector<Tensor> env;                   // per slot
+  std::vector<ir::ComputeContext> contexts;  // per step
+  struct InputRead {
+    int step, position, input;  // contexts[step].inputs[position] = graph input `input`
+  };
+  std::vector<InputRead> input_reads;
+  const char* base = nullptr;  // the arena the views point into (null: not viewed yet)
+};
+
 struct ExecutionPlan {
   std::vector<Step> steps;
   // Per slot: dtype and shape when known statically, the value when constant, the layout when a
@@ -107,12 +121,16 @@ struct ExecutionPlan {
       const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
       std::shared_ptr<Device> device = nullptr, const PlanChoices* cached = nullptr,
       std::shared_ptr<SessionResources> resources = nullptr);
-  // Executes the plan; `inputs` are in graph-input order, outputs in graph-output order. On a
-  // device, `timings` (when non-null) receives the run's upload/compute/download split.
-  // `control` (may be null): a deadline and cancel flag checked before every step.
-  Status Execute(const Model& model, const std::vector<Tensor>& inputs,
+  // Executes the plan. `inputs`: one pointer per graph input, in graph-input order, each checked
+  // by the caller against the plan's shapes. Outputs in graph-output order: with `bound` empty,
+  // new tensors appended to *outputs; else one entry per graph output, each null (dropped) or a
+  // caller's tensor of the output's dtype and shape that receives a copy of the values (a shape
+  // that differs from the computed one is InvalidArgument). On a device, `timings` (when
+  // non-null) receives the run's upload/compute/download split. `control` (may be null): a
+  // deadline and cancel flag checked before every step.
+  Status Execute(const Model& model, const std::vector<const Tensor*>& inputs,
                  std::vector<Tensor>* outputs, DeviceTimings* timings = nullptr,
-                 const RunOptions* control = nullptr) const;
+                 const RunOptions* control = nullptr, const std::vector<Tensor*>& bound = {}) const;
   std::string Describe(const Model& model) const;
 
  private:
@@ -124,10 +142,15 @@ struct ExecutionPlan {
                          const RunOptions* control) const;
   Status RunSteps(const ir::Graph& g, char* base, void* stream, std::vector<Tensor>* env,
                   const RunOptions* control) const;
+  Status ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
+                       std::vector<Tensor>* outputs, DeviceTimings* timings,
+                       const RunOptions* control, const std::vector<Tensor*>& bound) const;
+  std::unique_ptr<HostRun> NewHostRun() const;
   mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
+  mutable std::vector<std::unique_ptr<HostRun>> free_host_runs_;
   // The session's packed weights and CPU arenas (a plan made alone gets its own).
   std::shared_ptr<SessionResources> resources;
-  mutable std::mutex runs_mu_;  // guards free_runs_ (device run contexts)
+  mutable std::mutex runs_mu_;  // guards free_runs_ and free_host_runs_ (run contexts)
 
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.

@@ -43,9 +43,17 @@ struct Session::Impl {
       std::make_shared<runtime::SessionResources>();
   mutable std::string plan_cache_status = "off";
 
-  StatusOr<std::vector<Tensor>> BindInputs(const std::vector<NamedTensor>& given) const;
+  ModelMetadata metadata;
+
+  // Checks the given inputs against the model's and points (*ordered)[k] at graph input k's
+  // tensor. Nothing is allocated once *ordered has the capacity; messages are built on error only.
+  Status BindInputs(const std::vector<NamedTensor>& given,
+                    std::vector<const Tensor*>* ordered) const;
+  // Checks caller-owned outputs (Session::RunInto) and points (*bound)[k] at graph output k's
+  // tensor, or null where the caller named none.
+  Status BindOutputs(std::vector<NamedTensor>* given, std::vector<Tensor*>* bound) const;
   StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> PlanFor(
-      const std::vector<Tensor>& ordered) const;
+      const std::vector<const Tensor*>& ordered) const;
 };
 
 namespace {
@@ -77,65 +85,112 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   impl->options = options;
   impl->device = std::move(device);
   impl->optimization_log = std::move(pass_log);
+  const ir::Graph& g = *model->graph;
+  ModelMetadata& md = impl->metadata;
+  md.producer_name = g.producer_name;
+  md.producer_version = g.producer_version;
+  md.domain = g.domain;
+  md.model_version = g.model_version;
+  md.doc_string = g.doc_string;
+  md.graph_name = g.name;
+  md.graph_doc_string = g.graph_doc_string;
+  md.ir_version = g.ir_version;
+  md.opset_imports.assign(g.opset_imports.begin(), g.opset_imports.end());
+  md.custom = g.metadata_props;
   for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
   for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
   impl->model = std::move(model);
   return impl;
 }
 
+// The index of the spec named `name`; else InvalidArgument listing the names (`kind`: "input" or
+// "output").
+StatusOr<size_t> FindSpec(const std::vector<TensorSpec>& specs, const std::string& name,
+                          const char* kind) {
+  for (size_t k = 0; k < specs.size(); ++k)
+    if (specs[k].name == name) return k;
+  std::string names;
+  for (const auto& s : specs) names += (names.empty() ? "'" : ", '") + s.name + "'";
+  return InvalidArgument("unknown " + std::string(kind) + " '" + name + "'; the model's " + kind +
+                         "s are " + names);
+}
+
 }  // namespace
 
-StatusOr<std::vector<Tensor>> Session::Impl::BindInputs(
-    const std::vector<NamedTensor>& given) const {
-  std::vector<Tensor> ordered(inputs.size());
-  std::vector<bool> seen(inputs.size(), false);
+Status Session::Impl::BindInputs(const std::vector<NamedTensor>& given,
+                                 std::vector<const Tensor*>* ordered) const {
+  ordered->assign(inputs.size(), nullptr);
   for (const auto& nt : given) {
-    size_t k = 0;
-    while (k < inputs.size() && inputs[k].name != nt.name) ++k;
-    if (k == inputs.size()) {
-      std::string names;
-      for (const auto& s : inputs) names += (names.empty() ? "'" : ", '") + s.name + "'";
-      return InvalidArgument("unknown input '" + nt.name + "'; the model's inputs are " + names);
-    }
-    if (seen[k]) return InvalidArgument("input '" + nt.name + "' is given more than once");
-    seen[k] = true;
+    KILN_ASSIGN_OR_RETURN(const size_t k, FindSpec(inputs, nt.name, "input"));
+    if ((*ordered)[k] != nullptr)
+      return InvalidArgument("input '" + nt.name + "' is given more than once");
     const TensorSpec& spec = inputs[k];
     const Tensor& t = nt.tensor;
-    std::string expected = "expected " + spec.ToString();
-    std::string got = "got " + std::string(DataTypeName(t.dtype())) + ShapeToString(t.shape());
+    auto expected = [&] { return "expected " + spec.ToString(); };
+    auto got = [&] {
+      return "got " + std::string(DataTypeName(t.dtype())) + ShapeToString(t.shape());
+    };
     if (spec.dtype != DataType::kUndefined && t.dtype() != spec.dtype)
-      return InvalidArgument("input '" + nt.name + "': wrong dtype; " + expected + ", " + got);
+      return InvalidArgument("input '" + nt.name + "': wrong dtype; " + expected() + ", " + got());
     if (!IsSupportedDataType(t.dtype()))
       return InvalidArgument("input '" + nt.name + "': dtype " + DataTypeName(t.dtype()) +
                              " is not supported");
     if (spec.rank_known) {
       if (t.rank() != static_cast<int64_t>(spec.dims.size()))
-        return InvalidArgument("input '" + nt.name + "': wrong rank; " + expected + ", " + got);
+        return InvalidArgument("input '" + nt.name + "': wrong rank; " + expected() + ", " + got());
       for (size_t d = 0; d < spec.dims.size(); ++d)
         if (spec.dims[d] >= 0 && spec.dims[d] != t.shape()[d])
           return InvalidArgument("input '" + nt.name + "': dimension " + std::to_string(d) +
-                                 " must be " + std::to_string(spec.dims[d]) + "; " + expected +
-                                 ", " + got);
+                                 " must be " + std::to_string(spec.dims[d]) + "; " + expected() +
+                                 ", " + got());
     }
     for (int64_t d : t.shape())
-      if (d < 0) return InvalidArgument("input '" + nt.name + "': negative dimension; " + got);
-    ordered[k] = t;
+      if (d < 0) return InvalidArgument("input '" + nt.name + "': negative dimension; " + got());
+    (*ordered)[k] = &t;
   }
   for (size_t k = 0; k < inputs.size(); ++k)
-    if (!seen[k])
+    if ((*ordered)[k] == nullptr)
       return InvalidArgument("missing input '" + inputs[k].name + "' (expected " +
                              inputs[k].ToString() + ")");
-  return ordered;
+  return OkStatus();
+}
+
+Status Session::Impl::BindOutputs(std::vector<NamedTensor>* given,
+                                  std::vector<Tensor*>* bound) const {
+  bound->assign(outputs.size(), nullptr);
+  for (NamedTensor& nt : *given) {
+    KILN_ASSIGN_OR_RETURN(const size_t k, FindSpec(outputs, nt.name, "output"));
+    if ((*bound)[k] != nullptr)
+      return InvalidArgument("output '" + nt.name + "' is bound more than once");
+    const TensorSpec& spec = outputs[k];
+    Tensor& t = nt.tensor;
+    if (spec.dtype != DataType::kUndefined && t.dtype() != spec.dtype)
+      return InvalidArgument("output '" + nt.name + "': the bound tensor is " +
+                             DataTypeName(t.dtype()) + ShapeToString(t.shape()) + "; expected " +
+                             spec.ToString());
+    if (t.raw() == nullptr && t.bytes() > 0)
+      return InvalidArgument("output '" + nt.name + "': the bound tensor has no storage");
+    (*bound)[k] = &t;
+  }
+  return OkStatus();
 }
 
 StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
-    const std::vector<Tensor>& ordered) const {
-  std::vector<Shape> sig;
-  for (const auto& t : ordered) sig.push_back(t.shape());
+    const std::vector<const Tensor*>& ordered) const {
   {
+    // Compared in place (a run builds no key): a session holds a few plans.
     std::lock_guard<std::mutex> lock(mu);
-    auto it = plans.find(sig);
-    if (it != plans.end()) return it->second;
+    for (const auto& [shapes, plan] : plans) {
+      size_t k = 0;
+      while (k < ordered.size() && shapes[k] == ordered[k]->shape()) ++k;
+      if (k == ordered.size()) return plan;
+    }
+  }
+  std::vector<Shape> sig;
+  std::vector<Tensor> given;
+  for (const Tensor* t : ordered) {
+    sig.push_back(t->shape());
+    given.push_back(*t);
   }
   const bool cache = options.tune && !options.plan_cache_dir.empty() && !model_hash.empty();
   std::string key;
@@ -146,7 +201,7 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
   }
   KILN_ASSIGN_OR_RETURN(
-      auto plan, runtime::ExecutionPlan::Create(*model, ordered, options, device,
+      auto plan, runtime::ExecutionPlan::Create(*model, given, options, device,
                                                 found.hit ? &found.choices : nullptr, resources));
   if (cache) {
     std::string status = found.status;
@@ -292,23 +347,53 @@ Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTen
 Status Session::Run(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                     const RunOptions& options, RunTimings* timings) const {
   return AtApiBoundary([] { return "running the model"; },
-                       [&] { return RunImpl(inputs, outputs, options, timings); });
+                       [&] { return RunImpl(inputs, outputs, false, options, timings); });
 }
 
-Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+Status Session::RunInto(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                         const RunOptions& options, RunTimings* timings) const {
+  if (outputs == nullptr) return InvalidArgument("RunInto needs the outputs to write into");
+  return AtApiBoundary([] { return "running the model"; },
+                       [&] { return RunImpl(inputs, outputs, true, options, timings); });
+}
+
+const ModelMetadata& Session::metadata() const { return impl_->metadata; }
+
+Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
+                        bool bound, const RunOptions& options, RunTimings* timings) const {
   const bool controlled = options.deadline.has_value() || options.cancel != nullptr;
   const RunOptions* control = controlled ? &options : nullptr;
   // A deadline already passed, or a cancel already set: nothing is planned or run.
   KILN_RETURN_IF_ERROR(runtime::CheckRunControl(control, 0, 0, [] { return std::string(); }));
-  KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+  // Per thread, kept between runs: a warm run allocates no pointer table.
+  thread_local std::vector<const Tensor*> ordered;
+  thread_local std::vector<Tensor*> bound_outputs;
+  KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
+  bound_outputs.clear();
+  if (bound) KILN_RETURN_IF_ERROR(impl_->BindOutputs(outputs, &bound_outputs));
   KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+  for (size_t k = 0; k < bound_outputs.size(); ++k) {  // static shapes: checked before running
+    const int slot = plan->output_slots[k];
+    if (bound_outputs[k] != nullptr && plan->static_shape[slot] &&
+        bound_outputs[k]->shape() != plan->shapes[slot])
+      return InvalidArgument("output '" + impl_->outputs[k].name +
+                             "': the bound tensor has shape " +
+                             ShapeToString(bound_outputs[k]->shape()) + "; this run computes " +
+                             ShapeToString(plan->shapes[slot]));
+  }
   std::vector<Tensor> outs;
   runtime::DeviceTimings dt;
   std::vector<double> step_ms;
   const bool per_node = timings && timings->per_node && !impl_->device;
   if (per_node) dt.step_ms = &step_ms;
-  KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt, control));
+  if (bound) {
+    // An all-null binding still runs the model (every output dropped), not the unbound path.
+    if (bound_outputs.empty()) bound_outputs.assign(1, nullptr);
+    KILN_RETURN_IF_ERROR(
+        plan->Execute(*impl_->model, ordered, nullptr, &dt, control, bound_outputs));
+  } else {
+    KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt, control));
+  }
   if (timings) {
     timings->device = impl_->device != nullptr;
     timings->upload_ms = dt.upload_ms;
@@ -335,6 +420,7 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
       }
     }
   }
+  if (bound) return OkStatus();
   outputs->clear();
   for (size_t i = 0; i < outs.size(); ++i)
     outputs->push_back(NamedTensor{impl_->outputs[i].name, std::move(outs[i])});
@@ -344,7 +430,8 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
 StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inputs) const {
   return AtApiBoundary([] { return "planning the model"; },
                        [&]() -> StatusOr<std::string> {
-                         KILN_ASSIGN_OR_RETURN(auto ordered, impl_->BindInputs(inputs));
+                         std::vector<const Tensor*> ordered;
+                         KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
                          KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
                          return plan->Describe(*impl_->model);
                        });

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "model_builder.h"
 
@@ -51,6 +52,60 @@ TEST(SessionTest, RunsAndReportsSpecs) {
   EXPECT_EQ(out[0].tensor.shape(), (Shape{2, 3}));
   const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
+}
+
+TEST(SessionTest, ReportsTheModelsMetadata) {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 3}).Output("y", kF32, {-1, 3});
+  m.Node("Relu", {"x"}, {"y"});
+  onnx::ModelProto& p = m.proto();
+  p.set_producer_name("pytorch");
+  p.set_producer_version("2.1.0");
+  p.set_domain("ai.kiln.test");
+  p.set_model_version(7);
+  p.set_doc_string("a relu");
+  p.mutable_graph()->set_doc_string("the graph");
+  for (const auto& [k, v] :
+       {std::pair<std::string, std::string>{"classes", "cat,dog"}, {"mean", "0.5"}}) {
+    auto* e = p.add_metadata_props();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  const ModelMetadata& md = s->metadata();
+  EXPECT_EQ(md.producer_name, "pytorch");
+  EXPECT_EQ(md.producer_version, "2.1.0");
+  EXPECT_EQ(md.domain, "ai.kiln.test");
+  EXPECT_EQ(md.model_version, 7);
+  EXPECT_EQ(md.doc_string, "a relu");
+  EXPECT_EQ(md.graph_name, "test");
+  EXPECT_EQ(md.graph_doc_string, "the graph");
+  EXPECT_EQ(md.ir_version, 8);
+  ASSERT_EQ(md.custom.size(), 2u);
+  EXPECT_EQ(md.custom[0], (std::pair<std::string, std::string>{"classes", "cat,dog"}));
+  EXPECT_EQ(md.custom[1], (std::pair<std::string, std::string>{"mean", "0.5"}));
+  ASSERT_FALSE(md.opset_imports.empty());
+  EXPECT_EQ(md.opset_imports[0].first, "");
+}
+
+TEST(SessionTest, RunIntoWritesTheCallersBuffers) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  float storage[6 + 2];
+  storage[6] = storage[7] = -1234.f;  // past the end: must stay
+  std::vector<NamedTensor> outs = {{"y", Tensor::View(DataType::kFloat, {2, 3}, storage)}};
+  for (int round = 0; round < 2; ++round) {  // planned, then warm
+    ASSERT_TRUE(s->RunInto({{"x", Iota({2, 3})}}, &outs).ok());
+    const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
+    for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(storage[i], want[i]) << i;
+    EXPECT_EQ(storage[6], -1234.f);
+    EXPECT_EQ(storage[7], -1234.f);
+  }
+  // Another batch size: the binding must match the new shape.
+  Status st = s->RunInto({{"x", Iota({3, 3})}}, &outs);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("this run computes [3,3]"), std::string::npos) << st.message();
 }
 
 TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {

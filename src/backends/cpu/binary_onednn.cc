@@ -41,7 +41,7 @@ class BinaryOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input < 2; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       const Shape& out = ctx->outputs[0].shape;
       full_ = FullInput(node_, ctx->inputs, out);
       if (full_ < 0) throw dnnl::error(dnnl_unimplemented, "no full-size operand");
@@ -65,6 +65,7 @@ class BinaryOneDnn final : public runtime::Kernel {
       dnnl::binary::desc d(AlgOf(node_.op_type), src0_, src1_, src0_);
       pd_ = dnnl::binary::primitive_desc(d, attr, Engine());
       prim_ = dnnl::binary(pd_);
+      descs_ = PdDescs(pd_);
       ctx->outputs[0].layout = a.layout;
     });
   }
@@ -76,16 +77,17 @@ class BinaryOneDnn final : public runtime::Kernel {
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      memory s0(src0_, Engine(), const_cast<void*>(ctx.in(full_).raw()));
-      memory s1 = InputAs(src1_reorder_, src1_in_, src1_, ctx.in(1 - full_).raw(), scratch);
-      memory dst(src0_, Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch + ReorderedBytes(src1_reorder_, src1_));
-      prim_.execute(ThreadStream(), {{DNNL_ARG_SRC_0, s0},
-                                     {DNNL_ARG_SRC_1, s1},
-                                     {DNNL_ARG_DST, dst},
-                                     {DNNL_ARG_SCRATCHPAD, sp}});
+      RunMemory s0(src0_, ctx.in(full_).raw());
+      RunMemory s1(src1_,
+                   InputAs(src1_reorder_, src1_in_, src1_, ctx.in(1 - full_).raw(), scratch));
+      RunMemory dst(src0_, ctx.out(0).raw());
+      RunMemory sp(descs_.scratchpad, scratch + ReorderedBytes(src1_reorder_, src1_));
+      Execute(prim_, {{DNNL_ARG_SRC_0, s0.get()},
+                      {DNNL_ARG_SRC_1, s1.get()},
+                      {DNNL_ARG_DST, dst.get()},
+                      {DNNL_ARG_SCRATCHPAD, sp.get()}});
       ThreadStream().wait();
     });
   }
@@ -96,6 +98,7 @@ class BinaryOneDnn final : public runtime::Kernel {
   memory::desc src0_, src1_, src1_in_;  // src1_in_: the second operand as it arrives
   dnnl::reorder src1_reorder_;          // src1_in_ -> src1_ when they differ
   dnnl::binary::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::binary prim_;
 };
 

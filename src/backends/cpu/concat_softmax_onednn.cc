@@ -122,7 +122,7 @@ class ConcatOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t) const override { return true; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       srcs_.clear();
       for (const TensorInfo& t : ctx->inputs) srcs_.push_back(InputDesc(t));
       dnnl::primitive_attr attr;
@@ -135,6 +135,7 @@ class ConcatOneDnn final : public runtime::Kernel {
       pd_ = plain ? dnnl::concat::primitive_desc(PlainDesc(ys), axis, srcs_, Engine(), attr)
                   : dnnl::concat::primitive_desc(axis, srcs_, Engine(), attr);
       prim_ = dnnl::concat(pd_);
+      descs_ = PdDescs(pd_);
       ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
     });
   }
@@ -142,14 +143,16 @@ class ConcatOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      std::unordered_map<int, memory> args;
+    return Guard(node_, [&] {
+      RunMemoryList memories;
+      ExecArg args[RunMemoryList::kMax];
+      size_t n = 0;
       for (size_t i = 0; i < srcs_.size(); ++i)
-        args[DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)] =
-            memory(srcs_[i], Engine(), const_cast<void*>(ctx.in(i).raw()));
-      args[DNNL_ARG_DST] = memory(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      args[DNNL_ARG_SCRATCHPAD] = memory(pd_.scratchpad_desc(), Engine(), ctx.scratch);
-      prim_.execute(ThreadStream(), args);
+        args[n++] = {DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i),
+                     memories.Add(srcs_[i], ctx.in(i).raw())};
+      args[n++] = {DNNL_ARG_DST, memories.Add(descs_.dst, ctx.out(0).raw())};
+      args[n++] = {DNNL_ARG_SCRATCHPAD, memories.Add(descs_.scratchpad, ctx.scratch)};
+      Execute(prim_, args, n);
       ThreadStream().wait();
     });
   }
@@ -158,6 +161,7 @@ class ConcatOneDnn final : public runtime::Kernel {
   ir::Node node_;
   std::vector<memory::desc> srcs_;
   dnnl::concat::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::concat prim_;
 };
 
@@ -194,7 +198,7 @@ class SoftmaxOneDnn final : public runtime::Kernel {
   explicit SoftmaxOneDnn(const ir::Node& node) : node_(node) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       Shape view;
       int axis = 0;
       SoftmaxView(node_, ctx->inputs[0].shape, &view, &axis);
@@ -206,6 +210,7 @@ class SoftmaxOneDnn final : public runtime::Kernel {
       dnnl::softmax_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, data_, data_, axis);
       pd_ = dnnl::softmax_v2_forward::primitive_desc(d, attr, Engine());
       prim_ = dnnl::softmax_v2_forward(pd_);
+      descs_ = PdDescs(pd_);
     });
   }
 
@@ -213,13 +218,14 @@ class SoftmaxOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return ExecuteSrcDst(node_.Describe(), prim_, pd_, data_, data_, ctx);
+    return ExecuteSrcDst(node_, prim_, descs_.scratchpad, data_, data_, ctx);
   }
 
  private:
   ir::Node node_;
   memory::desc data_;
   dnnl::softmax_v2_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::softmax_v2_forward prim_;
 };
 

@@ -32,7 +32,7 @@ class ConvOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0 || input == 3; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+    return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
   // The residual Z may share the output's buffer when it has the output's layout: the sum
@@ -49,36 +49,35 @@ class ConvOneDnn final : public runtime::Kernel {
   std::string variant() const override { return use_matmul_ ? "matmul" : ""; }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      dnnl::stream& s = ThreadStream();
+    return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      memory src = InputAs(src_reorder_, src_in_desc_, pd_.src_desc(), ctx.in(0).raw(), scratch);
-      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
+      const void* src_data =
+          InputAs(src_reorder_, src_in_desc_, descs_.src, ctx.in(0).raw(), scratch);
       if (has_sum_) {
         const Tensor& z = ctx.in(3);
         if (z.raw() == ctx.out(0).raw()) {
           // Z already in the output buffer (planned in place): the sum post-op reads it there.
-        } else if (z_desc_ == pd_.dst_desc()) {
-          std::memcpy(ctx.out(0).raw(), z.raw(), pd_.dst_desc().get_size());
+        } else if (z_desc_ == descs_.dst) {
+          std::memcpy(ctx.out(0).raw(), z.raw(), descs_.dst.get_size());
         } else {
-          memory zm(z_desc_, Engine(), const_cast<void*>(z.raw()));
-          z_reorder_.execute(s, zm, dst);
+          RunMemory zm(z_desc_, z.raw()), zdst(descs_.dst, ctx.out(0).raw());
+          Execute(z_reorder_, {{DNNL_ARG_FROM, zm.get()}, {DNNL_ARG_TO, zdst.get()}});
         }
       }
       if (use_matmul_) {
-        memory msrc(mm_pd_.src_desc(), Engine(), src.get_data_handle());
-        memory mdst(mm_pd_.dst_desc(), Engine(), ctx.out(0).raw());
-        memory sp(mm_pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
+        RunMemory msrc(mm_descs_.src, src_data), mdst(mm_descs_.dst, ctx.out(0).raw()),
+            sp(mm_descs_.scratchpad, scratch + SrcTmpBytes());
         ExecuteWeighted(mm_prim_, msrc, mm_weights_, mm_bias_, mdst, sp);
         return;
       }
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
+      RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
+          sp(descs_.scratchpad, scratch + SrcTmpBytes());
       ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
     });
   }
 
  private:
-  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, pd_.src_desc()); }
+  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, descs_.src); }
 
   void DoPrepare(runtime::PrepareContext* ctx) {
     const TensorInfo& x = ctx->inputs[0];
@@ -130,6 +129,7 @@ class ConvOneDnn final : public runtime::Kernel {
                                                       w_any, dst_any, strides, dil, pl, pr);
     pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
     prim_ = dnnl::convolution_forward(pd_);
+    descs_ = PdDescs(pd_);
     if (pd_.src_desc() != src_in_desc_) src_reorder_ = MakeReorder(src_in_desc_, pd_.src_desc());
 
     // Prepack the constant weights into the layout the primitive chose.
@@ -239,6 +239,7 @@ class ConvOneDnn final : public runtime::Kernel {
     use_matmul_ = true;
     mm_pd_ = mpd;
     mm_prim_ = mprim;
+    mm_descs_ = PdDescs(mm_pd_);
     mm_packed_w_ = mw;
     mm_weights_ = mweights;
     mm_bias_ = mbias;
@@ -246,6 +247,7 @@ class ConvOneDnn final : public runtime::Kernel {
 
   ir::Node node_;
   dnnl::convolution_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::convolution_forward prim_;
   memory::desc src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
@@ -256,6 +258,7 @@ class ConvOneDnn final : public runtime::Kernel {
   Tensor packed_src_w_, mm_packed_w_;
   bool use_matmul_ = false;
   dnnl::matmul::primitive_desc mm_pd_;
+  PdDescs mm_descs_;
   dnnl::matmul mm_prim_;
   memory mm_weights_, mm_bias_;
 };

@@ -59,24 +59,24 @@ class DeconvOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+    return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
   // The reordered input (when the producer's layout differs) first, then oneDNN's scratchpad.
   size_t ScratchBytes() const override { return SrcTmpBytes() + pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      memory src = InputAs(src_reorder_, src_in_, pd_.src_desc(), ctx.in(0).raw(), scratch);
-      memory dst(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch + SrcTmpBytes());
+      RunMemory src(descs_.src,
+                    InputAs(src_reorder_, src_in_, descs_.src, ctx.in(0).raw(), scratch));
+      RunMemory dst(descs_.dst, ctx.out(0).raw()), sp(descs_.scratchpad, scratch + SrcTmpBytes());
       ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
     });
   }
 
  private:
-  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, pd_.src_desc()); }
+  size_t SrcTmpBytes() const { return ReorderedBytes(src_reorder_, descs_.src); }
 
   void DoPrepare(runtime::PrepareContext* ctx) {
     const TensorInfo& x = ctx->inputs[0];
@@ -125,6 +125,7 @@ class DeconvOneDnn final : public runtime::Kernel {
                                                      w_any, dst_any, strides, dil, pad_l, pad_r);
     pd_ = dnnl::deconvolution_forward::primitive_desc(desc, attr, Engine());
     prim_ = dnnl::deconvolution_forward(pd_);
+    descs_ = PdDescs(pd_);
     src_in_ = InputDesc(x);
     if (pd_.src_desc() != src_in_) src_reorder_ = MakeReorder(src_in_, pd_.src_desc());
     weights_ = PackWeights(w_onnx, w, pd_.weights_desc(), &packed_w_, ctx->weights);
@@ -138,6 +139,7 @@ class DeconvOneDnn final : public runtime::Kernel {
   ir::Node node_;
   memory::desc src_in_;
   dnnl::deconvolution_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::deconvolution_forward prim_;
   dnnl::reorder src_reorder_;
   Tensor packed_w_, bias_copy_;

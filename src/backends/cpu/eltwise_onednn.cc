@@ -53,7 +53,7 @@ class EltwiseOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       dnnl::algorithm alg;
       float alpha = 0, beta = 0;
       if (!EltwiseAlg(node_, ctx->constants, &alg, &alpha, &beta))
@@ -64,6 +64,7 @@ class EltwiseOneDnn final : public runtime::Kernel {
       dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg, desc_, alpha, beta);
       pd_ = dnnl::eltwise_forward::primitive_desc(d, attr, Engine());
       prim_ = dnnl::eltwise_forward(pd_);
+      descs_ = PdDescs(pd_);
       ctx->outputs[0].layout = ctx->inputs[0].layout;
     });
   }
@@ -72,13 +73,14 @@ class EltwiseOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return ExecuteSrcDst(node_.Describe(), prim_, pd_, desc_, desc_, ctx);
+    return ExecuteSrcDst(node_, prim_, descs_.scratchpad, desc_, desc_, ctx);
   }
 
  private:
   ir::Node node_;
   memory::desc desc_;
   dnnl::eltwise_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::eltwise_forward prim_;
 };
 

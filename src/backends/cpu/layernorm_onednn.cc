@@ -18,7 +18,7 @@ class LayerNormOneDnn final : public runtime::Kernel {
   explicit LayerNormOneDnn(const ir::Node& node) : node_(node) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       const Shape& xs = ctx->inputs[0].shape;
       const int64_t r = static_cast<int64_t>(xs.size());
       int64_t axis = node_.GetInt("axis", -1);
@@ -39,6 +39,7 @@ class LayerNormOneDnn final : public runtime::Kernel {
                                                 node_.GetFloat("epsilon", 1e-5f), flags);
       pd_ = dnnl::layer_normalization_forward::primitive_desc(d, attr, Engine());
       prim_ = dnnl::layer_normalization_forward(pd_);
+      descs_ = PdDescs(pd_);
       memory::desc vec({inner}, memory::data_type::f32, memory::format_tag::x);
       scale_ = memory(vec, Engine(), scale_copy_.raw());
       if (shift_copy_.defined()) shift_ = memory(vec, Engine(), shift_copy_.raw());
@@ -48,16 +49,14 @@ class LayerNormOneDnn final : public runtime::Kernel {
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      memory src(data_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      memory dst(data_, Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), ctx.scratch);
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src},
-                                              {DNNL_ARG_DST, dst},
-                                              {DNNL_ARG_SCALE, scale_},
-                                              {DNNL_ARG_SCRATCHPAD, sp}};
-      if (shift_) args[DNNL_ARG_SHIFT] = shift_;
-      prim_.execute(ThreadStream(), args);
+    return Guard(node_, [&] {
+      RunMemory src(data_, ctx.in(0).raw()), dst(data_, ctx.out(0).raw()),
+          sp(descs_.scratchpad, ctx.scratch);
+      Execute(prim_, {{DNNL_ARG_SRC, src.get()},
+                      {DNNL_ARG_DST, dst.get()},
+                      {DNNL_ARG_SCALE, scale_.get(true)},
+                      {DNNL_ARG_SHIFT, shift_.get(true)},
+                      {DNNL_ARG_SCRATCHPAD, sp.get()}});
       ThreadStream().wait();
     });
   }
@@ -66,6 +65,7 @@ class LayerNormOneDnn final : public runtime::Kernel {
   ir::Node node_;
   memory::desc data_;
   dnnl::layer_normalization_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::layer_normalization_forward prim_;
   Tensor scale_copy_, shift_copy_;
   memory scale_, shift_;

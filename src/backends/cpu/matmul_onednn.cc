@@ -20,30 +20,24 @@ class MatMulOneDnn final : public runtime::Kernel {
   explicit MatMulOneDnn(const ir::Node& node) : node_(node) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+    return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
   // Scratch: A rounded to bf16 (bf16 precision only), then oneDNN's scratchpad.
   size_t ScratchBytes() const override { return ATmpBytes() + pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      memory a(a_desc_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      if (a_reorder_) {
-        memory tmp(a_compute_, Engine(), scratch);
-        a_reorder_.execute(ThreadStream(), a, tmp);
-        a = tmp;
-      }
-      memory y(pd_.dst_desc(), Engine(), ctx.out(0).raw());
-      memory sp(pd_.scratchpad_desc(), Engine(), scratch + ATmpBytes());
-      std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, a},
-                                              {DNNL_ARG_WEIGHTS, weights_},
-                                              {DNNL_ARG_DST, y},
-                                              {DNNL_ARG_SCRATCHPAD, sp}};
-      if (bias_) args[DNNL_ARG_BIAS] = bias_;
-      if (scale_) args[DNNL_ARG_ATTR_OUTPUT_SCALES] = scale_;
-      prim_.execute(ThreadStream(), args);
+      RunMemory a(a_reorder_ ? a_compute_ : a_desc_,
+                  InputAs(a_reorder_, a_desc_, a_compute_, ctx.in(0).raw(), scratch));
+      RunMemory y(descs_.dst, ctx.out(0).raw()), sp(descs_.scratchpad, scratch + ATmpBytes());
+      Execute(prim_, {{DNNL_ARG_SRC, a.get()},
+                      {DNNL_ARG_WEIGHTS, weights_.get(true)},
+                      {DNNL_ARG_BIAS, bias_.get(true)},
+                      {DNNL_ARG_ATTR_OUTPUT_SCALES, scale_.get(true)},
+                      {DNNL_ARG_DST, y.get()},
+                      {DNNL_ARG_SCRATCHPAD, sp.get()}});
       ThreadStream().wait();
     });
   }
@@ -106,6 +100,7 @@ class MatMulOneDnn final : public runtime::Kernel {
                                   : dnnl::matmul::desc(a_compute_, b_any, y_desc);
     pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
     prim_ = dnnl::matmul(pd_);
+    descs_ = PdDescs(pd_);
     weights_ =
         PackWeights(b_plain, *ctx->constants[1], pd_.weights_desc(), &packed_b_, ctx->weights);
     if (bias_copy_.defined()) bias_ = memory(bias_desc, Engine(), bias_copy_.raw());
@@ -115,6 +110,7 @@ class MatMulOneDnn final : public runtime::Kernel {
   memory::desc a_desc_, a_compute_;
   dnnl::reorder a_reorder_;
   dnnl::matmul::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::matmul prim_;
   Tensor packed_b_, bias_copy_, scale_value_;
   memory weights_, bias_, scale_;

@@ -56,12 +56,16 @@ std::string OneDnnLayout::name() const {
 }
 
 Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
-  return Guard("reorder to plain", [&] {
-    // Plain means the value's logical dtype (float32), so bf16 storage converts back here.
-    dnnl::memory::desc plain = PlainDesc(shape_);
-    dnnl::memory s(desc_, Engine(), const_cast<void*>(src));
-    dnnl::memory d(plain, Engine(), dst);
-    dnnl::reorder(s, d).execute(ThreadStream(), s, d);
+  static const std::string kWhat = "reorder to plain";
+  return Guard(kWhat, [&] {
+    // Plain means the value's logical dtype (float32), so bf16 storage converts back here. The
+    // reorder is made on the first conversion and kept: later runs allocate nothing.
+    std::call_once(to_plain_once_, [&] {
+      plain_ = PlainDesc(shape_);
+      to_plain_ = MakeReorder(desc_, plain_);
+    });
+    RunMemory s(desc_, src), d(plain_, dst);
+    Execute(to_plain_, {{DNNL_ARG_FROM, s.get()}, {DNNL_ARG_TO, d.get()}});
     ThreadStream().wait();
   });
 }
@@ -159,13 +163,52 @@ size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& wa
   return reorder ? (want.get_size() + 63) / 64 * 64 : 0;
 }
 
-dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
-                     const dnnl::memory::desc& want, const void* data, void* scratch) {
-  dnnl::memory src(have, Engine(), const_cast<void*>(data));
-  if (!reorder) return src;
-  dnnl::memory converted(want, Engine(), scratch);
-  reorder.execute(ThreadStream(), src, converted);
-  return converted;
+Status OneDnnError(const dnnl::error& e, const std::string& what) {
+  const StatusCode code =
+      e.status == dnnl_out_of_memory ? StatusCode::kOutOfMemory : StatusCode::kInternal;
+  return Status(code, "oneDNN failed in " + what + ": " + e.what() + " (status " +
+                          std::to_string(static_cast<int>(e.status)) + ")");
+}
+
+RunMemory::RunMemory(const dnnl::memory::desc& desc, const void* data) {
+  const dnnl_status_t st =
+      dnnl_memory_create(&memory_, &desc.data, Engine().get(), const_cast<void*>(data));
+  if (st != dnnl_success) throw dnnl::error(st, "could not create a memory object");
+}
+
+RunMemory::~RunMemory() {
+  if (memory_ != nullptr) dnnl_memory_destroy(memory_);
+}
+
+RunMemoryList::~RunMemoryList() {
+  for (size_t i = 0; i < count_; ++i) dnnl_memory_destroy(memories_[i]);
+}
+
+dnnl_memory_t RunMemoryList::Add(const dnnl::memory::desc& desc, const void* data) {
+  if (count_ == kMax) throw dnnl::error(dnnl_invalid_arguments, "more than 64 memory objects");
+  const dnnl_status_t st =
+      dnnl_memory_create(&memories_[count_], &desc.data, Engine().get(), const_cast<void*>(data));
+  if (st != dnnl_success) throw dnnl::error(st, "could not create a memory object");
+  return memories_[count_++];
+}
+
+void Execute(const dnnl::primitive& prim, const ExecArg* args, size_t count) {
+  constexpr size_t kMaxArgs = 64;
+  if (count > kMaxArgs) throw dnnl::error(dnnl_invalid_arguments, "more than 64 arguments");
+  dnnl_exec_arg_t list[kMaxArgs];
+  int n = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (args[i].memory != nullptr) list[n++] = {args[i].arg, args[i].memory};
+  const dnnl_status_t st = dnnl_primitive_execute(prim.get(), ThreadStream().get(), n, list);
+  if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
+}
+
+const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
+                    const dnnl::memory::desc& want, const void* data, void* scratch) {
+  if (!reorder) return data;
+  RunMemory src(have, data), converted(want, scratch);
+  Execute(reorder, {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, converted.get()}});
+  return scratch;
 }
 
 namespace {
@@ -193,15 +236,13 @@ dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
   return dnnl::memory(to, Engine(), storage->raw());
 }
 
-void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,
-                     const dnnl::memory& weights, const dnnl::memory& bias, const dnnl::memory& dst,
-                     const dnnl::memory& scratchpad) {
-  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
-                                                {DNNL_ARG_WEIGHTS, weights},
-                                                {DNNL_ARG_DST, dst},
-                                                {DNNL_ARG_SCRATCHPAD, scratchpad}};
-  if (bias) args[DNNL_ARG_BIAS] = bias;
-  prim.execute(ThreadStream(), args);
+void ExecuteWeighted(const dnnl::primitive& prim, const RunMemory& src, const dnnl::memory& weights,
+                     const dnnl::memory& bias, const RunMemory& dst, const RunMemory& scratchpad) {
+  Execute(prim, {{DNNL_ARG_SRC, src.get()},
+                 {DNNL_ARG_WEIGHTS, weights.get(true)},
+                 {DNNL_ARG_BIAS, bias.get(true)},
+                 {DNNL_ARG_DST, dst.get()},
+                 {DNNL_ARG_SCRATCHPAD, scratchpad.get()}});
   ThreadStream().wait();
 }
 
@@ -214,14 +255,13 @@ std::string DenseFloatInput(const std::vector<runtime::TensorInfo>& in) {
   return "";
 }
 
-Status ExecuteSrcDst(const std::string& what, const dnnl::primitive& prim,
-                     const dnnl::primitive_desc_base& pd, const dnnl::memory::desc& src,
+Status ExecuteSrcDst(const ir::Node& node, const dnnl::primitive& prim,
+                     const dnnl::memory::desc& scratchpad, const dnnl::memory::desc& src,
                      const dnnl::memory::desc& dst, const ir::ComputeContext& ctx) {
-  return Guard(what, [&] {
-    dnnl::memory s(src, Engine(), const_cast<void*>(ctx.in(0).raw()));
-    dnnl::memory d(dst, Engine(), ctx.out(0).raw());
-    dnnl::memory sp(pd.scratchpad_desc(), Engine(), ctx.scratch);
-    prim.execute(ThreadStream(), {{DNNL_ARG_SRC, s}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, sp}});
+  return Guard(node, [&] {
+    RunMemory s(src, ctx.in(0).raw()), d(dst, ctx.out(0).raw()), sp(scratchpad, ctx.scratch);
+    Execute(prim,
+            {{DNNL_ARG_SRC, s.get()}, {DNNL_ARG_DST, d.get()}, {DNNL_ARG_SCRATCHPAD, sp.get()}});
     ThreadStream().wait();
   });
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
@@ -37,6 +38,9 @@ class OneDnnLayout final : public runtime::Layout {
  private:
   dnnl::memory::desc desc_;
   Shape shape_;
+  mutable std::once_flag to_plain_once_;
+  mutable dnnl::memory::desc plain_;
+  mutable dnnl::reorder to_plain_;
 };
 
 // The descriptor an input arrives in: its OneDnnLayout's, or plain.
@@ -54,26 +58,81 @@ bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& co
                       std::string* name, float* alpha, float* beta);
 
 // Runs `fn`, converting dnnl::error into a Status naming `what` (OutOfMemory for oneDNN's
-// out-of-memory, else Internal).
+// out-of-memory, else Internal). With a node, its description is made only on error.
+Status OneDnnError(const dnnl::error& e, const std::string& what);
 template <typename F>
 Status Guard(const std::string& what, F&& fn) {
   try {
     fn();
   } catch (const dnnl::error& e) {
-    const StatusCode code =
-        e.status == dnnl_out_of_memory ? StatusCode::kOutOfMemory : StatusCode::kInternal;
-    return Status(code, "oneDNN failed in " + what + ": " + e.what() + " (status " +
-                            std::to_string(static_cast<int>(e.status)) + ")");
+    return OneDnnError(e, what);
   }
   return OkStatus();
+}
+template <typename F>
+Status Guard(const ir::Node& node, F&& fn) {
+  try {
+    fn();
+  } catch (const dnnl::error& e) {
+    return OneDnnError(e, node.Describe());
+  }
+  return OkStatus();
+}
+
+// The hot path's oneDNN calls, through the C API so that kiln's code allocates nothing in a run
+// (dnnl::memory and primitive::execute's argument map allocate in the calling code):
+// RunMemory wraps one buffer of this run for one call (dnnl_memory_create allocates its small
+// object inside oneDNN), ExecArg names an argument, Execute runs a primitive on the calling
+// thread's stream. Errors throw dnnl::error, as the C++ API does, for Guard to catch.
+class RunMemory {
+ public:
+  RunMemory(const dnnl::memory::desc& desc, const void* data);
+  ~RunMemory();
+  RunMemory(const RunMemory&) = delete;
+  RunMemory& operator=(const RunMemory&) = delete;
+  dnnl_memory_t get() const { return memory_; }
+
+ private:
+  dnnl_memory_t memory_ = nullptr;
+};
+// A primitive's memory descriptors, queried once when it is made: dnnl.hpp's queries allocate,
+// so Run reads these instead.
+struct PdDescs {
+  dnnl::memory::desc src, dst, scratchpad;
+  PdDescs() = default;
+  explicit PdDescs(const dnnl::primitive_desc_base& pd)
+      : src(pd.src_desc()), dst(pd.dst_desc()), scratchpad(pd.scratchpad_desc()) {}
+};
+
+// Several RunMemory objects for one call (concat's inputs), up to kMax.
+class RunMemoryList {
+ public:
+  static constexpr size_t kMax = 64;
+  RunMemoryList() = default;
+  ~RunMemoryList();
+  RunMemoryList(const RunMemoryList&) = delete;
+  RunMemoryList& operator=(const RunMemoryList&) = delete;
+  dnnl_memory_t Add(const dnnl::memory::desc& desc, const void* data);
+
+ private:
+  dnnl_memory_t memories_[kMax] = {};
+  size_t count_ = 0;
+};
+struct ExecArg {
+  int arg;
+  dnnl_memory_t memory;  // a RunMemory's, or a prepared dnnl::memory's .get(); null: left out
+};
+void Execute(const dnnl::primitive& prim, const ExecArg* args, size_t count);
+inline void Execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args) {
+  Execute(prim, args.begin(), args.size());
 }
 
 // An input a primitive wants in another layout than its producer's: scratch bytes for the
 // converted copy (64-byte rounded; 0 without a reorder), and the input as the primitive wants it:
 // the caller's buffer as is, or reordered into `scratch`.
 size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& want);
-dnnl::memory InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
-                     const dnnl::memory::desc& want, const void* data, void* scratch);
+const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
+                    const dnnl::memory::desc& want, const void* data, void* scratch);
 
 // Constant weights prepacked once per session: `source` (laid out as `from`) reordered into
 // layout `to`, held in `*storage` (which must outlive the returned memory). With a cache (the
@@ -85,14 +144,13 @@ dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
 
 // Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
 // and a scratchpad, on the calling thread's stream, and waits.
-void ExecuteWeighted(const dnnl::primitive& prim, const dnnl::memory& src,
-                     const dnnl::memory& weights, const dnnl::memory& bias, const dnnl::memory& dst,
-                     const dnnl::memory& scratchpad);
+void ExecuteWeighted(const dnnl::primitive& prim, const RunMemory& src, const dnnl::memory& weights,
+                     const dnnl::memory& bias, const RunMemory& dst, const RunMemory& scratchpad);
 
 // Runs a one-input primitive (eltwise, softmax, pooling) on the calling thread's stream:
-// `src`/`dst` describe the step's input and output buffers, `pd` gives the scratchpad.
-Status ExecuteSrcDst(const std::string& what, const dnnl::primitive& prim,
-                     const dnnl::primitive_desc_base& pd, const dnnl::memory::desc& src,
+// `src`/`dst` describe the step's input and output buffers.
+Status ExecuteSrcDst(const ir::Node& node, const dnnl::primitive& prim,
+                     const dnnl::memory::desc& scratchpad, const dnnl::memory::desc& src,
                      const dnnl::memory::desc& dst, const ir::ComputeContext& ctx);
 
 // Whether oneDNN can run bf16 convolutions/matmuls natively here (AVX512-BF16 or AMX).

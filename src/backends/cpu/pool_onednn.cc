@@ -19,13 +19,13 @@ class PoolOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] { DoPrepare(ctx); });
+    return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
   size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return ExecuteSrcDst(node_.Describe(), prim_, pd_, src_, pd_.dst_desc(), ctx);
+    return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, descs_.dst, ctx);
   }
 
  private:
@@ -74,12 +74,14 @@ class PoolOneDnn final : public runtime::Kernel {
                                      strides, kernel, dil, pl, pr);
     pd_ = dnnl::pooling_v2_forward::primitive_desc(d, attr, Engine());
     prim_ = dnnl::pooling_v2_forward(pd_);
+    descs_ = PdDescs(pd_);
     ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
   }
 
   ir::Node node_;
   memory::desc src_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::pooling_v2_forward prim_;
 };
 

@@ -102,7 +102,7 @@ class ResampleOneDnn final : public runtime::Kernel {
       }
     }
     if (use_reference_) return OkStatus();
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       src_ = PlainDesc(xs);
       dst_ = PlainDesc(ys);
       dnnl::primitive_attr attr;
@@ -113,6 +113,7 @@ class ResampleOneDnn final : public runtime::Kernel {
           dst_);
       pd_ = dnnl::resampling_forward::primitive_desc(d, attr, Engine());
       prim_ = dnnl::resampling_forward(pd_);
+      descs_ = PdDescs(pd_);
     });
   }
 
@@ -122,7 +123,7 @@ class ResampleOneDnn final : public runtime::Kernel {
 
   Status Run(const ir::ComputeContext& ctx) const override {
     if (use_reference_) return op_.Compute(ctx);
-    return ExecuteSrcDst(node_.Describe(), prim_, pd_, src_, dst_, ctx);
+    return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, dst_, ctx);
   }
 
  private:
@@ -131,6 +132,7 @@ class ResampleOneDnn final : public runtime::Kernel {
   bool use_reference_ = false;
   memory::desc src_, dst_;
   dnnl::resampling_forward::primitive_desc pd_;
+  PdDescs descs_;
   dnnl::resampling_forward prim_;
 };
 

@@ -50,7 +50,7 @@ class SplitOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       src_ = InputDesc(ctx->inputs[0]);
       const int64_t rank = static_cast<int64_t>(ctx->inputs[0].shape.size());
       int64_t axis = node_.GetInt("axis", 0);
@@ -71,12 +71,10 @@ class SplitOneDnn final : public runtime::Kernel {
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      void* x = const_cast<void*>(ctx.in(0).raw());
+    return Guard(node_, [&] {
       for (size_t i = 0; i < parts_.size(); ++i) {
-        memory src(parts_[i].sub, Engine(), x);
-        memory dst(parts_[i].dst, Engine(), ctx.out(i).raw());
-        parts_[i].reorder.execute(ThreadStream(), src, dst);
+        RunMemory src(parts_[i].sub, ctx.in(0).raw()), dst(parts_[i].dst, ctx.out(i).raw());
+        Execute(parts_[i].reorder, {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, dst.get()}});
       }
       ThreadStream().wait();
     });

@@ -19,7 +19,7 @@ class TransposeOneDnn final : public runtime::Kernel {
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    return Guard(node_.Describe(), [&] {
+    return Guard(node_, [&] {
       const Shape& xs = ctx->inputs[0].shape;
       const int r = static_cast<int>(xs.size());
       std::vector<int64_t> perm = node_.GetInts("perm");
@@ -34,10 +34,9 @@ class TransposeOneDnn final : public runtime::Kernel {
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return Guard(node_.Describe(), [&] {
-      memory s(src_, Engine(), const_cast<void*>(ctx.in(0).raw()));
-      memory d(dst_, Engine(), ctx.out(0).raw());
-      reorder_.execute(ThreadStream(), s, d);
+    return Guard(node_, [&] {
+      RunMemory s(src_, ctx.in(0).raw()), d(dst_, ctx.out(0).raw());
+      Execute(reorder_, {{DNNL_ARG_FROM, s.get()}, {DNNL_ARG_TO, d.get()}});
       ThreadStream().wait();
     });
   }

@@ -109,11 +109,11 @@ class BatchNormalizationOp : public Op {
     // per-activation (old spatial=0; Infer checked each is [C] or [C, D1..Dn]).
     bool per_act = false;
     for (size_t i = 1; i < 5; ++i) per_act = per_act || ctx.in(i).numel() != c_dim;
-    const int64_t width = per_act ? plane : 1;
-    std::vector<double> a(static_cast<size_t>(c_dim * width)), b(a.size());
     auto at = [&](size_t input, const float* p, int64_t c, int64_t i) {
       return static_cast<double>(ctx.in(input).numel() == c_dim ? p[c] : p[c * plane + i]);
     };
+    // Channel by channel (no buffer: a warm run allocates nothing): the batch statistics first
+    // when training, then y = x * a + b with a, b per channel or per (c, position).
     for (int64_t c = 0; c < c_dim; ++c) {
       double bm = 0, bv = 0;
       if (training_) {  // batch mean and population variance over N and the spatial dims
@@ -130,24 +130,20 @@ class BatchNormalizationOp : public Op {
         }
         bv = cnt > 0 ? ss / cnt : 0.0;
       }
-      for (int64_t i = 0; i < width; ++i) {
+      auto coefficients = [&](int64_t i, double* a, double* b) {
         const double m = training_ ? bm : at(3, mean, c, i);
         const double v = training_ ? bv : at(4, var, c, i);
-        const double av = at(1, scale, c, i) / std::sqrt(v + static_cast<double>(epsilon_));
-        a[c * width + i] = av;
-        b[c * width + i] = at(2, bias, c, i) - m * av;
-      }
-    }
-    for (int64_t n = 0; n < n_batch; ++n) {
-      for (int64_t c = 0; c < c_dim; ++c) {
+        *a = at(1, scale, c, i) / std::sqrt(v + static_cast<double>(epsilon_));
+        *b = at(2, bias, c, i) - m * *a;
+      };
+      double a = 0, b = 0;
+      if (!per_act) coefficients(0, &a, &b);
+      for (int64_t n = 0; n < n_batch; ++n) {
         const float* xp = x + (n * c_dim + c) * plane;
         float* yp = y + (n * c_dim + c) * plane;
-        const double* ap = a.data() + c * width;
-        const double* bp = b.data() + c * width;
-        if (per_act) {
-          for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * ap[i] + bp[i]);
-        } else {
-          for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * ap[0] + bp[0]);
+        for (int64_t i = 0; i < plane; ++i) {
+          if (per_act) coefficients(i, &a, &b);
+          yp[i] = static_cast<float>(xp[i] * a + b);
         }
       }
     }
