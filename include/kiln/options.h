@@ -1,6 +1,7 @@
 // Session options. Plain values; copied into the Session at load.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ struct SessionOptions {
   std::vector<std::string> disabled_passes;
   // "fp32" (default) or "bf16": convolutions and matmuls in bfloat16 where the CPU supports it.
   std::string precision = "fp32";
+  // Plans kept (one per input-shape signature; least recently used evicted beyond it). The
+  // default keeps every batch size from 1 to 64 of a one-input model. Packed weights are shared
+  // by all plans and stay for the session; a plan's own memory is its kernels' primitives and run
+  // contexts (docs/embedding.md gives measured figures). 0 = unbounded.
+  size_t max_plans = 64;
 };
 
 }  // namespace kiln

@@ -71,7 +71,8 @@ struct DeviceStartup {
 
 // What a session holds, as numbers (Session::stats()).
 struct SessionStats {
-  size_t plans = 0;                    // input-shape signatures planned
+  size_t plans = 0;                    // input-shape signatures planned and kept
+  uint64_t plans_evicted = 0;          // dropped by the SessionOptions::max_plans bound
   size_t planned_arena_bytes_max = 0;  // the largest plan's arena (activations + scratch)
   size_t packed_weight_bytes = 0;      // constant weights repacked for kernels, shared by all plans
   size_t packed_weights = 0;           // distinct packed copies
@@ -137,6 +138,11 @@ class Session {
   // choices reused)", "miss, stored N choices", "stale (key differs), stored N choices",
   // "corrupt (...): ignored, stored N choices", or a store error.
   std::string plan_cache_status() const;
+  // Plans for these input shapes now, as the first Run of them would, and readies a run context
+  // and the arena (CPU), so that the first Run of those shapes costs what later ones do (a
+  // server's warm-up). Each entry names an input and its shape; inputs not named take their
+  // declared shape, which must then be fixed. The dtype is the declared one.
+  Status Prepare(const std::vector<std::pair<std::string, Shape>>& input_shapes) const;
   // Host memory for input batches a caller fills itself, 64-byte aligned: page-locked on the CUDA
   // backend (inputs in it are copied to the device without an extra staging copy), ordinary
   // memory on the CPU. Must outlive the runs that read it.

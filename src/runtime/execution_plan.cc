@@ -390,6 +390,14 @@ std::unique_ptr<HostRun> ExecutionPlan::NewHostRun() const {
   return run;
 }
 
+void ExecutionPlan::Warm() const {
+  if (device) return;
+  auto run = NewHostRun();
+  resources->arenas.Return(resources->arenas.Take(arena_bytes));
+  std::lock_guard<std::mutex> lock(runs_mu_);
+  free_host_runs_.push_back(std::move(run));
+}
+
 Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
                                     std::vector<Tensor>* outputs, DeviceTimings* timings,
                                     const RunOptions* control,

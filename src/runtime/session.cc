@@ -36,7 +36,13 @@ struct Session::Impl {
   std::vector<TensorSpec> inputs, outputs;
   std::vector<std::string> optimization_log;
   mutable std::mutex mu;
-  mutable std::map<std::vector<Shape>, std::shared_ptr<const runtime::ExecutionPlan>> plans;
+  struct CachedPlan {
+    std::shared_ptr<const runtime::ExecutionPlan> plan;
+    uint64_t last_used = 0;  // `uses` when last found or made (least recently used goes first)
+  };
+  mutable std::map<std::vector<Shape>, CachedPlan> plans;
+  mutable uint64_t uses = 0;
+  mutable uint64_t evicted = 0;
   std::string model_hash;  // with a plan cache: the model file's content hash
   // Packed weights and CPU arenas shared by every plan of this session.
   std::shared_ptr<runtime::SessionResources> resources =
@@ -178,12 +184,15 @@ Status Session::Impl::BindOutputs(std::vector<NamedTensor>* given,
 StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     const std::vector<const Tensor*>& ordered) const {
   {
-    // Compared in place (a run builds no key): a session holds a few plans.
+    // Compared in place (a run builds no key): a session holds at most max_plans plans.
     std::lock_guard<std::mutex> lock(mu);
-    for (const auto& [shapes, plan] : plans) {
+    for (auto& [shapes, cached] : plans) {
       size_t k = 0;
       while (k < ordered.size() && shapes[k] == ordered[k]->shape()) ++k;
-      if (k == ordered.size()) return plan;
+      if (k == ordered.size()) {
+        cached.last_used = ++uses;
+        return cached.plan;
+      }
     }
   }
   std::vector<Shape> sig;
@@ -219,7 +228,18 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
   }
   std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
   std::lock_guard<std::mutex> lock(mu);
-  return plans.emplace(sig, shared).first->second;
+  // Another thread may have planned the same shapes meanwhile: the first stored wins.
+  CachedPlan& entry = plans.emplace(sig, CachedPlan{shared, 0}).first->second;
+  entry.last_used = ++uses;
+  // Beyond the bound, the least recently used plans go (runs holding one finish with it).
+  while (options.max_plans > 0 && plans.size() > options.max_plans) {
+    auto oldest = plans.begin();
+    for (auto it = plans.begin(); it != plans.end(); ++it)
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    plans.erase(oldest);
+    ++evicted;
+  }
+  return entry.plan;
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -319,8 +339,9 @@ SessionStats Session::stats() const {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     s.plans = impl_->plans.size();
-    for (const auto& [sig, plan] : impl_->plans)
-      s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, plan->arena_bytes);
+    s.plans_evicted = impl_->evicted;
+    for (const auto& [sig, cached] : impl_->plans)
+      s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, cached.plan->arena_bytes);
   }
   s.packed_weight_bytes = impl_->resources->weights.bytes();
   s.packed_weights = impl_->resources->weights.entries();
@@ -359,13 +380,47 @@ Status Session::RunInto(const std::vector<NamedTensor>& inputs, std::vector<Name
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
+Status Session::Prepare(const std::vector<std::pair<std::string, Shape>>& input_shapes) const {
+  return AtApiBoundary(
+      [] { return "preparing a plan"; },
+      [&]() -> Status {
+        for (const auto& [name, s] : input_shapes)
+          KILN_RETURN_IF_ERROR(FindSpec(impl_->inputs, name, "input").status());
+        std::vector<NamedTensor> inputs;
+        for (const TensorSpec& spec : impl_->inputs) {
+          const Shape* shape = nullptr;
+          for (const auto& [name, s] : input_shapes)
+            if (name == spec.name) shape = &s;
+          Shape declared;
+          if (shape == nullptr) {
+            if (!spec.rank_known)
+              return InvalidArgument("Prepare: input '" + spec.name +
+                                     "' has no declared shape; name it");
+            for (int64_t d : spec.dims) {
+              if (d < 0)
+                return InvalidArgument("Prepare: input '" + spec.name + "' is " + spec.ToString() +
+                                       ", with a symbolic dimension; give its shape");
+              declared.push_back(d);
+            }
+            shape = &declared;
+          }
+          inputs.push_back({spec.name, Tensor::Empty(spec.dtype, *shape)});
+        }
+        std::vector<const Tensor*> ordered;
+        KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
+        KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+        plan->Warm();
+        return OkStatus();
+      });
+}
+
 Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                         bool bound, const RunOptions& options, RunTimings* timings) const {
   const bool controlled = options.deadline.has_value() || options.cancel != nullptr;
   const RunOptions* control = controlled ? &options : nullptr;
   // A deadline already passed, or a cancel already set: nothing is planned or run.
   KILN_RETURN_IF_ERROR(runtime::CheckRunControl(control, 0, 0, [] { return std::string(); }));
-  // Per thread, kept between runs: a warm run allocates no pointer table.
+  // Per thread, kept between runs: only a thread's first run (of any session) grows them.
   thread_local std::vector<const Tensor*> ordered;
   thread_local std::vector<Tensor*> bound_outputs;
   KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));

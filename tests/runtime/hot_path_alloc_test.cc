@@ -293,6 +293,28 @@ TEST(HotPathAllocTest, WarmRunIntoMakesNoKilnAllocation) {
   EXPECT_EQ(own.by[kTest], 1) << own.Describe();
 }
 
+TEST(HotPathAllocTest, AfterPrepareTheFirstRunIntoMakesNoKilnAllocation) {
+  FindRanges();
+  const std::vector<NamedTensor> inputs = {{"x", Tensor::Empty(DataType::kFloat, {1, 3, 32, 32})}};
+  std::vector<NamedTensor> bound = {{"y", Tensor::Empty(DataType::kFloat, {1, 10})}};
+  {
+    // This thread's first run of any session grows two small pointer tables (session.cc); a
+    // session of its own does that here.
+    auto other = Session::LoadFromBytes(TestModel());
+    ASSERT_TRUE(other.ok());
+    ASSERT_TRUE((*other)->RunInto(inputs, &bound).ok());
+  }
+  auto s = Session::LoadFromBytes(TestModel());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->Prepare({{"x", {1, 3, 32, 32}}}).ok());
+  Status st = OkStatus();
+  const Counts first = Count([&] { st = (*s)->RunInto(inputs, &bound); });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(first.by[kKiln], 0) << "the first RunInto after Prepare (" << first.Describe()
+                                << "); first stacks:" << KilnStacks();
+  EXPECT_EQ((*s)->stats().plans, 1u);
+}
+
 TEST(HotPathAllocTest, RunIntoChecksTheBinding) {
   auto s = Session::LoadFromBytes(TestModel());
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -108,6 +108,55 @@ TEST(SessionTest, RunIntoWritesTheCallersBuffers) {
   EXPECT_NE(st.message().find("this run computes [3,3]"), std::string::npos) << st.message();
 }
 
+TEST(SessionTest, KeepsAtMostMaxPlansLeastRecentlyUsedFirst) {
+  SessionOptions o;
+  o.max_plans = 2;
+  auto s = Session::LoadFromBytes(AddReluModel(), o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto run = [&](int64_t n) {
+    std::vector<NamedTensor> out;
+    Status st = (*s)->Run({{"x", Iota({n, 3})}}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out[0].tensor.shape(), (Shape{n, 3}));
+    EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[3 * n - 1], 3.f * n - 1 + 0.5f);
+  };
+  run(1);
+  run(2);
+  run(1);  // 1 is now more recent than 2
+  EXPECT_EQ((*s)->stats().plans, 2u);
+  EXPECT_EQ((*s)->stats().plans_evicted, 0u);
+  run(3);  // evicts 2
+  EXPECT_EQ((*s)->stats().plans, 2u);
+  EXPECT_EQ((*s)->stats().plans_evicted, 1u);
+  run(1);  // still kept
+  EXPECT_EQ((*s)->stats().plans_evicted, 1u);
+  run(2);  // planned again, evicting 3
+  EXPECT_EQ((*s)->stats().plans, 2u);
+  EXPECT_EQ((*s)->stats().plans_evicted, 2u);
+}
+
+TEST(SessionTest, PreparePlansAheadOfTheFirstRun) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->Prepare({{"x", {4, 3}}}).ok());
+  ASSERT_TRUE(s->Prepare({{"x", {8, 3}}}).ok());
+  EXPECT_EQ(s->stats().plans, 2u);
+  EXPECT_GE(s->stats().arenas, 1u);  // the arena is made by Prepare
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE(s->Run({{"x", Iota({4, 3})}}, &out).ok());
+  EXPECT_EQ(s->stats().plans, 2u);  // the prepared plan ran
+  EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[0], 1.f);
+  Status st = s->Prepare({{"y", {4, 3}}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("unknown input 'y'"), std::string::npos) << st.message();
+  st = s->Prepare({});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("symbolic dimension"), std::string::npos) << st.message();
+  st = s->Prepare({{"x", {4, 5}}});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("dimension 1 must be 3"), std::string::npos) << st.message();
+}
+
 TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {
   auto s = MustLoad(AddReluModel());
   ASSERT_NE(s, nullptr);
