@@ -27,6 +27,9 @@ bool IsResize(const ir::Node& node) { return node.op_type == "Resize"; }
 std::string CheckModes(const ir::Node& node) {
   const std::string mode = node.GetString("mode", "nearest");
   if (node.GetInt("antialias", 0) != 0) return "antialias";
+  if (node.HasAttr("axes")) return "the axes attribute (Resize-18)";
+  if (node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+    return "keep_aspect_ratio_policy other than stretch";
   // Resize-10 and Upsample: asymmetric coordinates, truncation (= floor when upscaling).
   if (!IsResize(node) || node.opset < 11) {
     if (mode != "nearest") return "linear with asymmetric coordinates";

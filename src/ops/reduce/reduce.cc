@@ -188,7 +188,11 @@ class ReduceOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override {
-    if (AcceptsSmallIntegers(kind_)) {
+    if (AcceptsSmallIntegers(kind_) && opset() >= 20) {  // ReduceMax/Min-20 add bool
+      KILN_RETURN_IF_ERROR(
+          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
+                              DataType::kUInt8, DataType::kInt8, DataType::kBool}));
+    } else if (AcceptsSmallIntegers(kind_)) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
                                                DataType::kUInt8, DataType::kInt8}));
     } else if (AcceptsIntegers(kind_)) {
@@ -243,6 +247,7 @@ class ReduceOp : public Op {
         ReduceTyped<int64_t>(kind_, x, reduced, ctx.out(0));
         break;
       case DataType::kUInt8:
+      case DataType::kBool:  // one byte, 0 or 1: max is any, min is all
         ReduceTyped<uint8_t>(kind_, x, reduced, ctx.out(0));
         break;
       case DataType::kInt8:
@@ -297,7 +302,7 @@ class ReduceOp : public Op {
   StatusOr<std::unique_ptr<Op>> Create##NAME(const Node& node) { \
     return ReduceOp::Create(node, ReduceKind::KIND);             \
   }                                                              \
-  KILN_REGISTER_OP(#NAME, 1, 18, &Create##NAME)
+  KILN_REGISTER_OP(#NAME, 1, ir::kMaxOpset, &Create##NAME)
 
 KILN_REDUCE_OP(ReduceSum, kSum);
 KILN_REDUCE_OP(ReduceMean, kMean);

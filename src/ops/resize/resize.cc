@@ -26,7 +26,9 @@
 // Reference algorithm: per dim, precompute each output coordinate's taps (index, weight) with
 // zero-weight taps dropped; per output element, sum the product of weights over the cartesian
 // product of the dims' taps (double accumulation). Integer outputs are rounded and saturated.
-// Dtypes: float32, int32, int64, uint8, int8. No antialiasing (that is Resize-18).
+// Dtypes: float32, int32, int64, uint8, int8. Resize-18/19 (opsets 18..24): axes,
+// keep_aspect_ratio_policy and half_pixel_symmetric are implemented; antialias=1 is refused with
+// a reason.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -45,6 +47,7 @@ using ir::Op;
 enum class Interp { kNearest, kLinear, kCubic };
 enum class Coord {
   kHalfPixel,
+  kHalfPixelSymmetric,  // Resize-19
   kPytorchHalfPixel,
   kAlignCorners,
   kAsymmetric,
@@ -116,8 +119,10 @@ class ResizeOp : public Op {
     if (coord_ == Coord::kTfCropAndResize) {
       const int64_t want = 2 * ctx.rank(0);
       if (!ctx.has_input(1)) return ctx.Error("tf_crop_and_resize needs the roi input; got none");
-      if (ctx.value(1) && ctx.value(1)->numel() != want)
-        return ctx.Error("roi must have 2 * rank = " + std::to_string(want) + " values; got " +
+      const int64_t want_axes = axes_.empty() ? want : 2 * static_cast<int64_t>(axes_.size());
+      if (ctx.value(1) && ctx.value(1)->numel() != want_axes)
+        return ctx.Error("roi must have 2 * " + std::string(axes_.empty() ? "rank" : "len(axes)") +
+                         " = " + std::to_string(want_axes) + " values; got " +
                          std::to_string(ctx.value(1)->numel()));
     }
     Shape out;
@@ -145,11 +150,18 @@ class ResizeOp : public Op {
     std::vector<double> roi(static_cast<size_t>(2 * rank), 0.0);
     for (int64_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
     if (coord_ == Coord::kTfCropAndResize) {
-      if (!ctx.has(1) || ctx.in(1).numel() != 2 * rank)
-        return RunError("tf_crop_and_resize needs roi with 2 * rank = " + std::to_string(2 * rank) +
+      std::vector<int64_t> dims;
+      std::string err;
+      if (!Axes(rank, &dims, &err)) return RunError(err);
+      const auto k = static_cast<int64_t>(dims.size());
+      if (!ctx.has(1) || ctx.in(1).numel() != 2 * k)
+        return RunError("tf_crop_and_resize needs roi with 2 * " + std::to_string(k) +
                         " values; got " +
                         (ctx.has(1) ? std::to_string(ctx.in(1).numel()) : std::string("none")));
-      for (int64_t i = 0; i < 2 * rank; ++i) roi[i] = ReadScalarAsDouble(ctx.in(1), i);
+      for (int64_t i = 0; i < k; ++i) {
+        roi[dims[i]] = ReadScalarAsDouble(ctx.in(1), i);
+        roi[rank + dims[i]] = ReadScalarAsDouble(ctx.in(1), k + i);
+      }
     }
     std::vector<DimTaps> taps(static_cast<size_t>(rank));
     for (int64_t d = 0; d < rank; ++d)
@@ -206,8 +218,26 @@ class ResizeOp : public Op {
       }
       return std::unique_ptr<Op>(std::move(op));
     }
+    // Resize-18/19 additions, taken at their defaults only (refused otherwise, naming them).
+    if (node.opset >= 18) {
+      if (node.GetInt("antialias", 0) != 0)
+        return ir::AttrError(node, "antialias=1 (Resize-18) is not implemented in kiln");
+      op->axes_ = node.GetInts("axes");
+      const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
+      if (policy == "not_larger")
+        op->policy_ = AspectPolicy::kNotLarger;
+      else if (policy == "not_smaller")
+        op->policy_ = AspectPolicy::kNotSmaller;
+      else if (policy != "stretch")
+        return ir::AttrError(node,
+                             "keep_aspect_ratio_policy must be stretch, not_larger or "
+                             "not_smaller; got '" +
+                                 policy + "'");
+    }
     const std::string coord = node.GetString("coordinate_transformation_mode", "half_pixel");
-    if (coord == "half_pixel")
+    if (coord == "half_pixel_symmetric" && node.opset >= 19)
+      op->coord_ = Coord::kHalfPixelSymmetric;
+    else if (coord == "half_pixel")
       op->coord_ = Coord::kHalfPixel;
     else if (coord == "pytorch_half_pixel")
       op->coord_ = Coord::kPytorchHalfPixel;
@@ -222,7 +252,8 @@ class ResizeOp : public Op {
     else
       return ir::AttrError(node,
                            "coordinate_transformation_mode must be half_pixel, pytorch_half_pixel, "
-                           "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize; "
+                           "align_corners, asymmetric, tf_half_pixel_for_nn, tf_crop_and_resize "
+                           "or (opset 19+) half_pixel_symmetric; "
                            "got '" +
                                coord + "'");
     const std::string nearest = node.GetString("nearest_mode", "round_prefer_floor");
@@ -249,6 +280,24 @@ class ResizeOp : public Op {
   }
 
   bool modern() const { return !upsample_ && opset() >= 11; }
+  // The dims scales/sizes/roi name: Resize-18's axes (negative allowed, distinct), else all.
+  bool Axes(int64_t rank, std::vector<int64_t>* dims, std::string* why) const {
+    dims->clear();
+    if (axes_.empty()) {
+      for (int64_t d = 0; d < rank; ++d) dims->push_back(d);
+      return true;
+    }
+    for (int64_t a : axes_) {
+      const int64_t d = a < 0 ? a + rank : a;
+      if (d < 0 || d >= rank || std::find(dims->begin(), dims->end(), d) != dims->end()) {
+        *why = "axes must be distinct and in [" + std::to_string(-rank) + ", " +
+               std::to_string(rank) + "); got " + std::to_string(a);
+        return false;
+      }
+      dims->push_back(d);
+    }
+    return true;
+  }
   int scales_index() const {
     if (upsample_ && opset() < 9) return -1;
     return modern() ? 2 : 1;
@@ -270,8 +319,51 @@ class ResizeOp : public Op {
     }
     out->assign(static_cast<size_t>(rank), 0);
     scale->assign(static_cast<size_t>(rank), 1.0);
+    // Resize-18's axes: scales/sizes name those dims only; the others keep scale 1 and their size.
+    std::vector<int64_t> dims;
+    if (!Axes(rank, &dims, why)) return false;
+    const auto k = static_cast<int64_t>(dims.size());
+    if (!axes_.empty()) {
+      if (!scales.empty()) {
+        if (static_cast<int64_t>(scales.size()) != k) {
+          *why = "scales must have one value per axis (" + std::to_string(k) + "); got " +
+                 std::to_string(scales.size());
+          return false;
+        }
+        std::vector<float> full(static_cast<size_t>(rank), 1.f);
+        for (int64_t i = 0; i < k; ++i) full[dims[i]] = scales[i];
+        scales = std::move(full);
+      }
+    }
     if (has_sizes) {
-      const std::vector<int64_t> sizes = ReadInts(*sizes_t);
+      std::vector<int64_t> sizes = ReadInts(*sizes_t);
+      if (!axes_.empty()) {
+        if (static_cast<int64_t>(sizes.size()) != k) {
+          *why = "sizes must have one value per axis (" + std::to_string(k) + "); got " +
+                 std::to_string(sizes.size());
+          return false;
+        }
+        std::vector<int64_t> full(in.begin(), in.end());
+        for (int64_t i = 0; i < k; ++i) full[dims[i]] = sizes[i];
+        sizes = std::move(full);
+      }
+      if (policy_ != AspectPolicy::kStretch && static_cast<int64_t>(sizes.size()) == rank) {
+        // One scale for every named dim: the largest that fits (not_larger) or the smallest that
+        // covers (not_smaller) the requested sizes; sizes = round(scale * in).
+        double common = policy_ == AspectPolicy::kNotLarger ? 1e300 : 0.0;
+        for (int64_t d : dims) {
+          if (in[d] == 0) continue;
+          const double r = static_cast<double>(sizes[d]) / static_cast<double>(in[d]);
+          common = policy_ == AspectPolicy::kNotLarger ? std::min(common, r) : std::max(common, r);
+        }
+        if (common == 1e300) common = 1.0;
+        for (int64_t d : dims) {
+          sizes[d] = static_cast<int64_t>(std::floor(common * static_cast<double>(in[d]) + 0.5));
+          (*scale)[d] = common;
+        }
+        for (int64_t d = 0; d < rank; ++d) (*out)[d] = sizes[d];
+        return true;
+      }
       if (static_cast<int64_t>(sizes.size()) != rank) {
         *why = "sizes must have one value per input dim (" + std::to_string(rank) + "); got " +
                std::to_string(sizes.size());
@@ -319,6 +411,12 @@ class ResizeOp : public Op {
     switch (coord_) {
       case Coord::kHalfPixel:
         return (x + 0.5) / scale - 0.5;
+      case Coord::kHalfPixelSymmetric: {
+        // Centred: the offset makes up for the output length being rounded to an integer.
+        const double adjustment = static_cast<double>(out) / length;
+        const double center = static_cast<double>(in) / 2.0;
+        return center * (1.0 - adjustment) + (x + 0.5) / scale - 0.5;
+      }
       case Coord::kPytorchHalfPixel:
         return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
       case Coord::kAlignCorners:
@@ -459,6 +557,9 @@ class ResizeOp : public Op {
   bool upsample_;
   Interp interp_ = Interp::kNearest;
   Coord coord_ = Coord::kHalfPixel;
+  enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
+  AspectPolicy policy_ = AspectPolicy::kStretch;  // Resize-18
+  std::vector<int64_t> axes_;                     // Resize-18; empty: every dim
   Rounding rounding_ = Rounding::kRoundPreferFloor;
   bool exclude_outside_ = false;
   double cubic_a_ = -0.75;

@@ -4,7 +4,8 @@
 // (specs before 11 do not mention them; ONNX Runtime accepts them too).
 // Split sizes: Split-1 from input 1 or the `split` attribute, Split-2..12 from the attribute,
 // Split-13+ from the optional input 1; without sizes the axis is split into equal parts (the dim
-// must divide by the number of outputs). Split-18's num_outputs is not needed (kMaxOpset 17).
+// must divide by the number of outputs); Split-18's num_outputs gives ceil(dim / num_outputs) per
+// part, the last smaller.
 #include <cstring>
 
 #include "ops/common.h"
@@ -96,7 +97,10 @@ KILN_REGISTER_OP("Concat", 1, ir::kMaxOpset, &ConcatOp::Create);
 class SplitOp : public Op {
  public:
   explicit SplitOp(const Node& node)
-      : Op(node), axis_(node.GetInt("axis", 0)), attr_split_(node.GetInts("split")) {}
+      : Op(node),
+        axis_(node.GetInt("axis", 0)),
+        attr_split_(node.GetInts("split")),
+        num_outputs_(node.opset >= 18 ? node.GetInt("num_outputs", 0) : 0) {}
   std::vector<int> ShapeInputs() const override {
     return SplitFromInput() ? std::vector<int>{1} : std::vector<int>{};
   }
@@ -115,6 +119,20 @@ class SplitOp : public Op {
     }
     const int64_t dim = ctx.shape(0)[axis];
     const auto n = static_cast<int64_t>(ctx.num_outputs());
+    if (num_outputs_ != 0) {  // Split-18: equal parts of ceil(dim / num_outputs), the last smaller
+      if (!split.empty())
+        return ctx.Error("takes the split input or the num_outputs attribute, not both");
+      if (num_outputs_ != n)
+        return ctx.Error("num_outputs (" + std::to_string(num_outputs_) +
+                         ") must equal the number of outputs (" + std::to_string(n) + ")");
+      const int64_t chunk = (dim + n - 1) / n;
+      if (chunk * (n - 1) > dim)
+        return ctx.Error("dim " + std::to_string(axis) + " (" + std::to_string(dim) +
+                         ") is too small for " + std::to_string(n) + " parts of " +
+                         std::to_string(chunk));
+      split.assign(n, chunk);
+      split.back() = dim - chunk * (n - 1);
+    }
     if (split.empty()) {
       if (n == 0 || dim % n != 0)
         return ctx.Error("without split sizes, dim " + std::to_string(axis) + " (" +
@@ -164,6 +182,7 @@ class SplitOp : public Op {
   bool SplitFromInput() const { return opset() < 2 || opset() >= 13; }
   int64_t axis_;
   std::vector<int64_t> attr_split_;
+  int64_t num_outputs_;
 };
 KILN_REGISTER_OP("Split", 1, ir::kMaxOpset, &ir::MakeOp<SplitOp>);
 

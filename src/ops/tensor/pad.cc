@@ -1,12 +1,13 @@
 // Pad: pads = [x1_begin, x2_begin, ..., x1_end, x2_end, ...] (Pad-1 `paddings` / Pad-2 `pads`
 // attributes with the `value` attribute; Pad-11+ the `pads` input and the optional scalar
-// `constant_value` input). Modes constant, reflect (mirror without repeating the edge) and edge.
+// `constant_value` input; Pad-18+ the optional `axes` input, the pads then naming those axes only).
+// Modes constant, reflect (mirror without repeating the edge), edge, and wrap (Pad-19+).
 // Negative pads crop. Semantics follow the ONNX reference (numpy.pad on the positive pads, then
 // cropping): every output coordinate maps to an input coordinate c = o - begin, and a c outside
 // [0, dim) is resolved against the whole input (constant value, mirrored, or clamped).
 // Kernel: a per-axis table out index -> input index (or -1 for the constant), then an odometer
 // over output rows with memcpy-sized element copies. Any fixed-size dtype works.
-// Limits: reflect/edge need a non-empty axis wherever padding is added; wrap (Pad-19) is absent.
+// Limits: reflect/edge/wrap need a non-empty axis wherever padding is added.
 #include <cstring>
 
 #include "ops/common.h"
@@ -20,7 +21,7 @@ using ir::InferContext;
 using ir::Node;
 using ir::Op;
 
-enum class PadMode { kConstant, kReflect, kEdge };
+enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 std::string CheckPads(const Shape& in, const std::vector<int64_t>& pads, PadMode mode, Shape* out) {
   const size_t r = in.size();
@@ -34,10 +35,32 @@ std::string CheckPads(const Shape& in, const std::vector<int64_t>& pads, PadMode
       return "pads crop more than dim " + std::to_string(d) + " (" + std::to_string(in[d]) +
              ") holds; got " + IntsToString(pads);
     if (mode != PadMode::kConstant && in[d] == 0 && o > 0)
-      return "reflect and edge padding need a non-empty dim " + std::to_string(d) + "; got " +
+      return "reflect, edge and wrap padding need a non-empty dim " + std::to_string(d) + "; got " +
              IntsToString(pads);
     (*out)[d] = o;
   }
+  return "";
+}
+
+// Pad-18's axes: `pads` holds begins then ends for `axes` only; expanded to every axis of a rank-r
+// input (the others unpadded). Axes may be negative, not repeated.
+std::string PadsForAxes(int64_t r, const std::vector<int64_t>& axes, std::vector<int64_t>* pads) {
+  const auto k = static_cast<int64_t>(axes.size());
+  if (static_cast<int64_t>(pads->size()) != 2 * k)
+    return "pads must have 2 * len(axes) (" + std::to_string(2 * k) + ") entries; got " +
+           IntsToString(*pads);
+  std::vector<int64_t> full(2 * r, 0);
+  std::vector<bool> seen(r, false);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
+    if (a < 0 || a >= r || seen[a])
+      return "axes must be distinct and in [" + std::to_string(-r) + ", " + std::to_string(r) +
+             "); got " + IntsToString(axes);
+    seen[a] = true;
+    full[a] = (*pads)[i];
+    full[a + r] = (*pads)[i + k];
+  }
+  *pads = std::move(full);
   return "";
 }
 
@@ -48,6 +71,10 @@ int64_t SourceIndex(int64_t c, int64_t n, PadMode mode) {
       return -1;
     case PadMode::kEdge:
       return c < 0 ? 0 : n - 1;
+    case PadMode::kWrap: {
+      const int64_t m = c % n;
+      return m < 0 ? m + n : m;
+    }
     case PadMode::kReflect: {
       if (n == 1) return 0;
       const int64_t period = 2 * (n - 1);
@@ -70,8 +97,12 @@ class PadOp : public Op {
       mode = PadMode::kReflect;
     else if (m == "edge")
       mode = PadMode::kEdge;
+    else if (m == "wrap" && node.opset >= 19)
+      mode = PadMode::kWrap;
     else
-      return ir::AttrError(node, "mode must be constant, reflect or edge; got '" + m + "'");
+      return ir::AttrError(node, std::string("mode must be constant, reflect, edge") +
+                                     (node.opset >= 19 ? " or wrap" : " (wrap from opset 19)") +
+                                     "; got '" + m + "'");
     const char* pads_name = node.opset < 2 ? "paddings" : "pads";
     if (node.opset < 11 && !node.HasAttr(pads_name))
       return ir::AttrError(node, std::string("Pad before opset 11 needs the `") + pads_name +
@@ -80,6 +111,7 @@ class PadOp : public Op {
         new PadOp(node, mode, node.GetInts(pads_name), node.GetFloat("value", 0.f)));
   }
   std::vector<int> ShapeInputs() const override {
+    if (opset() >= 18) return {1, 3};
     return opset() >= 11 ? std::vector<int>{1} : std::vector<int>{};
   }
   Status Infer(InferContext& ctx) const override {
@@ -87,6 +119,11 @@ class PadOp : public Op {
     std::vector<int64_t> pads = attr_pads_;
     if (opset() >= 11) {
       KILN_ASSIGN_OR_RETURN(pads, KnownInts(ctx, 1, "Pad's pads"));
+      if (opset() >= 18 && ctx.has_input(3)) {
+        KILN_ASSIGN_OR_RETURN(auto axes, KnownInts(ctx, 3, "Pad's axes"));
+        const std::string err = PadsForAxes(ctx.rank(0), axes, &pads);
+        if (!err.empty()) return ctx.Error(err);
+      }
       if (ctx.has_input(2)) {
         if (ctx.dtype(2) != ctx.dtype(0))
           return ctx.Error(std::string("constant_value must have the data's dtype; got ") +
@@ -116,6 +153,11 @@ class PadOp : public Op {
     std::vector<int64_t> pads = attr_pads_;
     if (opset() >= 11) {
       KILN_ASSIGN_OR_RETURN(pads, RunInts(*this, ctx.in(1), "pads"));
+      if (opset() >= 18 && ctx.has(3)) {
+        KILN_ASSIGN_OR_RETURN(auto axes, RunInts(*this, ctx.in(3), "axes"));
+        const std::string err = PadsForAxes(in.rank(), axes, &pads);
+        if (!err.empty()) return RunError(err);
+      }
     }
     Shape out_shape;
     const std::string err = CheckPads(in.shape(), pads, mode_, &out_shape);

@@ -240,6 +240,7 @@ KernelSupport SupportsPad(const ir::Node& node, const ir::Op& op,
                           const std::vector<TensorInfo>& in) {
   const std::string mode = node.GetString("mode", "constant");
   if (mode != "constant") return {false, "mode '" + mode + "' (only constant)"};
+  if (node.opset >= 18 && node.HasInput(3)) return {false, "the axes input (Pad-18)"};
   if (node.opset >= 11 && node.HasInput(2) && in[2].dtype != DataType::kFloat)
     return {false, "needs a float32 constant_value"};
   return SupportsData(node, op, in);

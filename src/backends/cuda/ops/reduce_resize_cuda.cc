@@ -148,6 +148,9 @@ KernelSupport SupportsResize(const ir::Node& node, const ir::Op&,
       c != "pytorch_half_pixel" && c != "align_corners" && c != "asymmetric")
     return {false, "coordinate_transformation_mode '" + c + "'"};
   if (node.GetInt("exclude_outside", 0) != 0) return {false, "exclude_outside"};
+  if (node.GetInt("antialias", 0) != 0 || node.HasAttr("axes") ||
+      node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+    return {false, "antialias, axes or keep_aspect_ratio_policy (Resize-18)"};
   return {true, ""};
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# ONNX's backend node tests as the pinned onnx wheel ships them (onnx 1.19.1: opsets up to 24),
+# run by kiln's node-test runner with their own skip list (skip_list_onnx_1_19.txt).
+# The wheel is downloaded once from the Python package index (pip download, no install: only its
+# test data is used), checked by sha256 and unpacked into CACHE (default
+# ${XDG_CACHE_HOME:-~/.cache}/kiln/onnx-1.19.1). Without the index and without a cached copy the
+# test is skipped (exit 77) with the reason.
+#
+# usage: onnx_wheel_tests.sh RUNNER [CACHE]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+runner=$1
+cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/onnx-1.19.1}
+wheel=onnx-1.19.1-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+sha=1839af08ab4a909e4af936b8149c27f8c64b96138981024e251906e0539d8bf9
+data=$cache/onnx/backend/test/data
+if [ ! -f "$cache/.complete" ]; then
+  mkdir -p "$cache"
+  if [ ! -f "$cache/$wheel" ]; then
+    # The wheel for CPython 3.11 on manylinux (its test data is the same for every platform).
+    if ! /usr/bin/python3 -m pip download --no-deps --only-binary=:all: --python-version 3.11 \
+         --platform manylinux2014_x86_64 --implementation cp onnx==1.19.1 -d "$cache" \
+         > "$cache/download.log" 2>&1; then
+      echo "SKIP: cannot download onnx==1.19.1 from the package index (see $cache/download.log)"
+      exit 77
+    fi
+  fi
+  echo "$sha  $cache/$wheel" | sha256sum -c --quiet - || { echo "FAIL: $wheel: sha256 differs"; exit 1; }
+  (cd "$cache" && /usr/bin/python3 -m zipfile -e "$wheel" unpacked > /dev/null) || { echo "FAIL: cannot unpack $wheel"; exit 1; }
+  rm -rf "$cache/onnx" && mv "$cache/unpacked/onnx" "$cache/onnx" && rm -rf "$cache/unpacked"
+  touch "$cache/.complete"
+fi
+KILN_ONNX_TESTDATA_DIR=$data KILN_ONNX_SKIP_LIST=$here/skip_list_onnx_1_19.txt \
+  KILN_ONNX_MIN_CASES=730 exec "$runner"

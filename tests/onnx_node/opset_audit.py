@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Every ONNX version of an op inside the opset range kiln claims for it was reviewed.
+
+usage: opset_audit.py KILN [VENV]
+
+`kiln ops` says, per op, the opsets kiln runs (e.g. "Pad opsets 1-24"). ONNX (the pinned onnx
+1.19.1, installed into VENV, default ~/.cache/kiln/onnx-audit-venv, by this script) defines each
+op's versions. Each version that ONNX introduced after opset 17 (the newest Debian's libonnx
+knows) inside kiln's claimed range must appear in REVIEWED below with what kiln does about it;
+a new ONNX version that nobody looked at fails the test, so `kiln ops` stays the truth.
+Exit 77 (skip) when the package index cannot be reached and no venv is cached.
+"""
+import os
+import subprocess
+import sys
+
+REVIEWED = {
+    # implemented
+    ("Pad", 18): "axes input", ("Pad", 19): "wrap mode",
+    ("Split", 18): "num_outputs attribute",
+    ("Resize", 18): "axes, keep_aspect_ratio_policy; antialias=1 refused with a reason",
+    ("Resize", 19): "half_pixel_symmetric",
+    **{(f"Reduce{k}", 18): "axes input, noop_with_empty_axes"
+       for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "SumSquare")},
+    ("ReduceMax", 20): "bool inputs", ("ReduceMin", 20): "bool inputs",
+    ("AveragePool", 19): "dilations attribute: 1 accepted, others refused with a reason",
+}
+# Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
+# dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.
+TYPES_ONLY = {
+    "AveragePool": [22], "Cast": [19, 21, 23, 24], "CastLike": [19, 21, 23, 24],
+    "Constant": [19, 21, 23, 24], "ConstantOfShape": [20, 21, 23, 24], "Conv": [22],
+    "ConvTranspose": [22], "Dropout": [22], "Elu": [22], "Equal": [19], "Flatten": [21, 23, 24],
+    "GlobalAveragePool": [22], "GlobalMaxPool": [22], "HardSigmoid": [22], "HardSwish": [22],
+    "Identity": [19, 21, 23, 24], "InstanceNormalization": [22], "MaxPool": [22],
+    "Pad": [21, 23, 24], "Reshape": [19, 21, 23, 24], "Selu": [22], "Shape": [19, 21, 23, 24],
+    "Size": [19, 21, 23, 24], "Softplus": [22], "Squeeze": [21, 23, 24], "TopK": [24],
+    "Transpose": [21, 23, 24], "Unsqueeze": [21, 23, 24],
+}
+PINS = ["onnx==1.19.1", "protobuf==4.25.8", "typing_extensions==4.12.2", "ml_dtypes==0.5.1"]
+
+
+def venv_python(venv):
+    py = os.path.join(venv, "bin", "python")
+    stamp = os.path.join(venv, ".pins")
+    if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
+        return py
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear", venv],
+                   check=True)
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"] + PINS,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIP: cannot install", " ".join(PINS), "from the package index:", r.stderr[-500:])
+        sys.exit(77)
+    open(stamp, "w").write(" ".join(PINS))
+    return py
+
+
+def main():
+    kiln = sys.argv[1]
+    venv = sys.argv[2] if len(sys.argv) > 2 else os.path.expanduser("~/.cache/kiln/onnx-audit-venv")
+    if os.environ.get("KILN_AUDIT_CHILD") != "1":
+        py = venv_python(venv)
+        env = dict(os.environ, KILN_AUDIT_CHILD="1")
+        sys.exit(subprocess.run([py, __file__, kiln, venv], env=env).returncode)
+    import onnx
+    from onnx import defs
+    versions = {}
+    for s in defs.get_all_schemas_with_history():
+        if s.domain in ("", "ai.onnx"):
+            versions.setdefault(s.name, set()).add(s.since_version)
+    out = subprocess.run([kiln, "ops"], capture_output=True, text=True, check=True).stdout
+    problems, checked = [], 0
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[1] != "opsets" or "-" not in parts[2]:
+            continue
+        name, (lo, hi) = parts[0], map(int, parts[2].split("-"))
+        if name not in versions:
+            continue  # kiln's own domain ops (kiln.FusedConv) or ops ONNX dropped
+        if hi > defs.onnx_opset_version():
+            problems.append(f"{name}: kiln claims opset {hi}, newer than onnx {onnx.__version__} knows")
+        for v in sorted(versions[name]):
+            if v <= 17 or v < lo or v > hi:
+                continue
+            checked += 1
+            if (name, v) in REVIEWED or v in TYPES_ONLY.get(name, []):
+                continue
+            problems.append(f"{name}-{v}: ONNX defines this version inside kiln's range {lo}-{hi}, "
+                            "and nobody reviewed it (opset_audit.py)")
+    for p in problems:
+        print("FAIL:", p)
+    print(f"opset audit: {checked} ONNX versions after opset 17 inside kiln's ranges, "
+          f"{len(problems)} problems (onnx {onnx.__version__}, opset {defs.onnx_opset_version()})")
+    sys.exit(1 if problems or checked == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()
