@@ -39,6 +39,9 @@ size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);
 // True for the types kiln kernels compute on: float32, int32, int64, bool, uint8, int8.
 bool IsSupportedDataType(DataType t);
+// True for the types a model's inputs and outputs may have: those, plus float16 and bfloat16
+// (computed as float32 inside the model).
+bool IsIoDataType(DataType t);
 
 template <typename T>
 struct DataTypeOf;

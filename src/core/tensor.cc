@@ -69,6 +69,10 @@ const char* DataTypeName(DataType t) {
   return "unknown";
 }
 
+bool IsIoDataType(DataType t) {
+  return IsSupportedDataType(t) || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
 bool IsSupportedDataType(DataType t) {
   switch (t) {
     case DataType::kFloat:

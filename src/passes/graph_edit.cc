@@ -148,6 +148,17 @@ int GraphEditor::AddConstant(const std::string& base, Tensor t) {
   return id;
 }
 
+int GraphEditor::AddValue(const std::string& base, DataType dtype,
+                          std::optional<std::vector<ir::Dim>> shape) {
+  const int id = g_.GetOrAddValue(UniqueName(base));
+  consumers_.emplace_back();
+  is_output_.push_back(0);
+  is_input_.push_back(0);
+  g_.values[id].dtype = dtype;
+  g_.values[id].shape = std::move(shape);
+  return id;
+}
+
 void GraphEditor::MakeConstant(int v, Tensor t) {
   ir::Value& val = g_.values[v];
   val.dtype = t.dtype();

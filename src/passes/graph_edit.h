@@ -58,6 +58,8 @@ class GraphEditor {
   void ReplaceNode(int index, ir::Node node);
   // A new constant value named after `base` (made unique).
   int AddConstant(const std::string& base, Tensor t);
+  // A new non-constant value named after `base` (made unique), with its dtype and declared shape.
+  int AddValue(const std::string& base, DataType dtype, std::optional<std::vector<ir::Dim>> shape);
   // Makes `v` a constant (its producer, if any, must be removed by the caller).
   void MakeConstant(int v, Tensor t);
   // A fresh, unused value name derived from `base`.

@@ -34,7 +34,7 @@ StatusOr<std::unique_ptr<Model>> BuildModel(std::unique_ptr<ir::Graph> graph) {
   }
   for (int id : graph->inputs) {
     const ir::Value& v = graph->values[id];
-    if (v.dtype != DataType::kUndefined && !IsSupportedDataType(v.dtype))
+    if (v.dtype != DataType::kUndefined && !IsIoDataType(v.dtype))
       m->unsupported.push_back(
           {"(graph input '" + v.name + "')", "", "", 0,
            std::string("input dtype ") + DataTypeName(v.dtype) + " is not supported"});

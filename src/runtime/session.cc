@@ -12,6 +12,7 @@
 #include <set>
 
 #include "onnx/onnx_loader.h"
+#include "passes/lower_float16.h"
 #include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
 #include "runtime/plugin.h"
@@ -84,6 +85,9 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(options.backend, options.device_index));
   KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
   std::vector<std::string> pass_log;
+  std::string lowered;
+  KILN_RETURN_IF_ERROR(passes::LowerHalfFloats(**graph, &lowered));
+  if (!lowered.empty()) pass_log.push_back("lower_float16: " + lowered);
   if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
@@ -138,7 +142,7 @@ Status Session::Impl::BindInputs(const std::vector<NamedTensor>& given,
     };
     if (spec.dtype != DataType::kUndefined && t.dtype() != spec.dtype)
       return InvalidArgument("input '" + nt.name + "': wrong dtype; " + expected() + ", " + got());
-    if (!IsSupportedDataType(t.dtype()))
+    if (!IsSupportedDataType(t.dtype()) && !IsIoDataType(t.dtype()))
       return InvalidArgument("input '" + nt.name + "': dtype " + DataTypeName(t.dtype()) +
                              " is not supported");
     if (spec.rank_known) {

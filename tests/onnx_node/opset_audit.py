@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Every ONNX version of an op inside the opset range kiln claims for it was reviewed.
 
-usage: opset_audit.py KILN [VENV]
+usage: opset_audit.py KILN
 
 `kiln ops` says, per op, the opsets kiln runs (e.g. "Pad opsets 1-24"). ONNX (the pinned onnx
-1.19.1, installed into VENV, default ~/.cache/kiln/onnx-audit-venv, by this script) defines each
-op's versions. Each version that ONNX introduced after opset 17 (the newest Debian's libonnx
-knows) inside kiln's claimed range must appear in REVIEWED below with what kiln does about it;
+1.19.1, in the venv of tests/pyenv/check_venv.py) defines each op's versions. Each version that
+ONNX introduced after opset 17 (the newest Debian's libonnx knows) inside kiln's claimed range
+must appear in REVIEWED below with what kiln does about it;
 a new ONNX version that nobody looked at fails the test, so `kiln ops` stays the truth.
 Exit 77 (skip) when the package index cannot be reached and no venv is cached.
 """
@@ -37,32 +37,11 @@ TYPES_ONLY = {
     "Size": [19, 21, 23, 24], "Softplus": [22], "Squeeze": [21, 23, 24], "TopK": [24],
     "Transpose": [21, 23, 24], "Unsqueeze": [21, 23, 24],
 }
-PINS = ["onnx==1.19.1", "protobuf==4.25.8", "typing_extensions==4.12.2", "ml_dtypes==0.5.1"]
-
-
-def venv_python(venv):
-    py = os.path.join(venv, "bin", "python")
-    stamp = os.path.join(venv, ".pins")
-    if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
-        return py
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear", venv],
-                   check=True)
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"] + PINS,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("SKIP: cannot install", " ".join(PINS), "from the package index:", r.stderr[-500:])
-        sys.exit(77)
-    open(stamp, "w").write(" ".join(PINS))
-    return py
-
-
 def main():
     kiln = sys.argv[1]
-    venv = sys.argv[2] if len(sys.argv) > 2 else os.path.expanduser("~/.cache/kiln/onnx-audit-venv")
-    if os.environ.get("KILN_AUDIT_CHILD") != "1":
-        py = venv_python(venv)
-        env = dict(os.environ, KILN_AUDIT_CHILD="1")
-        sys.exit(subprocess.run([py, __file__, kiln, venv], env=env).returncode)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyenv"))
+    import check_venv
+    check_venv.reexec_in_venv()
     import onnx
     from onnx import defs
     versions = {}

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/half.h"
 #include "model_builder.h"
 
 namespace kiln {
@@ -155,6 +156,73 @@ TEST(SessionTest, PreparePlansAheadOfTheFirstRun) {
   st = s->Prepare({{"x", {4, 5}}});
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("dimension 1 must be 3"), std::string::npos) << st.message();
+}
+
+// float16 / bfloat16 models (computed in float32 inside: passes/lower_float16.cc).
+Tensor HalfTensor(const Shape& shape, const std::vector<double>& values, bool bf16 = false) {
+  Tensor t = Tensor::Empty(bf16 ? DataType::kBFloat16 : DataType::kFloat16, shape);
+  auto* bits = static_cast<uint16_t*>(t.raw());
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = bf16 ? FloatToBf16(static_cast<float>(values[i])) : DoubleToHalf(values[i]);
+  return t;
+}
+void HalfInit(ModelBuilder& m, const std::string& name, const std::vector<double>& values,
+              bool bf16 = false) {
+  onnx::TensorProto& t = *m.proto().mutable_graph()->add_initializer();
+  t.set_name(name);
+  t.set_data_type(bf16 ? onnx::TensorProto::BFLOAT16 : onnx::TensorProto::FLOAT16);
+  t.add_dims(static_cast<int64_t>(values.size()));
+  for (double v : values)
+    t.add_int32_data(bf16 ? FloatToBf16(static_cast<float>(v)) : DoubleToHalf(v));
+}
+
+TEST(SessionTest, RunsFloat16AndBfloat16ModelsInFloat32) {
+  for (bool bf16 : {false, true}) {
+    const int type = bf16 ? onnx::TensorProto::BFLOAT16 : onnx::TensorProto::FLOAT16;
+    ModelBuilder m;
+    m.Input("x", type, {2, 3}).Output("y", type, {2, 3});
+    HalfInit(m, "b", {1.0, -10.0, 0.5}, bf16);
+    m.Node("Add", {"x", "b"}, {"s"});
+    m.Node("Relu", {"s"}, {"y"});
+    auto s = MustLoad(m.Bytes());
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->inputs()[0].dtype, bf16 ? DataType::kBFloat16 : DataType::kFloat16);
+    EXPECT_EQ(s->outputs()[0].dtype, bf16 ? DataType::kBFloat16 : DataType::kFloat16);
+    std::vector<NamedTensor> out;
+    Status st = s->Run({{"x", HalfTensor({2, 3}, {0, 1, 2, 3, 4, 5}, bf16)}}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out[0].tensor.dtype(), bf16 ? DataType::kBFloat16 : DataType::kFloat16);
+    const auto* y = static_cast<const uint16_t*>(out[0].tensor.raw());
+    const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
+    for (int i = 0; i < 6; ++i)
+      EXPECT_EQ(bf16 ? Bf16ToFloat(y[i]) : HalfToFloat(y[i]), want[i]) << i;
+    EXPECT_NE(s->optimization_log()[0].find("lower_float16"), std::string::npos);
+  }
+}
+
+TEST(SessionTest, RunsKeepIoTypesFloat16Models) {
+  // float32 in and out around a float16 body, as onnxconverter-common's keep_io_types writes it;
+  // the bias is a float16 Constant node.
+  ModelBuilder m;
+  m.Input("x", kF32, {2, 3}).Output("y", kF32, {2, 3});
+  ModelBuilder::IntAttr(m.Node("Cast", {"x"}, {"xh"}), "to", onnx::TensorProto::FLOAT16);
+  auto& c = m.Node("Constant", {}, {"b"});
+  auto* a = c.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT16);
+  a->mutable_t()->add_dims(3);
+  for (double v : {1.0, -10.0, 0.5}) a->mutable_t()->add_int32_data(DoubleToHalf(v));
+  m.Node("Add", {"xh", "b"}, {"s"});
+  m.Node("Relu", {"s"}, {"r"});
+  ModelBuilder::IntAttr(m.Node("Cast", {"r"}, {"y"}), "to", onnx::TensorProto::FLOAT);
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  std::vector<NamedTensor> out;
+  Status st = s->Run({{"x", Iota({2, 3})}}, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
 }
 
 TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {

@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "core/cpu_info.h"
+#include "core/half.h"
 #include "kiln/session.h"
 
 #ifndef KILN_VERSION_STRING
@@ -184,6 +185,16 @@ StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(next() / 2147483648.0 - 1.0);
       break;
     }
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {  // the same values as float32, rounded to the input's type
+      auto* p = static_cast<uint16_t*>(t.raw());
+      const bool bf16 = spec.dtype == DataType::kBFloat16;
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = next() / 2147483648.0 - 1.0;
+        p[i] = bf16 ? FloatToBf16(static_cast<float>(v)) : DoubleToHalf(v);
+      }
+      break;
+    }
     case DataType::kInt64: {
       int64_t* p = t.data<int64_t>();
       for (int64_t i = 0; i < n; ++i) p[i] = (next() >> 16) % 4;
@@ -211,7 +222,8 @@ StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
     }
     default:
       return Unsupported("input '" + spec.name + "' is " + spec.ToString() +
-                         ": kiln bench generates only float32, int32, int64, int8, uint8 and bool "
+                         ": kiln bench generates only float32, float16, bfloat16, int32, int64, "
+                         "int8, uint8 and bool "
                          "inputs; give this one with --input " +
                          spec.name + "=FILE");
   }

@@ -1,0 +1,47 @@
+"""The virtual environment of the tests that need packages from the Python package index.
+
+Made with Debian's python3 (`--system-site-packages`, so Debian's numpy and torch stay visible) at
+~/.cache/kiln/check-venv (or $KILN_CHECK_VENV), filled with PINS (every package pinned, wheels
+only, no dependency resolution), and remade when PINS change (a stamp file holds them).
+`python_or_skip()` returns its interpreter, or exits 77 (CTest skip) with the reason when the
+index cannot be reached.
+"""
+import os
+import subprocess
+import sys
+
+PINS = [
+    "onnx==1.19.1",  # the pinned onnx: schemas up to opset 24, node tests, version_converter
+    "protobuf==4.25.8",  # onnx >= 4.25.1, onnxruntime >= 4.25.8 (Debian's is 4.21.12)
+    "typing_extensions==4.12.2",
+    "ml_dtypes==0.5.1",
+    "onnxconverter-common==1.16.0",  # float16 conversion (both forms)
+    "onnxruntime==1.32.0",  # the anchor on converted models (as bench/requirements.txt)
+    "flatbuffers==25.12.19",
+]
+
+
+def python_or_skip():
+    venv = os.environ.get("KILN_CHECK_VENV", os.path.expanduser("~/.cache/kiln/check-venv"))
+    py = os.path.join(venv, "bin", "python")
+    stamp = os.path.join(venv, ".pins")
+    if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
+        return py
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear", venv],
+                   check=True)
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"] + PINS,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("SKIP: cannot install the pinned packages from the package index:", r.stderr[-800:])
+        sys.exit(77)
+    open(stamp, "w").write(" ".join(PINS))
+    return py
+
+
+def reexec_in_venv():
+    """Runs the calling script again inside the venv (once); returns when already inside."""
+    if os.environ.get("KILN_IN_CHECK_VENV") == "1":
+        return
+    py = python_or_skip()
+    env = dict(os.environ, KILN_IN_CHECK_VENV="1")
+    sys.exit(subprocess.run([py] + sys.argv, env=env).returncode)
