@@ -1,7 +1,7 @@
 """The virtual environment of the tests that need packages from the Python package index.
 
 Made with Debian's python3 (`--system-site-packages`, so Debian's numpy and torch stay visible) at
-~/.cache/kiln/check-venv (or $KILN_CHECK_VENV), filled with PINS (every package pinned, wheels
+${XDG_CACHE_HOME:-~/.cache}/kiln/check-venv (or $KILN_CHECK_VENV), filled with PINS (every package pinned, wheels
 only, no dependency resolution), and remade when PINS change (a stamp file holds them).
 `python_or_skip()` returns its interpreter, or exits 77 (CTest skip) with the reason when the
 index cannot be reached.
@@ -22,7 +22,8 @@ PINS = [
 
 
 def python_or_skip():
-    venv = os.environ.get("KILN_CHECK_VENV", os.path.expanduser("~/.cache/kiln/check-venv"))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    venv = os.environ.get("KILN_CHECK_VENV", os.path.join(cache, "kiln", "check-venv"))
     py = os.path.join(venv, "bin", "python")
     stamp = os.path.join(venv, ".pins")
     if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
