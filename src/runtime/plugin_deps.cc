@@ -35,12 +35,14 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-// Libraries of the C and C++ runtimes (always there) and libkiln itself (the plugin needs the
-// libkiln.so that is opening it): never looked for.
+// Libraries of the C and C++ runtimes (always there), the sanitizer runtimes of a sanitized build
+// (loaded with the program) and libkiln itself (the plugin needs the libkiln.so that is opening
+// it): never looked for.
 bool IsSystemLibrary(const std::string& soname) {
   static const char* const kPrefixes[] = {
-      "libc.so",      "libm.so",     "libdl.so", "libpthread.so", "librt.so",
-      "libstdc++.so", "libgcc_s.so", "ld-linux", "libresolv.so",  "libkiln.so"};
+      "libc.so",      "libm.so",     "libdl.so",   "libpthread.so", "librt.so",
+      "libstdc++.so", "libgcc_s.so", "ld-linux",   "libresolv.so",  "libkiln.so",
+      "libasan.so",   "libubsan.so", "liblsan.so", "libtsan.so"};
   for (const char* p : kPrefixes)
     if (soname.rfind(p, 0) == 0) return true;
   return false;
