@@ -89,6 +89,7 @@ int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
   int out = AddSlot(dtypes[slot], shapes[slot]);
   plain_of->push_back(-1);
   Step step;
+  layouts[slot]->PrepareToPlain();
   step.kernel = std::make_unique<ToPlainKernel>(layouts[slot]);
   step.kernel_name = "to_plain(" + layouts[slot]->name() + ")";
   step.in_slots = {slot};
@@ -390,10 +391,21 @@ std::unique_ptr<HostRun> ExecutionPlan::NewHostRun() const {
   return run;
 }
 
+void ExecutionPlan::ViewArena(HostRun* run, char* base) const {
+  if (run->base == base) return;
+  for (size_t slot = 0; slot < run->env.size(); ++slot)
+    if (arena_offset[slot] >= 0 && static_shape[slot])
+      run->env[slot] = Tensor::View(dtypes[slot], shapes[slot], base + arena_offset[slot]);
+  run->base = base;
+}
+
 void ExecutionPlan::Warm() const {
   if (device) return;
   auto run = NewHostRun();
-  resources->arenas.Return(resources->arenas.Take(arena_bytes));
+  // Viewed against the arena the next run will be lent (the pool's smallest that fits).
+  Tensor arena = resources->arenas.Take(arena_bytes);
+  ViewArena(run.get(), static_cast<char*>(arena.raw()));
+  resources->arenas.Return(std::move(arena));
   std::lock_guard<std::mutex> lock(runs_mu_);
   free_host_runs_.push_back(std::move(run));
 }
@@ -431,12 +443,7 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   } give_back{this, &resources->arenas, &arena, &run};
   char* base = static_cast<char*>(arena.raw());
   std::vector<Tensor>& env = run->env;
-  if (run->base != base) {  // a new context, or another arena than last time: view it
-    for (size_t slot = 0; slot < env.size(); ++slot)
-      if (arena_offset[slot] >= 0 && static_shape[slot])
-        env[slot] = Tensor::View(dtypes[slot], shapes[slot], base + arena_offset[slot]);
-    run->base = base;
-  }
+  ViewArena(run.get(), base);  // a new context, or another arena than last time
   for (const HostRun::InputRead& r : run->input_reads)
     run->contexts[r.step].inputs[r.position] = inputs[r.input];
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;

@@ -149,6 +149,8 @@ struct ExecutionPlan {
                        std::vector<Tensor>* outputs, DeviceTimings* timings,
                        const RunOptions* control, const std::vector<Tensor*>& bound) const;
   std::unique_ptr<HostRun> NewHostRun() const;
+  // Points the run's static arena slots into the arena at `base` (nothing when already there).
+  void ViewArena(HostRun* run, char* base) const;
   mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
   mutable std::vector<std::unique_ptr<HostRun>> free_host_runs_;
   // The session's packed weights and CPU arenas (a plan made alone gets its own).

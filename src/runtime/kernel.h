@@ -30,6 +30,9 @@ class Layout {
   virtual size_t bytes() const = 0;
   virtual std::string name() const = 0;
   virtual Status ToPlain(const void* src, void* dst) const = 0;
+  // Makes now what ToPlain needs (a reorder primitive), so runs allocate nothing for it; called
+  // when a plan adds a conversion step. Best effort: ToPlain makes it itself and reports failures.
+  virtual void PrepareToPlain() const {}
 };
 
 struct TensorInfo {

@@ -55,15 +55,23 @@ std::string OneDnnLayout::name() const {
   return s;
 }
 
-Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
+void OneDnnLayout::PrepareToPlain() const {
   static const std::string kWhat = "reorder to plain";
-  return Guard(kWhat, [&] {
-    // Plain means the value's logical dtype (float32), so bf16 storage converts back here. The
-    // reorder is made on the first conversion and kept: later runs allocate nothing.
-    std::call_once(to_plain_once_, [&] {
+  // Plain means the value's logical dtype (float32), so bf16 storage converts back here. Made
+  // once, when the plan adds the conversion (or else at the first conversion), and kept.
+  std::call_once(to_plain_once_, [&] {
+    to_plain_status_ = Guard(kWhat, [&] {
       plain_ = PlainDesc(shape_);
       to_plain_ = MakeReorder(desc_, plain_);
     });
+  });
+}
+
+Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
+  static const std::string kWhat = "reorder to plain";
+  PrepareToPlain();
+  if (!to_plain_status_.ok()) return to_plain_status_;
+  return Guard(kWhat, [&] {
     RunMemory s(desc_, src), d(plain_, dst);
     Execute(to_plain_, {{DNNL_ARG_FROM, s.get()}, {DNNL_ARG_TO, d.get()}});
     ThreadStream().wait();
@@ -170,11 +178,19 @@ Status OneDnnError(const dnnl::error& e, const std::string& what) {
                           std::to_string(static_cast<int>(e.status)) + ")");
 }
 
-RunMemory::RunMemory(const dnnl::memory::desc& desc, const void* data) {
+namespace {
+// A memory object over `data` on the CPU engine, through the C API; throws dnnl::error.
+dnnl_memory_t CreateMemory(const dnnl::memory::desc& desc, const void* data) {
+  dnnl_memory_t memory = nullptr;
   const dnnl_status_t st =
-      dnnl_memory_create(&memory_, &desc.data, Engine().get(), const_cast<void*>(data));
+      dnnl_memory_create(&memory, &desc.data, Engine().get(), const_cast<void*>(data));
   if (st != dnnl_success) throw dnnl::error(st, "could not create a memory object");
+  return memory;
 }
+}  // namespace
+
+RunMemory::RunMemory(const dnnl::memory::desc& desc, const void* data)
+    : memory_(CreateMemory(desc, data)) {}
 
 RunMemory::~RunMemory() {
   if (memory_ != nullptr) dnnl_memory_destroy(memory_);
@@ -186,9 +202,7 @@ RunMemoryList::~RunMemoryList() {
 
 dnnl_memory_t RunMemoryList::Add(const dnnl::memory::desc& desc, const void* data) {
   if (count_ == kMax) throw dnnl::error(dnnl_invalid_arguments, "more than 64 memory objects");
-  const dnnl_status_t st =
-      dnnl_memory_create(&memories_[count_], &desc.data, Engine().get(), const_cast<void*>(data));
-  if (st != dnnl_success) throw dnnl::error(st, "could not create a memory object");
+  memories_[count_] = CreateMemory(desc, data);
   return memories_[count_++];
 }
 

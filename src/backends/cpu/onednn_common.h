@@ -33,6 +33,7 @@ class OneDnnLayout final : public runtime::Layout {
   size_t bytes() const override { return desc_.get_size(); }
   std::string name() const override;
   Status ToPlain(const void* src, void* dst) const override;
+  void PrepareToPlain() const override;
   const dnnl::memory::desc& desc() const { return desc_; }
 
  private:
@@ -41,6 +42,7 @@ class OneDnnLayout final : public runtime::Layout {
   mutable std::once_flag to_plain_once_;
   mutable dnnl::memory::desc plain_;
   mutable dnnl::reorder to_plain_;
+  mutable Status to_plain_status_;
 };
 
 // The descriptor an input arrives in: its OneDnnLayout's, or plain.
