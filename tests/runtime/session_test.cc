@@ -225,6 +225,65 @@ TEST(SessionTest, RunsKeepIoTypesFloat16Models) {
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
 }
 
+// The opset-18+ attributes and inputs refuse bad values with the rule that was broken.
+TEST(SessionTest, NewerOpsetFormsRefuseBadValues) {
+  auto expect = [](const std::string& bytes, const std::string& text) {
+    auto s = Session::LoadFromBytes(bytes);
+    Status st = s.ok() ? Status(OkStatus()) : s.status();
+    if (s.ok()) {
+      std::vector<NamedTensor> out;
+      st = (*s)->Run({{"x", Iota({4, 3})}}, &out);
+    }
+    EXPECT_FALSE(st.ok()) << text;
+    EXPECT_NE(st.message().find(text), std::string::npos) << st.message();
+  };
+  {  // Split-18: num_outputs must match the outputs
+    ModelBuilder m(18);
+    m.Input("x", kF32, {4, 3}).Output("a", kF32, {-1, 3}).Output("b", kF32, {-1, 3});
+    ModelBuilder::IntAttr(m.Node("Split", {"x"}, {"a", "b"}), "num_outputs", 3);
+    expect(m.Bytes(), "num_outputs (3) must equal the number of outputs (2)");
+  }
+  {  // Pad-18: axes must be distinct
+    ModelBuilder m(18);
+    m.Input("x", kF32, {4, 3}).Output("y", kF32, {-1, -1});
+    m.Int64Init("pads", {4}, {1, 1, 0, 0});
+    m.Int64Init("axes", {2}, {1, -1});
+    m.FloatInit("v", {}, {0.f});
+    m.Node("Pad", {"x", "pads", "v", "axes"}, {"y"});
+    expect(m.Bytes(), "axes must be distinct");
+  }
+  {  // Pad-18: wrap is a Pad-19 mode
+    ModelBuilder m(18);
+    m.Input("x", kF32, {4, 3}).Output("y", kF32, {-1, -1});
+    m.Int64Init("pads", {4}, {1, 1, 0, 0});
+    ModelBuilder::StringAttr(m.Node("Pad", {"x", "pads"}, {"y"}), "mode", "wrap");
+    expect(m.Bytes(), "wrap from opset 19");
+  }
+  {  // Resize-18: an unknown keep_aspect_ratio_policy, and antialias
+    for (const auto& [attr, text] :
+         {std::pair<std::string, std::string>{"keep_aspect_ratio_policy",
+                                              "keep_aspect_ratio_policy must be stretch"},
+          {"antialias", "antialias=1 (Resize-18) is not implemented"}}) {
+      ModelBuilder m(18);
+      m.Input("x", kF32, {4, 3}).Output("y", kF32, {-1, -1});
+      m.FloatInit("scales", {2}, {1.f, 2.f});
+      auto& n = m.Node("Resize", {"x", "", "scales"}, {"y"});
+      if (attr == "antialias")
+        ModelBuilder::IntAttr(n, attr, 1);
+      else
+        ModelBuilder::StringAttr(n, attr, "bigger");
+      expect(m.Bytes(), text);
+    }
+  }
+  {  // Resize-18: axes out of range
+    ModelBuilder m(18);
+    m.Input("x", kF32, {4, 3}).Output("y", kF32, {-1, -1});
+    m.FloatInit("scales", {1}, {2.f});
+    ModelBuilder::IntsAttr(m.Node("Resize", {"x", "", "scales"}, {"y"}), "axes", {5});
+    expect(m.Bytes(), "axes must be distinct and in [-2, 2)");
+  }
+}
+
 TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {
   auto s = MustLoad(AddReluModel());
   ASSERT_NE(s, nullptr);
