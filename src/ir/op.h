@@ -83,6 +83,13 @@ struct ComputeContext {
   Tensor& out(size_t i) const { return *outputs[i]; }
 };
 
+// Typed attributes an op parsed and validated at load (ops/attrs.h). Fast kernels read them with
+// Op::attrs<T>() (a `const ConvAttrs&`), never by looking attributes up by name, so defaults and
+// validation live in the op alone.
+struct OpAttrs {
+  virtual ~OpAttrs() = default;
+};
+
 class Op {
  public:
   explicit Op(const Node& node) : describe_(node.Describe()), opset_(node.opset) {}
@@ -93,6 +100,14 @@ class Op {
   virtual std::vector<int> ShapeInputs() const { return {}; }
   // The reference kernel.
   virtual Status Compute(const ComputeContext& ctx) const = 0;
+
+  // The op's typed attributes, or nullptr for ops whose kernels read none.
+  virtual const OpAttrs* attributes() const { return nullptr; }
+  // attributes() as T, or nullptr when the op has no attributes of that type.
+  template <typename T>
+  const T* attrs() const {
+    return dynamic_cast<const T*>(attributes());
+  }
 
   const std::string& describe() const { return describe_; }
   int opset() const { return opset_; }

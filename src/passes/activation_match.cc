@@ -46,36 +46,9 @@ std::optional<ActivationMatch> MatchUnary(const GraphEditor& ed, int x) {
   ActivationMatch m;
   m.nodes = {c};
   m.output = n.outputs[0];
-  const std::string& op = n.op_type;
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") {
-    m.activation = op;
-  } else if (op == "LeakyRelu") {
-    m.activation = op;
-    m.alpha = n.GetFloat("alpha", 0.01f);
-  } else if (op == "HardSigmoid") {
-    m.activation = op;
-    m.alpha = n.GetFloat("alpha", 0.2f);
-    m.beta = n.GetFloat("beta", 0.5f);
-  } else if (op == "Clip") {
-    m.activation = op;
-    double lo = std::numeric_limits<float>::lowest(), hi = std::numeric_limits<float>::max();
-    if (n.opset < 11) {
-      lo = std::max<double>(lo, n.GetFloat("min", -std::numeric_limits<float>::infinity()));
-      hi = std::min<double>(hi, n.GetFloat("max", std::numeric_limits<float>::infinity()));
-    } else {
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        if (n.inputs[i] < 0) continue;
-        const Tensor* t = ed.ConstantOf(n.inputs[i]);
-        if (t == nullptr || t->dtype() != DataType::kFloat || t->numel() != 1) return std::nullopt;
-        (i == 1 ? lo : hi) = t->data<float>()[0];
-      }
-    }
-    m.alpha = static_cast<float>(lo);
-    m.beta = static_cast<float>(hi);
-  } else {
-    return std::nullopt;
-  }
-  if (n.inputs.size() > 1 && op != "Clip") return std::nullopt;
+  std::vector<const Tensor*> constants;
+  for (int id : n.inputs) constants.push_back(id >= 0 ? ed.ConstantOf(id) : nullptr);
+  if (!ops::ActivationOfNode(n, constants, &m.act)) return std::nullopt;
   return m;
 }
 
@@ -94,20 +67,23 @@ std::optional<ActivationMatch> MatchGated(const GraphEditor& ed, int x) {
   if (cons.size() != 2) return std::nullopt;
   for (int s : cons) {
     const ir::Node& sn = ed.node(s);
-    const char* name = nullptr;
-    if (IsOp(ed, s, "Sigmoid")) {
-      name = "Silu";
-    } else if (IsOp(ed, s, "HardSigmoid") &&
-               std::fabs(sn.GetFloat("alpha", 0.2f) - 1.f / 6.f) <= 1e-6f &&
-               sn.GetFloat("beta", 0.5f) == 0.5f) {
-      name = "HardSwish";
+    ops::Activation gate_act;
+    ops::ActivationKind kind = ops::ActivationKind::kNone;
+    if (ops::ActivationOfNode(sn, {}, &gate_act)) {
+      if (gate_act.kind == ops::ActivationKind::kSigmoid) {
+        kind = ops::ActivationKind::kSilu;
+      } else if (gate_act.kind == ops::ActivationKind::kHardSigmoid &&
+                 std::fabs(gate_act.alpha - 1.f / 6.f) <= 1e-6f && gate_act.beta == 0.5f) {
+        kind = ops::ActivationKind::kHardSwish;
+      }
     }
-    if (name == nullptr || !OnlyOutput0(ed, s) || sn.inputs.size() != 1) continue;
+    if (kind == ops::ActivationKind::kNone || !OnlyOutput0(ed, s) || sn.inputs.size() != 1)
+      continue;
     const int gate = sn.outputs[0];
     const int mul = NextOp(ed, gate, "Mul");
     if (mul < 0 || OtherOperand(ed, mul, gate) != x || !ConsumersAre(ed, x, {s, mul})) continue;
     ActivationMatch m;
-    m.activation = name;
+    m.act = ops::DefaultActivation(kind);
     m.nodes = {s, mul};
     m.output = ed.node(mul).outputs[0];
     return m;
@@ -137,7 +113,7 @@ std::optional<ActivationMatch> MatchGelu(const GraphEditor& ed, int x) {
     const int o = OtherOperand(ed, k1, a1);
     const int k1_out = ed.node(k1).outputs[0];
     ActivationMatch m;
-    m.activation = "Gelu";
+    m.act = ops::DefaultActivation(ops::ActivationKind::kGelu);
     int x_user = -1;  // the other node reading x
     if (o == x) {     // (x * a1) * 0.5
       const int k2 = NextOp(ed, k1_out, "Mul");
@@ -184,9 +160,9 @@ std::optional<ActivationMatch> MatchActivation(const GraphEditor& ed, int x) {
 }
 
 void SetActivationAttrs(const ActivationMatch& m, ir::Node* node) {
-  node->attrs["activation"] = StringAttr(m.activation);
-  node->attrs["activation_alpha"] = FloatAttr(m.alpha);
-  node->attrs["activation_beta"] = FloatAttr(m.beta);
+  node->attrs["activation"] = StringAttr(ops::ActivationName(m.act.kind));
+  node->attrs["activation_alpha"] = FloatAttr(m.act.alpha);
+  node->attrs["activation_beta"] = FloatAttr(m.act.beta);
 }
 
 }  // namespace kiln::passes

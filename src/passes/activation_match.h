@@ -1,6 +1,6 @@
 // Recognising an activation applied to a value, for the fusions that fold it into the producer
 // (fuse_conv_activation.cc, fuse_matmul_add.cc). The result uses the attribute spelling of kiln's
-// fused ops (ops/fused/activation.h).
+// fused ops (ops/activation.h).
 //
 // Recognised on value x: Relu, Clip (opset < 11 attributes, or constant scalar min/max inputs),
 // LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, each as x's only consumer; Silu as
@@ -15,14 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "ops/activation.h"
 #include "passes/graph_edit.h"
 
 namespace kiln::passes {
 
 struct ActivationMatch {
-  std::string activation;  // "Relu", "Clip", ... as FusedConv/FusedMatMul spell it
-  float alpha = 0.f;
-  float beta = 0.f;
+  ops::Activation act;     // kiln's one activation type (ops/activation.h)
   std::vector<int> nodes;  // the activation's nodes, to remove
   int output = -1;         // the value the activation produces
 };

@@ -11,6 +11,7 @@
 // graph inputs are not constant here; the execution plan folds them once input shapes are known.
 #include <memory>
 
+#include "ir/evaluate.h"
 #include "ir/op.h"
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
@@ -18,7 +19,7 @@
 namespace kiln::passes {
 namespace {
 
-constexpr size_t kMaxGrowthBytes = size_t{16} << 20;
+constexpr int64_t kMaxGrowthBytes = int64_t{16} << 20;
 
 // The node's output values, or nullopt when it cannot (or should not) be folded.
 std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Node& node) {
@@ -26,47 +27,19 @@ std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Nod
   if (def == nullptr) return std::nullopt;
   auto op = def->create(node);
   if (!op.ok()) return std::nullopt;
-  std::vector<DataType> dts;
-  std::vector<Shape> shs;
-  std::vector<const Tensor*> vals;
-  size_t in_bytes = 0;
+  ir::NodeInputs in;
   for (int id : node.inputs) {
     const Tensor* t = ed.ConstantOf(id);
-    dts.push_back(t ? t->dtype() : DataType::kUndefined);
-    shs.push_back(t ? t->shape() : Shape{});
-    vals.push_back(t);
-    in_bytes += t ? t->bytes() : 0;
+    if (t == nullptr)
+      in.AddMissing();
+    else
+      in.Add(t->dtype(), t->shape(), t);
   }
-  ir::InferContext ctx(node, dts, shs, vals);
-  if (!(*op)->Infer(ctx).ok()) return std::nullopt;
-  std::vector<Tensor> outs(node.outputs.size());
-  bool given = true;
-  size_t out_bytes = 0;
-  for (size_t o = 0; o < node.outputs.size(); ++o) {
-    if (node.outputs[o] < 0) continue;
-    if (ctx.out_values()[o].defined()) {
-      outs[o] = ctx.out_values()[o];
-      continue;
-    }
-    given = false;
-    if (DataTypeSize(ctx.out_dtypes()[o]) == 0) return std::nullopt;
-    out_bytes +=
-        static_cast<size_t>(NumElements(ctx.out_shapes()[o])) * DataTypeSize(ctx.out_dtypes()[o]);
-  }
-  if (given) return outs;
-  if (out_bytes > in_bytes + kMaxGrowthBytes) return std::nullopt;
-  ir::ComputeContext cc;
-  cc.inputs = vals;
-  for (size_t o = 0; o < node.outputs.size(); ++o) {
-    if (node.outputs[o] < 0) {
-      cc.outputs.push_back(nullptr);
-      continue;
-    }
-    if (!outs[o].defined()) outs[o] = Tensor::Empty(ctx.out_dtypes()[o], ctx.out_shapes()[o]);
-    cc.outputs.push_back(&outs[o]);
-  }
-  if (!(*op)->Compute(cc).ok()) return std::nullopt;
-  return outs;
+  ir::EvalPolicy policy;
+  policy.max_growth_bytes = kMaxGrowthBytes;
+  ir::NodeEvaluation ev;
+  if (!ir::EvaluateNode(node, **op, in, policy, &ev).ok() || !ev.all_values) return std::nullopt;
+  return std::move(ev.values);
 }
 
 class FoldConstantsPass : public Pass {

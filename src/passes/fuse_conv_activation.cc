@@ -44,7 +44,7 @@ class FuseConvActivationPass : public Pass {
       }
       SetActivationAttrs(*m, &fc);
       ed.SetOutput(ni, 0, m->output);
-      ++counts[m->activation];
+      ++counts[ops::ActivationName(m->act.kind)];
       ++fused;
     }
     if (fused == 0) return false;

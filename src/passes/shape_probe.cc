@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "ir/evaluate.h"
 #include "ir/op.h"
 
 namespace kiln::passes {
@@ -57,66 +58,33 @@ void RunProbe(const ir::Graph& g, const std::vector<int>& order,
     const ir::Node& node = g.nodes[ni];
     const ir::Op* op = ops[ni].get();
     if (op == nullptr) continue;
-    std::vector<DataType> dts;
-    std::vector<Shape> shs;
-    std::vector<const Tensor*> vals;
-    bool known = true, all_values = true;
-    int64_t in_elements = 0;
+    ir::NodeInputs in;
+    bool known = true;
     for (int id : node.inputs) {
       if (id < 0) {
-        dts.push_back(DataType::kUndefined);
-        shs.emplace_back();
-        vals.push_back(nullptr);
+        in.AddMissing();
         continue;
       }
       if (!st->shapes[id] || st->dtypes[id] == DataType::kUndefined) {
         known = false;
         break;
       }
-      dts.push_back(st->dtypes[id]);
-      shs.push_back(*st->shapes[id]);
-      vals.push_back(st->values[id].get());
-      all_values = all_values && vals.back() != nullptr;
-      in_elements += NumElements(*st->shapes[id]);
+      in.Add(st->dtypes[id], *st->shapes[id], st->values[id].get());
     }
-    if (!known) continue;
-    for (int si : op->ShapeInputs())
-      if (node.HasInput(si) && vals[si] == nullptr) known = false;
-    if (!known) continue;
-    ir::InferContext ctx(node, dts, shs, vals);
-    if (!op->Infer(ctx).ok()) continue;
-    int64_t out_elements = 0;
-    bool values_given = true;
+    if (!known || ir::NeedsRuntimeValues(node, *op, in)) continue;
+    ir::EvalPolicy policy;
+    policy.max_input_elements = kMaxEvalElements;
+    policy.max_output_elements = kMaxEvalElements;
+    ir::NodeEvaluation ev;
+    if (!ir::EvaluateNode(node, *op, in, policy, &ev).ok()) continue;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       const int id = node.outputs[o];
       if (id < 0) continue;
-      st->dtypes[id] = ctx.out_dtypes()[o];
-      st->shapes[id] = ctx.out_shapes()[o];
-      out_elements += NumElements(ctx.out_shapes()[o]);
-      if (ctx.out_values()[o].defined())
-        st->values[id] = std::make_shared<const Tensor>(ctx.out_values()[o]);
-      else
-        values_given = false;
+      st->dtypes[id] = ev.dtypes[o];
+      st->shapes[id] = ev.shapes[o];
+      if (ev.values[o].defined())
+        st->values[id] = std::make_shared<const Tensor>(std::move(ev.values[o]));
     }
-    if (values_given || !all_values || in_elements > kMaxEvalElements ||
-        out_elements > kMaxEvalElements)
-      continue;
-    ir::ComputeContext cc;
-    cc.inputs = vals;
-    std::vector<Tensor> outs(node.outputs.size());
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      const int id = node.outputs[o];
-      if (id < 0 || DataTypeSize(st->dtypes[id]) == 0) {
-        cc.outputs.push_back(nullptr);
-        continue;
-      }
-      outs[o] = Tensor::Empty(st->dtypes[id], *st->shapes[id]);
-      cc.outputs.push_back(&outs[o]);
-    }
-    if (!op->Compute(cc).ok()) continue;
-    for (size_t o = 0; o < node.outputs.size(); ++o)
-      if (node.outputs[o] >= 0 && outs[o].defined())
-        st->values[node.outputs[o]] = std::make_shared<const Tensor>(std::move(outs[o]));
   }
 }
 

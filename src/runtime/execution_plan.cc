@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/threading.h"
+#include "ir/evaluate.h"
 #include "runtime/memory_planner.h"
 
 namespace kiln::runtime {
@@ -139,65 +140,32 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   for (int ni : model.order) {
     const ir::Node& node = g.nodes[ni];
     const ir::Op& op = *model.ops[ni];
-    bool known_shapes = true, all_const = true;
-    std::vector<DataType> dts;
-    std::vector<Shape> shs;
-    std::vector<const Tensor*> vals;
+    bool known_shapes = true;
+    ir::NodeInputs in;
     for (int id : node.inputs) {
       if (id < 0) {
-        dts.push_back(DataType::kUndefined);
-        shs.emplace_back();
-        vals.push_back(nullptr);
+        in.AddMissing();
         continue;
       }
       known_shapes = known_shapes && p.static_shape[id];
-      all_const = all_const && p.constants[id] != nullptr;
-      dts.push_back(p.dtypes[id]);
-      shs.push_back(p.shapes[id]);
-      vals.push_back(p.constants[id].get());
+      in.Add(p.dtypes[id], p.shapes[id], p.constants[id].get());
     }
-    bool dynamic = !known_shapes;
-    if (!dynamic)
-      for (int si : op.ShapeInputs())
-        if (node.HasInput(si) && vals[si] == nullptr) dynamic = true;
-
+    const bool dynamic = !known_shapes || ir::NeedsRuntimeValues(node, op, in);
     if (!dynamic) {
-      ir::InferContext ctx(node, dts, shs, vals);
-      KILN_RETURN_IF_ERROR(op.Infer(ctx));
-      bool values_given = !node.outputs.empty();
+      // Shapes from Infer; values given by Infer or computed once with the reference kernel
+      // (constant folding of what the optimizer left, e.g. shape arithmetic on a new shape).
+      ir::NodeEvaluation ev;
+      KILN_RETURN_IF_ERROR(ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev));
       for (size_t o = 0; o < node.outputs.size(); ++o) {
-        int id = node.outputs[o];
+        const int id = node.outputs[o];
         if (id < 0) continue;
-        p.dtypes[id] = ctx.out_dtypes()[o];
-        p.shapes[id] = ctx.out_shapes()[o];
+        p.dtypes[id] = ev.dtypes[o];
+        p.shapes[id] = ev.shapes[o];
         p.static_shape[id] = true;
-        if (ctx.out_values()[o].defined())
-          p.constants[id] = std::make_shared<const Tensor>(ctx.out_values()[o]);
-        else
-          values_given = false;
+        if (ev.all_values)
+          p.constants[id] = std::make_shared<const Tensor>(std::move(ev.values[o]));
       }
-      if (values_given) {
-        ++p.folded_nodes;
-        continue;
-      }
-      if (all_const) {  // constant folding: evaluate once with the reference kernel
-        ir::ComputeContext cc;
-        cc.inputs = vals;
-        std::vector<Tensor> outs(node.outputs.size());
-        for (size_t o = 0; o < node.outputs.size(); ++o) {
-          int id = node.outputs[o];
-          if (id < 0) {
-            cc.outputs.push_back(nullptr);
-            continue;
-          }
-          outs[o] = Tensor::Empty(p.dtypes[id], p.shapes[id]);
-          cc.outputs.push_back(&outs[o]);
-        }
-        Status s = op.Compute(cc);
-        if (!s.ok()) return s.AddContext("while folding constants");
-        for (size_t o = 0; o < node.outputs.size(); ++o)
-          if (node.outputs[o] >= 0)
-            p.constants[node.outputs[o]] = std::make_shared<const Tensor>(std::move(outs[o]));
+      if (ev.all_values) {
         ++p.folded_nodes;
         continue;
       }
@@ -468,19 +436,17 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
                         what());
     if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
       const ir::Node& node = g.nodes[step.node];
-      std::vector<DataType> dts;
-      std::vector<Shape> shs;
-      for (const Tensor* t : cc.inputs) {
-        dts.push_back(t ? t->dtype() : DataType::kUndefined);
-        shs.push_back(t ? t->shape() : Shape{});
-      }
-      ir::InferContext ctx(node, dts, shs, cc.inputs);
-      KILN_RETURN_IF_ERROR(model.ops[step.node]->Infer(ctx));
+      ir::NodeInputs in;
+      for (const Tensor* t : cc.inputs)
+        in.Add(t ? t->dtype() : DataType::kUndefined, t ? t->shape() : Shape{}, t);
+      ir::NodeEvaluation ev;
+      KILN_RETURN_IF_ERROR(
+          ir::EvaluateNode(node, *model.ops[step.node], in, ir::EvalPolicy{.compute = false}, &ev));
       for (size_t o = 0; o < step.out_slots.size(); ++o) {
         const int slot = step.out_slots[o];
         if (slot < 0) continue;
-        const DataType dt = ctx.out_dtypes()[o];
-        const Shape& sh = ctx.out_shapes()[o];
+        const DataType dt = ev.dtypes[o];
+        const Shape& sh = ev.shapes[o];
         env[slot] = arena_offset[slot] >= 0
                         ? Tensor::View(dt, sh, base + arena_offset[slot])
                         : Tensor::Empty(dt, sh, layouts[slot] ? layouts[slot]->bytes() : 0);

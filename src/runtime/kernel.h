@@ -89,6 +89,15 @@ class Kernel {
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;
 };
 
+// The op's typed attributes of type A (ops/attrs.h), or A's defaults when the op has none of
+// that type. Kernels take their attributes from here, never by name from the node.
+template <typename A>
+const A& AttrsOf(const ir::Op& op) {
+  static const A kDefaults;
+  const A* a = op.attrs<A>();
+  return a != nullptr ? *a : kDefaults;
+}
+
 struct KernelDef {
   std::string name;  // "<backend>.<op>.<algo>", e.g. "cpu.conv.onednn"
   std::string op_type;

@@ -11,7 +11,7 @@
 #include "backends/cuda/kernels/binary_math.h"
 #include "backends/cuda/kernels/epilogue_math.h"
 #include "cuda_kernel_test_util.h"
-#include "ops/fused/activation.h"
+#include "ops/activation.h"
 
 namespace kiln {
 namespace {
@@ -51,7 +51,7 @@ TEST(CudaElementwiseMathTest, UnaryMatchesOnnxOps) {
       {"Neg", Activation::kNeg, 0, 0, false},
       {"Abs", Activation::kAbs, 0, 0, false},
       {"Reciprocal", Activation::kReciprocal, 0, 0, false},
-      {"Identity", Activation::kIdentity, 0, 0, false},
+      {"Identity", Activation::kNone, 0, 0, false},
   };
   for (const UnaryCase& c : cases) {
     SCOPED_TRACE(c.op);
@@ -88,7 +88,7 @@ struct FusedKind {
   float alpha, beta;
 };
 const FusedKind kFusedKinds[] = {
-    {ops::ActivationKind::kNone, Activation::kIdentity, 0, 0},
+    {ops::ActivationKind::kNone, Activation::kNone, 0, 0},
     {ops::ActivationKind::kRelu, Activation::kRelu, 0, 0},
     {ops::ActivationKind::kClip, Activation::kClip, -0.4f, 0.6f},
     {ops::ActivationKind::kLeakyRelu, Activation::kLeakyRelu, 0.1f, 0},

@@ -252,6 +252,11 @@ std::vector<ActCase> ActivationCases() {
       {"LeakyRelu", 13,
        [](ModelBuilder& m) { FloatAttr(m.Node("LeakyRelu", {"c"}, {"y"}), "alpha", 0.2f); },
        "LeakyRelu"},
+      // Without alpha: the fused kernel must use ONNX's 0.01 as the reference does.
+      {"LeakyReluDefault", 13, unary("LeakyRelu"), "LeakyRelu"},
+      {"Elu", 13, [](ModelBuilder& m) { FloatAttr(m.Node("Elu", {"c"}, {"y"}), "alpha", 0.5f); },
+       "Elu"},
+      {"EluDefault", 13, unary("Elu"), "Elu"},
       {"HardSigmoid", 13,
        [](ModelBuilder& m) {
          auto& n = m.Node("HardSigmoid", {"c"}, {"y"});

@@ -20,6 +20,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {
@@ -375,15 +376,16 @@ class GlobalAverage final : public runtime::Kernel {
 // BatchNormalization after a convolution have it folded away; this serves the rest (DenseNet's
 // pre-activation BN -> ReLU -> Conv: its 62 BatchNormalizations took 4.8 ms per run in the
 // reference kernel and 6.1 ms in oneDNN's batch_normalization on plain NCHW input).
-KernelSupport SupportsBatchNorm(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsBatchNorm(const ir::Node& node, const ir::Op& op,
                                 const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0, 1, 2, 3, 4})) return {false, "needs float32 X, scale, B, mean, var"};
   if (node.domain.empty() && node.opset < 7) return {false, "opset < 7 (legacy attributes)"};
-  if (node.GetInt("training_mode", 0) != 0) return {false, "training_mode"};
+  const ops::NormAttrs& a = runtime::AttrsOf<ops::NormAttrs>(op);
+  if (a.training) return {false, "training_mode"};
   for (size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] >= 0) return {false, "running statistics outputs requested"};
-  const std::string act = node.GetString("activation", "");
-  if (!act.empty() && act != "Relu") return {false, "activation other than Relu"};
+  if (a.act.kind != ops::ActivationKind::kNone && a.act.kind != ops::ActivationKind::kRelu)
+    return {false, "activation other than Relu"};
   const Shape& xs = in[0].shape;
   if (xs.size() < 2) return {false, "rank must be >= 2"};
   for (size_t i = 1; i < 5; ++i)
@@ -396,7 +398,8 @@ KernelSupport SupportsBatchNorm(const ir::Node& node, const ir::Op&,
 
 class BatchNormAffine final : public runtime::Kernel {
  public:
-  explicit BatchNormAffine(const ir::Node& node) : node_(node) {}
+  BatchNormAffine(const ir::Node& node, const ir::Op& op)
+      : node_(node), attrs_(runtime::AttrsOf<ops::NormAttrs>(op)) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
   int InPlaceInput() const override { return 0; }
 
@@ -406,8 +409,8 @@ class BatchNormAffine final : public runtime::Kernel {
     c_ = x.shape[1];
     p_ = NumElements(x.shape) / std::max<int64_t>(1, n_ * c_);
     channels_last_ = StorageOf(x).order == Order::kChannelsLast;
-    relu_ = node_.GetString("activation", "") == "Relu";
-    const double eps = node_.GetFloat("epsilon", 1e-5f);
+    relu_ = attrs_.act.kind == ops::ActivationKind::kRelu;
+    const double eps = attrs_.epsilon;
     const float* scale = ctx->constants[1]->data<float>();
     const float* bias = ctx->constants[2]->data<float>();
     const float* mean = ctx->constants[3]->data<float>();
@@ -443,6 +446,7 @@ class BatchNormAffine final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::NormAttrs attrs_;
   int64_t n_ = 0, c_ = 0, p_ = 0;
   bool channels_last_ = false, relu_ = false;
   std::vector<float> a_, b_;

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {
@@ -31,18 +32,21 @@ using runtime::TensorInfo;
 // still: 6.9 ms; the single-threaded reference spent 106 ms per run at batch 32).
 constexpr size_t kMaxConcatInputs = 4;
 
-int64_t ConcatAxis(const ir::Node& node, size_t rank) {
-  int64_t axis = node.GetInt("axis", 1);
-  return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
+// The op's axis (ops::AxisAttrs, as written) normalized against `rank`.
+int64_t AxisOf(const ops::AxisAttrs& a, size_t rank) {
+  return a.axis < 0 ? a.axis + static_cast<int64_t>(rank) : a.axis;
+}
+int64_t AxisOf(const ir::Op& op, size_t rank) {
+  return AxisOf(runtime::AttrsOf<ops::AxisAttrs>(op), rank);
 }
 
 // The shape checks both concat kernels share; `copy_any_type`: any dtype (block copies).
-KernelSupport ConcatShapes(const ir::Node& node, const std::vector<TensorInfo>& in,
+KernelSupport ConcatShapes(const ir::Op& op, const std::vector<TensorInfo>& in,
                            bool copy_any_type) {
   if (in.empty()) return {false, "no inputs"};
   const size_t rank = in[0].shape.size();
   if (rank == 0 || rank > 12) return {false, "rank must be 1..12"};
-  const int64_t axis = ConcatAxis(node, rank);
+  const int64_t axis = AxisOf(op, rank);
   if (axis < 0 || axis >= static_cast<int64_t>(rank)) return {false, "axis out of range"};
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i].dtype != DataType::kFloat && !copy_any_type) return {false, "needs float32 inputs"};
@@ -53,28 +57,28 @@ KernelSupport ConcatShapes(const ir::Node& node, const std::vector<TensorInfo>& 
   return {true, ""};
 }
 
-KernelSupport SupportsConcat(const ir::Node& node, const ir::Op&,
-                             const std::vector<TensorInfo>& in) {
+KernelSupport SupportsConcat(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
   if (in.size() > kMaxConcatInputs) return {false, "more than 4 inputs: cpu.concat.copy"};
-  return ConcatShapes(node, in, false);
+  return ConcatShapes(op, in, false);
 }
 
-KernelSupport SupportsConcatCopy(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsConcatCopy(const ir::Node&, const ir::Op& op,
                                  const std::vector<TensorInfo>& in) {
   for (const TensorInfo& t : in)
     if (t.dtype != in[0].dtype) return {false, "inputs differ in dtype"};
-  return ConcatShapes(node, in, true);
+  return ConcatShapes(op, in, true);
 }
 
 // cpu.concat.copy: plain inputs of any dtype, one contiguous block per (outer index, input)
 // copied into place, blocks split into pieces of at least 256 KiB and spread over the threads.
 class ConcatCopy final : public runtime::Kernel {
  public:
-  explicit ConcatCopy(const ir::Node& node) : node_(node) {}
+  ConcatCopy(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::AxisAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& ys = ctx->outputs[0].shape;
-    const int64_t axis = ConcatAxis(node_, ys.size());
+    const int64_t axis = AxisOf(a_, ys.size());
     const size_t esz = DataTypeSize(ctx->inputs[0].dtype);
     int64_t outer = 1, inner = 1;
     for (int64_t d = 0; d < static_cast<int64_t>(ys.size()); ++d) {
@@ -113,12 +117,14 @@ class ConcatCopy final : public runtime::Kernel {
     size_t input, src, dst, bytes;
   };
   ir::Node node_;
+  ops::AxisAttrs a_;
   std::vector<Piece> pieces_;
 };
 
 class ConcatOneDnn final : public runtime::Kernel {
  public:
-  explicit ConcatOneDnn(const ir::Node& node) : node_(node) {}
+  ConcatOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::AxisAttrs>(op)) {}
   bool AcceptsLayout(size_t) const override { return true; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
@@ -128,7 +134,7 @@ class ConcatOneDnn final : public runtime::Kernel {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const Shape& ys = ctx->outputs[0].shape;
-      const int axis = static_cast<int>(ConcatAxis(node_, ys.size()));
+      const int axis = static_cast<int>(AxisOf(a_, ys.size()));
       // All inputs plain: a plain output (what the graph's consumers read without a reorder).
       bool plain = true;
       for (const TensorInfo& t : ctx->inputs) plain = plain && !t.layout;
@@ -159,6 +165,7 @@ class ConcatOneDnn final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::AxisAttrs a_;
   std::vector<memory::desc> srcs_;
   dnnl::concat::primitive_desc pd_;
   PdDescs descs_;
@@ -167,10 +174,10 @@ class ConcatOneDnn final : public runtime::Kernel {
 
 // The shape softmax runs over and the axis within it: the input itself (opset >= 13) or its
 // 2-D view (before 13).
-void SoftmaxView(const ir::Node& node, const Shape& xs, Shape* view, int* axis) {
+void SoftmaxView(const ir::Node& node, const ops::AxisAttrs& attrs, const Shape& xs, Shape* view,
+                 int* axis) {
   const int64_t rank = static_cast<int64_t>(xs.size());
-  int64_t a = node.GetInt("axis", node.opset >= 13 ? -1 : 1);
-  if (a < 0) a += rank;
+  const int64_t a = AxisOf(attrs, xs.size());
   if (node.opset >= 13) {
     *view = xs;
     *axis = static_cast<int>(a);
@@ -182,26 +189,26 @@ void SoftmaxView(const ir::Node& node, const Shape& xs, Shape* view, int* axis) 
   *axis = 1;
 }
 
-KernelSupport SupportsSoftmax(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsSoftmax(const ir::Node&, const ir::Op& op,
                               const std::vector<TensorInfo>& in) {
   if (std::string why = DenseFloatInput(in); !why.empty()) return {false, why};
   const Shape& xs = in[0].shape;
   const int64_t rank = static_cast<int64_t>(xs.size());
-  int64_t a = node.GetInt("axis", node.opset >= 13 ? -1 : 1);
-  if (a < 0) a += rank;
+  const int64_t a = AxisOf(op, xs.size());
   if (a < 0 || a >= rank) return {false, "axis out of range (or the empty trailing part)"};
   return {true, ""};
 }
 
 class SoftmaxOneDnn final : public runtime::Kernel {
  public:
-  explicit SoftmaxOneDnn(const ir::Node& node) : node_(node) {}
+  SoftmaxOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::AxisAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] {
       Shape view;
       int axis = 0;
-      SoftmaxView(node_, ctx->inputs[0].shape, &view, &axis);
+      SoftmaxView(node_, a_, ctx->inputs[0].shape, &view, &axis);
       data_ = PlainDesc(view);
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -223,6 +230,7 @@ class SoftmaxOneDnn final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::AxisAttrs a_;
   memory::desc data_;
   dnnl::softmax_v2_forward::primitive_desc pd_;
   PdDescs descs_;

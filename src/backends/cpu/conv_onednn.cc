@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/nn/spatial.h"
+#include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -27,7 +27,8 @@ using runtime::TensorInfo;
 
 class ConvOneDnn final : public runtime::Kernel {
  public:
-  explicit ConvOneDnn(const ir::Node& node) : node_(node) {}
+  ConvOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
 
   bool AcceptsLayout(size_t input) const override { return input == 0 || input == 3; }
 
@@ -83,14 +84,11 @@ class ConvOneDnn final : public runtime::Kernel {
     const TensorInfo& x = ctx->inputs[0];
     const Shape& ws = ctx->inputs[1].shape;
     const Shape& ys = ctx->outputs[0].shape;
-    ops::nn::WindowAttrs attrs;
-    Status st = ops::nn::ParseWindowAttrs(node_, true, &attrs);
-    if (!st.ok()) throw dnnl::error(dnnl_invalid_arguments, st.message().c_str());
     ops::nn::Window win;
     std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()), kernel(ws.begin() + 2, ws.end());
-    std::string rule = ops::nn::ForwardWindow(attrs, in, kernel, false, &win);
+    std::string rule = ops::nn::ForwardWindow(a_.conv.window, in, kernel, false, &win);
     if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
-    const int64_t group = node_.GetInt("group", 1);
+    const int64_t group = a_.conv.group;
     memory::dims wdims;
     if (group > 1) {
       wdims = {group, ws[0] / group, ws[1]};
@@ -106,9 +104,7 @@ class ConvOneDnn final : public runtime::Kernel {
     dnnl::post_ops ops;
     has_sum_ = node_.domain == "kiln" && node_.HasInput(3);
     if (has_sum_) ops.append_sum(1.f);
-    if (node_.domain == "kiln")
-      AppendActivation(node_.GetString("activation", ""), node_.GetFloat("activation_alpha", 0.f),
-                       node_.GetFloat("activation_beta", 0.f), &ops);
+    if (node_.domain == "kiln") AppendActivation(a_.act, &ops);
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -157,12 +153,12 @@ class ConvOneDnn final : public runtime::Kernel {
   // faster on this shape (see the file comment).
   void TuneOneByOne(const dnnl::primitive_attr& attr, const Shape& xs, const Shape& ws,
                     const Shape& ys, bool has_bias, const std::string* cached) {
-    if (ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || node_.GetInt("group", 1) != 1) return;
-    for (int64_t v : node_.GetInts("strides"))
+    if (ws.size() != 4 || ws[2] != 1 || ws[3] != 1 || a_.conv.group != 1) return;
+    for (int64_t v : a_.conv.window.strides)
       if (v != 1) return;
-    for (int64_t v : node_.GetInts("pads"))
+    for (int64_t v : a_.conv.window.pads)
       if (v != 0) return;
-    for (int64_t v : node_.GetInts("dilations"))
+    for (int64_t v : a_.conv.window.dilations)
       if (v != 1) return;
     const memory::data_type sdt = pd_.src_desc().data_type(), ddt = pd_.dst_desc().data_type();
     if (pd_.src_desc() != memory::desc(Dims(xs), sdt, memory::format_tag::acdb) ||
@@ -246,6 +242,7 @@ class ConvOneDnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::ConvAttrs a_;
   dnnl::convolution_forward::primitive_desc pd_;
   PdDescs descs_;
   dnnl::convolution_forward prim_;
@@ -263,16 +260,16 @@ class ConvOneDnn final : public runtime::Kernel {
   memory mm_weights_, mm_bias_;
 };
 
-KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+KernelSupport SupportsConv(const ir::Node& node, const ir::Op& op,
+                           const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and W"};
   if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
   if (node.HasInput(2) && in[2].dtype != DataType::kFloat) return {false, "needs float32 B"};
-  if (node.domain == "kiln") {
-    std::string act = node.GetString("activation", "");
-    dnnl::post_ops probe;
-    if (!AppendActivation(act, 0.f, 0.f, &probe))
-      return {false, "activation '" + act + "' has no oneDNN post-op"};
-  }
+  const ops::Activation& act = runtime::AttrsOf<ops::ConvAttrs>(op).act;
+  dnnl::post_ops probe;
+  if (!AppendActivation(act, &probe))
+    return {false, std::string("activation '") + ops::ActivationName(act.kind) +
+                       "' has no oneDNN post-op"};
   return {true, ""};
 }
 

@@ -7,6 +7,7 @@
 // W [C, M/g, k...] must be constant: it is prepacked once. The input is read in the producer's
 // layout; oneDNN picks the output's.
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::backends::cpu {
@@ -17,13 +18,10 @@ using runtime::KernelSupport;
 using runtime::TensorInfo;
 
 // Sizes, pads and oneDNN's right pads for concrete shapes; "" or the reason to decline.
-std::string ResolveDeconv(const ir::Node& node, const Shape& x, const Shape& w,
+std::string ResolveDeconv(const ops::ConvTransposeAttrs& a, const Shape& x, const Shape& w,
                           ops::nn::Window* win, memory::dims* pad_r) {
-  ops::nn::WindowAttrs attrs;
-  Status st = ops::nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &attrs);
-  if (!st.ok()) return st.message();
-  std::string err = ops::nn::ResolveTransposeWindow(attrs, node.GetInts("output_padding"),
-                                                    node.GetInts("output_shape"), x, w, win);
+  std::string err =
+      ops::nn::ResolveTransposeWindow(a.window, a.output_padding, a.output_shape, x, w, win);
   if (!err.empty()) return err;
   pad_r->clear();
   for (size_t i = 0; i < win->in.size(); ++i) {
@@ -37,25 +35,27 @@ std::string ResolveDeconv(const ir::Node& node, const Shape& x, const Shape& w,
   return "";
 }
 
-KernelSupport SupportsDeconv(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsDeconv(const ir::Node& node, const ir::Op& op,
                              const std::vector<TensorInfo>& in) {
+  const ops::ConvTransposeAttrs& a = runtime::AttrsOf<ops::ConvTransposeAttrs>(op);
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and W"};
   if (node.HasInput(2) && in[2].dtype != DataType::kFloat) return {false, "needs float32 B"};
   const Shape& x = in[0].shape;
   const Shape& w = in[1].shape;
   if (x.size() < 3 || x.size() > 5 || w.size() != x.size()) return {false, "1-3 spatial dims"};
-  const int64_t group = node.GetInt("group", 1);
+  const int64_t group = a.group;
   if (group < 1 || x[1] % group != 0 || w[0] != x[1]) return {false, "channels and group"};
   ops::nn::Window win;
   memory::dims pad_r;
-  const std::string why = ResolveDeconv(node, x, w, &win, &pad_r);
+  const std::string why = ResolveDeconv(a, x, w, &win, &pad_r);
   if (!why.empty()) return {false, why};
   return {true, ""};
 }
 
 class DeconvOneDnn final : public runtime::Kernel {
  public:
-  explicit DeconvOneDnn(const ir::Node& node) : node_(node) {}
+  DeconvOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ConvTransposeAttrs>(op)) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
@@ -85,9 +85,9 @@ class DeconvOneDnn final : public runtime::Kernel {
     const Shape& ys = ctx->outputs[0].shape;
     ops::nn::Window win;
     memory::dims pad_r;
-    const std::string why = ResolveDeconv(node_, x.shape, ws, &win, &pad_r);
+    const std::string why = ResolveDeconv(a_, x.shape, ws, &win, &pad_r);
     if (!why.empty()) throw dnnl::error(dnnl_invalid_arguments, why.c_str());
-    const int64_t group = node_.GetInt("group", 1);
+    const int64_t group = a_.group;
     const size_t n = ws.size() - 2;
     // oneDNN's weights: (g,) oc/g, ic/g, k...; ONNX stores [ic][oc/g][k...], i.e. with groups
     // [g][ic/g][oc/g][k...]: the "io" formats.
@@ -137,6 +137,7 @@ class DeconvOneDnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::ConvTransposeAttrs a_;
   memory::desc src_in_;
   dnnl::deconvolution_forward::primitive_desc pd_;
   PdDescs descs_;

@@ -12,39 +12,21 @@ using dnnl::memory;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
+// The node's activation (ops::ActivationOfNode: kiln's one definition of the activations and
+// their defaults; Clip's bounds from its constant inputs) or unary math kind, as one eltwise.
 bool EltwiseAlg(const ir::Node& node, const std::vector<const Tensor*>& constants,
                 dnnl::algorithm* alg, float* alpha, float* beta) {
   const std::string& t = node.op_type;
-  std::string act;
-  if (t == "Elu") {
-    *alg = dnnl::algorithm::eltwise_elu;
-    *alpha = node.GetFloat("alpha", 1.f);
-    *beta = 0.f;
-    return true;
-  }
-  if (t == "Exp" || t == "Sqrt" || t == "Abs") {
-    *alg = t == "Exp"    ? dnnl::algorithm::eltwise_exp
-           : t == "Sqrt" ? dnnl::algorithm::eltwise_sqrt
-                         : dnnl::algorithm::eltwise_abs;
-    *alpha = *beta = 0.f;
-    return true;
-  }
-  if (!ActivationOfNode(node, constants, &act, alpha, beta) || act == "HardSigmoid") return false;
-  if (act == "Relu")
-    *alg = dnnl::algorithm::eltwise_relu, *alpha = 0.f;
-  else if (act == "LeakyRelu")
-    *alg = dnnl::algorithm::eltwise_relu;
-  else if (act == "Clip")
-    *alg = dnnl::algorithm::eltwise_clip_v2;
-  else if (act == "Sigmoid")
-    *alg = dnnl::algorithm::eltwise_logistic;
-  else if (act == "Tanh")
-    *alg = dnnl::algorithm::eltwise_tanh;
-  else if (act == "HardSwish")
-    *alg = dnnl::algorithm::eltwise_hardswish;
-  else
+  ops::Activation act;
+  if (t == "Exp")
+    act.kind = ops::ActivationKind::kExp;
+  else if (t == "Sqrt")
+    act.kind = ops::ActivationKind::kSqrt;
+  else if (t == "Abs")
+    act.kind = ops::ActivationKind::kAbs;
+  else if (!ops::ActivationOfNode(node, constants, &act))
     return false;
-  return true;
+  return EltwiseOf(act, alg, alpha, beta);
 }
 
 class EltwiseOneDnn final : public runtime::Kernel {

@@ -4,6 +4,7 @@
 // any axis works; Scale (and B) must be constants of exactly that many elements; the optional
 // Mean/InvStdDev outputs are declined (reference kernel).
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {
@@ -15,13 +16,14 @@ using runtime::TensorInfo;
 
 class LayerNormOneDnn final : public runtime::Kernel {
  public:
-  explicit LayerNormOneDnn(const ir::Node& node) : node_(node) {}
+  LayerNormOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::NormAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] {
       const Shape& xs = ctx->inputs[0].shape;
       const int64_t r = static_cast<int64_t>(xs.size());
-      int64_t axis = node_.GetInt("axis", -1);
+      int64_t axis = a_.axis;
       if (axis < 0) axis += r;
       int64_t inner = 1;
       for (int64_t i = axis; i < r; ++i) inner *= xs[i];
@@ -36,7 +38,7 @@ class LayerNormOneDnn final : public runtime::Kernel {
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::layer_normalization_forward::desc d(dnnl::prop_kind::forward_inference, data_,
-                                                node_.GetFloat("epsilon", 1e-5f), flags);
+                                                a_.epsilon, flags);
       pd_ = dnnl::layer_normalization_forward::primitive_desc(d, attr, Engine());
       prim_ = dnnl::layer_normalization_forward(pd_);
       descs_ = PdDescs(pd_);
@@ -63,6 +65,7 @@ class LayerNormOneDnn final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::NormAttrs a_;
   memory::desc data_;
   dnnl::layer_normalization_forward::primitive_desc pd_;
   PdDescs descs_;
@@ -71,16 +74,17 @@ class LayerNormOneDnn final : public runtime::Kernel {
   memory scale_, shift_;
 };
 
-KernelSupport SupportsLayerNorm(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsLayerNorm(const ir::Node& node, const ir::Op& op,
                                 const std::vector<TensorInfo>& in) {
+  const ops::NormAttrs& a = runtime::AttrsOf<ops::NormAttrs>(op);
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and Scale"};
   if (node.HasInput(2) && in[2].dtype != DataType::kFloat) return {false, "needs float32 B"};
   for (size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] >= 0) return {false, "Mean/InvStdDev outputs requested"};
-  if (node.GetInt("stash_type", 1) != 1) return {false, "stash_type != 1"};
+  if (a.stash_type != 1) return {false, "stash_type != 1"};
   const Shape& xs = in[0].shape;
   const int64_t r = static_cast<int64_t>(xs.size());
-  int64_t axis = node.GetInt("axis", -1);
+  int64_t axis = a.axis;
   if (axis < 0) axis += r;
   if (axis < 0 || axis >= r) return {false, "axis out of range"};
   int64_t inner = 1;

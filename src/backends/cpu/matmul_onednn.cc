@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -17,7 +18,8 @@ using runtime::TensorInfo;
 
 class MatMulOneDnn final : public runtime::Kernel {
  public:
-  explicit MatMulOneDnn(const ir::Node& node) : node_(node) {}
+  MatMulOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::GemmAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] { DoPrepare(ctx); });
@@ -49,8 +51,8 @@ class MatMulOneDnn final : public runtime::Kernel {
     const bool gemm = node_.op_type == "Gemm";
     const Shape& as = ctx->inputs[0].shape;
     const Shape& bs = ctx->inputs[1].shape;
-    const bool ta = gemm && node_.GetInt("transA", 0) != 0;
-    const bool tb = gemm && node_.GetInt("transB", 0) != 0;
+    const bool ta = gemm && a_.trans_a;
+    const bool tb = gemm && a_.trans_b;
     const int64_t k = ta ? as[as.size() - 2] : as.back();
     const int64_t m = NumElements(as) / k;
     const int64_t n = tb ? bs[0] : bs[1];
@@ -74,8 +76,8 @@ class MatMulOneDnn final : public runtime::Kernel {
     // oneDNN applies output scales after the bias (alpha * (A*B + bias)), so the bias is stored
     // as beta * C / alpha (Supports declines alpha == 0).
     const Tensor* c = node_.HasInput(2) ? ctx->constants[2] : nullptr;
-    const float beta = gemm ? node_.GetFloat("beta", 1.f) : 1.f;
-    const float alpha = gemm ? node_.GetFloat("alpha", 1.f) : 1.f;
+    const float beta = gemm ? a_.beta : 1.f;
+    const float alpha = gemm ? a_.alpha : 1.f;
     if (c != nullptr && beta != 0.f) {
       bias_copy_ = Tensor::Empty(DataType::kFloat, {1, n});
       const float* src = c->data<float>();
@@ -91,9 +93,7 @@ class MatMulOneDnn final : public runtime::Kernel {
                       scale_value_.raw());
     }
     dnnl::post_ops ops;
-    if (node_.domain == "kiln")
-      AppendActivation(node_.GetString("activation", ""), node_.GetFloat("activation_alpha", 0.f),
-                       node_.GetFloat("activation_beta", 0.f), &ops);
+    AppendActivation(a_.act, &ops);
     attr.set_post_ops(ops);
     memory::desc bias_desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
     auto d = bias_copy_.defined() ? dnnl::matmul::desc(a_compute_, b_any, bias_desc, y_desc)
@@ -107,6 +107,7 @@ class MatMulOneDnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::GemmAttrs a_;
   memory::desc a_desc_, a_compute_;
   dnnl::reorder a_reorder_;
   dnnl::matmul::primitive_desc pd_;
@@ -116,17 +117,18 @@ class MatMulOneDnn final : public runtime::Kernel {
   memory weights_, bias_, scale_;
 };
 
-KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op& op,
                              const std::vector<TensorInfo>& in) {
+  const ops::GemmAttrs& a = runtime::AttrsOf<ops::GemmAttrs>(op);
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 A and B"};
   if (in[1].shape.size() != 2) return {false, "B must be 2-D"};
   const Shape& as = in[0].shape;
   if (node.op_type == "Gemm") {
     if (as.size() != 2) return {false, "A must be 2-D"};
-    if (node.GetFloat("alpha", 1.f) == 0.f) return {false, "alpha == 0"};
+    if (a.alpha == 0.f) return {false, "alpha == 0"};
     if (node.HasInput(2)) {
       const Shape& cs = in[2].shape;
-      const int64_t n = node.GetInt("transB", 0) ? in[1].shape[0] : in[1].shape[1];
+      const int64_t n = a.trans_b ? in[1].shape[0] : in[1].shape[1];
       bool row = NumElements(cs) == 1 || (cs.size() == 1 && cs[0] == n) ||
                  (cs.size() == 2 && cs[0] == 1 && cs[1] == n);
       if (!row) return {false, "C must broadcast along rows ([N], [1,N] or scalar)"};
@@ -136,8 +138,7 @@ KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op&,
   }
   if (node.domain == "kiln") {
     dnnl::post_ops probe;
-    if (!AppendActivation(node.GetString("activation", ""), 0.f, 0.f, &probe))
-      return {false, "activation has no oneDNN post-op"};
+    if (!AppendActivation(a.act, &probe)) return {false, "activation has no oneDNN post-op"};
   }
   return {true, ""};
 }

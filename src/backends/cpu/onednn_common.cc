@@ -89,65 +89,69 @@ std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
   return std::make_shared<OneDnnLayout>(desc, shape);
 }
 
-bool AppendActivation(const std::string& a, float alpha, float beta, dnnl::post_ops* ops) {
-  using alg = dnnl::algorithm;
-  if (a.empty()) return true;
-  if (a == "Relu")
-    ops->append_eltwise(1.f, alg::eltwise_relu, 0.f, 0.f);
-  else if (a == "LeakyRelu")
-    ops->append_eltwise(1.f, alg::eltwise_relu, alpha, 0.f);
-  else if (a == "Clip")
-    ops->append_eltwise(1.f, alg::eltwise_clip_v2, alpha, beta);
-  else if (a == "Sigmoid")
-    ops->append_eltwise(1.f, alg::eltwise_logistic, 0.f, 0.f);
-  else if (a == "Tanh")
-    ops->append_eltwise(1.f, alg::eltwise_tanh, 0.f, 0.f);
-  else if (a == "HardSwish")
-    ops->append_eltwise(1.f, alg::eltwise_hardswish, 0.f, 0.f);
-  else if (a == "Silu")
-    ops->append_eltwise(1.f, alg::eltwise_swish, 1.f, 0.f);
-  else if (a == "Gelu")
-    ops->append_eltwise(1.f, alg::eltwise_gelu_erf, 0.f, 0.f);
-  else if (a == "HardSigmoid") {
-    ops->append_eltwise(1.f, alg::eltwise_linear, alpha, beta);
-    ops->append_eltwise(1.f, alg::eltwise_clip_v2, 0.f, 1.f);
-  } else {
-    return false;
-  }
-  return true;
-}
-
-bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
-                      std::string* name, float* alpha, float* beta) {
-  const std::string& t = node.op_type;
+bool EltwiseOf(const ops::Activation& act, dnnl::algorithm* alg, float* alpha, float* beta) {
+  using K = ops::ActivationKind;
+  using A = dnnl::algorithm;
   *alpha = 0.f;
   *beta = 0.f;
-  if (t == "Relu" || t == "Sigmoid" || t == "Tanh" || t == "HardSwish") {
-    *name = t;
-  } else if (t == "LeakyRelu") {
-    *name = t;
-    *alpha = node.GetFloat("alpha", 0.01f);
-  } else if (t == "HardSigmoid") {
-    *name = t;
-    *alpha = node.GetFloat("alpha", 0.2f);
-    *beta = node.GetFloat("beta", 0.5f);
-  } else if (t == "Clip") {
-    *name = t;
-    *alpha = -std::numeric_limits<float>::infinity();
-    *beta = std::numeric_limits<float>::infinity();
-    if (node.opset < 11) {
-      *alpha = node.GetFloat("min", *alpha);
-      *beta = node.GetFloat("max", *beta);
-    } else {
-      for (size_t i = 1; i < 3; ++i) {
-        if (!node.HasInput(i)) continue;
-        if (i >= constants.size() || constants[i] == nullptr) return false;
-        (i == 1 ? *alpha : *beta) = constants[i]->data<float>()[0];
-      }
-    }
-  } else {
-    return false;
+  switch (act.kind) {
+    case K::kRelu:
+      *alg = A::eltwise_relu;
+      return true;
+    case K::kLeakyRelu:
+      *alg = A::eltwise_relu;
+      *alpha = act.alpha;
+      return true;
+    case K::kElu:
+      *alg = A::eltwise_elu;
+      *alpha = act.alpha;
+      return true;
+    case K::kClip:
+      *alg = A::eltwise_clip_v2;
+      *alpha = act.alpha;
+      *beta = act.beta;
+      return true;
+    case K::kSigmoid:
+      *alg = A::eltwise_logistic;
+      return true;
+    case K::kTanh:
+      *alg = A::eltwise_tanh;
+      return true;
+    case K::kHardSwish:
+      *alg = A::eltwise_hardswish;
+      return true;
+    case K::kSilu:
+      *alg = A::eltwise_swish;
+      *alpha = 1.f;
+      return true;
+    case K::kGelu:
+      *alg = A::eltwise_gelu_erf;
+      return true;
+    case K::kExp:
+      *alg = A::eltwise_exp;
+      return true;
+    case K::kSqrt:
+      *alg = A::eltwise_sqrt;
+      return true;
+    case K::kAbs:
+      *alg = A::eltwise_abs;
+      return true;
+    default:
+      return false;
   }
+}
+
+bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops) {
+  if (act.kind == ops::ActivationKind::kNone) return true;
+  if (act.kind == ops::ActivationKind::kHardSigmoid) {
+    ops->append_eltwise(1.f, dnnl::algorithm::eltwise_linear, act.alpha, act.beta);
+    ops->append_eltwise(1.f, dnnl::algorithm::eltwise_clip_v2, 0.f, 1.f);
+    return true;
+  }
+  dnnl::algorithm alg;
+  float alpha, beta;
+  if (!EltwiseOf(act, &alg, &alpha, &beta)) return false;
+  ops->append_eltwise(1.f, alg, alpha, beta);
   return true;
 }
 

@@ -8,9 +8,11 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <type_traits>
 
 #include "ir/graph.h"
 #include "kiln/status.h"
+#include "ops/activation.h"
 #include "runtime/kernel.h"
 
 namespace kiln::backends::cpu {
@@ -51,13 +53,12 @@ dnnl::memory::desc InputDesc(const runtime::TensorInfo& info);
 std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
                                                  const Shape& shape);
 
-// A fused activation as FusedConv/FusedMatMul nodes describe it (attributes `activation`,
-// `activation_alpha`, `activation_beta`), or a standalone activation node's op type and
-// attributes. Appends the matching eltwise post-op(s); false when oneDNN has no equivalent.
-bool AppendActivation(const std::string& activation, float alpha, float beta, dnnl::post_ops* ops);
-// Activation of a standalone node (Relu, Clip with constant bounds, ...): fills name/alpha/beta.
-bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
-                      std::string* name, float* alpha, float* beta);
+// Appends the eltwise post-op(s) computing `act` (kiln's one activation type,
+// ops/activation.h); false when oneDNN has no equivalent. kNone appends nothing.
+bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops);
+// The eltwise algorithm and parameters of a single-primitive activation; false when `act` needs
+// more than one eltwise (HardSigmoid) or has none.
+bool EltwiseOf(const ops::Activation& act, dnnl::algorithm* alg, float* alpha, float* beta);
 
 // Runs `fn`, converting dnnl::error into a Status naming `what` (OutOfMemory for oneDNN's
 // out-of-memory, else Internal). With a node, its description is made only on error.
@@ -160,10 +161,14 @@ bool Bf16Supported();
 // The storage type for conv/matmul activations and weights under a session precision.
 dnnl::memory::data_type ComputeType(const std::string& precision);
 
-// KernelDef::create for kernels constructed from the node alone.
+// KernelDef::create: kernels are constructed from the node, and from the op (whose typed
+// attributes they copy) when they take one.
 template <typename K>
-std::unique_ptr<runtime::Kernel> CreateKernel(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<K>(node);
+std::unique_ptr<runtime::Kernel> CreateKernel(const ir::Node& node, const ir::Op& op) {
+  if constexpr (std::is_constructible_v<K, const ir::Node&, const ir::Op&>)
+    return std::make_unique<K>(node, op);
+  else
+    return std::make_unique<K>(node);
 }
 
 // Input 0 is float32 with rank 1..12 (oneDNN's limit) and no empty dim; "" or the reason not.

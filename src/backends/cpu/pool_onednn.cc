@@ -4,6 +4,7 @@
 // ceil_mode is declined (its divisor near the border differs). Input read in the producer's
 // layout; oneDNN picks the output layout.
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::backends::cpu {
@@ -15,7 +16,8 @@ using runtime::TensorInfo;
 
 class PoolOneDnn final : public runtime::Kernel {
  public:
-  explicit PoolOneDnn(const ir::Node& node) : node_(node) {}
+  PoolOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::PoolAttrs>(op)) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
@@ -43,13 +45,9 @@ class PoolOneDnn final : public runtime::Kernel {
       pl.assign(n, 0);
       pr.assign(n, 0);
     } else {
-      ops::nn::WindowAttrs attrs;
-      Status st = ops::nn::ParseWindowAttrs(node_, is_max, &attrs);
-      if (!st.ok()) throw dnnl::error(dnnl_invalid_arguments, st.message().c_str());
       ops::nn::Window w;
       std::vector<int64_t> in(xs.begin() + 2, xs.end());
-      std::string rule =
-          ops::nn::ForwardWindow(attrs, in, {}, node_.GetInt("ceil_mode", 0) != 0, &w);
+      std::string rule = ops::nn::ForwardWindow(a_.window, in, {}, a_.ceil_mode, &w);
       if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
       for (size_t i = 0; i < n; ++i) {
         kernel.push_back(w.kernel[i]);
@@ -63,7 +61,7 @@ class PoolOneDnn final : public runtime::Kernel {
       }
     }
     dnnl::algorithm alg = is_max ? dnnl::algorithm::pooling_max
-                          : (!global && node_.GetInt("count_include_pad", 0) != 0)
+                          : (!global && a_.count_include_pad)
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
     src_ = InputDesc(ctx->inputs[0]);
@@ -79,19 +77,21 @@ class PoolOneDnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::PoolAttrs a_;
   memory::desc src_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
   PdDescs descs_;
   dnnl::pooling_v2_forward prim_;
 };
 
-KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
+                           const std::vector<TensorInfo>& in) {
+  const ops::PoolAttrs& a = runtime::AttrsOf<ops::PoolAttrs>(op);
   if (!AllFloat(in, {0})) return {false, "needs float32"};
   if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
   if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
-  if (node.op_type == "AveragePool" && node.GetInt("ceil_mode", 0) != 0)
-    return {false, "AveragePool with ceil_mode"};
-  if (node.GetInt("storage_order", 0) != 0) return {false, "storage_order=1"};
+  if (node.op_type == "AveragePool" && a.ceil_mode) return {false, "AveragePool with ceil_mode"};
+  if (a.col_major_indices) return {false, "storage_order=1"};
   return {true, ""};
 }
 

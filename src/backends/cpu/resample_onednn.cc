@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -24,41 +25,42 @@ using runtime::TensorInfo;
 bool IsResize(const ir::Node& node) { return node.op_type == "Resize"; }
 
 // Coordinate/rounding attributes oneDNN reproduces; "" or the reason not.
-std::string CheckModes(const ir::Node& node) {
-  const std::string mode = node.GetString("mode", "nearest");
-  if (node.GetInt("antialias", 0) != 0) return "antialias";
-  if (node.HasAttr("axes")) return "the axes attribute (Resize-18)";
-  if (node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
+std::string CheckModes(const ir::Node& node, const ops::ResizeAttrs& a) {
+  using ops::ResizeCoord;
+  using ops::ResizeInterp;
+  using ops::ResizeRounding;
+  if (!a.axes.empty()) return "the axes attribute (Resize-18)";
+  if (a.policy != ops::ResizeAspectPolicy::kStretch)
     return "keep_aspect_ratio_policy other than stretch";
   // Resize-10 and Upsample: asymmetric coordinates, truncation (= floor when upscaling).
   if (!IsResize(node) || node.opset < 11) {
-    if (mode != "nearest") return "linear with asymmetric coordinates";
+    if (a.interp != ResizeInterp::kNearest) return "linear with asymmetric coordinates";
     return "";
   }
-  const std::string coord = node.GetString("coordinate_transformation_mode", "half_pixel");
-  const std::string nearest = node.GetString("nearest_mode", "round_prefer_floor");
-  if (mode == "nearest") {
-    if (coord == "asymmetric" && nearest == "floor") return "";
-    if ((coord == "half_pixel" || coord == "pytorch_half_pixel") &&
-        (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil"))
+  const bool half_pixel =
+      a.coord == ResizeCoord::kHalfPixel || a.coord == ResizeCoord::kPytorchHalfPixel;
+  if (a.interp == ResizeInterp::kNearest) {
+    if (a.coord == ResizeCoord::kAsymmetric && a.rounding == ResizeRounding::kFloor) return "";
+    if (half_pixel && (a.rounding == ResizeRounding::kRoundPreferFloor ||
+                       a.rounding == ResizeRounding::kRoundPreferCeil))
       return "";
-    return "nearest with coordinate_transformation_mode " + coord + " / nearest_mode " + nearest;
+    return "nearest with this coordinate_transformation_mode / nearest_mode";
   }
-  if (mode == "linear") {
-    if (coord == "half_pixel" || coord == "pytorch_half_pixel") return "";
-    return "linear with coordinate_transformation_mode " + coord;
+  if (a.interp == ResizeInterp::kLinear) {
+    if (half_pixel) return "";
+    return "linear with a coordinate_transformation_mode other than half_pixel";
   }
-  return "mode " + mode;
+  return "mode cubic";
 }
 
-KernelSupport SupportsResample(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsResample(const ir::Node& node, const ir::Op& op,
                                const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0})) return {false, "needs float32 X"};
   const size_t r = in[0].shape.size();
   if (r < 3 || r > 5) return {false, "1-3 spatial dims"};
   for (int64_t d : in[0].shape)
     if (d <= 0) return {false, "empty input"};
-  const std::string why = CheckModes(node);
+  const std::string why = CheckModes(node, runtime::AttrsOf<ops::ResizeAttrs>(op));
   if (!why.empty()) return {false, why};
   return {true, ""};
 }
@@ -72,7 +74,8 @@ class ResampleOneDnn final : public runtime::Kernel {
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& xs = ctx->inputs[0].shape;
     const Shape& ys = ctx->outputs[0].shape;
-    const bool nearest = node_.GetString("mode", "nearest") == "nearest";
+    const ops::ResizeAttrs& a = runtime::AttrsOf<ops::ResizeAttrs>(op_);
+    const bool nearest = a.interp == ops::ResizeInterp::kNearest;
     // The given scales, if any (Resize-11+: input 2; Resize-10, Upsample-9: input 1; Upsample-7:
     // the attribute).
     std::vector<float> scales;
@@ -82,11 +85,10 @@ class ResampleOneDnn final : public runtime::Kernel {
       const Tensor& s = *ctx->constants[scales_input];
       scales.assign(s.data<float>(), s.data<float>() + s.numel());
     } else if (!IsResize(node_) && node_.opset < 9) {
-      scales = node_.GetFloats("scales");
+      scales = a.scales;
     }
     use_reference_ = ys.size() != xs.size() || ys[0] != xs[0] || ys[1] != xs[1];
-    const bool pytorch =
-        node_.GetString("coordinate_transformation_mode", "") == "pytorch_half_pixel";
+    const bool pytorch = a.coord == ops::ResizeCoord::kPytorchHalfPixel;
     for (size_t i = 2; i < xs.size() && !use_reference_; ++i) {
       if (!scales.empty() && scales.size() != xs.size()) {
         use_reference_ = true;

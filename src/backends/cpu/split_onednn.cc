@@ -5,6 +5,7 @@
 // are declined (a split offset need not fall on a block), as are omitted outputs.
 // The output shapes (hence the split sizes, whatever their source) come from shape inference.
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {
@@ -46,14 +47,15 @@ KernelSupport SupportsSplit(const ir::Node& node, const ir::Op&,
 
 class SplitOneDnn final : public runtime::Kernel {
  public:
-  explicit SplitOneDnn(const ir::Node& node) : node_(node) {}
+  SplitOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), axis_(runtime::AttrsOf<ops::SplitAttrs>(op).axis) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] {
       src_ = InputDesc(ctx->inputs[0]);
       const int64_t rank = static_cast<int64_t>(ctx->inputs[0].shape.size());
-      int64_t axis = node_.GetInt("axis", 0);
+      int64_t axis = axis_;
       if (axis < 0) axis += rank;
       memory::dims offsets(static_cast<size_t>(rank), 0);
       parts_.clear();
@@ -86,6 +88,7 @@ class SplitOneDnn final : public runtime::Kernel {
     dnnl::reorder reorder;
   };
   ir::Node node_;
+  int64_t axis_;  // as written (ops::SplitAttrs)
   memory::desc src_;
   std::vector<Part> parts_;
 };

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -15,14 +16,15 @@ using runtime::TensorInfo;
 
 class TransposeOneDnn final : public runtime::Kernel {
  public:
-  explicit TransposeOneDnn(const ir::Node& node) : node_(node) {}
+  TransposeOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), perm_(runtime::AttrsOf<ops::TransposeAttrs>(op).perm) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] {
       const Shape& xs = ctx->inputs[0].shape;
       const int r = static_cast<int>(xs.size());
-      std::vector<int64_t> perm = node_.GetInts("perm");
+      std::vector<int64_t> perm = perm_;
       if (perm.empty())
         for (int i = r - 1; i >= 0; --i) perm.push_back(i);
       std::vector<int> inverse(r);
@@ -43,6 +45,7 @@ class TransposeOneDnn final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  std::vector<int64_t> perm_;  // as written (ops::TransposeAttrs); empty: reversed
   memory::desc src_, dst_;
   dnnl::reorder reorder_;
 };

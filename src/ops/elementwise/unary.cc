@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -43,9 +44,6 @@ class FloatUnaryOp : public Op {
   }                                                                  \
   KILN_REGISTER_OP(#NAME, SINCE, ir::kMaxOpset, &Create##NAME)
 
-KILN_FLOAT_UNARY(Relu, 1, [](float x) { return x > 0.f ? x : 0.f; });
-KILN_FLOAT_UNARY(Sigmoid, 1, [](float x) { return 1.f / (1.f + std::exp(-x)); });
-KILN_FLOAT_UNARY(Tanh, 1, [](float x) { return std::tanh(x); });
 KILN_FLOAT_UNARY(Erf, 9, [](float x) { return std::erf(x); });
 KILN_FLOAT_UNARY(Softplus, 1, [](float x) {
   return x > 20.f ? x : static_cast<float>(std::log1p(std::exp(static_cast<double>(x))));
@@ -56,22 +54,39 @@ KILN_FLOAT_UNARY(Log, 1, [](float x) { return std::log(x); });
 KILN_FLOAT_UNARY(Reciprocal, 1, [](float x) { return 1.f / x; });
 KILN_FLOAT_UNARY(Floor, 1, [](float x) { return std::floor(x); });
 KILN_FLOAT_UNARY(Ceil, 1, [](float x) { return std::ceil(x); });
-KILN_FLOAT_UNARY(HardSwish, 14,
-                 [](float x) { return x * std::max(0.f, std::min(1.f, x / 6.f + 0.5f)); });
-KILN_FLOAT_UNARY(LeakyRelu, 1,
-                 [a = node.GetFloat("alpha", 0.01f)](float x) { return x >= 0.f ? x : a * x; });
-KILN_FLOAT_UNARY(Elu, 1, [a = node.GetFloat("alpha", 1.0f)](float x) {
-  return x >= 0.f ? x : a * (std::exp(x) - 1.f);
-});
 KILN_FLOAT_UNARY(Selu, 1,
                  [a = node.GetFloat("alpha", 1.67326319217681884765625f),
                   g = node.GetFloat("gamma", 1.05070102214813232421875f)](float x) {
                    return x > 0.f ? g * x : g * (a * std::exp(x) - a);
                  });
-KILN_FLOAT_UNARY(HardSigmoid, 1,
-                 [a = node.GetFloat("alpha", 0.2f), b = node.GetFloat("beta", 0.5f)](float x) {
-                   return std::max(0.f, std::min(1.f, a * x + b));
-                 });
+
+// The activations (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid, Elu): kiln's one
+// Activation type, its defaults and math (ops/activation.h), shared with the fused ops, the
+// fusion passes and the CUDA kernels. Their ONNX node tests anchor the formulas.
+class ActivationOp : public FloatUnaryOp {
+ public:
+  ActivationOp(const Node& node, Activation act)
+      : FloatUnaryOp(node, [act](float x) { return Activate(act, x); }) {
+    a_.act = act;
+  }
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    Activation act;
+    if (!ActivationOfNode(node, {}, &act))
+      return ir::AttrError(node, "not an activation kiln knows");
+    return std::unique_ptr<Op>(new ActivationOp(node, act));
+  }
+  const ir::OpAttrs* attributes() const override { return &a_; }
+
+ private:
+  ActivationAttrs a_;
+};
+KILN_REGISTER_OP("Relu", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("Sigmoid", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("Tanh", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("HardSwish", 14, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("LeakyRelu", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("HardSigmoid", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("Elu", 1, ir::kMaxOpset, &ActivationOp::Create);
 
 // Ops defined on float and signed integers.
 template <typename Fn>

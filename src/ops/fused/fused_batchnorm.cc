@@ -4,13 +4,13 @@
 // convolution (DenseNet's pre-activation BN -> ReLU -> Conv). Reference kernel.
 //
 // Attributes: `epsilon` as BatchNormalization's, plus `activation`, `activation_alpha`,
-// `activation_beta` (ops/fused/activation.h). Inputs: those of BatchNormalization.
+// `activation_beta` (ops/activation.h). Inputs: those of BatchNormalization.
 // Algorithm: the BatchNormalization-15 reference op (training_mode 0), then the activation, so the
 // result equals the unfused graph's.
 #include <memory>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
-#include "ops/fused/activation.h"
 
 namespace kiln::ops {
 namespace {
@@ -24,7 +24,7 @@ class FusedBatchNormOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<FusedBatchNormOp> op(new FusedBatchNormOp(node));
-    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->act_));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
     if (node.inputs.size() != 5)
       return ir::AttrError(node,
                            "FusedBatchNormalization takes 5 inputs (X, scale, B, mean, "
@@ -37,6 +37,7 @@ class FusedBatchNormOp : public Op {
     bn.opset = 15;
     bn.attrs.clear();
     if (node.HasAttr("epsilon")) bn.attrs["epsilon"] = node.attrs.at("epsilon");
+    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
     const ir::OpDef* def = ir::OpRegistry::Global().Find("", "BatchNormalization", 15);
     if (def == nullptr) return Internal("BatchNormalization-15 is not registered");
     KILN_ASSIGN_OR_RETURN(op->bn_, def->create(bn));
@@ -44,18 +45,19 @@ class FusedBatchNormOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override { return bn_->Infer(ctx); }
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Compute(const ComputeContext& ctx) const override {
     KILN_RETURN_IF_ERROR(bn_->Compute(ctx));
     Tensor& y = ctx.out(0);
-    ApplyActivation(act_, y.data<float>(), y.numel());
+    ApplyActivation(a_.act, y.data<float>(), y.numel());
     return OkStatus();
   }
 
  private:
   explicit FusedBatchNormOp(const Node& node) : Op(node) {}
   std::unique_ptr<Op> bn_;
-  Activation act_;
+  NormAttrs a_;
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "FusedBatchNormalization", 1, 1, &FusedBatchNormOp::Create);

@@ -4,7 +4,7 @@
 //
 // Attributes: every Conv attribute (auto_pad, kernel_shape, strides, dilations, pads, group) with
 // Conv's meaning, plus `activation`, `activation_alpha`, `activation_beta`
-// (ops/fused/activation.h). Inputs: X, W, optional B (as Conv), optional Z: the residual summand,
+// (ops/activation.h). Inputs: X, W, optional B (as Conv), optional Z: the residual summand,
 // which must have exactly Y's shape (no broadcasting). The activation is applied after adding Z
 // (ResNet's Conv -> Add -> Relu).
 //
@@ -13,8 +13,8 @@
 // Limits: those of Conv (float32, 1 to 3 spatial dims).
 #include <memory>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
-#include "ops/fused/activation.h"
 #include "ops/nn/conv.h"
 
 namespace kiln::ops {
@@ -29,16 +29,18 @@ class FusedConvOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<FusedConvOp> op(new FusedConvOp(node));
-    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->params_));
-    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->act_));
+    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
     if (node.inputs.size() > 4)
       return ir::AttrError(node, "FusedConv takes at most 4 inputs (X, W, B, Z); got " +
                                      std::to_string(node.inputs.size()));
     return std::unique_ptr<Op>(std::move(op));
   }
 
+  const ir::OpAttrs* attributes() const override { return &a_; }
+
   Status Infer(InferContext& ctx) const override {
-    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(params_, ctx, describe()));
+    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(a_.conv, ctx, describe()));
     if (ctx.has_input(3)) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(3, {DataType::kFloat}));
       if (ctx.shape(3) != y)
@@ -52,7 +54,7 @@ class FusedConvOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     Tensor& y = ctx.out(0);
     std::string err =
-        nn::ConvReference(params_, ctx.in(0), ctx.in(1), ctx.has(2) ? &ctx.in(2) : nullptr, &y);
+        nn::ConvReference(a_.conv, ctx.in(0), ctx.in(1), ctx.has(2) ? &ctx.in(2) : nullptr, &y);
     if (!err.empty()) return RunError(err);
     const int64_t n = y.numel();
     float* yp = y.data<float>();
@@ -63,14 +65,13 @@ class FusedConvOp : public Op {
       const float* z = ctx.in(3).data<float>();
       for (int64_t i = 0; i < n; ++i) yp[i] += z[i];
     }
-    ApplyActivation(act_, yp, n);
+    ApplyActivation(a_.act, yp, n);
     return OkStatus();
   }
 
  private:
   explicit FusedConvOp(const Node& node) : Op(node) {}
-  nn::ConvParams params_;
-  Activation act_;
+  ConvAttrs a_;
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "FusedConv", 1, 1, &FusedConvOp::Create);

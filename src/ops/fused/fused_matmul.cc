@@ -4,15 +4,15 @@
 //
 // Inputs: A [..., M, K] (rank >= 1, numpy matmul rules), B [K, N] (2-D), bias [N] (1-D, added to
 // every row). Attributes: `activation`, `activation_alpha`, `activation_beta`
-// (ops/fused/activation.h), applied after the bias.
+// (ops/activation.h), applied after the bias.
 //
 // Algorithm: the MatMul reference routine (ops/nn/matmul.h, double accumulation, rounded to
 // float), then y += bias in float and the activation, so the result equals the unfused graph's.
 // Limits: float32 only.
 #include <memory>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
-#include "ops/fused/activation.h"
 #include "ops/nn/matmul.h"
 
 namespace kiln::ops {
@@ -27,9 +27,11 @@ class FusedMatMulOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<FusedMatMulOp> op(new FusedMatMulOp(node));
-    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->act_));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
     return std::unique_ptr<Op>(std::move(op));
   }
+
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Infer(InferContext& ctx) const override {
     for (size_t i = 0; i < 3; ++i) {
@@ -59,13 +61,13 @@ class FusedMatMulOp : public Op {
     const int64_t n = d->n, rows = d->n > 0 ? y.numel() / d->n : 0;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bias[j];
-    ApplyActivation(act_, yp, y.numel());
+    ApplyActivation(a_.act, yp, y.numel());
     return OkStatus();
   }
 
  private:
   explicit FusedMatMulOp(const Node& node) : Op(node) {}
-  Activation act_;
+  GemmAttrs a_;
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "FusedMatMul", 1, 1, &FusedMatMulOp::Create);

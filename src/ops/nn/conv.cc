@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -146,25 +147,27 @@ class ConvOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<ConvOp> op(new ConvOp(node));
-    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->params_));
+    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
     return std::unique_ptr<Op>(std::move(op));
   }
 
   Status Infer(InferContext& ctx) const override {
-    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(params_, ctx, describe()));
+    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(a_.conv, ctx, describe()));
     ctx.SetOutput(0, DataType::kFloat, y);
     return OkStatus();
   }
 
+  const ir::OpAttrs* attributes() const override { return &a_; }
+
   Status Compute(const ComputeContext& ctx) const override {
-    std::string err = nn::ConvReference(params_, ctx.in(0), ctx.in(1),
+    std::string err = nn::ConvReference(a_.conv, ctx.in(0), ctx.in(1),
                                         ctx.has(2) ? &ctx.in(2) : nullptr, &ctx.out(0));
     return err.empty() ? OkStatus() : RunError(err);
   }
 
  private:
   explicit ConvOp(const Node& node) : Op(node) {}
-  nn::ConvParams params_;
+  ConvAttrs a_;
 };
 
 KILN_REGISTER_OP("Conv", 1, ir::kMaxOpset, &ConvOp::Create);

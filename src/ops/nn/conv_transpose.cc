@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
 
@@ -37,21 +38,23 @@ using nn::Window;
 
 class ConvTransposeOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<ConvTransposeOp> op(new ConvTransposeOp(node));
-    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &op->attrs_));
-    op->group_ = node.GetInt("group", 1);
-    if (op->group_ < 1)
-      return ir::AttrError(node, "group must be >= 1; got " + std::to_string(op->group_));
-    op->output_padding_ = node.GetInts("output_padding");
-    op->output_shape_ = node.GetInts("output_shape");
-    for (int64_t p : op->output_padding_)
+    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &op->a_.window));
+    op->a_.group = node.GetInt("group", 1);
+    if (op->a_.group < 1)
+      return ir::AttrError(node, "group must be >= 1; got " + std::to_string(op->a_.group));
+    op->a_.output_padding = node.GetInts("output_padding");
+    op->a_.output_shape = node.GetInts("output_shape");
+    for (int64_t p : op->a_.output_padding)
       if (p < 0)
         return ir::AttrError(node,
-                             "output_padding must be >= 0; got " + JoinInts(op->output_padding_));
-    for (int64_t o : op->output_shape_)
+                             "output_padding must be >= 0; got " + JoinInts(op->a_.output_padding));
+    for (int64_t o : op->a_.output_shape)
       if (o < 0)
-        return ir::AttrError(node, "output_shape must be >= 0; got " + JoinInts(op->output_shape_));
+        return ir::AttrError(node,
+                             "output_shape must be >= 0; got " + JoinInts(op->a_.output_shape));
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -76,10 +79,10 @@ class ConvTransposeOp : public Op {
     if (w[0] != x[1])
       return ctx.Error("W's dim 0 must equal X's channels; got W[0]=" + std::to_string(w[0]) +
                        ", X channels=" + std::to_string(x[1]));
-    if (x[1] % group_ != 0)
+    if (x[1] % a_.group != 0)
       return ctx.Error("X's channels must be divisible by group; got " + std::to_string(x[1]) +
-                       " and group " + std::to_string(group_));
-    const int64_t m_out = w[1] * group_;
+                       " and group " + std::to_string(a_.group));
+    const int64_t m_out = w[1] * a_.group;
     if (ctx.has_input(2) && (ctx.rank(2) != 1 || ctx.shape(2)[0] != m_out))
       return ctx.Error("B must be 1-D with the output channels (W[1]*group = " +
                        std::to_string(m_out) + "); got " + ShapeToString(ctx.shape(2)));
@@ -100,7 +103,7 @@ class ConvTransposeOp : public Op {
     if (!err.empty()) return RunError(err);
     const Geometry3 g = nn::ToGeometry3(win);
     const int64_t n_batch = xt.shape()[0], c_in = xt.shape()[1];
-    const int64_t mg = wt.shape()[1], m_out = mg * group_, cg = c_in / group_;
+    const int64_t mg = wt.shape()[1], m_out = mg * a_.group, cg = c_in / a_.group;
     const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_size = g.k_size();
     const float* x = xt.data<float>();
     const float* w = wt.data<float>();
@@ -153,12 +156,10 @@ class ConvTransposeOp : public Op {
 
   // Resolves sizes and pads for concrete X and W shapes; returns the violated rule or "".
   std::string Resolve(const Shape& x, const Shape& w, Window* win) const {
-    return nn::ResolveTransposeWindow(attrs_, output_padding_, output_shape_, x, w, win);
+    return nn::ResolveTransposeWindow(a_.window, a_.output_padding, a_.output_shape, x, w, win);
   }
 
-  nn::WindowAttrs attrs_;
-  int64_t group_ = 1;
-  std::vector<int64_t> output_padding_, output_shape_;
+  ConvTransposeAttrs a_;
 };
 
 KILN_REGISTER_OP("ConvTranspose", 1, ir::kMaxOpset, &ConvTransposeOp::Create);

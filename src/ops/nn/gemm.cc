@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -23,17 +24,18 @@ using ir::Op;
 
 class GemmOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<GemmOp> op(new GemmOp(node));
-    op->alpha_ = node.GetFloat("alpha", 1.0f);
-    op->beta_ = node.GetFloat("beta", 1.0f);
+    op->a_.alpha = node.GetFloat("alpha", 1.0f);
+    op->a_.beta = node.GetFloat("beta", 1.0f);
     const int64_t ta = node.GetInt("transA", 0), tb = node.GetInt("transB", 0);
     if (ta != 0 && ta != 1)
       return ir::AttrError(node, "transA must be 0 or 1; got " + std::to_string(ta));
     if (tb != 0 && tb != 1)
       return ir::AttrError(node, "transB must be 0 or 1; got " + std::to_string(tb));
-    op->trans_a_ = ta == 1;
-    op->trans_b_ = tb == 1;
+    op->a_.trans_a = ta == 1;
+    op->a_.trans_b = tb == 1;
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -45,11 +47,11 @@ class GemmOp : public Op {
                        std::to_string(ctx.rank(1)));
     int64_t m, k, n;
     Dims(ctx.shape(0), ctx.shape(1), &m, &k, &n);
-    const int64_t kb = trans_b_ ? ctx.shape(1)[1] : ctx.shape(1)[0];
+    const int64_t kb = a_.trans_b ? ctx.shape(1)[1] : ctx.shape(1)[0];
     if (k != kb)
-      return ctx.Error("the inner dims of A" + std::string(trans_a_ ? "^T" : "") + " and B" +
-                       (trans_b_ ? "^T" : "") + " must match; got " + std::to_string(k) + " and " +
-                       std::to_string(kb));
+      return ctx.Error("the inner dims of A" + std::string(a_.trans_a ? "^T" : "") + " and B" +
+                       (a_.trans_b ? "^T" : "") + " must match; got " + std::to_string(k) +
+                       " and " + std::to_string(kb));
     const Shape y = {m, n};
     if (ctx.has_input(2)) {
       auto b = BroadcastShapes({y, ctx.shape(2)});
@@ -70,20 +72,20 @@ class GemmOp : public Op {
     const float* b = bt.data<float>();
     float* y = ctx.out(0).data<float>();
     // A(m, k) = a[m * am + k * ak].
-    const int64_t am = trans_a_ ? 1 : k_dim, ak = trans_a_ ? m_dim : 1;
+    const int64_t am = a_.trans_a ? 1 : k_dim, ak = a_.trans_a ? m_dim : 1;
     // C(m, n) = c[m * cm + n * cn], strides 0 along broadcast dims; C unused when beta == 0.
-    const float* c = ctx.has(2) && beta_ != 0.f ? ctx.in(2).data<float>() : nullptr;
+    const float* c = ctx.has(2) && a_.beta != 0.f ? ctx.in(2).data<float>() : nullptr;
     int64_t cm = 0, cn = 0;
     if (c) {
       const std::vector<int64_t> cs = BroadcastStrides(ctx.in(2).shape(), Shape{m_dim, n_dim});
       cm = cs[0];
       cn = cs[1];
     }
-    const double alpha = alpha_, beta = beta_;
+    const double alpha = a_.alpha, beta = a_.beta;
     std::vector<double> acc(static_cast<size_t>(n_dim));
     // With transB, B is first copied to [K, N] so both cases run the contiguous axpy loop.
     std::vector<float> b_kn;
-    if (trans_b_) {
+    if (a_.trans_b) {
       b_kn.resize(static_cast<size_t>(k_dim * n_dim));
       for (int64_t n = 0; n < n_dim; ++n)
         for (int64_t k = 0; k < k_dim; ++k) b_kn[k * n_dim + n] = b[n * k_dim + k];
@@ -111,13 +113,12 @@ class GemmOp : public Op {
   explicit GemmOp(const Node& node) : Op(node) {}
 
   void Dims(const Shape& a, const Shape& b, int64_t* m, int64_t* k, int64_t* n) const {
-    *m = trans_a_ ? a[1] : a[0];
-    *k = trans_a_ ? a[0] : a[1];
-    *n = trans_b_ ? b[0] : b[1];
+    *m = a_.trans_a ? a[1] : a[0];
+    *k = a_.trans_a ? a[0] : a[1];
+    *n = a_.trans_b ? b[0] : b[1];
   }
 
-  float alpha_ = 1.0f, beta_ = 1.0f;
-  bool trans_a_ = false, trans_b_ = false;
+  GemmAttrs a_;
 };
 
 KILN_REGISTER_OP("Gemm", 1, ir::kMaxOpset, &GemmOp::Create);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -108,6 +109,8 @@ using nn::MatMulKernel;
 class MatMulOp : public Op {
  public:
   explicit MatMulOp(const Node& node) : Op(node) {}
+  // MatMul's attributes are Gemm's defaults (no transposes, alpha = beta = 1, no activation).
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Infer(InferContext& ctx) const override {
     if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("inputs A and B are required");
@@ -144,6 +147,9 @@ class MatMulOp : public Op {
     }
     return OkStatus();
   }
+
+ private:
+  GemmAttrs a_;
 };
 
 KILN_REGISTER_OP("MatMul", 1, ir::kMaxOpset, &ir::MakeOp<MatMulOp>);

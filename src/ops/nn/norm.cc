@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -51,15 +52,16 @@ void MeanVar(const float* x, int64_t n, int64_t stride, double* mean, double* va
 
 class BatchNormalizationOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<BatchNormalizationOp> op(new BatchNormalizationOp(node));
-    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->epsilon_ >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->a_.epsilon >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
     const int64_t tm = node.opset >= 14 ? node.GetInt("training_mode", 0) : 0;
     if (tm != 0 && tm != 1)
       return ir::AttrError(node, "training_mode must be 0 or 1; got " + std::to_string(tm));
-    op->training_ = tm == 1;
+    op->a_.training = tm == 1;
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -71,7 +73,7 @@ class BatchNormalizationOp : public Op {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
     }
     const size_t extra = ExtraOutputs(ctx.node());
-    if (extra > 0 && (training_ || opset() < 14))
+    if (extra > 0 && (a_.training || opset() < 14))
       return Unsupported("failed to infer shapes of " + describe() +
                          ": training-mode outputs (running/saved mean and variance) are not "
                          "supported; got " +
@@ -87,7 +89,7 @@ class BatchNormalizationOp : public Op {
     for (size_t i = 1; i < 5; ++i) {
       const Shape& p = ctx.shape(i);
       const bool per_channel = p.size() == 1 && p[0] == c;
-      if (!per_channel && !(opset() < 9 && !training_ && p == per_activation))
+      if (!per_channel && !(opset() < 9 && !a_.training && p == per_activation))
         return ctx.Error("input " + std::to_string(i) + " must have shape [" + std::to_string(c) +
                          "] (X's channels); got " + ShapeToString(p));
     }
@@ -116,7 +118,7 @@ class BatchNormalizationOp : public Op {
     // when training, then y = x * a + b with a, b per channel or per (c, position).
     for (int64_t c = 0; c < c_dim; ++c) {
       double bm = 0, bv = 0;
-      if (training_) {  // batch mean and population variance over N and the spatial dims
+      if (a_.training) {  // batch mean and population variance over N and the spatial dims
         double s = 0, ss = 0;
         for (int64_t n = 0; n < n_batch; ++n) {
           const float* xp = x + (n * c_dim + c) * plane;
@@ -131,9 +133,9 @@ class BatchNormalizationOp : public Op {
         bv = cnt > 0 ? ss / cnt : 0.0;
       }
       auto coefficients = [&](int64_t i, double* a, double* b) {
-        const double m = training_ ? bm : at(3, mean, c, i);
-        const double v = training_ ? bv : at(4, var, c, i);
-        *a = at(1, scale, c, i) / std::sqrt(v + static_cast<double>(epsilon_));
+        const double m = a_.training ? bm : at(3, mean, c, i);
+        const double v = a_.training ? bv : at(4, var, c, i);
+        *a = at(1, scale, c, i) / std::sqrt(v + static_cast<double>(a_.epsilon));
         *b = at(2, bias, c, i) - m * *a;
       };
       double a = 0, b = 0;
@@ -152,17 +154,17 @@ class BatchNormalizationOp : public Op {
 
  private:
   explicit BatchNormalizationOp(const Node& node) : Op(node) {}
-  float epsilon_ = 1e-5f;
-  bool training_ = false;
+  NormAttrs a_;
 };
 
 class InstanceNormalizationOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<InstanceNormalizationOp> op(new InstanceNormalizationOp(node));
-    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->epsilon_ >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->a_.epsilon >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -197,7 +199,7 @@ class InstanceNormalizationOp : public Op {
       float* yp = ctx.out(0).data<float>() + p * plane;
       double mean, var;
       MeanVar(xp, plane, 1, &mean, &var);
-      const double a = scale[p % c_dim] / std::sqrt(var + static_cast<double>(epsilon_));
+      const double a = scale[p % c_dim] / std::sqrt(var + static_cast<double>(a_.epsilon));
       const double b = bias[p % c_dim] - mean * a;
       for (int64_t i = 0; i < plane; ++i) yp[i] = static_cast<float>(xp[i] * a + b);
     }
@@ -206,17 +208,18 @@ class InstanceNormalizationOp : public Op {
 
  private:
   explicit InstanceNormalizationOp(const Node& node) : Op(node) {}
-  float epsilon_ = 1e-5f;
+  NormAttrs a_;
 };
 
 class LayerNormalizationOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<LayerNormalizationOp> op(new LayerNormalizationOp(node));
-    op->axis_ = node.GetInt("axis", -1);
-    op->epsilon_ = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->epsilon_ >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->epsilon_));
+    op->a_.axis = node.GetInt("axis", -1);
+    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->a_.epsilon >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
     const int64_t stash = node.GetInt("stash_type", 1);
     if (stash != 1)
       return Unsupported("failed to load " + node.Describe() +
@@ -229,9 +232,9 @@ class LayerNormalizationOp : public Op {
     if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.Error("inputs X and Scale are required");
     for (size_t i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
     const Shape& x = ctx.shape(0);
-    auto axis = NormalizeAxis(axis_, static_cast<int64_t>(x.size()));
+    auto axis = NormalizeAxis(a_.axis, static_cast<int64_t>(x.size()));
     if (!axis.ok() || x.empty())
-      return ctx.Error("axis must be in [-rank, rank) of X; got " + std::to_string(axis_));
+      return ctx.Error("axis must be in [-rank, rank) of X; got " + std::to_string(a_.axis));
     const Shape inner(x.begin() + *axis, x.end());
     for (size_t i = 1; i < 3; ++i) {
       if (!ctx.has_input(i)) continue;
@@ -251,7 +254,7 @@ class LayerNormalizationOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& xt = ctx.in(0);
     const Shape& xs = xt.shape();
-    auto axis = NormalizeAxis(axis_, xt.rank());
+    auto axis = NormalizeAxis(a_.axis, xt.rank());
     if (!axis.ok()) return RunError(axis.status().message());
     const Shape inner_shape(xs.begin() + *axis, xs.end());
     const int64_t inner = NumElements(inner_shape);
@@ -268,7 +271,7 @@ class LayerNormalizationOp : public Op {
       float* yp = ctx.out(0).data<float>() + r * inner;
       double mean, var;
       MeanVar(xp, inner, 1, &mean, &var);
-      const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon_));
+      const double inv = 1.0 / std::sqrt(var + static_cast<double>(a_.epsilon));
       for (int64_t i = 0; i < inner; ++i)
         yp[i] = static_cast<float>((xp[i] - mean) * inv * scale[i] + bias[i]);
       if (mean_out) mean_out[r] = static_cast<float>(mean);
@@ -289,8 +292,7 @@ class LayerNormalizationOp : public Op {
     return v;
   }
 
-  int64_t axis_ = -1;
-  float epsilon_ = 1e-5f;
+  NormAttrs a_;
 };
 
 KILN_REGISTER_OP("BatchNormalization", 1, ir::kMaxOpset, &BatchNormalizationOp::Create);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
 
@@ -39,17 +40,20 @@ using nn::Window;
 
 // Shared attribute parsing and shape inference of the windowed pools.
 class WindowPoolOp : public Op {
+ public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
+
  protected:
   explicit WindowPoolOp(const Node& node) : Op(node) {}
 
   Status ParseCommon(const Node& node, bool allow_dilations) {
-    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, allow_dilations, &attrs_));
-    if (attrs_.kernel_shape.empty())
+    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, allow_dilations, &a_.window));
+    if (a_.window.kernel_shape.empty())
       return ir::AttrError(node, "kernel_shape is required; got none");
     const int64_t ceil_mode = node.GetInt("ceil_mode", 0);
     if (ceil_mode != 0 && ceil_mode != 1)
       return ir::AttrError(node, "ceil_mode must be 0 or 1; got " + std::to_string(ceil_mode));
-    ceil_mode_ = ceil_mode == 1;
+    a_.ceil_mode = ceil_mode == 1;
     return OkStatus();
   }
 
@@ -70,7 +74,7 @@ class WindowPoolOp : public Op {
 
   std::string Resolve(const Shape& x, Window* win) const {
     std::vector<int64_t> in(x.begin() + 2, x.end());
-    return nn::ForwardWindow(attrs_, in, {}, ceil_mode_, win);
+    return nn::ForwardWindow(a_.window, in, {}, a_.ceil_mode, win);
   }
 
   static Shape OutShape(const Shape& x, const Window& win) {
@@ -79,8 +83,7 @@ class WindowPoolOp : public Op {
     return y;
   }
 
-  nn::WindowAttrs attrs_;
-  bool ceil_mode_ = false;
+  PoolAttrs a_;
 };
 
 class MaxPoolOp : public WindowPoolOp {
@@ -92,7 +95,7 @@ class MaxPoolOp : public WindowPoolOp {
     if (so != 0 && so != 1)
       return ir::AttrError(node, "storage_order must be 0 (row major) or 1 (column major); got " +
                                      std::to_string(so));
-    op->col_major_ = so == 1;
+    op->a_.col_major_indices = so == 1;
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -185,8 +188,9 @@ class MaxPoolOp : public WindowPoolOp {
             if (indices) {
               int64_t off = -1;
               if (bd >= 0)
-                off = p * in_plane + (col_major_ ? bd + bh * g.in[0] + bw * g.in[0] * g.in[1]
-                                                 : (bd * g.in[1] + bh) * g.in[2] + bw);
+                off = p * in_plane + (a_.col_major_indices
+                                          ? bd + bh * g.in[0] + bw * g.in[0] * g.in[1]
+                                          : (bd * g.in[1] + bh) * g.in[2] + bw);
               *indices++ = off;
             }
           }
@@ -194,8 +198,6 @@ class MaxPoolOp : public WindowPoolOp {
       }
     }
   }
-
-  bool col_major_ = false;
 };
 
 class AveragePoolOp : public WindowPoolOp {
@@ -206,7 +208,7 @@ class AveragePoolOp : public WindowPoolOp {
     const int64_t cip = node.GetInt("count_include_pad", 0);
     if (cip != 0 && cip != 1)
       return ir::AttrError(node, "count_include_pad must be 0 or 1; got " + std::to_string(cip));
-    op->count_include_pad_ = cip == 1;
+    op->a_.count_include_pad = cip == 1;
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -245,7 +247,7 @@ class AveragePoolOp : public WindowPoolOp {
                 for (int64_t iw = w0; iw < w1; ++iw) sum += xr[iw];
               }
             const int64_t count =
-                count_include_pad_ ? dn * hn * wn : (d1 - d0) * (h1 - h0) * (w1 - w0);
+                a_.count_include_pad ? dn * hn * wn : (d1 - d0) * (h1 - h0) * (w1 - w0);
             *y++ = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.f;
           }
         }
@@ -267,8 +269,6 @@ class AveragePoolOp : public WindowPoolOp {
     *lo = std::max<int64_t>(start, 0);
     *hi = std::max(*lo, std::min(end, g.in[i]));
   }
-
-  bool count_include_pad_ = false;
 };
 
 // GlobalMaxPool / GlobalAveragePool: one reduction per (n, c) plane.

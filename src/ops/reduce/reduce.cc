@@ -19,6 +19,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -160,13 +161,13 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
 
 class ReduceOp : public Op {
  public:
-  ReduceOp(const Node& node, ReduceKind kind)
-      : Op(node),
-        kind_(kind),
-        axes_from_input_((kind == ReduceKind::kSum && node.opset >= 13) || node.opset >= 18),
-        keepdims_(node.GetInt("keepdims", 1) != 0),
-        noop_with_empty_axes_(node.GetInt("noop_with_empty_axes", 0) != 0),
-        axes_attr_(node.GetInts("axes")) {}
+  const ir::OpAttrs* attributes() const override { return &a_; }
+  ReduceOp(const Node& node, ReduceKind kind) : Op(node), kind_(kind) {
+    a_.axes_from_input = (kind == ReduceKind::kSum && node.opset >= 13) || node.opset >= 18;
+    a_.keepdims = node.GetInt("keepdims", 1) != 0;
+    a_.noop_with_empty_axes = node.GetInt("noop_with_empty_axes", 0) != 0;
+    a_.axes = node.GetInts("axes");
+  }
 
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node, ReduceKind kind) {
     const int64_t keepdims = node.GetInt("keepdims", 1);
@@ -177,14 +178,14 @@ class ReduceOp : public Op {
       return ir::AttrError(node,
                            "noop_with_empty_axes must be 0 or 1; got " + std::to_string(noop));
     auto op = std::make_unique<ReduceOp>(node, kind);
-    if (op->axes_from_input_ && node.HasAttr("axes"))
+    if (op->a_.axes_from_input && node.HasAttr("axes"))
       return ir::AttrError(node, "axes is an input (not an attribute) at opset " +
                                      std::to_string(node.opset) + "; got an `axes` attribute");
     return std::unique_ptr<Op>(std::move(op));
   }
 
   std::vector<int> ShapeInputs() const override {
-    return axes_from_input_ ? std::vector<int>{1} : std::vector<int>{};
+    return a_.axes_from_input ? std::vector<int>{1} : std::vector<int>{};
   }
 
   Status Infer(InferContext& ctx) const override {
@@ -202,7 +203,7 @@ class ReduceOp : public Op {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
     }
     const Tensor* axes = nullptr;
-    if (axes_from_input_ && ctx.has_input(1)) {
+    if (a_.axes_from_input && ctx.has_input(1)) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64}));
       axes = ctx.value(1);
       if (!axes) return ctx.Error("the axes input (1) must be known to infer the output shape");
@@ -216,7 +217,7 @@ class ReduceOp : public Op {
     for (size_t d = 0; d < reduced.size(); ++d) {
       if (!reduced[d])
         out.push_back(ctx.shape(0)[d]);
-      else if (keepdims_)
+      else if (a_.keepdims)
         out.push_back(1);
     }
     ctx.SetOutput(0, ctx.dtype(0), std::move(out));
@@ -227,7 +228,7 @@ class ReduceOp : public Op {
     const Tensor& x = ctx.in(0);
     std::vector<bool> reduced;
     std::string why;
-    const Tensor* axes = axes_from_input_ && ctx.has(1) ? &ctx.in(1) : nullptr;
+    const Tensor* axes = a_.axes_from_input && ctx.has(1) ? &ctx.in(1) : nullptr;
     if (!ResolveAxes(x.shape(), axes, &reduced, &why)) return RunError(why);
     bool any = false;
     for (bool r : reduced) any = any || r;
@@ -267,11 +268,11 @@ class ReduceOp : public Op {
                    std::string* why) const {
     const int64_t rank = static_cast<int64_t>(shape.size());
     std::vector<int64_t> axes =
-        axes_from_input_ ? (axes_tensor ? ReadInts(*axes_tensor) : std::vector<int64_t>{})
-                         : axes_attr_;
+        a_.axes_from_input ? (axes_tensor ? ReadInts(*axes_tensor) : std::vector<int64_t>{})
+                           : a_.axes;
     reduced->assign(static_cast<size_t>(rank), false);
     if (axes.empty()) {
-      if (!(axes_from_input_ && noop_with_empty_axes_)) reduced->assign(rank, true);
+      if (!(a_.axes_from_input && a_.noop_with_empty_axes)) reduced->assign(rank, true);
       return true;
     }
     for (int64_t a : axes) {
@@ -292,10 +293,7 @@ class ReduceOp : public Op {
   }
 
   ReduceKind kind_;
-  bool axes_from_input_;
-  bool keepdims_;
-  bool noop_with_empty_axes_;
-  std::vector<int64_t> axes_attr_;
+  ReduceAttrs a_;
 };
 
 #define KILN_REDUCE_OP(NAME, KIND)                               \

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/reduce/axis_split.h"
 
@@ -26,8 +27,10 @@ enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
 
 class SoftmaxOp : public Op {
  public:
-  SoftmaxOp(const Node& node, SoftmaxKind kind)
-      : Op(node), kind_(kind), axis_(node.GetInt("axis", node.opset >= 13 ? -1 : 1)) {}
+  const ir::OpAttrs* attributes() const override { return &a_; }
+  SoftmaxOp(const Node& node, SoftmaxKind kind) : Op(node), kind_(kind) {
+    a_.axis = node.GetInt("axis", node.opset >= 13 ? -1 : 1);
+  }
 
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
@@ -36,9 +39,9 @@ class SoftmaxOp : public Op {
     // vector.
     const int64_t hi = rank == 0 ? 0 : (opset() < 13 ? rank : rank - 1);
     const int64_t lo = rank == 0 ? -1 : -rank;
-    if (axis_ < lo || axis_ > hi)
+    if (a_.axis < lo || a_.axis > hi)
       return ctx.Error("axis must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                       "]; got " + std::to_string(axis_));
+                       "]; got " + std::to_string(a_.axis));
     ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
     return OkStatus();
   }
@@ -46,7 +49,7 @@ class SoftmaxOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const int64_t rank = x.rank();
-    int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    int64_t axis = a_.axis < 0 ? a_.axis + rank : a_.axis;
     if (rank == 0) axis = 0;
     const AxisSplit s = SplitAtAxis(x.shape(), axis, /*flatten_tail=*/opset() < 13);
     const float* src = x.data<float>();
@@ -100,7 +103,7 @@ class SoftmaxOp : public Op {
   }
 
   SoftmaxKind kind_;
-  int64_t axis_;
+  AxisAttrs a_;
 };
 
 StatusOr<std::unique_ptr<Op>> CreateSoftmax(const Node& node) {

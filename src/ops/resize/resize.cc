@@ -34,6 +34,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 
 namespace kiln::ops {
@@ -44,17 +45,10 @@ using ir::InferContext;
 using ir::Node;
 using ir::Op;
 
-enum class Interp { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kHalfPixelSymmetric,  // Resize-19
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfHalfPixelForNn,
-  kTfCropAndResize
-};
-enum class Rounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
+using Interp = ResizeInterp;
+using Coord = ResizeCoord;
+using Rounding = ResizeRounding;
+using AspectPolicy = ResizeAspectPolicy;
 
 constexpr int kMaxTaps = 4;
 
@@ -83,7 +77,8 @@ T CastResult(double v) {
 
 class ResizeOp : public Op {
  public:
-  ResizeOp(const Node& node, bool upsample) : Op(node), upsample_(upsample) {}
+  ResizeOp(const Node& node, bool upsample) : Op(node) { a_.upsample = upsample; }
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   static StatusOr<std::unique_ptr<Op>> CreateResize(const Node& node) {
     return Create(node, false);
@@ -93,7 +88,7 @@ class ResizeOp : public Op {
   }
 
   std::vector<int> ShapeInputs() const override {
-    if (upsample_ && opset() < 9) return {};
+    if (a_.upsample && opset() < 9) return {};
     if (!modern()) return {1};
     return {2, 3};
   }
@@ -116,14 +111,14 @@ class ResizeOp : public Op {
     }
     if (modern() && ctx.has_input(1))
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat, DataType::kDouble}));
-    if (coord_ == Coord::kTfCropAndResize) {
+    if (a_.coord == Coord::kTfCropAndResize) {
       const int64_t want = 2 * ctx.rank(0);
       if (!ctx.has_input(1)) return ctx.Error("tf_crop_and_resize needs the roi input; got none");
-      const int64_t want_axes = axes_.empty() ? want : 2 * static_cast<int64_t>(axes_.size());
+      const int64_t want_axes = a_.axes.empty() ? want : 2 * static_cast<int64_t>(a_.axes.size());
       if (ctx.value(1) && ctx.value(1)->numel() != want_axes)
-        return ctx.Error("roi must have 2 * " + std::string(axes_.empty() ? "rank" : "len(axes)") +
-                         " = " + std::to_string(want_axes) + " values; got " +
-                         std::to_string(ctx.value(1)->numel()));
+        return ctx.Error(
+            "roi must have 2 * " + std::string(a_.axes.empty() ? "rank" : "len(axes)") + " = " +
+            std::to_string(want_axes) + " values; got " + std::to_string(ctx.value(1)->numel()));
     }
     Shape out;
     std::vector<double> scale;
@@ -149,7 +144,7 @@ class ResizeOp : public Op {
     const int64_t rank = x.rank();
     std::vector<double> roi(static_cast<size_t>(2 * rank), 0.0);
     for (int64_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
-    if (coord_ == Coord::kTfCropAndResize) {
+    if (a_.coord == Coord::kTfCropAndResize) {
       std::vector<int64_t> dims;
       std::string err;
       if (!Axes(rank, &dims, &err)) return RunError(err);
@@ -195,25 +190,25 @@ class ResizeOp : public Op {
     const bool modern = !upsample && node.opset >= 11;
     const std::string mode = node.GetString("mode", "nearest");
     if (mode == "nearest")
-      op->interp_ = Interp::kNearest;
+      op->a_.interp = Interp::kNearest;
     else if (mode == "linear")
-      op->interp_ = Interp::kLinear;
+      op->a_.interp = Interp::kLinear;
     else if (mode == "cubic" && modern)
-      op->interp_ = Interp::kCubic;
+      op->a_.interp = Interp::kCubic;
     else
       return ir::AttrError(node, std::string(modern ? "mode must be nearest, linear or cubic"
                                                     : "mode must be nearest or linear") +
                                      "; got '" + mode + "'");
     if (!modern) {  // pre-opset-11 semantics
-      op->coord_ = Coord::kAsymmetric;
-      op->rounding_ = Rounding::kLegacy;
+      op->a_.coord = Coord::kAsymmetric;
+      op->a_.rounding = Rounding::kLegacy;
       if (upsample && node.opset < 9) {
         if (!node.HasAttr("scales"))
           return ir::AttrError(node, "Upsample-7 requires the `scales` attribute; got none");
         for (float s : node.GetFloats("scales")) {
           if (!(s >= 1.f) || !std::isfinite(s))
             return ir::AttrError(node, "scales must be >= 1; got " + std::to_string(s));
-          op->attr_scales_.push_back(s);
+          op->a_.scales.push_back(s);
         }
       }
       return std::unique_ptr<Op>(std::move(op));
@@ -222,12 +217,12 @@ class ResizeOp : public Op {
     if (node.opset >= 18) {
       if (node.GetInt("antialias", 0) != 0)
         return ir::AttrError(node, "antialias=1 (Resize-18) is not implemented in kiln");
-      op->axes_ = node.GetInts("axes");
+      op->a_.axes = node.GetInts("axes");
       const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
       if (policy == "not_larger")
-        op->policy_ = AspectPolicy::kNotLarger;
+        op->a_.policy = AspectPolicy::kNotLarger;
       else if (policy == "not_smaller")
-        op->policy_ = AspectPolicy::kNotSmaller;
+        op->a_.policy = AspectPolicy::kNotSmaller;
       else if (policy != "stretch")
         return ir::AttrError(node,
                              "keep_aspect_ratio_policy must be stretch, not_larger or "
@@ -236,19 +231,19 @@ class ResizeOp : public Op {
     }
     const std::string coord = node.GetString("coordinate_transformation_mode", "half_pixel");
     if (coord == "half_pixel_symmetric" && node.opset >= 19)
-      op->coord_ = Coord::kHalfPixelSymmetric;
+      op->a_.coord = Coord::kHalfPixelSymmetric;
     else if (coord == "half_pixel")
-      op->coord_ = Coord::kHalfPixel;
+      op->a_.coord = Coord::kHalfPixel;
     else if (coord == "pytorch_half_pixel")
-      op->coord_ = Coord::kPytorchHalfPixel;
+      op->a_.coord = Coord::kPytorchHalfPixel;
     else if (coord == "align_corners")
-      op->coord_ = Coord::kAlignCorners;
+      op->a_.coord = Coord::kAlignCorners;
     else if (coord == "asymmetric")
-      op->coord_ = Coord::kAsymmetric;
+      op->a_.coord = Coord::kAsymmetric;
     else if (coord == "tf_half_pixel_for_nn" || coord == "tf_half_pixel_for_nearest")
-      op->coord_ = Coord::kTfHalfPixelForNn;
+      op->a_.coord = Coord::kTfHalfPixelForNn;
     else if (coord == "tf_crop_and_resize")
-      op->coord_ = Coord::kTfCropAndResize;
+      op->a_.coord = Coord::kTfCropAndResize;
     else
       return ir::AttrError(node,
                            "coordinate_transformation_mode must be half_pixel, pytorch_half_pixel, "
@@ -258,13 +253,13 @@ class ResizeOp : public Op {
                                coord + "'");
     const std::string nearest = node.GetString("nearest_mode", "round_prefer_floor");
     if (nearest == "round_prefer_floor")
-      op->rounding_ = Rounding::kRoundPreferFloor;
+      op->a_.rounding = Rounding::kRoundPreferFloor;
     else if (nearest == "round_prefer_ceil")
-      op->rounding_ = Rounding::kRoundPreferCeil;
+      op->a_.rounding = Rounding::kRoundPreferCeil;
     else if (nearest == "floor")
-      op->rounding_ = Rounding::kFloor;
+      op->a_.rounding = Rounding::kFloor;
     else if (nearest == "ceil")
-      op->rounding_ = Rounding::kCeil;
+      op->a_.rounding = Rounding::kCeil;
     else
       return ir::AttrError(node,
                            "nearest_mode must be round_prefer_floor, round_prefer_ceil, "
@@ -273,21 +268,21 @@ class ResizeOp : public Op {
     const int64_t exclude = node.GetInt("exclude_outside", 0);
     if (exclude != 0 && exclude != 1)
       return ir::AttrError(node, "exclude_outside must be 0 or 1; got " + std::to_string(exclude));
-    op->exclude_outside_ = exclude != 0;
-    op->cubic_a_ = node.GetFloat("cubic_coeff_a", -0.75f);
-    op->extrapolation_value_ = node.GetFloat("extrapolation_value", 0.0f);
+    op->a_.exclude_outside = exclude != 0;
+    op->a_.cubic_a = node.GetFloat("cubic_coeff_a", -0.75f);
+    op->a_.extrapolation_value = node.GetFloat("extrapolation_value", 0.0f);
     return std::unique_ptr<Op>(std::move(op));
   }
 
-  bool modern() const { return !upsample_ && opset() >= 11; }
+  bool modern() const { return !a_.upsample && opset() >= 11; }
   // The dims scales/sizes/roi name: Resize-18's axes (negative allowed, distinct), else all.
   bool Axes(int64_t rank, std::vector<int64_t>* dims, std::string* why) const {
     dims->clear();
-    if (axes_.empty()) {
+    if (a_.axes.empty()) {
       for (int64_t d = 0; d < rank; ++d) dims->push_back(d);
       return true;
     }
-    for (int64_t a : axes_) {
+    for (int64_t a : a_.axes) {
       const int64_t d = a < 0 ? a + rank : a;
       if (d < 0 || d >= rank || std::find(dims->begin(), dims->end(), d) != dims->end()) {
         *why = "axes must be distinct and in [" + std::to_string(-rank) + ", " +
@@ -299,7 +294,7 @@ class ResizeOp : public Op {
     return true;
   }
   int scales_index() const {
-    if (upsample_ && opset() < 9) return -1;
+    if (a_.upsample && opset() < 9) return -1;
     return modern() ? 2 : 1;
   }
 
@@ -309,7 +304,7 @@ class ResizeOp : public Op {
     const int64_t rank = static_cast<int64_t>(in.size());
     std::vector<float> scales;
     if (scales_index() < 0)
-      scales = attr_scales_;
+      scales = a_.scales;
     else if (scales_t)
       for (int64_t i = 0; i < scales_t->numel(); ++i) scales.push_back(scales_t->data<float>()[i]);
     const bool has_sizes = sizes_t && sizes_t->numel() > 0;
@@ -323,7 +318,7 @@ class ResizeOp : public Op {
     std::vector<int64_t> dims;
     if (!Axes(rank, &dims, why)) return false;
     const auto k = static_cast<int64_t>(dims.size());
-    if (!axes_.empty()) {
+    if (!a_.axes.empty()) {
       if (!scales.empty()) {
         if (static_cast<int64_t>(scales.size()) != k) {
           *why = "scales must have one value per axis (" + std::to_string(k) + "); got " +
@@ -337,7 +332,7 @@ class ResizeOp : public Op {
     }
     if (has_sizes) {
       std::vector<int64_t> sizes = ReadInts(*sizes_t);
-      if (!axes_.empty()) {
+      if (!a_.axes.empty()) {
         if (static_cast<int64_t>(sizes.size()) != k) {
           *why = "sizes must have one value per axis (" + std::to_string(k) + "); got " +
                  std::to_string(sizes.size());
@@ -347,14 +342,15 @@ class ResizeOp : public Op {
         for (int64_t i = 0; i < k; ++i) full[dims[i]] = sizes[i];
         sizes = std::move(full);
       }
-      if (policy_ != AspectPolicy::kStretch && static_cast<int64_t>(sizes.size()) == rank) {
+      if (a_.policy != AspectPolicy::kStretch && static_cast<int64_t>(sizes.size()) == rank) {
         // One scale for every named dim: the largest that fits (not_larger) or the smallest that
         // covers (not_smaller) the requested sizes; sizes = round(scale * in).
-        double common = policy_ == AspectPolicy::kNotLarger ? 1e300 : 0.0;
+        double common = a_.policy == AspectPolicy::kNotLarger ? 1e300 : 0.0;
         for (int64_t d : dims) {
           if (in[d] == 0) continue;
           const double r = static_cast<double>(sizes[d]) / static_cast<double>(in[d]);
-          common = policy_ == AspectPolicy::kNotLarger ? std::min(common, r) : std::max(common, r);
+          common =
+              a_.policy == AspectPolicy::kNotLarger ? std::min(common, r) : std::max(common, r);
         }
         if (common == 1e300) common = 1.0;
         for (int64_t d : dims) {
@@ -392,8 +388,8 @@ class ResizeOp : public Op {
     }
     for (int64_t d = 0; d < rank; ++d) {
       const float s = scales[d];
-      if (!(s > 0.f) || !std::isfinite(s) || (upsample_ && s < 1.f)) {
-        *why = std::string("scales must be ") + (upsample_ ? ">= 1" : "> 0") + "; got " +
+      if (!(s > 0.f) || !std::isfinite(s) || (a_.upsample && s < 1.f)) {
+        *why = std::string("scales must be ") + (a_.upsample ? ">= 1" : "> 0") + "; got " +
                std::to_string(s) + " at dim " + std::to_string(d);
         return false;
       }
@@ -408,7 +404,7 @@ class ResizeOp : public Op {
                   double roi_end) const {
     const double x = static_cast<double>(x_out);
     const double length = static_cast<double>(in) * scale;
-    switch (coord_) {
+    switch (a_.coord) {
       case Coord::kHalfPixel:
         return (x + 0.5) / scale - 0.5;
       case Coord::kHalfPixelSymmetric: {
@@ -436,7 +432,7 @@ class ResizeOp : public Op {
   int64_t NearestIndex(double x, double scale) const {
     const double fl = std::floor(x);
     const double frac = x - fl;
-    switch (rounding_) {
+    switch (a_.rounding) {
       case Rounding::kRoundPreferFloor:
         return static_cast<int64_t>(frac <= 0.5 ? fl : fl + 1);
       case Rounding::kRoundPreferCeil:
@@ -456,15 +452,15 @@ class ResizeOp : public Op {
     t.count.assign(static_cast<size_t>(out), 0);
     t.index.assign(static_cast<size_t>(out) * kMaxTaps, 0);
     t.weight.assign(static_cast<size_t>(out) * kMaxTaps, 0.0);
-    const double a = cubic_a_;
+    const double a = a_.cubic_a;
     for (int64_t o = 0; o < out; ++o) {
       const double x = Original(o, in, out, scale, roi_start, roi_end);
-      if (coord_ == Coord::kTfCropAndResize && (x < 0.0 || x > static_cast<double>(in - 1)))
+      if (a_.coord == Coord::kTfCropAndResize && (x < 0.0 || x > static_cast<double>(in - 1)))
         continue;  // count 0: extrapolation_value
       int64_t idx[kMaxTaps];
       double w[kMaxTaps];
       int n = 0;
-      if (interp_ == Interp::kNearest) {
+      if (a_.interp == Interp::kNearest) {
         idx[0] = NearestIndex(x, scale);
         w[0] = 1.0;
         n = 1;
@@ -472,7 +468,7 @@ class ResizeOp : public Op {
         const double fl = std::floor(x);
         const double r = x - fl;
         const int64_t base = static_cast<int64_t>(fl);
-        if (interp_ == Interp::kLinear) {
+        if (a_.interp == Interp::kLinear) {
           idx[0] = base;
           w[0] = 1.0 - r;
           idx[1] = base + 1;
@@ -487,7 +483,7 @@ class ResizeOp : public Op {
           for (int j = 0; j < 4; ++j) idx[j] = base - 1 + j;
           n = 4;
         }
-        if (exclude_outside_) {
+        if (a_.exclude_outside) {
           double sum = 0.0;
           for (int j = 0; j < n; ++j) {
             if (idx[j] < 0 || idx[j] >= in) w[j] = 0.0;
@@ -526,7 +522,7 @@ class ResizeOp : public Op {
       for (int64_t d = 0; d < rank; ++d) outside = outside || taps[d].count[oi[d]] == 0;
       double acc = 0.0;
       if (outside) {
-        acc = extrapolation_value_;
+        acc = a_.extrapolation_value;
       } else {
         std::fill(ci, ci + rank, 0);
         while (true) {
@@ -554,17 +550,7 @@ class ResizeOp : public Op {
     }
   }
 
-  bool upsample_;
-  Interp interp_ = Interp::kNearest;
-  Coord coord_ = Coord::kHalfPixel;
-  enum class AspectPolicy { kStretch, kNotLarger, kNotSmaller };
-  AspectPolicy policy_ = AspectPolicy::kStretch;  // Resize-18
-  std::vector<int64_t> axes_;                     // Resize-18; empty: every dim
-  Rounding rounding_ = Rounding::kRoundPreferFloor;
-  bool exclude_outside_ = false;
-  double cubic_a_ = -0.75;
-  double extrapolation_value_ = 0.0;
-  std::vector<float> attr_scales_;
+  ResizeAttrs a_;
 };
 
 KILN_REGISTER_OP("Resize", 10, ir::kMaxOpset, &ResizeOp::CreateResize);

@@ -8,6 +8,7 @@
 // part, the last smaller.
 #include <cstring>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -33,6 +34,7 @@ void OuterInner(const Shape& shape, int64_t axis, size_t esz, int64_t* outer,
 
 class ConcatOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     if (node.opset >= 4 && !node.HasAttr("axis"))
       return ir::AttrError(node, "the `axis` attribute is required from opset 4; got none");
@@ -44,10 +46,10 @@ class ConcatOp : public Op {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     const int64_t r = ctx.rank(0);
     if (r == 0) return ctx.Error("inputs must have rank >= 1; got a scalar");
-    if (axis_ < -r || axis_ >= r)
+    if (a_.axis < -r || a_.axis >= r)
       return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
-                       "); got " + std::to_string(axis_));
-    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+                       "); got " + std::to_string(a_.axis));
+    const int64_t axis = a_.axis < 0 ? a_.axis + r : a_.axis;
     Shape out = ctx.shape(0);
     out[axis] = 0;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -70,7 +72,7 @@ class ConcatOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     Tensor& out = ctx.out(0);
     const size_t esz = DataTypeSize(out.dtype());
-    const int64_t axis = axis_ < 0 ? axis_ + out.rank() : axis_;
+    const int64_t axis = a_.axis < 0 ? a_.axis + out.rank() : a_.axis;
     int64_t outer, inner_bytes;
     OuterInner(out.shape(), axis, esz, &outer, &inner_bytes);
     const int64_t out_row = out.shape()[axis] * inner_bytes;
@@ -89,29 +91,30 @@ class ConcatOp : public Op {
   }
 
  private:
-  ConcatOp(const Node& node, int64_t axis) : Op(node), axis_(axis) {}
-  int64_t axis_;
+  ConcatOp(const Node& node, int64_t axis) : Op(node) { a_.axis = axis; }
+  AxisAttrs a_;
 };
 KILN_REGISTER_OP("Concat", 1, ir::kMaxOpset, &ConcatOp::Create);
 
 class SplitOp : public Op {
  public:
-  explicit SplitOp(const Node& node)
-      : Op(node),
-        axis_(node.GetInt("axis", 0)),
-        attr_split_(node.GetInts("split")),
-        num_outputs_(node.opset >= 18 ? node.GetInt("num_outputs", 0) : 0) {}
+  const ir::OpAttrs* attributes() const override { return &a_; }
+  explicit SplitOp(const Node& node) : Op(node) {
+    a_.axis = node.GetInt("axis", 0);
+    a_.split = node.GetInts("split");
+    a_.num_outputs = node.opset >= 18 ? node.GetInt("num_outputs", 0) : 0;
+  }
   std::vector<int> ShapeInputs() const override {
     return SplitFromInput() ? std::vector<int>{1} : std::vector<int>{};
   }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     const int64_t r = ctx.rank(0);
-    if (axis_ < -r || axis_ >= r)
+    if (a_.axis < -r || a_.axis >= r)
       return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
-                       "); got " + std::to_string(axis_));
-    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
-    std::vector<int64_t> split = attr_split_;
+                       "); got " + std::to_string(a_.axis));
+    const int64_t axis = a_.axis < 0 ? a_.axis + r : a_.axis;
+    std::vector<int64_t> split = a_.split;
     if (SplitFromInput() && ctx.has_input(1)) {
       KILN_ASSIGN_OR_RETURN(split, KnownInts(ctx, 1, "Split's split"));
     } else if (opset() >= 13) {
@@ -119,11 +122,12 @@ class SplitOp : public Op {
     }
     const int64_t dim = ctx.shape(0)[axis];
     const auto n = static_cast<int64_t>(ctx.num_outputs());
-    if (num_outputs_ != 0) {  // Split-18: equal parts of ceil(dim / num_outputs), the last smaller
+    if (a_.num_outputs !=
+        0) {  // Split-18: equal parts of ceil(dim / num_outputs), the last smaller
       if (!split.empty())
         return ctx.Error("takes the split input or the num_outputs attribute, not both");
-      if (num_outputs_ != n)
-        return ctx.Error("num_outputs (" + std::to_string(num_outputs_) +
+      if (a_.num_outputs != n)
+        return ctx.Error("num_outputs (" + std::to_string(a_.num_outputs) +
                          ") must equal the number of outputs (" + std::to_string(n) + ")");
       const int64_t chunk = (dim + n - 1) / n;
       if (chunk * (n - 1) > dim)
@@ -161,7 +165,7 @@ class SplitOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& in = ctx.in(0);
     const size_t esz = DataTypeSize(in.dtype());
-    const int64_t axis = axis_ < 0 ? axis_ + in.rank() : axis_;
+    const int64_t axis = a_.axis < 0 ? a_.axis + in.rank() : a_.axis;
     int64_t outer, inner_bytes;
     OuterInner(in.shape(), axis, esz, &outer, &inner_bytes);
     const int64_t in_row = in.shape()[axis] * inner_bytes;
@@ -180,9 +184,7 @@ class SplitOp : public Op {
 
  private:
   bool SplitFromInput() const { return opset() < 2 || opset() >= 13; }
-  int64_t axis_;
-  std::vector<int64_t> attr_split_;
-  int64_t num_outputs_;
+  SplitAttrs a_;
 };
 KILN_REGISTER_OP("Split", 1, ir::kMaxOpset, &ir::MakeOp<SplitOp>);
 

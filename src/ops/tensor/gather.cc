@@ -5,6 +5,7 @@
 // (at inference when the indices are known).
 #include <cstring>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -18,17 +19,18 @@ using ir::Op;
 
 class GatherOp : public Op {
  public:
-  explicit GatherOp(const Node& node) : Op(node), axis_(node.GetInt("axis", 0)) {}
+  const ir::OpAttrs* attributes() const override { return &a_; }
+  explicit GatherOp(const Node& node) : Op(node) { a_.axis = node.GetInt("axis", 0); }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     if (!ctx.has_input(1)) return ctx.Error("indices (input 1) are required; got none");
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64, DataType::kInt32}));
     const int64_t r = ctx.rank(0);
     if (r == 0) return ctx.Error("data must have rank >= 1; got a scalar");
-    if (axis_ < -r || axis_ >= r)
+    if (a_.axis < -r || a_.axis >= r)
       return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
-                       "); got " + std::to_string(axis_));
-    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+                       "); got " + std::to_string(a_.axis));
+    const int64_t axis = a_.axis < 0 ? a_.axis + r : a_.axis;
     const Shape& data = ctx.shape(0);
     Shape out(data.begin(), data.begin() + axis);
     out.insert(out.end(), ctx.shape(1).begin(), ctx.shape(1).end());
@@ -47,7 +49,7 @@ class GatherOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& data = ctx.in(0);
     const Tensor& indices = ctx.in(1);
-    const int64_t axis = axis_ < 0 ? axis_ + data.rank() : axis_;
+    const int64_t axis = a_.axis < 0 ? a_.axis + data.rank() : a_.axis;
     const Shape& s = data.shape();
     const size_t esz = DataTypeSize(data.dtype());
     int64_t outer = 1, block = static_cast<int64_t>(esz);
@@ -79,7 +81,7 @@ class GatherOp : public Op {
   }
 
  private:
-  int64_t axis_;
+  AxisAttrs a_;
 };
 KILN_REGISTER_OP("Gather", 1, ir::kMaxOpset, &ir::MakeOp<GatherOp>);
 

@@ -10,6 +10,7 @@
 // Limits: reflect/edge/wrap need a non-empty axis wherever padding is added.
 #include <cstring>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -20,8 +21,6 @@ using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
 using ir::Op;
-
-enum class PadMode { kConstant, kReflect, kEdge, kWrap };
 
 std::string CheckPads(const Shape& in, const std::vector<int64_t>& pads, PadMode mode, Shape* out) {
   const size_t r = in.size();
@@ -88,6 +87,7 @@ int64_t SourceIndex(int64_t c, int64_t n, PadMode mode) {
 
 class PadOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     const std::string m = node.GetString("mode", "constant");
     PadMode mode;
@@ -116,7 +116,7 @@ class PadOp : public Op {
   }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
-    std::vector<int64_t> pads = attr_pads_;
+    std::vector<int64_t> pads = a_.pads;
     if (opset() >= 11) {
       KILN_ASSIGN_OR_RETURN(pads, KnownInts(ctx, 1, "Pad's pads"));
       if (opset() >= 18 && ctx.has_input(3)) {
@@ -134,11 +134,11 @@ class PadOp : public Op {
       }
     }
     Shape out;
-    const std::string err = CheckPads(ctx.shape(0), pads, mode_, &out);
+    const std::string err = CheckPads(ctx.shape(0), pads, a_.mode, &out);
     if (!err.empty()) return ctx.Error(err);
-    if (opset() < 11 && mode_ == PadMode::kConstant) {
+    if (opset() < 11 && a_.mode == PadMode::kConstant) {
       unsigned char probe[16];
-      if (!StoreAsDtype(ctx.dtype(0), value_, probe))
+      if (!StoreAsDtype(ctx.dtype(0), a_.value, probe))
         return Unsupported("failed to infer shapes of " + describe() +
                            ": the value attribute cannot be stored as " +
                            DataTypeName(ctx.dtype(0)));
@@ -150,7 +150,7 @@ class PadOp : public Op {
     const Tensor& in = ctx.in(0);
     Tensor& out = ctx.out(0);
     const size_t esz = DataTypeSize(in.dtype());
-    std::vector<int64_t> pads = attr_pads_;
+    std::vector<int64_t> pads = a_.pads;
     if (opset() >= 11) {
       KILN_ASSIGN_OR_RETURN(pads, RunInts(*this, ctx.in(1), "pads"));
       if (opset() >= 18 && ctx.has(3)) {
@@ -160,7 +160,7 @@ class PadOp : public Op {
       }
     }
     Shape out_shape;
-    const std::string err = CheckPads(in.shape(), pads, mode_, &out_shape);
+    const std::string err = CheckPads(in.shape(), pads, a_.mode, &out_shape);
     if (!err.empty()) return RunError(err);
     if (out_shape != out.shape())
       return RunError("output was allocated as " + ShapeToString(out.shape()) +
@@ -168,7 +168,7 @@ class PadOp : public Op {
     unsigned char fill[16] = {};
     if (opset() >= 11) {
       if (ctx.has(2) && ctx.in(2).numel() > 0) std::memcpy(fill, ctx.in(2).raw(), esz);
-    } else if (!StoreAsDtype(in.dtype(), value_, fill)) {
+    } else if (!StoreAsDtype(in.dtype(), a_.value, fill)) {
       return RunError(std::string("the value attribute cannot be stored as ") +
                       DataTypeName(in.dtype()));
     }
@@ -186,7 +186,7 @@ class PadOp : public Op {
     for (size_t d = 0; d < r; ++d) {
       map[d].resize(out_shape[d]);
       for (int64_t o = 0; o < out_shape[d]; ++o)
-        map[d][o] = SourceIndex(o - pads[d], in.shape()[d], mode_);
+        map[d][o] = SourceIndex(o - pads[d], in.shape()[d], a_.mode);
     }
     const auto strides = Strides(in.shape());
     const int64_t inner = out_shape[r - 1];
@@ -217,11 +217,12 @@ class PadOp : public Op {
   }
 
  private:
-  PadOp(const Node& node, PadMode mode, std::vector<int64_t> pads, float value)
-      : Op(node), mode_(mode), attr_pads_(std::move(pads)), value_(value) {}
-  PadMode mode_;
-  std::vector<int64_t> attr_pads_;  // Pad-1/2
-  float value_;                     // Pad-1/2
+  PadOp(const Node& node, PadMode mode, std::vector<int64_t> pads, float value) : Op(node) {
+    a_.mode = mode;
+    a_.pads = std::move(pads);
+    a_.value = value;
+  }
+  PadAttrs a_;
 };
 KILN_REGISTER_OP("Pad", 1, ir::kMaxOpset, &PadOp::Create);
 

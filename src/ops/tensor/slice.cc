@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -87,6 +88,7 @@ using ir::Op;
 
 class SliceOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     if (node.opset < 10 && (!node.HasAttr("starts") || !node.HasAttr("ends")))
       return ir::AttrError(node,
@@ -102,8 +104,8 @@ class SliceOp : public Op {
     SlicePlan plan;
     std::string err;
     if (opset() < 10) {
-      err =
-          MakeSlicePlan(ctx.shape(0), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+      err = MakeSlicePlan(ctx.shape(0), a_.starts, a_.ends, a_.has_axes ? &a_.axes : nullptr,
+                          nullptr, &plan);
     } else {
       std::vector<int64_t> v[5];
       for (size_t i = 1; i < 5; ++i) {
@@ -125,7 +127,8 @@ class SliceOp : public Op {
     SlicePlan plan;
     std::string err;
     if (opset() < 10) {
-      err = MakeSlicePlan(in.shape(), starts_, ends_, has_axes_ ? &axes_ : nullptr, nullptr, &plan);
+      err = MakeSlicePlan(in.shape(), a_.starts, a_.ends, a_.has_axes ? &a_.axes : nullptr, nullptr,
+                          &plan);
     } else {
       std::vector<int64_t> v[5];
       for (size_t i = 1; i < 5; ++i) {
@@ -151,15 +154,13 @@ class SliceOp : public Op {
   }
 
  private:
-  explicit SliceOp(const Node& node)
-      : Op(node),
-        starts_(node.GetInts("starts")),
-        ends_(node.GetInts("ends")),
-        has_axes_(node.HasAttr("axes")),
-        axes_(node.GetInts("axes")) {}
-  std::vector<int64_t> starts_, ends_;  // Slice-1 attributes
-  bool has_axes_;
-  std::vector<int64_t> axes_;
+  explicit SliceOp(const Node& node) : Op(node) {
+    a_.starts = node.GetInts("starts");
+    a_.ends = node.GetInts("ends");
+    a_.has_axes = node.HasAttr("axes");
+    a_.axes = node.GetInts("axes");
+  }
+  SliceAttrs a_;
 };
 KILN_REGISTER_OP("Slice", 1, ir::kMaxOpset, &SliceOp::Create);
 

@@ -3,6 +3,7 @@
 // fixed-size dtype works.
 #include <algorithm>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -16,6 +17,7 @@ using ir::Op;
 
 class TransposeOp : public Op {
  public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::vector<int64_t> perm = node.GetInts("perm");
     std::vector<bool> seen(perm.size(), false);
@@ -46,16 +48,17 @@ class TransposeOp : public Op {
   }
 
  private:
-  TransposeOp(const Node& node, bool has_perm, std::vector<int64_t> perm)
-      : Op(node), has_perm_(has_perm), perm_(std::move(perm)) {}
+  TransposeOp(const Node& node, bool has_perm, std::vector<int64_t> perm) : Op(node) {
+    a_.has_perm = has_perm;
+    a_.perm = std::move(perm);
+  }
   std::vector<int64_t> Perm(int64_t rank) const {
-    if (has_perm_) return perm_;
+    if (a_.has_perm) return a_.perm;
     std::vector<int64_t> p(rank);
     for (int64_t i = 0; i < rank; ++i) p[i] = rank - 1 - i;
     return p;
   }
-  bool has_perm_;
-  std::vector<int64_t> perm_;
+  TransposeAttrs a_;
 };
 KILN_REGISTER_OP("Transpose", 1, ir::kMaxOpset, &TransposeOp::Create);
 

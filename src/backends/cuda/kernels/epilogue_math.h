@@ -2,7 +2,7 @@
 // tests. Conv (kiln.FusedConv after cuDNN ran without bias): Y [N, C, HW] dense, y = act(y +
 // bias[c] + residual[i]); Gemm/MatMul (kiln.FusedMatMul): Y [rows, cols], y = act(y + bias[col]).
 // The order is the reference's (ops/fused/fused_conv.cc, fused_matmul.cc): bias, then residual,
-// then the activation (activation_math.h; kIdentity for none). bias and residual may be null.
+// then the activation (activation_math.h; kNone for none). bias and residual may be null.
 // The reference adds the conv bias in its double accumulator; here it is a float add after the
 // library's float result (one rounding apart). Limits: float32.
 #pragma once

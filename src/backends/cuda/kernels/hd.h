@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define KILN_HD __host__ __device__ __forceinline__
-#else
-#define KILN_HD inline
-#endif
+#include "core/hd.h"
 
 namespace kiln::cuda_math {
 

@@ -21,7 +21,8 @@ using runtime::TensorInfo;
 
 class ConvCudnn final : public runtime::Kernel {
  public:
-  explicit ConvCudnn(const ir::Node& node) : node_(node) {}
+  ConvCudnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     Status s = DoPrepare(ctx);
@@ -81,14 +82,13 @@ class ConvCudnn final : public runtime::Kernel {
     const Shape& x = ctx->inputs[0].shape;
     const Shape& w = ctx->inputs[1].shape;
     const Shape& y = ctx->outputs[0].shape;
-    ops::nn::WindowAttrs attrs;
-    KILN_RETURN_IF_ERROR(ops::nn::ParseWindowAttrs(node_, true, &attrs));
     ops::nn::Window win;
-    std::string rule = ops::nn::ForwardWindow(attrs, {x[2], x[3]}, {w[2], w[3]}, false, &win);
+    std::string rule =
+        ops::nn::ForwardWindow(a_.conv.window, {x[2], x[3]}, {w[2], w[3]}, false, &win);
     if (!rule.empty()) return InvalidModel(node_.Describe() + ": " + rule);
     if (win.pad_begin != win.pad_end)
       return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
-    const int group = static_cast<int>(node_.GetInt("group", 1));
+    const int group = static_cast<int>(a_.conv.group);
     fp16_ = ctx->precision == "fp16";
     const cudnnDataType_t dt = fp16_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     x_elems_ = static_cast<size_t>(NumElements(x));
@@ -122,9 +122,8 @@ class ConvCudnn final : public runtime::Kernel {
           return cudnnGetConvolutionForwardWorkspaceSize(handle, d_.x, d_.w, d_.conv, d_.y, a, b);
         },
         &algo_, &workspace_bytes_, &tuned_));
-    ops::Activation act;
-    if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
-    act_ = DeviceActivation(act.kind);
+    const ops::Activation& act = a_.act;
+    act_ = act.kind;
     act_alpha_ = act.alpha;
     act_beta_ = act.beta;
     batch_ = y[0];
@@ -136,27 +135,28 @@ class ConvCudnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::ConvAttrs a_;
   CudnnConvDescriptors d_;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes_ = 0;
   bool fp16_ = false, tuned_ = false;
   size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0;
   std::shared_ptr<void> w_half_;  // prepacked float16 weights (fp16, constant W)
-  cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
+  cuda_math::Activation act_ = cuda_math::Activation::kNone;
   float act_alpha_ = 0, act_beta_ = 0;
   int64_t batch_ = 0, channels_ = 0, hw_ = 0;
   bool needs_epilogue_ = false;
 };
 
-KernelSupport SupportsConv(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+KernelSupport SupportsConv(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
+  const ops::nn::WindowAttrs& win = runtime::AttrsOf<ops::ConvAttrs>(op).conv.window;
   if (!AllFloat(in)) return {false, "needs float32 tensors"};
   if (in[0].shape.size() != 4) return {false, "needs a 2-D convolution (NCHW input)"};
-  std::vector<int64_t> pads = node.GetInts("pads");
+  const std::vector<int64_t>& pads = win.pads;
   if (pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]))
     return {false, "asymmetric pads " + ops::nn::JoinInts(pads) + " (cuDNN needs symmetric)"};
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-    return {false, "auto_pad " + auto_pad + " may pad asymmetrically"};
+  if (win.auto_pad == ops::nn::AutoPad::kSameUpper || win.auto_pad == ops::nn::AutoPad::kSameLower)
+    return {false, "auto_pad SAME_UPPER / SAME_LOWER may pad asymmetrically"};
   return {true, ""};
 }
 

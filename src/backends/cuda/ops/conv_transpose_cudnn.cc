@@ -20,7 +20,8 @@ using runtime::TensorInfo;
 
 class ConvTransposeCudnn final : public runtime::Kernel {
  public:
-  explicit ConvTransposeCudnn(const ir::Node& node) : node_(node) {}
+  ConvTransposeCudnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ConvTransposeAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     Status s = DoPrepare(ctx);
@@ -41,7 +42,7 @@ class ConvTransposeCudnn final : public runtime::Kernel {
     if (!ctx.has(2)) return OkStatus();
     return CheckLaunch(cuda_kernels::LaunchConvEpilogue(
                            y, ctx.in(2).data<float>(), nullptr, batch_, channels_, hw_,
-                           static_cast<int>(cuda_math::Activation::kIdentity), 0.f, 0.f, stream),
+                           static_cast<int>(cuda_math::Activation::kNone), 0.f, 0.f, stream),
                        "bias epilogue", node_);
   }
 
@@ -50,11 +51,15 @@ class ConvTransposeCudnn final : public runtime::Kernel {
     const Shape& x = ctx->inputs[0].shape;
     const Shape& w = ctx->inputs[1].shape;
     const Shape& y = ctx->outputs[0].shape;
-    const int group = static_cast<int>(node_.GetInt("group", 1));
-    std::vector<int64_t> strides = node_.GetInts("strides", {1, 1});
-    std::vector<int64_t> dil = node_.GetInts("dilations", {1, 1});
-    std::vector<int64_t> pads = node_.GetInts("pads", {0, 0, 0, 0});
-    std::vector<int64_t> outpad = node_.GetInts("output_padding", {0, 0});
+    // The attributes as written (ops::ConvTransposeAttrs); empty means the defaults.
+    const int group = static_cast<int>(a_.group);
+    auto or_default = [](const std::vector<int64_t>& v, std::vector<int64_t> d) {
+      return v.empty() ? d : v;
+    };
+    std::vector<int64_t> strides = or_default(a_.window.strides, {1, 1});
+    std::vector<int64_t> dil = or_default(a_.window.dilations, {1, 1});
+    std::vector<int64_t> pads = or_default(a_.window.pads, {0, 0, 0, 0});
+    std::vector<int64_t> outpad = or_default(a_.output_padding, {0, 0});
     if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4 || outpad.size() != 2)
       return Unsupported("needs 2-D strides, dilations, pads and output_padding");
     for (int d = 0; d < 2; ++d) {
@@ -91,6 +96,7 @@ class ConvTransposeCudnn final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::ConvTransposeAttrs a_;
   CudnnConvDescriptors d_;
   cudnnConvolutionBwdDataAlgo_t algo_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t workspace_bytes_ = 0;
@@ -98,15 +104,16 @@ class ConvTransposeCudnn final : public runtime::Kernel {
   int64_t batch_ = 0, channels_ = 0, hw_ = 0;
 };
 
-KernelSupport SupportsConvTranspose(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsConvTranspose(const ir::Node&, const ir::Op& op,
                                     const std::vector<TensorInfo>& in) {
+  const ops::ConvTransposeAttrs& a = runtime::AttrsOf<ops::ConvTransposeAttrs>(op);
   if (!AllFloat(in)) return {false, "needs float32 tensors"};
   if (in[0].shape.size() != 4) return {false, "needs a 2-D transposed convolution (NCHW)"};
-  if (node.HasAttr("output_shape")) return {false, "output_shape given (pads follow from it)"};
-  const std::string auto_pad = node.GetString("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty())
-    return {false, "auto_pad " + auto_pad};
-  std::vector<int64_t> pads = node.GetInts("pads");
+  if (!a.output_shape.empty()) return {false, "output_shape given (pads follow from it)"};
+  if (a.window.auto_pad == ops::nn::AutoPad::kSameUpper ||
+      a.window.auto_pad == ops::nn::AutoPad::kSameLower)
+    return {false, "auto_pad SAME_UPPER / SAME_LOWER"};
+  const std::vector<int64_t>& pads = a.window.pads;
   if (pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]))
     return {false, "asymmetric pads " + ops::nn::JoinInts(pads)};
   return {true, ""};

@@ -1,11 +1,13 @@
 // Helpers shared by the CUDA backend's kernels (src/backends/cuda/ops/*.cc): the launch-error
-// check, the activation mapping from kiln's fused-op attributes to the device activation enum,
-// and the float32-only support test. Kernels run on ComputeContext::stream with device pointers.
+// check, the float32-only support test and the fp16 weight upload. Activations are kiln's one
+// type (ops/activation_math.h), passed to launchers as int. Kernels run on ComputeContext::stream
+// with device pointers.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -13,7 +15,7 @@
 #include "backends/cuda/kernels/cast.h"
 #include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/launch.h"
-#include "ops/fused/activation.h"
+#include "ops/attrs.h"
 #include "runtime/kernel.h"
 
 namespace kiln::cuda {
@@ -27,34 +29,6 @@ inline Status CheckLaunch(cudaError_t e, const char* kernel, const ir::Node& nod
   if (e == cudaSuccess) return OkStatus();
   return DeviceError(std::string("launching ") + kernel + " for " + node.Describe() +
                      " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
-}
-
-// The device activation for a fused node's `activation` attributes; kNone maps to kIdentity.
-inline cuda_math::Activation DeviceActivation(ops::ActivationKind kind) {
-  using A = cuda_math::Activation;
-  switch (kind) {
-    case ops::ActivationKind::kNone:
-      return A::kIdentity;
-    case ops::ActivationKind::kRelu:
-      return A::kRelu;
-    case ops::ActivationKind::kClip:
-      return A::kClip;
-    case ops::ActivationKind::kLeakyRelu:
-      return A::kLeakyRelu;
-    case ops::ActivationKind::kSigmoid:
-      return A::kSigmoid;
-    case ops::ActivationKind::kHardSigmoid:
-      return A::kHardSigmoid;
-    case ops::ActivationKind::kHardSwish:
-      return A::kHardSwish;
-    case ops::ActivationKind::kTanh:
-      return A::kTanh;
-    case ops::ActivationKind::kSilu:
-      return A::kSilu;
-    case ops::ActivationKind::kGelu:
-      return A::kGelu;
-  }
-  return A::kIdentity;
 }
 
 inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
@@ -109,9 +83,14 @@ inline int64_t NormalizeAxis(int64_t axis, size_t rank) {
   return axis < 0 ? axis + static_cast<int64_t>(rank) : axis;
 }
 
+// KernelDef::create: kernels are constructed from the node, and from the op (whose typed
+// attributes, ops/attrs.h, they copy) when they take one.
 template <typename K>
-std::unique_ptr<runtime::Kernel> Make(const ir::Node& node, const ir::Op&) {
-  return std::make_unique<K>(node);
+std::unique_ptr<runtime::Kernel> Make(const ir::Node& node, const ir::Op& op) {
+  if constexpr (std::is_constructible_v<K, const ir::Node&, const ir::Op&>)
+    return std::make_unique<K>(node, op);
+  else
+    return std::make_unique<K>(node);
 }
 
 }  // namespace kiln::cuda

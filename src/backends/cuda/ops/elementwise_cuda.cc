@@ -17,66 +17,53 @@ using cuda_math::Activation;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
+// The unary math ops (no parameters); the activations come from ops::ActivationOfNode.
 struct UnaryEntry {
   const char* op;
   Activation act;
-  float alpha, beta;  // defaults; LeakyRelu and HardSigmoid read attributes
 };
-constexpr UnaryEntry kUnary[] = {
-    {"Relu", Activation::kRelu, 0, 0},
-    {"Sigmoid", Activation::kSigmoid, 0, 0},
-    {"Tanh", Activation::kTanh, 0, 0},
-    {"LeakyRelu", Activation::kLeakyRelu, 0.01f, 0},
-    {"HardSigmoid", Activation::kHardSigmoid, 0.2f, 0.5f},
-    {"HardSwish", Activation::kHardSwish, 0, 0},
-    {"Clip", Activation::kClip, 0, 0},
-    {"Erf", Activation::kErf, 0, 0},
-    {"Exp", Activation::kExp, 0, 0},
-    {"Log", Activation::kLog, 0, 0},
-    {"Sqrt", Activation::kSqrt, 0, 0},
-    {"Neg", Activation::kNeg, 0, 0},
-    {"Abs", Activation::kAbs, 0, 0},
-    {"Reciprocal", Activation::kReciprocal, 0, 0},
+constexpr UnaryEntry kUnaryMath[] = {
+    {"Erf", Activation::kErf},
+    {"Exp", Activation::kExp},
+    {"Log", Activation::kLog},
+    {"Sqrt", Activation::kSqrt},
+    {"Neg", Activation::kNeg},
+    {"Abs", Activation::kAbs},
+    {"Reciprocal", Activation::kReciprocal},
 };
 
-const UnaryEntry& UnaryOf(const std::string& op) {
-  for (const UnaryEntry& e : kUnary)
-    if (op == e.op) return e;
-  return kUnary[0];
+// kiln's one activation type for the node: its defaults and attributes (ops/activation.h),
+// Clip's bounds from its constant inputs; false when the node is neither.
+bool UnaryOf(const ir::Node& node, const std::vector<const Tensor*>& constants,
+             ops::Activation* act) {
+  for (const UnaryEntry& e : kUnaryMath)
+    if (node.op_type == e.op) {
+      *act = ops::DefaultActivation(e.act);
+      return true;
+    }
+  return ops::ActivationOfNode(node, constants, act);
 }
 
 class UnaryCuda final : public runtime::Kernel {
  public:
-  explicit UnaryCuda(const ir::Node& node) : node_(node), entry_(UnaryOf(node.op_type)) {}
+  explicit UnaryCuda(const ir::Node& node) : node_(node) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    alpha_ = node_.GetFloat("alpha", entry_.alpha);
-    beta_ = node_.GetFloat("beta", entry_.beta);
-    if (entry_.act == Activation::kClip) {
-      alpha_ = std::numeric_limits<float>::lowest();
-      beta_ = std::numeric_limits<float>::max();
-      if (node_.opset < 11) {
-        alpha_ = node_.GetFloat("min", alpha_);
-        beta_ = node_.GetFloat("max", beta_);
-      } else {
-        if (node_.HasInput(1)) alpha_ = ctx->constants[1]->data<float>()[0];
-        if (node_.HasInput(2)) beta_ = ctx->constants[2]->data<float>()[0];
-      }
-    }
+    if (!UnaryOf(node_, ctx->constants, &act_))
+      return Unsupported(node_.Describe() + ": not a unary op this kernel runs");
     return OkStatus();
   }
   int InPlaceInput() const override { return 0; }
   Status Run(const ir::ComputeContext& ctx) const override {
     return CheckLaunch(cuda_kernels::LaunchActivation(
                            ctx.in(0).data<float>(), ctx.out(0).data<float>(), ctx.in(0).numel(),
-                           static_cast<int>(entry_.act), alpha_, beta_, StreamOf(ctx)),
+                           static_cast<int>(act_.kind), act_.alpha, act_.beta, StreamOf(ctx)),
                        "activation", node_);
   }
 
  private:
   ir::Node node_;
-  const UnaryEntry& entry_;
-  float alpha_ = 0, beta_ = 0;
+  ops::Activation act_;
 };
 
 KernelSupport SupportsUnary(const ir::Node& node, const ir::Op&,

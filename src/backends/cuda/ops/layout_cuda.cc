@@ -27,11 +27,12 @@ std::vector<int64_t> ConstantInts(const runtime::PrepareContext& ctx, size_t i) 
 
 class TransposeCuda final : public runtime::Kernel {
  public:
-  explicit TransposeCuda(const ir::Node& node) : node_(node) {}
+  TransposeCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::TransposeAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
-    std::vector<int64_t> perm = node_.GetInts("perm");
-    if (perm.empty())
+    std::vector<int64_t> perm = a_.perm;
+    if (!a_.has_perm)
       for (size_t d = x.size(); d-- > 0;) perm.push_back(static_cast<int64_t>(d));
     if (!cuda_math::MakeTransposeIndex(x, perm, &index_))
       return Unsupported("perm " + ops::nn::JoinInts(perm) + " of rank > 6 or invalid");
@@ -46,15 +47,17 @@ class TransposeCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::TransposeAttrs a_;
   cuda_math::GatherIndex index_{};
 };
 
 class ConcatCuda final : public runtime::Kernel {
  public:
-  explicit ConcatCuda(const ir::Node& node) : node_(node) {}
+  ConcatCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::AxisAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& y = ctx->outputs[0].shape;
-    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), y.size()));
+    const size_t a = static_cast<size_t>(NormalizeAxis(a_.axis, y.size()));
     const int64_t outer = Product(y, 0, a), inner = Product(y, a + 1, y.size());
     int64_t offset = 0;
     for (const TensorInfo& in : ctx->inputs) {
@@ -75,20 +78,22 @@ class ConcatCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::AxisAttrs a_;
   std::vector<cuda_math::ConcatIndex> copies_;
 };
 
 class SliceCuda final : public runtime::Kernel {
  public:
-  explicit SliceCuda(const ir::Node& node) : node_(node) {}
+  SliceCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::SliceAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
     ops::SlicePlan plan;
     std::string err;
     if (node_.opset < 10) {
-      std::vector<int64_t> axes = node_.GetInts("axes");
-      err = ops::MakeSlicePlan(x, node_.GetInts("starts"), node_.GetInts("ends"),
-                               node_.HasAttr("axes") ? &axes : nullptr, nullptr, &plan);
+      std::vector<int64_t> axes = a_.axes;
+      err =
+          ops::MakeSlicePlan(x, a_.starts, a_.ends, a_.has_axes ? &axes : nullptr, nullptr, &plan);
     } else {
       std::vector<int64_t> axes = ConstantInts(*ctx, 3), steps = ConstantInts(*ctx, 4);
       err = ops::MakeSlicePlan(x, ConstantInts(*ctx, 1), ConstantInts(*ctx, 2),
@@ -109,19 +114,21 @@ class SliceCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::SliceAttrs a_;
   cuda_math::GatherIndex index_{};
 };
 
 class PadCuda final : public runtime::Kernel {
  public:
-  explicit PadCuda(const ir::Node& node) : node_(node) {}
+  PadCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::PadAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
     std::vector<int64_t> pads;
     float value = 0.f;
     if (node_.opset < 11) {
-      pads = node_.GetInts(node_.opset < 2 ? "paddings" : "pads");
-      value = node_.GetFloat("value", 0.f);
+      pads = a_.pads;
+      value = a_.value;
     } else {
       pads = ConstantInts(*ctx, 1);
       if (node_.HasInput(2)) value = ctx->constants[2]->data<float>()[0];
@@ -143,6 +150,7 @@ class PadCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::PadAttrs a_;
   cuda_math::PadIndex index_{};
 };
 
@@ -150,10 +158,11 @@ class PadCuda final : public runtime::Kernel {
 // before it (sizes from the planned output shapes, so every opset's way of giving them works).
 class SplitCuda final : public runtime::Kernel {
  public:
-  explicit SplitCuda(const ir::Node& node) : node_(node) {}
+  SplitCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), axis_(runtime::AttrsOf<ops::SplitAttrs>(op).axis) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
-    const size_t axis = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", 0), x.size()));
+    const size_t axis = static_cast<size_t>(NormalizeAxis(axis_, x.size()));
     int64_t offset = 0;
     for (const TensorInfo& out : ctx->outputs) {
       cuda_math::GatherIndex index{};
@@ -183,15 +192,17 @@ class SplitCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  int64_t axis_;  // as written (ops::SplitAttrs)
   std::vector<cuda_math::GatherIndex> pieces_;
 };
 
 class GatherCuda final : public runtime::Kernel {
  public:
-  explicit GatherCuda(const ir::Node& node) : node_(node) {}
+  GatherCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), axis_(runtime::AttrsOf<ops::AxisAttrs>(op).axis) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
-    const int64_t axis = NormalizeAxis(node_.GetInt("axis", 0), x.size());
+    const int64_t axis = NormalizeAxis(axis_, x.size());
     if (const Tensor* idx = ctx->constants[1]) {
       for (int64_t k = 0; k < idx->numel(); ++k) {
         const int64_t v = idx->data<int64_t>()[k];
@@ -215,6 +226,7 @@ class GatherCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  int64_t axis_;  // as written (ops::AxisAttrs)
   cuda_math::GatherAxisShape shape_{};
   int64_t elem_bytes_ = 4;
 };
@@ -238,8 +250,8 @@ KernelSupport SupportsConcat(const ir::Node&, const ir::Op&, const std::vector<T
 
 KernelSupport SupportsPad(const ir::Node& node, const ir::Op& op,
                           const std::vector<TensorInfo>& in) {
-  const std::string mode = node.GetString("mode", "constant");
-  if (mode != "constant") return {false, "mode '" + mode + "' (only constant)"};
+  if (runtime::AttrsOf<ops::PadAttrs>(op).mode != ops::PadMode::kConstant)
+    return {false, "mode other than constant"};
   if (node.opset >= 18 && node.HasInput(3)) return {false, "the axes input (Pad-18)"};
   if (node.opset >= 11 && node.HasInput(2) && in[2].dtype != DataType::kFloat)
     return {false, "needs a float32 constant_value"};

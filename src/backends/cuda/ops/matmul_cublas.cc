@@ -48,19 +48,20 @@ std::string MatMulProduct(const Shape& a, const Shape& b, Product* p) {
 
 class MatMulCublas final : public runtime::Kernel {
  public:
-  explicit MatMulCublas(const ir::Node& node) : node_(node) {}
+  MatMulCublas(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::GemmAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& a = ctx->inputs[0].shape;
     const Shape& b = ctx->inputs[1].shape;
     if (node_.op_type == "Gemm") {
-      p_.trans_a = node_.GetInt("transA", 0) != 0;
-      p_.trans_b = node_.GetInt("transB", 0) != 0;
+      p_.trans_a = a_.trans_a;
+      p_.trans_b = a_.trans_b;
       p_.m = p_.trans_a ? a[1] : a[0];
       p_.k = p_.trans_a ? a[0] : a[1];
       p_.n = p_.trans_b ? b[0] : b[1];
-      alpha_ = node_.GetFloat("alpha", 1.f);
-      beta_ = node_.GetFloat("beta", 1.f);
+      alpha_ = a_.alpha;
+      beta_ = a_.beta;
       if (node_.HasInput(2)) {
         const Shape& c = ctx->inputs[2].shape;
         full_c_ = c == Shape{p_.m, p_.n};
@@ -70,9 +71,8 @@ class MatMulCublas final : public runtime::Kernel {
       std::string why = MatMulProduct(a, b, &p_);
       if (!why.empty()) return Unsupported(why);
       row_bias_ = node_.domain == "kiln" && node_.HasInput(2);
-      ops::Activation act;
-      if (node_.domain == "kiln") KILN_RETURN_IF_ERROR(ops::ParseActivation(node_, &act));
-      act_ = DeviceActivation(act.kind);
+      const ops::Activation& act = a_.act;
+      act_ = act.kind;
       act_alpha_ = act.alpha;
       act_beta_ = act.beta;
     }
@@ -117,7 +117,7 @@ class MatMulCublas final : public runtime::Kernel {
                                                   p_.stride_b, a, lda, p_.stride_a, &beta, y, n,
                                                   p_.m * p_.n, static_cast<int>(p_.batch)));
     }
-    if (!row_bias_ && act_ == cuda_math::Activation::kIdentity) return OkStatus();
+    if (!row_bias_ && act_ == cuda_math::Activation::kNone) return OkStatus();
     const float* bias = row_bias_ ? ctx.in(2).data<float>() : nullptr;
     return CheckLaunch(
         cuda_kernels::LaunchRowBiasEpilogue(y, bias, p_.batch * p_.m, p_.n, static_cast<int>(act_),
@@ -160,13 +160,14 @@ class MatMulCublas final : public runtime::Kernel {
   }
 
   ir::Node node_;
+  ops::GemmAttrs a_;
   Product p_;
   bool fp16_ = false;
   size_t a_elems_ = 0, b_elems_ = 0;
   std::shared_ptr<void> b_half_;  // prepacked float16 B (fp16, constant B)
   float alpha_ = 1.f, beta_ = 1.f;
   bool full_c_ = false, row_bias_ = false;
-  cuda_math::Activation act_ = cuda_math::Activation::kIdentity;
+  cuda_math::Activation act_ = cuda_math::Activation::kNone;
   float act_alpha_ = 0, act_beta_ = 0;
 };
 
@@ -178,15 +179,17 @@ KernelSupport SupportsMatMul(const ir::Node&, const ir::Op&, const std::vector<T
   return {true, ""};
 }
 
-KernelSupport SupportsGemm(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+KernelSupport SupportsGemm(const ir::Node& node, const ir::Op& op,
+                           const std::vector<TensorInfo>& in) {
+  const ops::GemmAttrs& a = runtime::AttrsOf<ops::GemmAttrs>(op);
   if (!AllFloat(in)) return {false, "needs float32 tensors"};
   if (in[0].shape.size() != 2 || in[1].shape.size() != 2) return {false, "needs 2-D A and B"};
   if (!node.HasInput(2)) return {true, ""};
-  const int64_t m = node.GetInt("transA", 0) ? in[0].shape[1] : in[0].shape[0];
-  const int64_t n = node.GetInt("transB", 0) ? in[1].shape[0] : in[1].shape[1];
+  const int64_t m = a.trans_a ? in[0].shape[1] : in[0].shape[0];
+  const int64_t n = a.trans_b ? in[1].shape[0] : in[1].shape[1];
   const Shape& c = in[2].shape;
   if (c == Shape{m, n}) return {true, ""};
-  if ((c == Shape{n} || c == Shape{1, n}) && node.GetFloat("beta", 1.f) == 1.f) return {true, ""};
+  if ((c == Shape{n} || c == Shape{1, n}) && a.beta == 1.f) return {true, ""};
   return {false,
           "C of shape " + ShapeToString(c) + " (supported: [M,N], or [N] / [1,N] with beta 1)"};
 }

@@ -16,7 +16,8 @@ using runtime::TensorInfo;
 
 class PoolCuda final : public runtime::Kernel {
  public:
-  explicit PoolCuda(const ir::Node& node) : node_(node) {}
+  PoolCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::PoolAttrs>(op)) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
@@ -26,11 +27,8 @@ class PoolCuda final : public runtime::Kernel {
       plane_size_ = x[2] * x[3];
       return OkStatus();
     }
-    ops::nn::WindowAttrs attrs;
-    KILN_RETURN_IF_ERROR(ops::nn::ParseWindowAttrs(node_, node_.op_type == "MaxPool", &attrs));
     ops::nn::Window win;
-    std::string rule =
-        ops::nn::ForwardWindow(attrs, {x[2], x[3]}, {}, node_.GetInt("ceil_mode", 0) == 1, &win);
+    std::string rule = ops::nn::ForwardWindow(a_.window, {x[2], x[3]}, {}, a_.ceil_mode, &win);
     if (!rule.empty()) return InvalidModel(node_.Describe() + ": " + rule);
     p_ = {x[2],
           x[3],
@@ -46,7 +44,7 @@ class PoolCuda final : public runtime::Kernel {
           win.pad_begin[1],
           win.pad_end[0],
           win.pad_end[1],
-          node_.GetInt("count_include_pad", 0) == 1};
+          a_.count_include_pad};
     return OkStatus();
   }
 
@@ -67,6 +65,7 @@ class PoolCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::PoolAttrs a_;
   cuda_math::Pool2dParams p_{};
   int64_t planes_ = 0, plane_size_ = 0;
 };
@@ -80,11 +79,12 @@ KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vecto
 
 class SoftmaxCuda final : public runtime::Kernel {
  public:
-  explicit SoftmaxCuda(const ir::Node& node) : node_(node) {}
+  SoftmaxCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), axis_(runtime::AttrsOf<ops::AxisAttrs>(op).axis) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
     const bool per_axis = node_.opset >= 13;
-    const int64_t axis = NormalizeAxis(node_.GetInt("axis", per_axis ? -1 : 1), x.size());
+    const int64_t axis = NormalizeAxis(axis_, x.size());
     const size_t a = static_cast<size_t>(axis);
     if (per_axis)
       shape_ = {Product(x, 0, a), x[a], Product(x, a + 1, x.size())};
@@ -101,21 +101,23 @@ class SoftmaxCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  int64_t axis_;  // as written, the opset's default applied (ops::AxisAttrs)
   cuda_math::SoftmaxShape shape_{};
 };
 
 class LayerNormCuda final : public runtime::Kernel {
  public:
-  explicit LayerNormCuda(const ir::Node& node) : node_(node) {}
+  LayerNormCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::NormAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
-    const size_t a = static_cast<size_t>(NormalizeAxis(node_.GetInt("axis", -1), x.size()));
+    const size_t a = static_cast<size_t>(NormalizeAxis(a_.axis, x.size()));
     rows_ = Product(x, 0, a);
     cols_ = Product(x, a, x.size());
     if (NumElements(ctx->inputs[1].shape) != cols_ ||
         (node_.HasInput(2) && NumElements(ctx->inputs[2].shape) != cols_))
       return Unsupported("Scale and B must cover the normalized dims exactly (no broadcasting)");
-    epsilon_ = node_.GetFloat("epsilon", 1e-5f);
+    epsilon_ = a_.epsilon;
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
@@ -128,6 +130,7 @@ class LayerNormCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::NormAttrs a_;
   int64_t rows_ = 0, cols_ = 0;
   float epsilon_ = 1e-5f;
 };

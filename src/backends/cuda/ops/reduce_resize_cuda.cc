@@ -28,18 +28,18 @@ cuda_math::ReduceOp ReduceOf(const std::string& op) {
 
 class ReduceCuda final : public runtime::Kernel {
  public:
-  explicit ReduceCuda(const ir::Node& node) : node_(node), op_(ReduceOf(node.op_type)) {}
+  ReduceCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), op_(ReduceOf(node.op_type)), a_(runtime::AttrsOf<ops::ReduceAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
-    const bool axes_input =
-        (node_.op_type == "ReduceSum" && node_.opset >= 13) || node_.opset >= 18;
-    std::vector<int64_t> axes = axes_input ? std::vector<int64_t>{} : node_.GetInts("axes");
+    const bool axes_input = a_.axes_from_input;
+    std::vector<int64_t> axes = axes_input ? std::vector<int64_t>{} : a_.axes;
     if (axes_input && node_.HasInput(1)) {
       const Tensor& t = *ctx->constants[1];
       for (int64_t k = 0; k < t.numel(); ++k) axes.push_back(t.data<int64_t>()[k]);
     }
     if (axes.empty()) {
-      if (axes_input && node_.GetInt("noop_with_empty_axes", 0) != 0) {
+      if (axes_input && a_.noop_with_empty_axes) {
         copy_ = true;
         return OkStatus();
       }
@@ -69,6 +69,7 @@ class ReduceCuda final : public runtime::Kernel {
  private:
   ir::Node node_;
   cuda_math::ReduceOp op_;
+  ops::ReduceAttrs a_;
   cuda_math::ReduceAxesShape shape_{};
   bool copy_ = false;
 };
@@ -83,7 +84,8 @@ KernelSupport SupportsReduce(const ir::Node& node, const ir::Op&,
 
 class ResizeCuda final : public runtime::Kernel {
  public:
-  explicit ResizeCuda(const ir::Node& node) : node_(node) {}
+  ResizeCuda(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ResizeAttrs>(op)) {}
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& x = ctx->inputs[0].shape;
     const Shape& y = ctx->outputs[0].shape;
@@ -91,7 +93,7 @@ class ResizeCuda final : public runtime::Kernel {
     std::vector<double> scales;
     const Tensor* sc = nullptr;
     if (node_.op_type == "Upsample" && node_.opset < 9) {
-      for (float f : node_.GetFloats("scales")) scales.push_back(f);
+      for (float f : a_.scales) scales.push_back(f);
     } else {
       const size_t scales_input = legacy ? 1 : 2;
       if (node_.HasInput(scales_input)) sc = ctx->constants[scales_input];
@@ -101,22 +103,21 @@ class ResizeCuda final : public runtime::Kernel {
     if (scales.empty())  // sizes given: the scale is out / in
       for (size_t d = 0; d < x.size(); ++d)
         scales.push_back(static_cast<double>(y[d]) / static_cast<double>(x[d]));
-    const std::string mode = node_.GetString("mode", "nearest");
-    const auto m =
-        mode == "nearest" ? cuda_math::ResizeMode::kNearest : cuda_math::ResizeMode::kLinear;
+    const auto m = a_.interp == ops::ResizeInterp::kNearest ? cuda_math::ResizeMode::kNearest
+                                                            : cuda_math::ResizeMode::kLinear;
     auto coord = cuda_math::ResizeCoord::kAsymmetric;
     auto nearest = cuda_math::ResizeNearest::kLegacy;
     if (!legacy) {
-      const std::string c = node_.GetString("coordinate_transformation_mode", "half_pixel");
-      coord = c == "half_pixel"           ? cuda_math::ResizeCoord::kHalfPixel
-              : c == "pytorch_half_pixel" ? cuda_math::ResizeCoord::kPytorchHalfPixel
-              : c == "align_corners"      ? cuda_math::ResizeCoord::kAlignCorners
-                                          : cuda_math::ResizeCoord::kAsymmetric;
-      const std::string n = node_.GetString("nearest_mode", "round_prefer_floor");
-      nearest = n == "round_prefer_ceil" ? cuda_math::ResizeNearest::kRoundPreferCeil
-                : n == "floor"           ? cuda_math::ResizeNearest::kFloor
-                : n == "ceil"            ? cuda_math::ResizeNearest::kCeil
-                                         : cuda_math::ResizeNearest::kRoundPreferFloor;
+      using C = ops::ResizeCoord;
+      using N = ops::ResizeRounding;
+      coord = a_.coord == C::kHalfPixel          ? cuda_math::ResizeCoord::kHalfPixel
+              : a_.coord == C::kPytorchHalfPixel ? cuda_math::ResizeCoord::kPytorchHalfPixel
+              : a_.coord == C::kAlignCorners     ? cuda_math::ResizeCoord::kAlignCorners
+                                                 : cuda_math::ResizeCoord::kAsymmetric;
+      nearest = a_.rounding == N::kRoundPreferCeil ? cuda_math::ResizeNearest::kRoundPreferCeil
+                : a_.rounding == N::kFloor         ? cuda_math::ResizeNearest::kFloor
+                : a_.rounding == N::kCeil          ? cuda_math::ResizeNearest::kCeil
+                                                   : cuda_math::ResizeNearest::kRoundPreferFloor;
     }
     if (!cuda_math::MakeResize2dParams(x, y, scales, m, coord, nearest, &p_))
       return Unsupported("resizes N or C, or is not 4-D");
@@ -132,25 +133,26 @@ class ResizeCuda final : public runtime::Kernel {
 
  private:
   ir::Node node_;
+  ops::ResizeAttrs a_;
   cuda_math::Resize2dParams p_{};
   int64_t planes_ = 0;
 };
 
-KernelSupport SupportsResize(const ir::Node& node, const ir::Op&,
+KernelSupport SupportsResize(const ir::Node& node, const ir::Op& op,
                              const std::vector<TensorInfo>& in) {
+  const ops::ResizeAttrs& a = runtime::AttrsOf<ops::ResizeAttrs>(op);
+  using C = ops::ResizeCoord;
   if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
   if (in[0].shape.size() != 4) return {false, "needs a 4-D NCHW input"};
-  const std::string mode = node.GetString("mode", "nearest");
-  if (mode != "nearest" && mode != "linear" && mode != "bilinear")
-    return {false, "mode '" + mode + "' (nearest and linear only)"};
-  const std::string c = node.GetString("coordinate_transformation_mode", "half_pixel");
-  if (node.op_type == "Resize" && node.opset >= 11 && c != "half_pixel" &&
-      c != "pytorch_half_pixel" && c != "align_corners" && c != "asymmetric")
-    return {false, "coordinate_transformation_mode '" + c + "'"};
-  if (node.GetInt("exclude_outside", 0) != 0) return {false, "exclude_outside"};
-  if (node.GetInt("antialias", 0) != 0 || node.HasAttr("axes") ||
-      node.GetString("keep_aspect_ratio_policy", "stretch") != "stretch")
-    return {false, "antialias, axes or keep_aspect_ratio_policy (Resize-18)"};
+  if (a.interp == ops::ResizeInterp::kCubic) return {false, "mode cubic (nearest and linear only)"};
+  if (node.op_type == "Resize" && node.opset >= 11 && a.coord != C::kHalfPixel &&
+      a.coord != C::kPytorchHalfPixel && a.coord != C::kAlignCorners && a.coord != C::kAsymmetric)
+    return {false,
+            "coordinate_transformation_mode other than half_pixel, pytorch_half_pixel, "
+            "align_corners or asymmetric"};
+  if (a.exclude_outside) return {false, "exclude_outside"};
+  if (!a.axes.empty() || a.policy != ops::ResizeAspectPolicy::kStretch)
+    return {false, "axes or keep_aspect_ratio_policy (Resize-18)"};
   return {true, ""};
 }
 

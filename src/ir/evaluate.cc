@@ -1,0 +1,88 @@
+// The node evaluator (see evaluate.h).
+#include "ir/evaluate.h"
+
+namespace kiln::ir {
+
+bool NodeInputs::AllValues() const {
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    if (dtypes[i] != DataType::kUndefined && values[i] == nullptr) return false;
+  return true;
+}
+
+int64_t NodeInputs::Elements() const {
+  int64_t n = 0;
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    if (dtypes[i] != DataType::kUndefined) n += NumElements(shapes[i]);
+  return n;
+}
+
+size_t NodeInputs::Bytes() const {
+  size_t n = 0;
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    if (dtypes[i] != DataType::kUndefined)
+      n += static_cast<size_t>(NumElements(shapes[i])) * DataTypeSize(dtypes[i]);
+  return n;
+}
+
+bool NeedsRuntimeValues(const Node& node, const Op& op, const NodeInputs& in) {
+  for (int si : op.ShapeInputs())
+    if (node.HasInput(si) && (static_cast<size_t>(si) >= in.values.size() || !in.values[si]))
+      return true;
+  return false;
+}
+
+Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const EvalPolicy& policy,
+                    NodeEvaluation* out) {
+  InferContext ctx(node, in.dtypes, in.shapes, in.values);
+  KILN_RETURN_IF_ERROR(op.Infer(ctx));
+  const size_t n = node.outputs.size();
+  out->dtypes = ctx.out_dtypes();
+  out->shapes = ctx.out_shapes();
+  out->values.assign(n, Tensor());
+  out->computed = false;
+  out->all_values = true;
+  int64_t out_elements = 0;
+  size_t out_bytes = 0;
+  bool sized = true;  // every output to compute has a fixed-size dtype
+  for (size_t o = 0; o < n; ++o) {
+    if (node.outputs[o] < 0) continue;
+    if (ctx.out_values()[o].defined()) {
+      out->values[o] = ctx.out_values()[o];
+      continue;
+    }
+    out->all_values = false;
+    const size_t size = DataTypeSize(out->dtypes[o]);
+    if (size == 0) sized = false;
+    out_elements += NumElements(out->shapes[o]);
+    out_bytes += static_cast<size_t>(NumElements(out->shapes[o])) * size;
+  }
+  if (out->all_values || !policy.compute || !sized || !in.AllValues()) return OkStatus();
+  if (policy.max_input_elements >= 0 && in.Elements() > policy.max_input_elements)
+    return OkStatus();
+  if (policy.max_output_elements >= 0 && out_elements > policy.max_output_elements)
+    return OkStatus();
+  if (policy.max_growth_bytes >= 0 &&
+      out_bytes > in.Bytes() + static_cast<size_t>(policy.max_growth_bytes))
+    return OkStatus();
+  ComputeContext cc;
+  cc.inputs = in.values;
+  std::vector<Tensor> outs(n);
+  for (size_t o = 0; o < n; ++o) {
+    if (node.outputs[o] < 0) {
+      cc.outputs.push_back(nullptr);
+      continue;
+    }
+    outs[o] =
+        out->values[o].defined() ? out->values[o] : Tensor::Empty(out->dtypes[o], out->shapes[o]);
+    cc.outputs.push_back(&outs[o]);
+  }
+  Status s = op.Compute(cc);
+  if (!s.ok()) return s.AddContext("while folding constants");
+  for (size_t o = 0; o < n; ++o)
+    if (node.outputs[o] >= 0) out->values[o] = std::move(outs[o]);
+  out->all_values = true;
+  out->computed = true;
+  return OkStatus();
+}
+
+}  // namespace kiln::ir

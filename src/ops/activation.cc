@@ -1,0 +1,112 @@
+// Activation parsing and the host reference loop (see activation.h).
+#include "ops/activation.h"
+
+#include <cmath>
+
+namespace kiln::ops {
+namespace {
+
+struct Entry {
+  const char* name;
+  ActivationKind kind;
+};
+// The fusable kinds, by their attribute spelling (also the ONNX op type, except Silu and Gelu).
+constexpr Entry kActivations[] = {
+    {"", ActivationKind::kNone},
+    {"Relu", ActivationKind::kRelu},
+    {"Clip", ActivationKind::kClip},
+    {"LeakyRelu", ActivationKind::kLeakyRelu},
+    {"Sigmoid", ActivationKind::kSigmoid},
+    {"HardSigmoid", ActivationKind::kHardSigmoid},
+    {"HardSwish", ActivationKind::kHardSwish},
+    {"Tanh", ActivationKind::kTanh},
+    {"Silu", ActivationKind::kSilu},
+    {"Gelu", ActivationKind::kGelu},
+    {"Elu", ActivationKind::kElu},
+};
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+
+}  // namespace
+
+const char* ActivationName(ActivationKind kind) {
+  for (const Entry& e : kActivations)
+    if (e.kind == kind) return e.name;
+  return "";
+}
+
+Status ParseActivation(const ir::Node& node, Activation* act) {
+  const std::string name = node.GetString("activation", "");
+  const Entry* found = nullptr;
+  for (const Entry& e : kActivations)
+    if (name == e.name) found = &e;
+  if (found == nullptr) {
+    std::string known;
+    for (const Entry& e : kActivations)
+      if (*e.name) known += std::string(known.empty() ? "" : ", ") + e.name;
+    return ir::AttrError(node,
+                         "activation must be empty or one of " + known + "; got '" + name + "'");
+  }
+  *act = DefaultActivation(found->kind);
+  act->alpha = node.GetFloat("activation_alpha", act->alpha);
+  act->beta = node.GetFloat("activation_beta", act->beta);
+  return OkStatus();
+}
+
+bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                      Activation* act) {
+  if (!node.domain.empty() && node.domain != "ai.onnx") return false;
+  const std::string& t = node.op_type;
+  ActivationKind kind = ActivationKind::kNone;
+  for (const Entry& e : kActivations)
+    if (*e.name && t == e.name && e.kind != ActivationKind::kSilu &&
+        e.kind != ActivationKind::kGelu)
+      kind = e.kind;
+  if (kind == ActivationKind::kNone) return false;
+  *act = DefaultActivation(kind);
+  switch (kind) {
+    case ActivationKind::kLeakyRelu:
+    case ActivationKind::kElu:
+      act->alpha = node.GetFloat("alpha", act->alpha);
+      break;
+    case ActivationKind::kHardSigmoid:
+      act->alpha = node.GetFloat("alpha", act->alpha);
+      act->beta = node.GetFloat("beta", act->beta);
+      break;
+    case ActivationKind::kClip:
+      if (node.opset < 11) {
+        act->alpha = node.GetFloat("min", act->alpha);
+        act->beta = node.GetFloat("max", act->beta);
+        break;
+      }
+      for (size_t i = 1; i < 3; ++i) {
+        if (!node.HasInput(i)) continue;
+        const Tensor* c = i < constants.size() ? constants[i] : nullptr;
+        if (c == nullptr || c->dtype() != DataType::kFloat || c->numel() != 1) return false;
+        (i == 1 ? act->alpha : act->beta) = c->data<float>()[0];
+      }
+      break;
+    default:
+      if (node.inputs.size() > 1) return false;
+      break;
+  }
+  return true;
+}
+
+void ApplyActivation(const Activation& act, float* data, int64_t n) {
+  switch (act.kind) {
+    case ActivationKind::kNone:
+      return;
+    case ActivationKind::kGelu:
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = data[i];
+        data[i] = static_cast<float>(0.5 * x * (1.0 + std::erf(x * kSqrtHalf)));
+      }
+      return;
+    default:
+      for (int64_t i = 0; i < n; ++i) data[i] = Activate(act, data[i]);
+      return;
+  }
+}
+
+}  // namespace kiln::ops

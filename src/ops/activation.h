@@ -1,0 +1,36 @@
+// Activations as graphs spell them, on top of kiln's one Activation type (activation_math.h):
+// - kiln's fused ops (FusedConv, FusedMatMul, FusedBatchNormalization; domain "kiln") name theirs
+//   in the string attribute `activation` ("" or absent: none; "Relu", "Clip", "LeakyRelu",
+//   "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Silu", "Gelu", "Elu") with float parameters
+//   `activation_alpha` and `activation_beta`; unset parameters take the ONNX defaults;
+// - a standalone ONNX activation node (Relu, LeakyRelu, HardSigmoid, Clip, Sigmoid, Tanh,
+//   HardSwish, Elu), read by ActivationOfNode, which the reference kernels, the fusion passes and
+//   the fast kernels all use, so the defaults agree everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+#include "ops/activation_math.h"
+
+namespace kiln::ops {
+
+// Reads `activation`, `activation_alpha`, `activation_beta` of a fused node. InvalidModel naming
+// the node for an unknown activation.
+Status ParseActivation(const ir::Node& node, Activation* act);
+
+// The activation a standalone ONNX node computes, or false when the node is not one of the
+// fusable activations or its parameters are not known: Clip-11+ reads min/max from inputs 1 and
+// 2, which must then be one-element float constants (`constants[i]`, nullptr when unknown).
+bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                      Activation* act);
+
+// The attribute spelling of `kind` ("" for kNone and for the non-fusable math kinds).
+const char* ActivationName(ActivationKind kind);
+
+// data[i] = act(data[i]) for i < n: the host reference loop (Gelu in double).
+void ApplyActivation(const Activation& act, float* data, int64_t n);
+
+}  // namespace kiln::ops
