@@ -102,6 +102,25 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// One step of a prepared plan (Session::PlanSummary).
+struct PlanStep {
+  std::string node;      // the node's name ("" for a layout conversion the planner inserted)
+  std::string op_type;   // "Conv", "kiln.FusedConv"; "LayoutConversion" for inserted reorders
+  std::string kernel;    // "cpu.fusedconv.onednn"
+  bool dynamic = false;  // shapes known only when it runs
+};
+
+// A prepared plan as numbers (Session::PlanSummary): what `kiln inspect` reports.
+struct PlanSummary {
+  std::vector<PlanStep> steps;
+  int folded_nodes = 0;  // nodes evaluated to constants for these shapes
+  int layout_conversions = 0;
+  size_t arena_bytes = 0;    // the plan's one arena: activations and scratch
+  size_t scratch_bytes = 0;  // of which kernels' scratch
+  int threads = 0;
+  std::string text;  // DescribePlan()'s text
+};
+
 class Session {
  public:
   static StatusOr<std::unique_ptr<Session>> Load(const std::string& path,
@@ -159,6 +178,11 @@ class Session {
   // Human-readable description of the prepared plan for the given input shapes (kernels chosen,
   // folded nodes). For `kiln inspect --optimized`.
   StatusOr<std::string> DescribePlan(const std::vector<NamedTensor>& inputs) const;
+  // The same plan as numbers and steps (and the text). Only the inputs' dtypes and shapes matter,
+  // unless the model's shapes depend on input values.
+  StatusOr<PlanSummary> DescribePlanSummary(const std::vector<NamedTensor>& inputs) const;
+  // Op types after the graph optimizer, with their node counts ("kiln.FusedConv", 53), sorted.
+  std::vector<std::pair<std::string, int>> optimized_op_counts() const;
 
   struct Impl;
 

@@ -519,4 +519,29 @@ std::string ExecutionPlan::Describe(const Model& model) const {
   return s;
 }
 
+PlanSummary ExecutionPlan::Summarize(const Model& model) const {
+  const ir::Graph& g = *model.graph;
+  PlanSummary p;
+  p.folded_nodes = folded_nodes;
+  p.layout_conversions = conversions;
+  p.arena_bytes = arena_bytes;
+  p.scratch_bytes = scratch_bytes;
+  p.threads = num_threads;
+  for (const Step& st : steps) {
+    PlanStep ps;
+    ps.kernel = st.kernel_name;
+    ps.dynamic = st.dynamic;
+    if (st.node < 0) {
+      ps.op_type = "LayoutConversion";
+    } else {
+      const ir::Node& n = g.nodes[st.node];
+      ps.node = n.name;
+      ps.op_type = (n.domain.empty() ? "" : n.domain + ".") + n.op_type;
+    }
+    p.steps.push_back(std::move(ps));
+  }
+  p.text = Describe(model);
+  return p;
+}
+
 }  // namespace kiln::runtime

@@ -132,6 +132,7 @@ struct ExecutionPlan {
                  std::vector<Tensor>* outputs, DeviceTimings* timings = nullptr,
                  const RunOptions* control = nullptr, const std::vector<Tensor*>& bound = {}) const;
   std::string Describe(const Model& model) const;
+  PlanSummary Summarize(const Model& model) const;
   // CPU plans: a run context made and pooled, and the session's arena pool grown to this plan's
   // arena, so the plan's first run allocates neither (Session::Prepare).
   void Warm() const;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "kiln/inspect.h"
 #include "onnx/onnx_loader.h"
 #include "passes/lower_float16.h"
 #include "passes/pass_manager.h"
@@ -65,6 +66,27 @@ struct Session::Impl {
 
 namespace {
 
+ModelMetadata MetadataOf(const ir::Graph& g) {
+  ModelMetadata md;
+  md.producer_name = g.producer_name;
+  md.producer_version = g.producer_version;
+  md.domain = g.domain;
+  md.model_version = g.model_version;
+  md.doc_string = g.doc_string;
+  md.graph_name = g.name;
+  md.graph_doc_string = g.graph_doc_string;
+  md.ir_version = g.ir_version;
+  md.opset_imports.assign(g.opset_imports.begin(), g.opset_imports.end());
+  md.custom = g.metadata_props;
+  return md;
+}
+
+std::vector<std::pair<std::string, int>> OpCounts(const ir::Graph& g) {
+  std::map<std::string, int> hist;
+  for (const auto& n : g.nodes) hist[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
+  return {hist.begin(), hist.end()};
+}
+
 TensorSpec SpecOf(const ir::Value& v) {
   TensorSpec s;
   s.name = v.name;
@@ -95,18 +117,7 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   impl->options = options;
   impl->device = std::move(device);
   impl->optimization_log = std::move(pass_log);
-  const ir::Graph& g = *model->graph;
-  ModelMetadata& md = impl->metadata;
-  md.producer_name = g.producer_name;
-  md.producer_version = g.producer_version;
-  md.domain = g.domain;
-  md.model_version = g.model_version;
-  md.doc_string = g.doc_string;
-  md.graph_name = g.name;
-  md.graph_doc_string = g.graph_doc_string;
-  md.ir_version = g.ir_version;
-  md.opset_imports.assign(g.opset_imports.begin(), g.opset_imports.end());
-  md.custom = g.metadata_props;
+  impl->metadata = MetadataOf(*model->graph);
   for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
   for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
   impl->model = std::move(model);
@@ -493,6 +504,49 @@ StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inpu
                          KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
                          KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
                          return plan->Describe(*impl_->model);
+                       });
+}
+
+StatusOr<PlanSummary> Session::DescribePlanSummary(const std::vector<NamedTensor>& inputs) const {
+  return AtApiBoundary([] { return "planning the model"; },
+                       [&]() -> StatusOr<PlanSummary> {
+                         std::vector<const Tensor*> ordered;
+                         KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
+                         KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+                         return plan->Summarize(*impl_->model);
+                       });
+}
+
+std::vector<std::pair<std::string, int>> Session::optimized_op_counts() const {
+  return OpCounts(*impl_->model->graph);
+}
+
+StatusOr<ModelReport> InspectModel(const std::string& path) {
+  return AtApiBoundary([&] { return "inspecting " + path; },
+                       [&]() -> StatusOr<ModelReport> {
+                         KILN_ASSIGN_OR_RETURN(auto graph, onnxio::LoadModel(path));
+                         const ir::Graph& g = *graph;
+                         ModelReport r;
+                         r.metadata = MetadataOf(g);
+                         for (int id : g.inputs) r.inputs.push_back(SpecOf(g.values[id]));
+                         for (int id : g.outputs) r.outputs.push_back(SpecOf(g.values[id]));
+                         for (const auto& v : g.values)
+                           if (v.constant) {
+                             r.parameters += v.constant->numel();
+                             r.parameter_bytes += static_cast<int64_t>(v.constant->bytes());
+                           }
+                         for (const auto& n : g.nodes)
+                           if (const Tensor* t = n.GetTensor("value")) {
+                             r.parameters += t->numel();
+                             r.parameter_bytes += static_cast<int64_t>(t->bytes());
+                           }
+                         r.op_counts = OpCounts(g);
+                         r.nodes = static_cast<int>(g.nodes.size());
+                         KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph)));
+                         if (!model->unsupported.empty())
+                           r.unsupported =
+                               runtime::UnsupportedNodesError(model->unsupported).message();
+                         return r;
                        });
 }
 

@@ -1,7 +1,6 @@
 // The job stages of the data pipeline: source listing and sharding, the prefetcher (order,
 // compaction of failed images, a fixed buffer pool) and the record writer (formats, resume).
 #include <gtest/gtest.h>
-#include <png.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,40 +17,14 @@
 #include "data/recipe.h"
 #include "data/records.h"
 #include "data/source.h"
+#include "job_test_util.h"
 
 namespace kiln::data {
 namespace {
 
 namespace fs = std::filesystem;
 
-class JobStagesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("kiln_job_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string P(const std::string& rel) const { return (dir_ / rel).string(); }
-  void Write(const std::string& rel, const std::string& text) {
-    fs::create_directories((dir_ / rel).parent_path());
-    std::ofstream(P(rel), std::ios::binary) << text;
-  }
-  // An 8x8 gray PNG of one value.
-  void WritePng(const std::string& rel, int value) {
-    fs::create_directories((dir_ / rel).parent_path());
-    png_image img{};
-    img.version = PNG_IMAGE_VERSION;
-    img.width = 8;
-    img.height = 8;
-    img.format = PNG_FORMAT_GRAY;
-    std::vector<uint8_t> px(64, static_cast<uint8_t>(value));
-    ASSERT_TRUE(png_image_write_to_file(&img, P(rel).c_str(), 0, px.data(), 0, nullptr));
-  }
-  fs::path dir_;
-};
+using JobStagesTest = JobTestDir;
 
 TEST_F(JobStagesTest, WalkIsSortedRecursiveAndFiltersExtensions) {
   for (const char* f : {"b.JPG", "a.png", "sub/c.jpeg", "sub/z/d.Png", "e.txt", "f.gif", "g"})

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "common.h"
-#include "core/cpu_info.h"
-#include "core/half.h"
+#include "kiln/diagnostics.h"
 #include "kiln/session.h"
+#include "kiln/tensor_io.h"
 
 #ifndef KILN_VERSION_STRING
 #define KILN_VERSION_STRING "unknown"
@@ -187,13 +187,10 @@ StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
     }
     case DataType::kFloat16:
     case DataType::kBFloat16: {  // the same values as float32, rounded to the input's type
-      auto* p = static_cast<uint16_t*>(t.raw());
-      const bool bf16 = spec.dtype == DataType::kBFloat16;
-      for (int64_t i = 0; i < n; ++i) {
-        const double v = next() / 2147483648.0 - 1.0;
-        p[i] = bf16 ? FloatToBf16(static_cast<float>(v)) : DoubleToHalf(v);
-      }
-      break;
+      TensorSpec f32 = spec;
+      f32.dtype = DataType::kFloat;
+      KILN_ASSIGN_OR_RETURN(Tensor f, RandomTensor(f32, shape));
+      return ConvertFloatTensor(f, spec.dtype);
     }
     case DataType::kInt64: {
       int64_t* p = t.data<int64_t>();
@@ -351,7 +348,7 @@ Status DoSweep(const BenchArgs& a) {
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
   const double load_ms = ms(Clock::now() - t0);
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
-  const CpuInfo& cpu = GetCpuInfo();
+  const CpuDescription& cpu = DescribeCpu();
   const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
   std::fprintf(out, "kiln bench: %s, batches", a.model.c_str());
   for (int b : a.batches) std::fprintf(out, " %d", b);
@@ -428,9 +425,10 @@ Status DoBench(BenchArgs a) {
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   FILE* out = a.json == "-" ? stderr : stdout;  // `--json -` keeps stdout for the JSON alone
-  const CpuInfo& cpu = GetCpuInfo();
-  const std::vector<std::string> cpu_isa =
-      cpu.Has({"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"});
+  const CpuDescription& cpu = DescribeCpu();
+  std::vector<std::string> cpu_isa;  // the extensions that matter for kiln's speed
+  for (const char* f : {"avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8"})
+    if (std::find(cpu.isa.begin(), cpu.isa.end(), f) != cpu.isa.end()) cpu_isa.push_back(f);
   const SessionOptions opts = OptionsOf(a);
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
@@ -484,7 +482,7 @@ Status DoBench(BenchArgs a) {
   std::fprintf(out, "  cpu: %s, %d physical cores, %d logical CPUs; ISA:%s\n", cpu.model.c_str(),
                cpu.physical_cores, cpu.logical_cpus,
                isa.empty() ? " (none of interest)" : isa.c_str());
-  std::fprintf(out, "  kiln %s, oneDNN %s\n", KILN_VERSION_STRING, OneDnnVersion().c_str());
+  std::fprintf(out, "  kiln %s, oneDNN %s\n", KILN_VERSION_STRING, cpu.onednn_version.c_str());
   if (a.precision == "bf16" &&
       std::none_of(cpu_isa.begin(), cpu_isa.end(),
                    [](const std::string& f) { return f == "avx512_bf16" || f == "amx_bf16"; }))
@@ -618,7 +616,7 @@ Status DoBench(BenchArgs a) {
                          {"kernel_arch", cs.kernel_arch}};
     }
     j["kiln_version"] = KILN_VERSION_STRING;
-    j["onednn_version"] = OneDnnVersion();
+    j["onednn_version"] = cpu.onednn_version;
     j["cpu_model"] = cpu.model;
     j["cpu_isa"] = cpu_isa;
     j["physical_cores"] = cpu.physical_cores;

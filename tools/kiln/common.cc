@@ -3,13 +3,6 @@
 #include <cstdio>
 #include <fstream>
 
-#ifdef KILN_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#endif
-
-#include "core/npy.h"
-#include "onnx/tensor_proto.h"
-
 namespace kiln::cli {
 
 int ExitCodeFor(const Status& s) { return s.ok() ? 0 : 10 + static_cast<int>(s.code()); }
@@ -17,25 +10,6 @@ int ExitCodeFor(const Status& s) { return s.ok() ? 0 : 10 + static_cast<int>(s.c
 int Fail(const Status& s) {
   std::fprintf(stderr, "kiln: error: %s\n", s.ToString().c_str());
   return ExitCodeFor(s);
-}
-
-StatusOr<Tensor> ReadTensorFile(const std::string& path) {
-  auto ends = [&](const char* ext) {
-    std::string e = ext;
-    return path.size() >= e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
-  };
-  if (ends(".npy")) return ReadNpyFile(path);
-  if (ends(".pb")) return onnxio::ReadTensorProtoFile(path);
-  return InvalidArgument("'" + path + "': unknown tensor file type; expected .npy or .pb");
-}
-
-std::string OneDnnVersion() {
-#ifdef KILN_HAVE_DNNL
-  const dnnl_version_t* v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-#else
-  return "not linked";
-#endif
 }
 
 StatusOr<Shape> ParseDims(const std::string& name, const std::string& text) {
@@ -57,17 +31,6 @@ StatusOr<Shape> ParseDims(const std::string& name, const std::string& text) {
     p = e + 1;
   }
   return s;
-}
-
-std::string SanitizeFileName(const std::string& name) {
-  std::string out = name;
-  for (char& c : out) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) c = '_';
-  }
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out;
 }
 
 Status WriteJsonReport(const std::string& path, const std::string& text, FILE* out) {

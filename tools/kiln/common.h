@@ -1,4 +1,4 @@
-// Shared CLI helpers: Status -> exit code mapping, error printing, tensor file reading.
+// Shared CLI helpers: Status -> exit code mapping, error printing, --shape parsing, --json output.
 #pragma once
 
 #include <cstdio>
@@ -14,15 +14,9 @@ namespace kiln::cli {
 int ExitCodeFor(const Status& s);
 // Prints "kiln: error: ..." to stderr and returns the exit code.
 int Fail(const Status& s);
-// Reads a .npy or .pb (ONNX TensorProto) file, chosen by extension.
-StatusOr<Tensor> ReadTensorFile(const std::string& path);
 // "AxBxC" -> {A, B, C} for `--shape NAME=AxBxC`; every dim a positive integer. `name` is used in
 // the error message.
 StatusOr<Shape> ParseDims(const std::string& name, const std::string& text);
-// "2.6.3", or "not linked" when the CLI was built without oneDNN.
-std::string OneDnnVersion();
-// Output file name: every character outside [A-Za-z0-9._-] replaced by '_'.
-std::string SanitizeFileName(const std::string& name);
 
 // Writes `text` (a command's --json report) to stdout when `path` is "-", else to the file,
 // then says "json: PATH" on `out`; InvalidArgument when the file cannot be written.

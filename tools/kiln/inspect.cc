@@ -1,15 +1,14 @@
 // `kiln inspect MODEL [--optimized] [--shape NAME=AxBxC]`: what the model is and whether kiln can
 // run it: IR version, opsets, inputs/outputs, op histogram, parameters, unsupported nodes.
 // --optimized adds the graph optimizer's log, the op histogram after it, and the execution plan.
+#include "kiln/inspect.h"
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
 
 #include "common.h"
 #include "kiln/session.h"
-#include "onnx/onnx_loader.h"
-#include "passes/pass_manager.h"
-#include "runtime/execution_plan.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,80 +21,52 @@ struct InspectArgs {
   std::vector<std::string> shapes;
 };
 
-std::string ValueString(const ir::Value& v) {
-  TensorSpec s;
-  s.dtype = v.dtype;
-  if (v.shape) {
-    s.rank_known = true;
-    for (const auto& d : *v.shape) {
-      s.dims.push_back(d.fixed() ? d.value : -1);
-      s.dim_names.push_back(d.param);
-    }
-  }
-  return s.ToString();
-}
-
 // "<title>: <count>" and one line per op type ("domain.op" outside ai.onnx).
-void PrintHistogram(const char* title, const ir::Graph& g) {
-  std::map<std::string, int> hist;
-  for (const auto& n : g.nodes) hist[(n.domain.empty() ? "" : n.domain + ".") + n.op_type]++;
-  std::printf("%s: %zu\n", title, g.nodes.size());
-  for (const auto& [op, c] : hist) std::printf("  %-24s %d\n", op.c_str(), c);
+void PrintHistogram(const char* title, const std::vector<std::pair<std::string, int>>& counts) {
+  int total = 0;
+  for (const auto& [op, c] : counts) total += c;
+  std::printf("%s: %d\n", title, total);
+  for (const auto& [op, c] : counts) std::printf("  %-24s %d\n", op.c_str(), c);
 }
 
 Status DoInspect(const InspectArgs& a) {
-  KILN_ASSIGN_OR_RETURN(auto graph, onnxio::LoadModel(a.model));
-  const ir::Graph& g = *graph;
+  KILN_ASSIGN_OR_RETURN(const ModelReport r, InspectModel(a.model));
   std::printf("model: %s\n", a.model.c_str());
-  std::printf("ir_version: %lld   producer: %s\n", static_cast<long long>(g.ir_version),
-              g.producer.empty() ? "(none)" : g.producer.c_str());
+  std::string producer = r.metadata.producer_name;
+  if (!r.metadata.producer_version.empty()) producer += " " + r.metadata.producer_version;
+  std::printf("ir_version: %lld   producer: %s\n", static_cast<long long>(r.metadata.ir_version),
+              producer.empty() ? "(none)" : producer.c_str());
   std::printf("opsets:");
-  for (const auto& [d, v] : g.opset_imports)
+  for (const auto& [d, v] : r.metadata.opset_imports)
     std::printf(" %s=%d", d.empty() ? "ai.onnx" : d.c_str(), v);
   std::printf("\ninputs:\n");
-  for (int id : g.inputs)
-    std::printf("  %s: %s\n", g.values[id].name.c_str(), ValueString(g.values[id]).c_str());
+  for (const TensorSpec& t : r.inputs)
+    std::printf("  %s: %s\n", t.name.c_str(), t.ToString().c_str());
   std::printf("outputs:\n");
-  for (int id : g.outputs)
-    std::printf("  %s: %s\n", g.values[id].name.c_str(), ValueString(g.values[id]).c_str());
-  int64_t params = 0, param_bytes = 0;
-  for (const auto& v : g.values)
-    if (v.constant) {
-      params += v.constant->numel();
-      param_bytes += static_cast<int64_t>(v.constant->bytes());
-    }
-  for (const auto& n : g.nodes)
-    if (const Tensor* t = n.GetTensor("value")) {
-      params += t->numel();
-      param_bytes += static_cast<int64_t>(t->bytes());
-    }
-  std::printf("parameters: %lld (%.2f MB)\n", static_cast<long long>(params), param_bytes / 1e6);
-  PrintHistogram("nodes", g);
-
-  KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph)));
-  if (model->unsupported.empty()) {
-    std::printf("supported: yes, every node has a kiln implementation\n");
-  } else {
-    std::printf("supported: NO\n%s\n",
-                runtime::UnsupportedNodesError(model->unsupported).message().c_str());
+  for (const TensorSpec& t : r.outputs)
+    std::printf("  %s: %s\n", t.name.c_str(), t.ToString().c_str());
+  std::printf("parameters: %lld (%.2f MB)\n", static_cast<long long>(r.parameters),
+              r.parameter_bytes / 1e6);
+  PrintHistogram("nodes", r.op_counts);
+  if (!r.unsupported.empty()) {
+    std::printf("supported: NO\n%s\n", r.unsupported.c_str());
     return OkStatus();
   }
-  if (a.optimized) {
-    // What the graph optimizer does at Session load, on a fresh copy of the graph.
-    KILN_ASSIGN_OR_RETURN(auto optimized, onnxio::LoadModel(a.model));
-    std::vector<std::string> log;
-    KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(*optimized, SessionOptions{}, &log));
-    std::printf("optimizer:\n");
-    if (log.empty()) std::printf("  (nothing to change)\n");
-    for (const auto& line : log) std::printf("  %s\n", line.c_str());
-    PrintHistogram("optimized nodes", *optimized);
-  }
+  std::printf("supported: yes, every node has a kiln implementation\n");
 
-  // The execution plan for concrete shapes: --shape overrides; symbolic dims default to 1.
   SessionOptions opts;
   opts.tune = a.tune;
   opts.precision = a.precision;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
+  if (a.optimized) {
+    // What the graph optimizer did at Session load.
+    std::printf("optimizer:\n");
+    if (session->optimization_log().empty()) std::printf("  (nothing to change)\n");
+    for (const auto& line : session->optimization_log()) std::printf("  %s\n", line.c_str());
+    PrintHistogram("optimized nodes", session->optimized_op_counts());
+  }
+
+  // The execution plan for concrete shapes: --shape overrides; symbolic dims default to 1.
   std::vector<NamedTensor> inputs;
   for (const auto& spec : session->inputs()) {
     Shape s;
@@ -110,20 +81,17 @@ Status DoInspect(const InspectArgs& a) {
   }
   std::string shapes;
   for (const auto& in : inputs) shapes += " " + in.name + "=" + ShapeToString(in.tensor.shape());
-  auto plan = session->DescribePlan(inputs);
+  auto plan = session->DescribePlanSummary(inputs);
   if (!plan.ok()) {
     // Planning can need real input values (data-dependent shapes); say so instead of failing.
     std::printf("plan for%s: not available: %s\n", shapes.c_str(), plan.status().message().c_str());
     return OkStatus();
   }
-  if (a.optimized) {
-    std::printf("plan for%s:\n%s", shapes.c_str(), plan->c_str());
-  } else {
-    // Just the memory plan: planned peak activation bytes for these shapes.
-    size_t at = plan->find("memory plan:");
-    std::string line = at == std::string::npos ? "" : plan->substr(at, plan->find('\n', at) - at);
-    std::printf("%s (for%s)\n", line.c_str(), shapes.c_str());
-  }
+  if (a.optimized)
+    std::printf("plan for%s:\n%s", shapes.c_str(), plan->text.c_str());
+  else  // just the memory plan: planned peak activation bytes for these shapes
+    std::printf("memory plan: one arena of %zu bytes (%zu of them scratch) (for%s)\n",
+                plan->arena_bytes, plan->scratch_bytes, shapes.c_str());
   return OkStatus();
 }
 

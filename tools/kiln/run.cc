@@ -2,13 +2,14 @@
 // .pb files and writes each output as DIR/<sanitized output name>.npy. With --images instead, the
 // batch job over image files (run_images.cc).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "common.h"
-#include "core/npy.h"
 #include "kiln/session.h"
+#include "kiln/tensor_io.h"
 #include "run_images.h"
 
 namespace kiln::cli {
@@ -23,6 +24,7 @@ struct RunArgs {
   std::string device = "cpu";
   bool tune = false;
   std::string plan_cache;
+  int repeat = 1;
   ImageJobArgs images;
 };
 
@@ -61,18 +63,31 @@ Status DoRun(const RunArgs& a) {
   if (ec || !std::filesystem::is_directory(a.output_dir))
     return InvalidArgument("cannot create output directory '" + a.output_dir + "'");
 
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::vector<NamedTensor> outputs;
   KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
   auto t2 = std::chrono::steady_clock::now();
+  // --repeat: the steady state, apart from the first run's plan preparation.
+  std::vector<double> steady;
+  for (int r = 1; r < a.repeat; ++r) {
+    const auto r0 = std::chrono::steady_clock::now();
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    steady.push_back(ms(std::chrono::steady_clock::now() - r0));
+  }
   for (const auto& o : outputs) {
     std::string path =
-        (std::filesystem::path(a.output_dir) / (SanitizeFileName(o.name) + ".npy")).string();
+        (std::filesystem::path(a.output_dir) / (TensorFileName(o.name) + ".npy")).string();
     KILN_RETURN_IF_ERROR(WriteNpyFile(o.tensor, path));
     std::printf("%s: %s%s -> %s\n", o.name.c_str(), DataTypeName(o.tensor.dtype()),
                 ShapeToString(o.tensor.shape()).c_str(), path.c_str());
   }
-  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("load %.1f ms, run %.1f ms\n", ms(t1 - t0), ms(t2 - t1));
+  std::printf("load %.1f ms, first run %.1f ms (plan preparation included)\n", ms(t1 - t0),
+              ms(t2 - t1));
+  if (!steady.empty()) {
+    std::sort(steady.begin(), steady.end());
+    std::printf("steady run %.1f ms (median of %zu runs after the first)\n",
+                steady[steady.size() / 2], steady.size());
+  }
   return OkStatus();
 }
 
@@ -96,6 +111,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "Time alternative kernels per shape at the first run and keep the fastest");
   cmd->add_option("--plan-cache", args->plan_cache,
                   "With --tune: reuse (and store) the measured choices in this folder");
+  cmd->add_option("--repeat", args->repeat,
+                  "Run N times; the first run (plan preparation included) is reported apart from "
+                  "the median of the others")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);

@@ -10,10 +10,6 @@
 // Exit codes: 0 all passed; 2 a case failed; 3 nothing was checked (no device visible, or a
 // build without the backend), said loudly. `--device cpu` checks the CPU's fast kernels the same
 // way, which is how CI tests this command on machines without a GPU.
-#include "selftest.h"
-
-#include <onnx/onnx_pb.h>
-
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -23,10 +19,8 @@
 #include <set>
 
 #include "common.h"
+#include "kiln/diagnostics.h"
 #include "kiln/session.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/plugin.h"
 
 namespace kiln::cli {
 
@@ -57,18 +51,6 @@ std::vector<NamedTensor> RandomInputs(const Session& s, uint32_t seed, bool posi
   return in;
 }
 
-// Kernel names from a plan description ("  Conv 'c' -> cuda.conv.cudnn float32[...]").
-std::vector<std::string> KernelsOf(const std::string& plan) {
-  std::vector<std::string> k;
-  size_t pos = 0;
-  while ((pos = plan.find("-> ", pos)) != std::string::npos) {
-    pos += 3;
-    size_t end = plan.find_first_of(" \n", pos);
-    k.push_back(plan.substr(pos, end - pos));
-  }
-  return k;
-}
-
 struct Outcome {
   bool ok = false;
   double max_err = 0;
@@ -95,8 +77,10 @@ Outcome Check(const std::string& model, const std::string& backend, const std::s
     return o;
   }
   std::vector<NamedTensor> in = RandomInputs(**ref, seed, positive), want, got;
-  auto plan = (*dev)->DescribePlan(in);
-  if (plan.ok()) o.kernels = KernelsOf(*plan);
+  auto plan = (*dev)->DescribePlanSummary(in);
+  if (plan.ok())
+    for (const PlanStep& st : plan->steps)
+      if (st.op_type != "LayoutConversion") o.kernels.push_back(st.kernel);
   Status s = (*ref)->Run(in, &want);
   for (int run = 0; run < (graph ? 3 : 1) && s.ok(); ++run) s = (*dev)->Run(in, &got);
   if (!s.ok()) {
@@ -157,20 +141,16 @@ std::string Join(const std::vector<std::string>& v) {
 // unfused op: the optimizer makes them from the cases' Conv / MatMul / LayerNorm chains).
 std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
   std::set<std::string> ops;
-  for (const SelftestCase& c : SelftestCases()) {
-    onnx::ModelProto m;
-    if (!m.ParseFromString(c.model)) continue;
-    for (const auto& n : m.graph().node()) ops.insert(n.op_type());
-  }
+  for (const SelfTestCase& c : SelfTestCases()) ops.insert(c.op_types.begin(), c.op_types.end());
   const std::map<std::string, std::string> fused = {
       {"FusedConv", "Conv"},
       {"FusedMatMul", "MatMul"},
       {"FusedBatchNormalization", "BatchNormalization"}};
   std::vector<std::string> missing;
-  for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(backend)) {
-    auto f = fused.find(d->op_type);
-    const std::string op = d->domain == "kiln" && f != fused.end() ? f->second : d->op_type;
-    if (!ops.count(op)) missing.push_back(d->name);
+  for (const KernelInfo& d : RegisteredKernels(backend)) {
+    auto f = fused.find(d.op_type);
+    const std::string op = d.domain == "kiln" && f != fused.end() ? f->second : d.op_type;
+    if (!ops.count(op)) missing.push_back(d.name);
   }
   return missing;
 }
@@ -180,7 +160,7 @@ int RunSelftest(const SelftestArgs& a) {
 #ifdef KILN_CUDA_ENABLED
     // The CUDA kernels register when their plugin is opened.
     if (a.device == "cuda") {
-      if (Status s = runtime::LoadBackendPlugin("cuda"); !s.ok()) {
+      if (Status s = LoadBackend("cuda"); !s.ok()) {
         std::printf("kiln selftest: cannot list the CUDA kernels: %s\n", s.ToString().c_str());
         return kExitFailed;
       }
@@ -189,10 +169,10 @@ int RunSelftest(const SelftestArgs& a) {
     std::vector<std::string> missing = KernelsWithoutCase(a.device);
     std::printf("%zu registered %s kernels have no selftest case%s%s (%zu registered)\n",
                 missing.size(), a.device.c_str(), missing.empty() ? "" : ": ",
-                Join(missing).c_str(), runtime::KernelRegistry::Global().All(a.device).size());
+                Join(missing).c_str(), RegisteredKernels(a.device).size());
     return missing.empty() ? 0 : kExitFailed;
   }
-  auto device = runtime::OpenDevice(a.device, 0);
+  auto device = OpenDeviceDescription(a.device);
   if (!device.ok()) {
     std::printf(
         "kiln selftest: NOTHING WAS CHECKED on backend '%s'.\n  %s\n  Run `kiln doctor` for "
@@ -201,8 +181,8 @@ int RunSelftest(const SelftestArgs& a) {
     return kExitNotChecked;
   }
   std::printf("kiln selftest: backend '%s'%s%s, against the CPU reference kernels\n",
-              a.device.c_str(), *device ? " on " : "",
-              *device ? (*device)->Describe().c_str() : "");
+              a.device.c_str(), a.device != "cpu" ? " on " : "",
+              a.device != "cpu" ? device->c_str() : "");
   int passed = 0, failed = 0;
   std::set<std::string> used;
   auto report = [&](const std::string& name, const Outcome& o) {
@@ -219,15 +199,16 @@ int RunSelftest(const SelftestArgs& a) {
   std::printf("precision %s: tolerance |d - r| <= %g + %g * |r| per element (models %g)\n",
               a.precision.c_str(), case_tol, case_tol, model_tol);
   uint32_t seed = 1;
-  for (const SelftestCase& c : SelftestCases())
+  for (const SelfTestCase& c : SelfTestCases())
     report(c.name, Check(c.model, a.device, a.precision, seed++, c.positive_inputs, case_tol));
   std::vector<std::string> models = a.models;
   const size_t given = models.size();
   if (!a.no_models) {
     const std::string bundled = BundledModel();
     if (bundled.empty())
-      std::printf("  SKIP  bundled model: share/kiln/demo/fashion_mnist_cnn.onnx not found next "
-                  "to kiln\n");
+      std::printf(
+          "  SKIP  bundled model: share/kiln/demo/fashion_mnist_cnn.onnx not found next "
+          "to kiln\n");
     else
       models.push_back(bundled);
   }
@@ -254,9 +235,9 @@ int RunSelftest(const SelftestArgs& a) {
   }
   std::vector<std::string> missing;
   size_t registered = 0;
-  for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(a.device)) {
+  for (const KernelInfo& d : RegisteredKernels(a.device)) {
     ++registered;
-    if (!used.count(d->name)) missing.push_back(d->name);
+    if (!used.count(d.name)) missing.push_back(d.name);
   }
   std::printf("%d passed, %d failed; %zu of %zu registered %s kernels exercised\n", passed, failed,
               registered - missing.size(), registered, a.device.c_str());

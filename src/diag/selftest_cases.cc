@@ -1,13 +1,16 @@
-// The kernel cases `kiln selftest` runs (selftest.h): one small graph per case, weights and inputs
-// seeded, shapes chosen to hit the edges each kernel handles (odd sizes, padding, strides,
-// groups, broadcasts, ceil-mode windows) and the fusions the optimizer makes (Conv + bias +
-// activation + residual, MatMul + bias).
+// The kernel cases `kiln selftest` runs (kiln/diagnostics.h, SelfTestCases): one small graph per
+// case, weights and inputs seeded, shapes chosen to hit the edges each kernel handles (odd sizes,
+// padding, strides, groups, broadcasts, ceil-mode windows) and the fusions the optimizer makes
+// (Conv + bias + activation + residual, MatMul + bias).
+#include <onnx/onnx_pb.h>
+
 #include <random>
+#include <set>
 
+#include "kiln/diagnostics.h"
 #include "onnx/model_builder.h"
-#include "selftest.h"
 
-namespace kiln::cli {
+namespace kiln {
 
 namespace {
 
@@ -264,8 +267,12 @@ std::string Resize(const std::string& mode, const std::string& coord, const std:
 
 }  // namespace
 
-std::vector<SelftestCase> SelftestCases() {
-  std::vector<SelftestCase> c;
+std::vector<SelfTestCase> SelfTestCases() {
+  struct Raw {
+    std::string name, model;
+    bool positive_inputs = false;
+  };
+  std::vector<Raw> c;
   c.push_back({"conv 3x3 pad 1", ConvModel(8, 16, 11, 3, 1, 1, 1, 1, "")});
   c.push_back({"conv 3x3 stride 2 + relu", ConvModel(8, 12, 13, 3, 2, 1, 1, 1, "relu")});
   c.push_back({"conv 1x1 + residual + relu", ConvModel(16, 24, 7, 1, 1, 0, 1, 1, "residual_relu")});
@@ -312,7 +319,7 @@ std::vector<SelftestCase> SelftestCases() {
                          "Exp", "Neg", "Abs", "Elu"})
     c.push_back({std::string("unary ") + op, Unary(op, {3, 7, 11})});
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) {
-    SelftestCase pc{std::string("unary ") + op, Unary(op, {3, 7, 11})};
+    Raw pc{std::string("unary ") + op, Unary(op, {3, 7, 11})};
     pc.positive_inputs = true;
     c.push_back(pc);
   }
@@ -321,10 +328,24 @@ std::vector<SelftestCase> SelftestCases() {
                  Binary(op, {2, 3, 4, 5}, {1, 3, 1, 1}, {2, 3, 4, 5})});
   c.push_back({"binary Add rank mismatch", Binary("Add", {2, 3, 4, 5}, {4, 1}, {2, 3, 4, 5})});
   c.push_back({"binary Mul both broadcast", Binary("Mul", {2, 1, 5}, {3, 1}, {2, 3, 5})});
-  SelftestCase pow{"binary Pow", Binary("Pow", {3, 4}, {4}, {3, 4})};
+  Raw pow{"binary Pow", Binary("Pow", {3, 4}, {4}, {3, 4})};
   pow.positive_inputs = true;
   c.push_back(pow);
-  return c;
+  std::vector<SelfTestCase> out;
+  for (Raw& r : c) {
+    SelfTestCase k;
+    k.name = std::move(r.name);
+    k.model = std::move(r.model);
+    k.positive_inputs = r.positive_inputs;
+    onnx::ModelProto m;
+    if (m.ParseFromString(k.model)) {
+      std::set<std::string> ops;
+      for (const auto& n : m.graph().node()) ops.insert(n.op_type());
+      k.op_types.assign(ops.begin(), ops.end());
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln

@@ -1,0 +1,66 @@
+// What this build of kiln and this machine can do: the facts `kiln doctor`, `kiln ops`, `kiln
+// selftest` and `kiln bench` report, for programs that embed kiln. Plain functions; thread-safe
+// once backends are loaded (LoadBackend may register kernels).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln {
+
+// The CPU as kiln sees it.
+struct CpuDescription {
+  std::string model = "unknown";  // /proc/cpuinfo's model name
+  int logical_cpus = 0;
+  int physical_cores = 1;
+  // The instruction-set extensions kiln's kernels care about that this CPU has, in a fixed order:
+  // avx fma f16c avx2 avx_vnni avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16
+  // amx_tile amx_bf16 amx_int8.
+  std::vector<std::string> isa;
+  std::string onednn_isa;      // the ISA oneDNN dispatches to ("avx2", "avx512_core_amx", ...)
+  std::string onednn_version;  // "2.7.3"
+  bool bf16 = false;           // --precision bf16 is available (AVX512-BF16 or AMX)
+};
+const CpuDescription& DescribeCpu();
+
+// `kiln doctor`'s report as one JSON object (build, cpu, cuda, warnings; docs/cli.md names the
+// keys). Probes the CUDA driver and libraries with dlopen: a missing one is a fact, not an error.
+std::string DoctorReportJson();
+
+// Opens the plugin of a device backend ("cuda"), registering its kernels; "cpu" is built in.
+// Unavailable (naming the plugin and why) when this build or machine has none.
+Status LoadBackend(const std::string& backend);
+// Opens device 0 of `backend` and describes it ("cpu" for the CPU); why not, if it cannot.
+StatusOr<std::string> OpenDeviceDescription(const std::string& backend);
+
+struct KernelInfo {
+  std::string name;  // "cpu.conv.onednn"
+  std::string op_type, domain;
+  int since = 0, until = 0;  // opsets
+  int priority = 0;
+};
+// The kernels registered for `backend`, in registration order (after LoadBackend for a plugin).
+std::vector<KernelInfo> RegisteredKernels(const std::string& backend);
+
+struct OpInfo {
+  std::string domain, op_type;            // "" is ai.onnx
+  int since = 0, until = 0;               // the opsets kiln accepts
+  std::vector<std::string> cpu_kernels;   // the reference kernel first
+  std::vector<std::string> cuda_kernels;  // empty without the CUDA backend loaded
+};
+// Every op kiln implements, sorted by domain and name.
+std::vector<OpInfo> RegisteredOps();
+
+// `kiln selftest`'s kernel cases: small one-node (or few-node) models with fixed input shapes
+// that exercise every kernel of a backend.
+struct SelfTestCase {
+  std::string name;
+  std::string model;                  // serialized ONNX ModelProto
+  bool positive_inputs = false;       // inputs in [0.1, 2] (Log, Sqrt, Reciprocal, Pow)
+  std::vector<std::string> op_types;  // the ops its nodes use
+};
+std::vector<SelfTestCase> SelfTestCases();
+
+}  // namespace kiln
