@@ -235,7 +235,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
   p.PlanArena();
-  if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants());
+  if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants(model));
   return plan;
 }
 
@@ -319,37 +319,28 @@ Status RunStopStatus(RunStop stop, const RunOptions& control, size_t next, size_
 Status ExecutionPlan::Execute(const Model& model, const std::vector<const Tensor*>& inputs,
                               std::vector<Tensor>* outputs, DeviceTimings* timings,
                               const RunOptions* control, const std::vector<Tensor*>& bound) const {
-  if (!device) return ExecuteOnHost(model, inputs, outputs, timings, control, bound);
-  std::vector<Tensor> in;
-  for (const Tensor* t : inputs) in.push_back(*t);
-  if (bound.empty()) return ExecuteOnDevice(model, in, outputs, timings, control);
-  std::vector<Tensor> outs;
-  KILN_RETURN_IF_ERROR(ExecuteOnDevice(model, in, &outs, timings, control));
-  for (size_t k = 0; k < bound.size() && k < outs.size(); ++k) {
-    if (bound[k] == nullptr) continue;
-    if (bound[k]->shape() != outs[k].shape())
-      return InvalidArgument("output '" + model.graph->values[model.graph->outputs[k]].name +
-                             "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
-                             ", the run computed " + ShapeToString(outs[k].shape()));
-    std::memcpy(bound[k]->raw(), outs[k].raw(), outs[k].bytes());
-  }
-  return OkStatus();
+  if (device) return ExecuteOnDevice(model, inputs, outputs, timings, control, bound);
+  return ExecuteOnHost(model, inputs, outputs, timings, control, bound);
 }
 
-std::unique_ptr<HostRun> ExecutionPlan::NewHostRun() const {
-  auto run = std::make_unique<HostRun>();
+std::unique_ptr<RunContext> ExecutionPlan::NewRunContext() const {
+  auto run = std::make_unique<RunContext>();
   run->env.resize(dtypes.size());
   run->contexts.resize(steps.size());
-  const std::vector<int>& graph_inputs = input_slots;
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
     ir::ComputeContext& cc = run->contexts[si];
     for (size_t j = 0; j < step.in_slots.size(); ++j) {
       const int slot = step.in_slots[j];
       const Tensor* t = nullptr;
-      if (slot >= 0) t = constants[slot] ? constants[slot].get() : &run->env[slot];
-      for (size_t k = 0; k < graph_inputs.size(); ++k)
-        if (slot >= 0 && graph_inputs[k] == slot)
+      if (slot >= 0 && constants[slot])
+        t = device ? &device_constants[slot] : constants[slot].get();
+      else if (slot >= 0)
+        t = &run->env[slot];
+      // On the host a graph input is read where the caller keeps it; a device reads it from its
+      // arena slot, where the run uploads it.
+      for (size_t k = 0; k < input_slots.size() && !device; ++k)
+        if (slot >= 0 && input_slots[k] == slot)
           run->input_reads.push_back(
               {static_cast<int>(si), static_cast<int>(j), static_cast<int>(k)});
       cc.inputs.push_back(t);
@@ -359,7 +350,26 @@ std::unique_ptr<HostRun> ExecutionPlan::NewHostRun() const {
   return run;
 }
 
-void ExecutionPlan::ViewArena(HostRun* run, char* base) const {
+std::unique_ptr<RunContext> ExecutionPlan::TakeRun() const {
+  {
+    std::lock_guard<std::mutex> lock(runs_mu_);
+    if (!free_runs_.empty()) {
+      auto run = std::move(free_runs_.back());
+      free_runs_.pop_back();
+      return run;
+    }
+  }
+  return NewRunContext();
+}
+
+void ExecutionPlan::ReturnRun(std::unique_ptr<RunContext> run) const {
+  for (const RunContext::InputRead& r : run->input_reads)
+    run->contexts[r.step].inputs[r.position] = nullptr;  // keep no caller tensor
+  std::lock_guard<std::mutex> lock(runs_mu_);
+  free_runs_.push_back(std::move(run));
+}
+
+void ExecutionPlan::ViewArena(RunContext* run, char* base) const {
   if (run->base == base) return;
   for (size_t slot = 0; slot < run->env.size(); ++slot)
     if (arena_offset[slot] >= 0 && static_shape[slot])
@@ -369,13 +379,12 @@ void ExecutionPlan::ViewArena(HostRun* run, char* base) const {
 
 void ExecutionPlan::Warm() const {
   if (device) return;
-  auto run = NewHostRun();
+  auto run = NewRunContext();
   // Viewed against the arena the next run will be lent (the pool's smallest that fits).
   Tensor arena = resources->arenas.Take(arena_bytes);
   ViewArena(run.get(), static_cast<char*>(arena.raw()));
   resources->arenas.Return(std::move(arena));
-  std::lock_guard<std::mutex> lock(runs_mu_);
-  free_host_runs_.push_back(std::move(run));
+  ReturnRun(std::move(run));
 }
 
 Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
@@ -385,37 +394,26 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   const ir::Graph& g = *model.graph;
   SetThreadCount(num_threads);
   Tensor arena = resources->arenas.Take(arena_bytes);
-  std::unique_ptr<HostRun> run;
-  {
-    std::lock_guard<std::mutex> lock(runs_mu_);
-    if (!free_host_runs_.empty()) {
-      run = std::move(free_host_runs_.back());
-      free_host_runs_.pop_back();
-    }
-  }
-  if (!run) run = NewHostRun();
+  std::unique_ptr<RunContext> run = TakeRun();
   // The arena and the run context go back to their pools however the run ends; the context
   // keeps no caller tensor (graph inputs are only pointed at, for this run).
   struct Return {
     const ExecutionPlan* plan;
     ArenaPool* pool;
     Tensor* arena;
-    std::unique_ptr<HostRun>* run;
+    std::unique_ptr<RunContext>* run;
     ~Return() {
-      for (const HostRun::InputRead& r : (*run)->input_reads)
-        (*run)->contexts[r.step].inputs[r.position] = nullptr;
       pool->Return(std::move(*arena));
-      std::lock_guard<std::mutex> lock(plan->runs_mu_);
-      plan->free_host_runs_.push_back(std::move(*run));
+      plan->ReturnRun(std::move(*run));
     }
   } give_back{this, &resources->arenas, &arena, &run};
   char* base = static_cast<char*>(arena.raw());
   std::vector<Tensor>& env = run->env;
   ViewArena(run.get(), base);  // a new context, or another arena than last time
-  for (const HostRun::InputRead& r : run->input_reads)
+  for (const RunContext::InputRead& r : run->input_reads)
     run->contexts[r.step].inputs[r.position] = inputs[r.input];
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
-  if (step_ms) step_ms->assign(steps.size(), 0.0);
+  KILN_RETURN_IF_ERROR(RunSteps(model, run.get(), base, control, step_ms));
   // A slot's tensor outside a step: a constant, a graph input, or the run's own.
   auto get = [&](int slot) -> const Tensor* {
     if (constants[slot]) return constants[slot].get();
@@ -423,6 +421,33 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
       if (input_slots[k] == slot) return inputs[k];
     return env[slot].defined() ? &env[slot] : nullptr;
   };
+  if (bound.empty()) outputs->clear();
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    const Tensor* t = get(output_slots[k]);
+    if (t == nullptr)
+      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
+    if (bound.empty()) {
+      outputs->push_back(t->Clone());
+    } else if (k < bound.size() && bound[k] != nullptr) {
+      if (bound[k]->shape() != t->shape())
+        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
+                               "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
+                               ", the run computed " + ShapeToString(t->shape()));
+      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
+    }
+  }
+  // Dynamic or non-arena storage still held (outputs, values read by no step) is released now.
+  for (size_t slot = 0; slot < env.size(); ++slot)
+    if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) && env[slot].defined())
+      env[slot] = Tensor();
+  return OkStatus();
+}
+
+Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
+                               const RunOptions* control, std::vector<double>* step_ms) const {
+  const ir::Graph& g = *model.graph;
+  std::vector<Tensor>& env = run->env;
+  if (step_ms) step_ms->assign(steps.size(), 0.0);
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
     auto what = [&] {
@@ -471,25 +496,6 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
           (arena_offset[slot] < 0 || !static_shape[slot]))
         env[slot] = Tensor();
   }
-  if (bound.empty()) outputs->clear();
-  for (size_t k = 0; k < output_slots.size(); ++k) {
-    const Tensor* t = get(output_slots[k]);
-    if (t == nullptr)
-      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
-    if (bound.empty()) {
-      outputs->push_back(t->Clone());
-    } else if (k < bound.size() && bound[k] != nullptr) {
-      if (bound[k]->shape() != t->shape())
-        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
-                               "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
-                               ", the run computed " + ShapeToString(t->shape()));
-      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
-    }
-  }
-  // Dynamic or non-arena storage still held (outputs, values read by no step) is released now.
-  for (size_t slot = 0; slot < env.size(); ++slot)
-    if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) && env[slot].defined())
-      env[slot] = Tensor();
   return OkStatus();
 }
 

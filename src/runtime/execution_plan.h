@@ -67,18 +67,21 @@ struct Step {
   std::vector<int> in_slots, out_slots;  // -1 marks an omitted optional input/output
 };
 
-// One concurrent CPU run's storage for a plan, made on the plan's first run and pooled by it: a
-// tensor per slot (arena slots are views, re-pointed only when the run is handed a different
-// arena), each step's compute context (input and output pointers) and where graph inputs are read.
-// A warm run of a plan with static shapes allocates nothing in the executor.
-struct HostRun {
+// One concurrent run's storage for a plan, on the host or a device, made on the plan's first run
+// and pooled by it: a tensor per slot (arena slots are views, re-pointed only when the run is
+// handed a different arena), each step's compute context (input and output pointers, the
+// device's stream) and where graph inputs are read. On a device it also owns the DeviceRun
+// (device arena, streams, staging). A warm run of a plan with static shapes allocates nothing in
+// the executor, on either.
+struct RunContext {
   std::vector<Tensor> env;                   // per slot
   std::vector<ir::ComputeContext> contexts;  // per step
   struct InputRead {
     int step, position, input;  // contexts[step].inputs[position] = graph input `input`
   };
-  std::vector<InputRead> input_reads;
-  const char* base = nullptr;  // the arena the views point into (null: not viewed yet)
+  std::vector<InputRead> input_reads;     // host only: a device reads inputs from its arena
+  const char* base = nullptr;             // the arena the views point into (null: not viewed yet)
+  std::unique_ptr<DeviceRun> device_run;  // device plans only
 };
 
 struct ExecutionPlan {
@@ -106,12 +109,13 @@ struct ExecutionPlan {
 
   // On a device backend (device != nullptr) every step must have a kernel of that backend (all
   // missing ones are reported at once), graph inputs get arena slots, and the constants steps
-  // read are uploaded once, here.
+  // read are on the device: the model's weights once per session (SessionResources), shared by
+  // every plan, and what this plan folded for its shapes, here.
   std::shared_ptr<Device> device;
   std::vector<Tensor> device_constants;  // per slot: a view of the uploaded constant, or empty
-  std::shared_ptr<void> device_constant_memory;
-  bool pinned_staging = true;  // SessionOptions::pinned_staging
-  bool capture_graph = false;  // SessionOptions::cuda_graph
+  std::vector<std::shared_ptr<void>> device_constant_memory;  // what the views point into
+  bool pinned_staging = true;                                 // SessionOptions::pinned_staging
+  bool capture_graph = false;                                 // SessionOptions::cuda_graph
   // With SessionOptions::tune: every prepared node's variant (for the plan cache), and how many
   // came from `cached` choices given to Create rather than being measured.
   PlanChoices choices;
@@ -140,23 +144,28 @@ struct ExecutionPlan {
  private:
   void PlanArena();
   // Device plans (execution_plan_device.cc).
-  Status UploadConstants();
-  Status ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
+  Status UploadConstants(const Model& model);
+  Status ExecuteOnDevice(const Model& model, const std::vector<const Tensor*>& inputs,
                          std::vector<Tensor>* outputs, DeviceTimings* timings,
-                         const RunOptions* control) const;
-  Status RunSteps(const ir::Graph& g, char* base, void* stream, std::vector<Tensor>* env,
-                  const RunOptions* control) const;
+                         const RunOptions* control, const std::vector<Tensor*>& bound) const;
+  // The one step loop, host and device: run control between steps, shapes and storage of
+  // dynamic steps, each kernel on the run's contexts, storage made for the run freed after its
+  // last reader. `step_ms` (may be null): each step's wall time.
+  Status RunSteps(const Model& model, RunContext* run, char* base, const RunOptions* control,
+                  std::vector<double>* step_ms) const;
   Status ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
                        std::vector<Tensor>* outputs, DeviceTimings* timings,
                        const RunOptions* control, const std::vector<Tensor*>& bound) const;
-  std::unique_ptr<HostRun> NewHostRun() const;
+  std::unique_ptr<RunContext> NewRunContext() const;
+  // A pooled run context, or a new one; ReturnRun puts it back.
+  std::unique_ptr<RunContext> TakeRun() const;
+  void ReturnRun(std::unique_ptr<RunContext> run) const;
   // Points the run's static arena slots into the arena at `base` (nothing when already there).
-  void ViewArena(HostRun* run, char* base) const;
-  mutable std::vector<std::unique_ptr<DeviceRun>> free_runs_;
-  mutable std::vector<std::unique_ptr<HostRun>> free_host_runs_;
+  void ViewArena(RunContext* run, char* base) const;
+  mutable std::vector<std::unique_ptr<RunContext>> free_runs_;
   // The session's packed weights and CPU arenas (a plan made alone gets its own).
   std::shared_ptr<SessionResources> resources;
-  mutable std::mutex runs_mu_;  // guards free_runs_ and free_host_runs_ (run contexts)
+  mutable std::mutex runs_mu_;  // guards free_runs_ (run contexts)
 
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.

@@ -1,9 +1,12 @@
-// The device half of ExecutionPlan: constants uploaded once per plan, and Execute() for a device
-// backend. A run takes a DeviceRun (arena, streams, staging) from the plan's pool, uploads the
-// graph inputs into their arena slots, runs every step on the device's compute stream, downloads
-// the outputs and waits once at the end. Constants and graph inputs returned as outputs are
-// copied on the host. No allocation in a warm run besides the output tensors handed to the caller.
+// The device half of ExecutionPlan: constants on the device (the model's weights once per
+// session, shared by its plans), and Execute() for a device backend. A run takes a run context
+// with its DeviceRun (arena, streams, staging) from the plan's pool, uploads the graph inputs into
+// their arena slots, runs the same step loop as the host (RunSteps) on the device's compute
+// stream, downloads the outputs (into the caller's bound tensors when given) and waits once at
+// the end. Constants and graph inputs returned as outputs are copied on the host. No allocation
+// in a warm run besides the output tensors handed to the caller (none with bound outputs).
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/execution_plan.h"
 
@@ -14,42 +17,57 @@ constexpr size_t kDeviceAlign = 256;  // cudaMalloc's alignment; kept for every 
 size_t AlignUp(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
 }  // namespace
 
-Status ExecutionPlan::UploadConstants() {
+Status ExecutionPlan::UploadConstants(const Model& model) {
+  const ir::Graph& g = *model.graph;
   std::vector<bool> read(dtypes.size(), false);
   for (const Step& st : steps)
     for (int slot : st.in_slots)
       if (slot >= 0 && constants[slot]) read[slot] = true;
-  size_t total = 0;
-  for (size_t slot = 0; slot < read.size(); ++slot)
-    if (read[slot]) total += AlignUp(constants[slot]->bytes());
   device_constants.assign(dtypes.size(), Tensor());
+  device_constant_memory.clear();
+  // The model's own constants (weights) are shared by every plan of the session: those already on
+  // the device are only viewed. A slot below the graph's value count whose constant is the
+  // graph's is one of them; what this plan folded for its shapes is its own.
+  DeviceConstantCache& cache = resources->device_constants;
+  auto is_model_constant = [&](size_t slot) {
+    return slot < g.values.size() && g.values[slot].constant == constants[slot];
+  };
+  size_t total = 0;
+  for (size_t slot = 0; slot < read.size(); ++slot) {
+    if (!read[slot]) continue;
+    if (is_model_constant(slot)) {
+      if (auto hit = cache.Find(*constants[slot])) {
+        device_constants[slot] = hit->view;
+        device_constant_memory.push_back(hit->memory);
+        read[slot] = false;
+        continue;
+      }
+    }
+    total += AlignUp(constants[slot]->bytes());
+  }
   if (total == 0) return OkStatus();
-  KILN_ASSIGN_OR_RETURN(device_constant_memory, device->Allocate(total));
-  char* base = static_cast<char*>(device_constant_memory.get());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> block, device->Allocate(total));
+  device_constant_memory.push_back(block);
+  char* base = static_cast<char*>(block.get());
   size_t offset = 0;
   for (size_t slot = 0; slot < read.size(); ++slot) {
     if (!read[slot]) continue;
     const Tensor& c = *constants[slot];
     KILN_RETURN_IF_ERROR(device->CopyToDevice(base + offset, c.raw(), c.bytes()));
     device_constants[slot] = Tensor::View(c.dtype(), c.shape(), base + offset);
+    if (is_model_constant(slot)) cache.Add(c, device_constants[slot], block);
     offset += AlignUp(c.bytes());
   }
   return OkStatus();
 }
 
-Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tensor>& inputs,
+Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<const Tensor*>& inputs,
                                       std::vector<Tensor>* outputs, DeviceTimings* timings,
-                                      const RunOptions* control) const {
+                                      const RunOptions* control,
+                                      const std::vector<Tensor*>& bound) const {
   const ir::Graph& g = *model.graph;
-  std::unique_ptr<DeviceRun> run;
-  {
-    std::lock_guard<std::mutex> lock(runs_mu_);
-    if (!free_runs_.empty()) {
-      run = std::move(free_runs_.back());
-      free_runs_.pop_back();
-    }
-  }
-  if (!run) {
+  std::unique_ptr<RunContext> run = TakeRun();
+  if (!run->device_run) {
     size_t upload = 0, download = 0;
     for (int slot : input_slots)
       upload +=
@@ -57,103 +75,77 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<Tens
     for (int slot : output_slots)
       download +=
           AlignUp(static_cast<size_t>(NumElements(shapes[slot])) * DataTypeSize(dtypes[slot]));
-    KILN_ASSIGN_OR_RETURN(
-        run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload, download, pinned_staging));
+    KILN_ASSIGN_OR_RETURN(run->device_run, device->NewRun(std::max<size_t>(arena_bytes, 1), upload,
+                                                          download, pinned_staging));
+    for (ir::ComputeContext& cc : run->contexts) cc.stream = run->device_run->stream();
   }
   struct Return {
     const ExecutionPlan* plan;
-    std::unique_ptr<DeviceRun>* run;
-    ~Return() {
-      std::lock_guard<std::mutex> lock(plan->runs_mu_);
-      plan->free_runs_.push_back(std::move(*run));
-    }
+    std::unique_ptr<RunContext>* run;
+    ~Return() { plan->ReturnRun(std::move(*run)); }
   } give_back{this, &run};
+  DeviceRun& dev = *run->device_run;
 
-  KILN_RETURN_IF_ERROR(run->Begin());
-  char* base = static_cast<char*>(run->arena());
-  std::vector<Tensor> env(dtypes.size());
+  KILN_RETURN_IF_ERROR(dev.Begin());
+  char* base = static_cast<char*>(dev.arena());
+  ViewArena(run.get(), base);
   for (size_t k = 0; k < input_slots.size(); ++k) {
     const int slot = input_slots[k];
     if (arena_offset[slot] < 0) continue;  // unread input
-    env[slot] = Tensor::View(inputs[k].dtype(), inputs[k].shape(), base + arena_offset[slot]);
-    KILN_RETURN_IF_ERROR(run->Upload(inputs[k].raw(), env[slot].raw(), inputs[k].bytes()));
+    KILN_RETURN_IF_ERROR(
+        dev.Upload(inputs[k]->raw(), base + arena_offset[slot], inputs[k]->bytes()));
   }
-  KILN_RETURN_IF_ERROR(run->StartCompute());
-  if (capture_graph && run->SupportsCapture() && run->captured()) {
-    KILN_RETURN_IF_ERROR(run->Replay());
+  KILN_RETURN_IF_ERROR(dev.StartCompute());
+  if (capture_graph && dev.SupportsCapture() && dev.captured()) {
+    KILN_RETURN_IF_ERROR(dev.Replay());
   } else {
-    const bool capture = capture_graph && run->SupportsCapture() && run->completed_runs > 0;
-    if (capture) KILN_RETURN_IF_ERROR(run->BeginCapture());
+    const bool capture =
+        capture_graph && dev.SupportsCapture() && run->device_run->completed_runs > 0;
+    if (capture) KILN_RETURN_IF_ERROR(dev.BeginCapture());
     // A capture records every step: the run control is checked only outside captures.
-    Status s = RunSteps(g, base, run->stream(), &env, capture ? nullptr : control);
+    Status s = RunSteps(model, run.get(), base, capture ? nullptr : control, nullptr);
     if (capture) {
-      Status end = run->EndCapture();  // always end a capture, even after a failed step
+      Status end = dev.EndCapture();  // always end a capture, even after a failed step
       if (s.ok()) s = end;
-      if (s.ok()) s = run->Replay();
+      if (s.ok()) s = dev.Replay();
     }
     if (s.code() == StatusCode::kCancelled || s.code() == StatusCode::kDeadlineExceeded)
-      (void)run->Finish();  // let the enqueued work drain before the context is reused
+      (void)dev.Finish();  // let the enqueued work drain before the context is reused
     KILN_RETURN_IF_ERROR(s);
   }
-  outputs->clear();
+  // Outputs: downloaded straight into the caller's bound tensors, or into new ones. Constants and
+  // graph inputs returned as outputs are copied on the host.
+  if (bound.empty()) outputs->clear();
   for (size_t k = 0; k < output_slots.size(); ++k) {
     const int slot = output_slots[k];
-    if (constants[slot]) {
-      outputs->push_back(constants[slot]->Clone());
-      continue;
+    Tensor* dst = nullptr;
+    if (bound.empty()) {
+      outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
+      dst = &outputs->back();
+    } else if (k < bound.size() && bound[k] != nullptr) {
+      dst = bound[k];
+      if (dst->shape() != shapes[slot])
+        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
+                               "': the bound tensor has shape " + ShapeToString(dst->shape()) +
+                               ", the run computed " + ShapeToString(shapes[slot]));
+    } else {
+      continue;  // not asked for
     }
-    auto in = std::find(input_slots.begin(), input_slots.end(), slot);
-    if (in != input_slots.end()) {
-      outputs->push_back(inputs[in - input_slots.begin()].Clone());
+    const Tensor* host = nullptr;
+    if (constants[slot]) host = constants[slot].get();
+    for (size_t i = 0; i < input_slots.size() && host == nullptr; ++i)
+      if (input_slots[i] == slot) host = inputs[i];
+    if (host != nullptr) {
+      std::memcpy(dst->raw(), host->raw(), host->bytes());
       continue;
     }
     if (arena_offset[slot] < 0)
       return Internal("graph output '" + g.values[g.outputs[k]].name + "' has no device buffer");
-    outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
-    KILN_RETURN_IF_ERROR(
-        run->Download(base + arena_offset[slot], outputs->back().raw(), outputs->back().bytes()));
+    KILN_RETURN_IF_ERROR(dev.Download(base + arena_offset[slot], dst->raw(), dst->bytes()));
   }
-  KILN_RETURN_IF_ERROR(run->Finish());
-  ++run->completed_runs;
-  if (timings) *timings = run->LastTimings();
-  return OkStatus();
-}
-
-Status ExecutionPlan::RunSteps(const ir::Graph& g, char* base, void* stream,
-                               std::vector<Tensor>* env_ptr, const RunOptions* control) const {
-  std::vector<Tensor>& env = *env_ptr;
-  for (size_t si = 0; si < steps.size(); ++si) {
-    const Step& step = steps[si];
-    KILN_RETURN_IF_ERROR(CheckRunControl(control, si, steps.size(), [&] {
-      return step.node >= 0 ? g.nodes[step.node].Describe() : std::string("layout conversion");
-    }));
-    ir::ComputeContext cc;
-    cc.stream = stream;
-    for (int slot : step.in_slots) {
-      if (slot < 0) {
-        cc.inputs.push_back(nullptr);
-        continue;
-      }
-      const Tensor* t = constants[slot] ? &device_constants[slot] : &env[slot];
-      if (!t->defined())
-        return Internal("slot " + std::to_string(slot) + " missing on the device when running " +
-                        g.nodes[step.node].Describe());
-      cc.inputs.push_back(t);
-    }
-    for (int slot : step.out_slots) {
-      if (slot < 0) {
-        cc.outputs.push_back(nullptr);
-        continue;
-      }
-      env[slot] = Tensor::View(dtypes[slot], shapes[slot], base + arena_offset[slot]);
-      cc.outputs.push_back(&env[slot]);
-    }
-    if (scratch_bytes > 0) cc.scratch = base + scratch_offset;
-    Status s = step.kernel->Run(cc);
-    if (!s.ok())
-      return s.AddContext("while running " + g.nodes[step.node].Describe() + " with " +
-                          step.kernel_name);
-  }
+  KILN_RETURN_IF_ERROR(dev.Finish());
+  ++run->device_run->completed_runs;
+  if (timings) *timings = dev.LastTimings();
   return OkStatus();
 }
 

@@ -359,6 +359,7 @@ SessionStats Session::stats() const {
       s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, cached.plan->arena_bytes);
   }
   s.packed_weight_bytes = impl_->resources->weights.bytes();
+  s.device_constant_bytes = impl_->resources->device_constants.bytes();
   s.packed_weights = impl_->resources->weights.entries();
   s.packed_weight_reuses = impl_->resources->weights.hits();
   s.arena_bytes = impl_->resources->arenas.bytes();

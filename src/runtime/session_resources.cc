@@ -75,4 +75,32 @@ size_t ArenaPool::count() const {
   return live_count_;
 }
 
+std::optional<DeviceConstantCache::Hit> DeviceConstantCache::Find(const Tensor& host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(host.raw());
+  if (it == entries_.end() || it->second.host.dtype() != host.dtype() ||
+      it->second.host.shape() != host.shape())
+    return std::nullopt;
+  return it->second.hit;
+}
+
+void DeviceConstantCache::Add(const Tensor& host, Tensor view, std::shared_ptr<void> memory) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[host.raw()];
+  if (e.hit.memory) return;  // another plan added it first
+  bytes_ += view.bytes();
+  e.host = host;
+  e.hit = {std::move(view), std::move(memory)};
+}
+
+size_t DeviceConstantCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+size_t DeviceConstantCache::entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
 }  // namespace kiln::runtime

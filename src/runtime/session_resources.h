@@ -8,6 +8,8 @@
 // and returns it; a free arena too small for the run is released before a bigger one is made, so
 // sequential runs over many shapes hold one arena of the largest size (and N concurrent runs N).
 //
+// DeviceConstantCache: the model's constants on a device, once per session.
+//
 // Thread-safe. Owned by the session (shared with its plans); freed with the last of them.
 #pragma once
 
@@ -15,7 +17,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,9 +67,34 @@ class ArenaPool {
   size_t live_count_ = 0;
 };
 
+// The model's constants on a device backend, uploaded by the first plan that reads them and
+// viewed by every later plan (a server planning batch sizes 1..32 holds the weights once on the
+// GPU). Keyed by the host tensor's storage, which an entry keeps alive.
+class DeviceConstantCache {
+ public:
+  struct Hit {
+    Tensor view;                   // the device copy, with the constant's dtype and shape
+    std::shared_ptr<void> memory;  // the allocation it lies in (keeps it alive)
+  };
+  std::optional<Hit> Find(const Tensor& host) const;
+  void Add(const Tensor& host, Tensor view, std::shared_ptr<void> memory);
+  size_t bytes() const;  // device bytes of the constants held
+  size_t entries() const;
+
+ private:
+  struct Entry {
+    Tensor host;
+    Hit hit;
+  };
+  mutable std::mutex mu_;
+  std::map<const void*, Entry> entries_;
+  size_t bytes_ = 0;
+};
+
 struct SessionResources {
   WeightCache weights;
   ArenaPool arenas;
+  DeviceConstantCache device_constants;
 };
 
 }  // namespace kiln::runtime

@@ -221,13 +221,18 @@ void ExpectSameOutputs(const std::vector<NamedTensor>& got, const std::vector<Na
   }
 }
 
-TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
+// SmallModel on the CPU's reference kernels and on the fake device.
+std::pair<StatusOr<std::unique_ptr<Session>>, StatusOr<std::unique_ptr<Session>>> LoadPair() {
   SessionOptions cpu_opts;
   cpu_opts.reference_only = true;
   SessionOptions dev_opts;
   dev_opts.backend = "fakedev";
-  auto cpu = Session::LoadFromBytes(SmallModel(), cpu_opts);
-  auto dev = Session::LoadFromBytes(SmallModel(), dev_opts);
+  return {Session::LoadFromBytes(SmallModel(), cpu_opts),
+          Session::LoadFromBytes(SmallModel(), dev_opts)};
+}
+
+TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
+  auto [cpu, dev] = LoadPair();
   ASSERT_TRUE(cpu.ok() && dev.ok()) << dev.status().ToString();
   EXPECT_EQ((*dev)->device_description(), "fake device");
   // The device's own startup figures come through; a backend linked in (no plugin) has no
@@ -264,6 +269,39 @@ TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
   ASSERT_EQ(events.size(), 3 * warm.size());
   EXPECT_EQ(std::vector<std::string>(events.begin(), events.begin() + 5), warm);
   EXPECT_EQ(Log().allocations, allocations_first);  // warm runs allocate no device memory
+}
+
+// A second input shape makes a second plan; the model's weights are already on the device and
+// are not uploaded (or allocated) again. Bound outputs are downloaded straight into the caller's
+// buffers.
+TEST(DevicePlanTest, PlansShareTheWeightsAndBoundOutputsTakeTheDownload) {
+  auto [cpu, dev] = LoadPair();
+  ASSERT_TRUE(cpu.ok() && dev.ok()) << dev.status().ToString();
+  std::vector<NamedTensor> got;
+  ASSERT_TRUE((*dev)->Run({{"x", Input(3)}}, &got).ok());
+  EXPECT_EQ((*dev)->stats().device_constant_bytes, 32u);  // w and b
+  Log().Take();
+  const int allocations = Log().allocations;
+  std::vector<NamedTensor> in{{"x", Input(5)}}, want;
+  ASSERT_TRUE((*cpu)->Run(in, &want).ok());
+  ASSERT_TRUE((*dev)->Run(in, &got).ok());
+  ExpectSameOutputs(got, want);
+  const std::vector<std::string> second = {"upload 80", "start", "download 80", "download 80",
+                                           "finish"};
+  EXPECT_EQ(Log().Take(), second);                // no "constant" upload for the new plan
+  EXPECT_EQ(Log().allocations - allocations, 1);  // the new plan's run arena only
+  EXPECT_EQ((*dev)->stats().plans, 2u);
+  EXPECT_EQ((*dev)->stats().device_constant_bytes, 32u);
+
+  std::vector<float> y(20, -1.f), z(20, -1.f);
+  std::vector<NamedTensor> bound{{"z", Tensor::View(DataType::kFloat, {5, 4}, z.data())},
+                                 {"y", Tensor::View(DataType::kFloat, {5, 4}, y.data())}};
+  ASSERT_TRUE((*dev)->RunInto(in, &bound).ok());
+  EXPECT_EQ(Log().Take(), second);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(y[i], want[0].tensor.data<float>()[i]) << i;
+    EXPECT_EQ(z[i], want[1].tensor.data<float>()[i]) << i;
+  }
 }
 
 TEST(DevicePlanTest, ConcurrentRunsUseSeparateContexts) {
