@@ -86,7 +86,8 @@ std::string ConvTranspose(int64_t c, int64_t m, int64_t hw, int64_t k, int64_t s
 }
 
 std::string Unary(const std::string& op, const std::vector<int64_t>& dims) {
-  ModelBuilder b(op == "HardSwish" ? 14 : 13);  // HardSwish exists from opset 14
+  // HardSwish exists from opset 14, Gelu from 20.
+  ModelBuilder b(op == "Gelu" ? 20 : op == "HardSwish" ? 14 : 13);
   b.Input("x", kF32, dims).Output("y", kF32, dims);
   b.Node(op, {"x"}, {"y"});
   return b.Bytes();
@@ -316,7 +317,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"resize linear align_corners x1.5",
                Resize("linear", "align_corners", "round_prefer_floor", {1, 1, 1.5f, 1.5f}, {})});
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Erf",
-                         "Exp", "Neg", "Abs", "Elu"})
+                         "Exp", "Neg", "Abs", "Elu", "Gelu"})
     c.push_back({std::string("unary ") + op, Unary(op, {3, 7, 11})});
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) {
     Raw pc{std::string("unary ") + op, Unary(op, {3, 7, 11})};

@@ -10,7 +10,8 @@ struct Entry {
   const char* name;
   ActivationKind kind;
 };
-// The fusable kinds, by their attribute spelling (also the ONNX op type, except Silu and Gelu).
+// The fusable kinds, by their attribute spelling (also the ONNX op type, except Silu and
+// GeluTanh: Gelu-20 with approximate="tanh").
 constexpr Entry kActivations[] = {
     {"", ActivationKind::kNone},
     {"Relu", ActivationKind::kRelu},
@@ -22,10 +23,12 @@ constexpr Entry kActivations[] = {
     {"Tanh", ActivationKind::kTanh},
     {"Silu", ActivationKind::kSilu},
     {"Gelu", ActivationKind::kGelu},
+    {"GeluTanh", ActivationKind::kGeluTanh},
     {"Elu", ActivationKind::kElu},
 };
 
 constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
 
 }  // namespace
 
@@ -60,9 +63,16 @@ bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& co
   ActivationKind kind = ActivationKind::kNone;
   for (const Entry& e : kActivations)
     if (*e.name && t == e.name && e.kind != ActivationKind::kSilu &&
-        e.kind != ActivationKind::kGelu)
+        e.kind != ActivationKind::kGeluTanh)
       kind = e.kind;
   if (kind == ActivationKind::kNone) return false;
+  if (kind == ActivationKind::kGelu) {  // Gelu-20: approximate = "none" | "tanh"
+    const std::string approximate = node.GetString("approximate", "none");
+    if (approximate == "tanh")
+      kind = ActivationKind::kGeluTanh;
+    else if (approximate != "none")
+      return false;
+  }
   *act = DefaultActivation(kind);
   switch (kind) {
     case ActivationKind::kLeakyRelu:
@@ -101,6 +111,13 @@ void ApplyActivation(const Activation& act, float* data, int64_t n) {
       for (int64_t i = 0; i < n; ++i) {
         const double x = data[i];
         data[i] = static_cast<float>(0.5 * x * (1.0 + std::erf(x * kSqrtHalf)));
+      }
+      return;
+    case ActivationKind::kGeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = data[i];
+        data[i] = static_cast<float>(
+            0.5 * x * (1.0 + std::tanh(kSqrtTwoOverPi * (x + 0.044715 * x * x * x))));
       }
       return;
     default:

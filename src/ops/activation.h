@@ -1,11 +1,12 @@
 // Activations as graphs spell them, on top of kiln's one Activation type (activation_math.h):
 // - kiln's fused ops (FusedConv, FusedMatMul, FusedBatchNormalization; domain "kiln") name theirs
 //   in the string attribute `activation` ("" or absent: none; "Relu", "Clip", "LeakyRelu",
-//   "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Silu", "Gelu", "Elu") with float parameters
-//   `activation_alpha` and `activation_beta`; unset parameters take the ONNX defaults;
+//   "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Silu", "Gelu", "GeluTanh", "Elu") with float
+//   parameters `activation_alpha` and `activation_beta`; unset parameters take the ONNX defaults;
 // - a standalone ONNX activation node (Relu, LeakyRelu, HardSigmoid, Clip, Sigmoid, Tanh,
-//   HardSwish, Elu), read by ActivationOfNode, which the reference kernels, the fusion passes and
-//   the fast kernels all use, so the defaults agree everywhere.
+//   HardSwish, Elu, Gelu-20 with approximate "none" or "tanh"), read by ActivationOfNode, which the
+//   reference kernels, the fusion passes and the fast kernels all use, so the defaults agree
+//   everywhere.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,7 @@ bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& co
 // The attribute spelling of `kind` ("" for kNone and for the non-fusable math kinds).
 const char* ActivationName(ActivationKind kind);
 
-// data[i] = act(data[i]) for i < n: the host reference loop (Gelu in double).
+// data[i] = act(data[i]) for i < n: the host reference loop (the Gelus in double).
 void ApplyActivation(const Activation& act, float* data, int64_t n);
 
 }  // namespace kiln::ops

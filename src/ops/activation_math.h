@@ -6,8 +6,8 @@
 //
 // Parameters: Clip (alpha = min, beta = max), LeakyRelu and Elu (alpha), HardSigmoid (alpha, beta);
 // the other kinds ignore them. DefaultActivation() gives the ONNX defaults. Silu is x * sigmoid(x);
-// Gelu is the erf form 0.5 * x * (1 + erf(x / sqrt(2))), in float here (the host reference loop,
-// ApplyActivation, evaluates it in double).
+// Gelu is the erf form 0.5 * x * (1 + erf(x / sqrt(2))) (GeluTanh the tanh approximation), in float
+// here (the host reference loop, ApplyActivation, evaluates it in double).
 //
 // The kinds after kElu are unary math that the CUDA elementwise kernel runs through the same
 // switch; they are not fusable activations (ParseActivation refuses them). Values are stable:
@@ -32,6 +32,7 @@ enum class ActivationKind : int {
   kTanh,
   kSilu,
   kGelu,
+  kGeluTanh,
   kElu,
   kErf,
   kExp,
@@ -76,6 +77,10 @@ KILN_HD float Clip(float x, float lo, float hi) { return fminf(hi, fmaxf(lo, x))
 KILN_HD float LeakyRelu(float x, float alpha) { return x >= 0.f ? x : alpha * x; }
 KILN_HD float Elu(float x, float alpha) { return x >= 0.f ? x : alpha * (expf(x) - 1.f); }
 KILN_HD float Gelu(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752440f)); }
+// Gelu-20's approximate="tanh": 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+KILN_HD float GeluTanh(float x) {
+  return 0.5f * x * (1.f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
 
 KILN_HD float ActivationValue(ActivationKind kind, float x, float alpha, float beta) {
   switch (kind) {
@@ -99,6 +104,8 @@ KILN_HD float ActivationValue(ActivationKind kind, float x, float alpha, float b
       return Silu(x);
     case ActivationKind::kGelu:
       return Gelu(x);
+    case ActivationKind::kGeluTanh:
+      return GeluTanh(x);
     case ActivationKind::kElu:
       return Elu(x, alpha);
     case ActivationKind::kErf:

@@ -98,6 +98,8 @@ const FusedKind kFusedKinds[] = {
     {ops::ActivationKind::kTanh, Activation::kTanh, 0, 0},
     {ops::ActivationKind::kSilu, Activation::kSilu, 0, 0},
     {ops::ActivationKind::kGelu, Activation::kGelu, 0, 0},
+    {ops::ActivationKind::kGeluTanh, Activation::kGeluTanh, 0, 0},
+    {ops::ActivationKind::kElu, Activation::kElu, 0.7f, 0},
 };
 
 TEST(CudaElementwiseMathTest, FusedActivationsMatchReference) {

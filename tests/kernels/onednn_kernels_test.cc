@@ -132,6 +132,30 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{{2, 5, 23}, 7, 3, 2, 1, 1, 1, true, ""},         // 1-D
                       ConvCase{{1, 3, 6, 7, 5}, 4, 3, 1, 1, 1, 1, true, ""}));  // 3-D
 
+// Gelu-20 in both forms, standalone (cpu.gelu.onednn: gelu_erf / gelu_tanh), after a
+// convolution's blocked output, and fused into FusedMatMul by the optimizer.
+TEST(OneDnnKernelTest, GeluBothForms) {
+  for (const char* approximate : {"none", "tanh"}) {
+    SCOPED_TRACE(approximate);
+    ModelBuilder mb(20);
+    mb.Input("x", kF32, {3, 40}).Output("y", kF32, {});
+    auto& g = mb.Node("Gelu", {"x"}, {"y"});
+    ModelBuilder::StringAttr(g, "approximate", approximate);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({3, 40}, 7)}}, {"cpu.gelu.onednn"});
+
+    ModelBuilder mm(20);
+    mm.Input("x", kF32, {4, 16}).Output("y", kF32, {});
+    mm.FloatInit("w", {16, 8}, Random(128, 8));
+    mm.FloatInit("b", {8}, Random(8, 9));
+    mm.Node("MatMul", {"x", "w"}, {"m"});
+    mm.Node("Add", {"m", "b"}, {"a"});
+    auto& g2 = mm.Node("Gelu", {"a"}, {"y"});
+    ModelBuilder::StringAttr(g2, "approximate", approximate);
+    CheckAgainstReference(mm.Bytes(), {{"x", RandomTensor({4, 16}, 10)}},
+                          {"cpu.fusedmatmul.onednn"}, /*optimize=*/true);
+  }
+}
+
 TEST(OneDnnKernelTest, PoolsOnBlockedInput) {
   for (int variant = 0; variant < 5; ++variant) {
     ModelBuilder mb;

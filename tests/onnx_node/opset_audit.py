@@ -24,6 +24,9 @@ REVIEWED = {
        for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "SumSquare")},
     ("ReduceMax", 20): "bool inputs", ("ReduceMin", 20): "bool inputs",
     ("AveragePool", 19): "dilations attribute: 1 accepted, others refused with a reason",
+    ("Gelu", 20): "new op: approximate none (erf) and tanh",
+    ("GroupNormalization", 18): "new op: scale and bias per group",
+    ("GroupNormalization", 21): "scale and bias per channel; stash_type 1, others refused",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
 # dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.
@@ -32,7 +35,7 @@ TYPES_ONLY = {
     "Constant": [19, 21, 23, 24], "ConstantOfShape": [20, 21, 23, 24], "Conv": [22],
     "ConvTranspose": [22], "Dropout": [22], "Elu": [22], "Equal": [19], "Flatten": [21, 23, 24],
     "GlobalAveragePool": [22], "GlobalMaxPool": [22], "HardSigmoid": [22], "HardSwish": [22],
-    "Identity": [19, 21, 23, 24], "InstanceNormalization": [22], "MaxPool": [22],
+    "Identity": [19, 21, 23, 24], "InstanceNormalization": [22], "IsInf": [20], "IsNaN": [20], "MaxPool": [22],
     "Pad": [21, 23, 24], "Reshape": [19, 21, 23, 24], "Selu": [22], "Shape": [19, 21, 23, 24],
     "Size": [19, 21, 23, 24], "Softplus": [22], "Squeeze": [21, 23, 24], "TopK": [24],
     "Transpose": [21, 23, 24], "Unsqueeze": [21, 23, 24],

@@ -282,6 +282,33 @@ TEST(SessionTest, NewerOpsetFormsRefuseBadValues) {
     ModelBuilder::IntsAttr(m.Node("Resize", {"x", "", "scales"}, {"y"}), "axes", {5});
     expect(m.Bytes(), "axes must be distinct and in [-2, 2)");
   }
+  {  // Gelu-20: an unknown approximation
+    ModelBuilder m(20);
+    m.Input("x", kF32, {4, 3}).Output("y", kF32, {4, 3});
+    ModelBuilder::StringAttr(m.Node("Gelu", {"x"}, {"y"}), "approximate", "sigmoid");
+    expect(m.Bytes(), "approximate must be none or tanh; got 'sigmoid'");
+  }
+  {  // GroupNormalization: 3 channels do not split into 2 groups; scale per channel at 21
+    for (int opset : {18, 21}) {
+      ModelBuilder m(opset);
+      m.Input("x", kF32, {4, 3}).Output("y", kF32, {4, 3});
+      m.FloatInit("s", {2}, {1.f, 1.f});
+      m.FloatInit("b", {2}, {0.f, 0.f});
+      ModelBuilder::IntAttr(m.Node("GroupNormalization", {"x", "s", "b"}, {"y"}), "num_groups", 2);
+      expect(m.Bytes(), "the channels (3) must divide into num_groups = 2");
+    }
+    ModelBuilder m(21);
+    m.Input("x", kF32, {4, 4}).Output("y", kF32, {4, 4});
+    m.FloatInit("s", {2}, {1.f, 1.f});
+    m.FloatInit("b", {2}, {0.f, 0.f});
+    ModelBuilder::IntAttr(m.Node("GroupNormalization", {"x", "s", "b"}, {"y"}), "num_groups", 2);
+    auto s2 = Session::LoadFromBytes(m.Bytes());
+    ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+    std::vector<NamedTensor> out;
+    Status st = (*s2)->Run({{"x", Iota({4, 4})}}, &out);
+    EXPECT_NE(st.message().find("must have shape [4] (the channels, opset 21)"), std::string::npos)
+        << st.ToString();
+  }
 }
 
 TEST(SessionTest, BadInputsNameWhatWasExpectedAndGiven) {

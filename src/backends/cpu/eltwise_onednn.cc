@@ -1,5 +1,5 @@
 // cpu.<op>.onednn for standalone activations (Relu, LeakyRelu, Clip with constant bounds,
-// Sigmoid, Tanh, HardSwish, HardSigmoid, Elu, Exp, Sqrt, Abs), float32, on oneDNN's eltwise
+// Sigmoid, Tanh, HardSwish, HardSigmoid, Elu, Gelu, Exp, Sqrt, Abs), float32, on oneDNN's eltwise
 // primitive. Reads its input in whatever layout the producer used and writes the same layout, so
 // activations between oneDNN ops cost no reorder. (Most activations after Conv are fused by the
 // optimizer instead; these cover the rest.)
@@ -84,6 +84,7 @@ KILN_ELTWISE_KERNEL("Sigmoid", "sigmoid", {});
 KILN_ELTWISE_KERNEL("Tanh", "tanh", {});
 KILN_ELTWISE_KERNEL("HardSwish", "hardswish", {});
 KILN_ELTWISE_KERNEL("Elu", "elu", {});
+KILN_ELTWISE_KERNEL("Gelu", "gelu", {});
 KILN_ELTWISE_KERNEL("Exp", "exp", {});
 KILN_ELTWISE_KERNEL("Sqrt", "sqrt", {});
 KILN_ELTWISE_KERNEL("Abs", "abs", {});

@@ -127,6 +127,9 @@ bool EltwiseOf(const ops::Activation& act, dnnl::algorithm* alg, float* alpha, f
     case K::kGelu:
       *alg = A::eltwise_gelu_erf;
       return true;
+    case K::kGeluTanh:
+      *alg = A::eltwise_gelu_tanh;
+      return true;
     case K::kExp:
       *alg = A::eltwise_exp;
       return true;

@@ -1,6 +1,7 @@
 // Unary elementwise ops (activations and math). Reference: one pass over the elements, computed
 // in float (double for Erf-free math where precision matters is not needed at rtol 1e-3).
-// Neg/Abs also run on int32/int64; Not on bool. Clip-6 takes min/max attributes, Clip-11+ inputs.
+// Neg/Abs also run on int32/int64; Not on bool; IsNaN/IsInf give bool. Clip-6 takes min/max
+// attributes, Clip-11+ inputs.
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -60,8 +61,8 @@ KILN_FLOAT_UNARY(Selu, 1,
                    return x > 0.f ? g * x : g * (a * std::exp(x) - a);
                  });
 
-// The activations (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid, Elu): kiln's one
-// Activation type, its defaults and math (ops/activation.h), shared with the fused ops, the
+// The activations (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid, Elu, Gelu-20): kiln's
+// one Activation type, its defaults and math (ops/activation.h), shared with the fused ops, the
 // fusion passes and the CUDA kernels. Their ONNX node tests anchor the formulas.
 class ActivationOp : public FloatUnaryOp {
  public:
@@ -70,6 +71,11 @@ class ActivationOp : public FloatUnaryOp {
     a_.act = act;
   }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    if (node.op_type == "Gelu") {
+      const std::string approximate = node.GetString("approximate", "none");
+      if (approximate != "none" && approximate != "tanh")
+        return ir::AttrError(node, "approximate must be none or tanh; got '" + approximate + "'");
+    }
     Activation act;
     if (!ActivationOfNode(node, {}, &act))
       return ir::AttrError(node, "not an activation kiln knows");
@@ -87,6 +93,7 @@ KILN_REGISTER_OP("HardSwish", 14, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("LeakyRelu", 1, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("HardSigmoid", 1, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("Elu", 1, ir::kMaxOpset, &ActivationOp::Create);
+KILN_REGISTER_OP("Gelu", 20, ir::kMaxOpset, &ActivationOp::Create);
 
 // Ops defined on float and signed integers.
 template <typename Fn>
@@ -123,6 +130,55 @@ struct AbsFn {
 };
 KILN_REGISTER_OP("Neg", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<NegFn>>);
 KILN_REGISTER_OP("Abs", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<AbsFn>>);
+
+// IsNaN (opsets 9, 13, 20) and IsInf (10, 20): a bool tensor of X's shape saying which elements are
+// NaN, or infinite (IsInf's detect_negative / detect_positive, both 1 by default, choose which
+// signs count). On float32 (float16 and bfloat16 models are computed in float32 after loading,
+// which keeps NaN and infinity); the versions after the first only add input types.
+class FloatClassOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<FloatClassOp> op(new FloatClassOp(node));
+    op->inf_ = node.op_type == "IsInf";
+    if (op->inf_) {
+      const int64_t neg = node.GetInt("detect_negative", 1);
+      const int64_t pos = node.GetInt("detect_positive", 1);
+      if ((neg != 0 && neg != 1) || (pos != 0 && pos != 1))
+        return ir::AttrError(node, "detect_negative and detect_positive must be 0 or 1; got " +
+                                       std::to_string(neg) + " and " + std::to_string(pos));
+      op->negative_ = neg == 1;
+      op->positive_ = pos == 1;
+    }
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    ctx.SetOutput(0, DataType::kBool, ctx.shape(0));
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    bool* y = ctx.out(0).data<bool>();
+    const int64_t n = ctx.in(0).numel();
+    for (int64_t i = 0; i < n; ++i) {
+      if (!inf_)
+        y[i] = std::isnan(x[i]);
+      else
+        y[i] = std::isinf(x[i]) && (x[i] > 0 ? positive_ : negative_);
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit FloatClassOp(const Node& node) : Op(node) {}
+  bool inf_ = false;
+  bool negative_ = true, positive_ = true;
+};
+
+KILN_REGISTER_OP("IsNaN", 9, ir::kMaxOpset, &FloatClassOp::Create);
+KILN_REGISTER_OP("IsInf", 10, ir::kMaxOpset, &FloatClassOp::Create);
 
 class NotOp : public Op {
  public:

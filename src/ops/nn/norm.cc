@@ -14,6 +14,11 @@
 // spatial dims. LayerNormalization: per row of X viewed as [prod(X[:axis]), prod(X[axis:])];
 // Scale and B broadcast unidirectionally to X[axis:]; optional Mean and InvStdDev outputs have
 // shape X[:axis] + [1]*(rank - axis). Only stash_type=1 (float) is supported.
+//
+// GroupNormalization (18, 21): X [N, C, D1..Dn] split into num_groups groups of C / num_groups
+// consecutive channels; each (n, group) is normalized with its own mean and population variance,
+// then scaled and shifted: per group at opset 18 (scale, bias [num_groups]), per channel from
+// opset 21 (scale, bias [C]; stash_type 1 only).
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -211,6 +216,84 @@ class InstanceNormalizationOp : public Op {
   NormAttrs a_;
 };
 
+class GroupNormalizationOp : public Op {
+ public:
+  const ir::OpAttrs* attributes() const override { return &a_; }
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<GroupNormalizationOp> op(new GroupNormalizationOp(node));
+    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
+    if (!(op->a_.epsilon >= 0.f))
+      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
+    if (!node.HasAttr("num_groups"))
+      return ir::AttrError(node, "the num_groups attribute is required; got none");
+    op->groups_ = node.GetInt("num_groups", 0);
+    if (op->groups_ < 1)
+      return ir::AttrError(node, "num_groups must be >= 1; got " + std::to_string(op->groups_));
+    op->a_.stash_type = node.opset >= 21 ? node.GetInt("stash_type", 1) : 1;
+    if (op->a_.stash_type != 1)
+      return Unsupported("failed to load " + node.Describe() +
+                         ": only stash_type=1 (float32 statistics) is supported; got " +
+                         std::to_string(op->a_.stash_type));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  Status Infer(InferContext& ctx) const override {
+    for (size_t i = 0; i < 3; ++i) {
+      if (!ctx.has_input(i))
+        return ctx.Error("inputs X, scale and bias are all required; input " + std::to_string(i) +
+                         " is missing");
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
+    }
+    const Shape& x = ctx.shape(0);
+    if (x.size() < 2)
+      return ctx.Error("X must be [N, C, ...]; got rank " + std::to_string(x.size()));
+    if (x[1] % groups_ != 0)
+      return ctx.Error("the channels (" + std::to_string(x[1]) +
+                       ") must divide into num_groups = " + std::to_string(groups_));
+    const int64_t per = PerChannel() ? x[1] : groups_;
+    for (size_t i = 1; i < 3; ++i)
+      if (ctx.shape(i) != Shape{per})
+        return ctx.Error("input " + std::to_string(i) + " must have shape [" + std::to_string(per) +
+                         "] (" +
+                         (PerChannel() ? "the channels, opset 21" : "num_groups, opset 18") +
+                         "); got " + ShapeToString(ctx.shape(i)));
+    ctx.SetOutput(0, DataType::kFloat, x);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const int64_t n = xt.shape()[0], c = xt.shape()[1];
+    const int64_t plane = n * c > 0 ? xt.numel() / (n * c) : 0;
+    const int64_t per_group = c / groups_;
+    const float* scale = ctx.in(1).data<float>();
+    const float* bias = ctx.in(2).data<float>();
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t g = 0; g < groups_; ++g) {
+        const int64_t offset = (b * c + g * per_group) * plane;
+        const float* xp = xt.data<float>() + offset;
+        float* yp = ctx.out(0).data<float>() + offset;
+        double mean, var;
+        MeanVar(xp, per_group * plane, 1, &mean, &var);
+        const double inv = 1.0 / std::sqrt(var + static_cast<double>(a_.epsilon));
+        for (int64_t k = 0; k < per_group; ++k) {
+          const int64_t p = PerChannel() ? g * per_group + k : g;
+          const double a = scale[p] * inv, sh = bias[p] - mean * a;
+          for (int64_t i = 0; i < plane; ++i)
+            yp[k * plane + i] = static_cast<float>(xp[k * plane + i] * a + sh);
+        }
+      }
+    }
+    return OkStatus();
+  }
+
+ private:
+  explicit GroupNormalizationOp(const Node& node) : Op(node) {}
+  bool PerChannel() const { return opset() >= 21; }
+  NormAttrs a_;
+  int64_t groups_ = 1;
+};
+
 class LayerNormalizationOp : public Op {
  public:
   const ir::OpAttrs* attributes() const override { return &a_; }
@@ -298,6 +381,7 @@ class LayerNormalizationOp : public Op {
 KILN_REGISTER_OP("BatchNormalization", 1, ir::kMaxOpset, &BatchNormalizationOp::Create);
 KILN_REGISTER_OP("InstanceNormalization", 1, ir::kMaxOpset, &InstanceNormalizationOp::Create);
 KILN_REGISTER_OP("LayerNormalization", 17, ir::kMaxOpset, &LayerNormalizationOp::Create);
+KILN_REGISTER_OP("GroupNormalization", 18, ir::kMaxOpset, &GroupNormalizationOp::Create);
 // The same op under domain "kiln" (opset 1), for the graph optimizer's fusion of the decomposed
 // LayerNormalization that exporters write at opset <= 16 (src/passes/fuse_layernorm.cc).
 KILN_REGISTER_OP_DOMAIN("kiln", "LayerNormalization", 1, 1, &LayerNormalizationOp::Create);

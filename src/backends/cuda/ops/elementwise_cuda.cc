@@ -1,5 +1,6 @@
 // cuda.<op>.kernel for elementwise ops and pure reshapes, float32:
-// - unary activations and math (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Clip,
+// - unary activations and math (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Elu, Gelu,
+// Clip,
 //   Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal) through kernels/activation.cu, in place when the
 //   planner allows; Clip's min/max inputs (opset >= 11) must be constant;
 // - broadcast binary ops (Add, Sub, Mul, Div, Pow, and two-input Max/Min) through
@@ -151,6 +152,8 @@ KILN_CUDA_UNARY("Tanh", "cuda.tanh.kernel");
 KILN_CUDA_UNARY("LeakyRelu", "cuda.leakyrelu.kernel");
 KILN_CUDA_UNARY("HardSigmoid", "cuda.hardsigmoid.kernel");
 KILN_CUDA_UNARY("HardSwish", "cuda.hardswish.kernel");
+KILN_CUDA_UNARY("Elu", "cuda.elu.kernel");
+KILN_CUDA_UNARY("Gelu", "cuda.gelu.kernel");
 KILN_CUDA_UNARY("Erf", "cuda.erf.kernel");
 KILN_CUDA_UNARY("Exp", "cuda.exp.kernel");
 KILN_CUDA_UNARY("Log", "cuda.log.kernel");
