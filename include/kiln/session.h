@@ -75,6 +75,7 @@ struct SessionStats {
   uint64_t plans_evicted = 0;          // dropped by the SessionOptions::max_plans bound
   size_t planned_arena_bytes_max = 0;  // the largest plan's arena (activations + scratch)
   size_t packed_weight_bytes = 0;      // constant weights repacked for kernels, shared by all plans
+  size_t device_constant_bytes = 0;    // the model's constants on the device, shared by all plans
   size_t packed_weights = 0;           // distinct packed copies
   uint64_t packed_weight_reuses = 0;   // kernels that got an existing packed copy
   size_t arena_bytes = 0;              // CPU arenas alive (in use or free for the next run)
