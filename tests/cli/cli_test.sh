@@ -68,6 +68,13 @@ assert abs(j['throughput_per_s'] - 1000 / lat['mean']) < 1e-6 * j['throughput_pe
 assert j['threads'] >= 1 and j['rss_mb'] > 0 and isinstance(j['cpu_isa'], list)
 print('ok')"
 # --profile: per-step times after the timed runs; every plan step listed once, kernels summed.
+check bench-concurrency 0 "mean batch" -- "$KILN" bench "$D" --concurrency 1,4 --max-batch 4 --duration 0.3 --json "$W/conc.json"
+check bench-concurrency-json 0 "^ok$" -- /usr/bin/python3 -c "
+import json; j = json.load(open('$W/conc.json')); r = j['concurrency']
+assert [x['concurrency'] for x in r] == [1, 4] and j['max_batch'] == 4, j
+assert all(x['throughput_per_s'] > 0 and 1 <= x['mean_batch'] <= 4 for x in r), r
+print('ok')"
+check bench-concurrency-one-batch 1 "takes one --batch" -- "$KILN" bench "$D" --concurrency 2 --batch 1,2
 check bench-profile 0 "outside kernels" -- "$KILN" bench "$D" --iterations 3 --warmup 0 --profile --json "$W/profile.json"
 check bench-profile-json 0 "^ok$" -- /usr/bin/python3 -c "
 import json

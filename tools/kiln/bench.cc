@@ -7,20 +7,24 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "common.h"
+#include "kiln/batcher.h"
 #include "kiln/diagnostics.h"
 #include "kiln/session.h"
 #include "kiln/tensor_io.h"
@@ -55,6 +59,11 @@ struct BenchArgs {
   std::string plan_cache;
   bool reference = false;
   bool profile = false;
+  // --concurrency 1,8,32,64: in-process clients through the dynamic batcher (DoConcurrency).
+  std::vector<int> concurrency;
+  int max_batch = 32;
+  int64_t max_queue_delay_us = 500;
+  double duration_s = 5;
 };
 
 // --profile: mean wall time per plan step over `runs` extra runs (after the timed ones, so the
@@ -328,6 +337,19 @@ SessionOptions OptionsOf(const BenchArgs& a) {
   return opts;
 }
 
+// The fields every --json report of the sweep and concurrency modes starts with.
+nlohmann::ordered_json JsonHeader(const BenchArgs& a, int threads, const std::string& cpu_model) {
+  nlohmann::ordered_json j;
+  j["runtime"] = "kiln";
+  j["version"] = KILN_VERSION_STRING;
+  j["model"] = a.model;
+  j["threads"] = threads;
+  j["precision"] = a.precision;
+  j["device"] = a.device;
+  j["cpu_model"] = cpu_model;
+  return j;
+}
+
 Status WriteJson(const std::string& path, const nlohmann::ordered_json& j, FILE* out) {
   return WriteJsonReport(path, j.dump(2) + "\n", out);
 }
@@ -402,14 +424,7 @@ Status DoSweep(const BenchArgs& a) {
                static_cast<unsigned long long>(ss.packed_weight_reuses), Mb(ss.arena_bytes),
                ss.arenas, Mb(ss.planned_arena_bytes_max), rss);
   if (a.json.empty()) return OkStatus();
-  nlohmann::ordered_json j;
-  j["runtime"] = "kiln";
-  j["version"] = KILN_VERSION_STRING;
-  j["model"] = a.model;
-  j["threads"] = threads;
-  j["precision"] = a.precision;
-  j["device"] = a.device;
-  j["cpu_model"] = cpu.model;
+  nlohmann::ordered_json j = JsonHeader(a, threads, cpu.model);
   j["load_ms"] = load_ms;
   j["sweep"] = sweep;
   j["plans"] = ss.plans;
@@ -418,6 +433,123 @@ Status DoSweep(const BenchArgs& a) {
   j["arena_bytes"] = ss.arena_bytes;
   j["largest_plan_arena_bytes"] = ss.planned_arena_bytes_max;
   j["peak_rss_mb"] = rss;
+  return WriteJson(a.json, j, out);
+}
+
+// --concurrency C,...: C client threads, each sending requests of --batch samples (default 1) one
+// after another through one DynamicBatcher (kiln/batcher.h) in front of one session, whose plans
+// for batch sizes 1..--max-batch are prepared first (as a server warms up). Per concurrency: 1 s
+// of warm-up, then --duration seconds measured: requests and samples per second, request latency
+// percentiles (submit to answer), the mean batch the batcher formed and the mean queue time.
+Status DoConcurrency(const BenchArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  FILE* out = a.json == "-" ? stderr : stdout;
+  if (!a.inputs.empty()) return InvalidArgument("--concurrency generates its inputs; drop --input");
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
+  KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
+  const int samples = a.batch_given ? a.batch : 1;
+  std::vector<NamedTensor> request;
+  for (const TensorSpec& spec : session->inputs()) {
+    BenchArgs ab = a;
+    ab.batch = samples;
+    ab.batch_given = true;
+    KILN_ASSIGN_OR_RETURN(Shape s, InputShape(spec, shapes, ab));
+    KILN_ASSIGN_OR_RETURN(Tensor t, RandomTensor(spec, s));
+    request.push_back({spec.name, std::move(t)});
+  }
+  const auto t_prep = Clock::now();
+  for (int b = 1; b <= a.max_batch; ++b) {
+    std::vector<std::pair<std::string, Shape>> prepare;
+    for (const NamedTensor& in : request) {
+      Shape s = in.tensor.shape();
+      s[0] = b;
+      prepare.push_back({in.name, s});
+    }
+    KILN_RETURN_IF_ERROR(session->Prepare(prepare));
+  }
+  const double prep_ms = ms(Clock::now() - t_prep);
+  const CpuDescription& cpu = DescribeCpu();
+  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+  std::fprintf(
+      out,
+      "kiln bench: %s through the dynamic batcher; requests of %d sample(s), max batch %d, "
+      "max queue delay %lld us; threads %d, device %s; cpu %s\n"
+      "prepared batch sizes 1..%d in %.0f ms\n%11s %10s %10s %9s %9s %9s %10s %10s\n",
+      a.model.c_str(), samples, a.max_batch, static_cast<long long>(a.max_queue_delay_us), threads,
+      a.device.c_str(), cpu.model.c_str(), a.max_batch, prep_ms, "concurrency", "req/s", "items/s",
+      "p50 ms", "p90 ms", "p99 ms", "mean batch", "queue ms");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (int c : a.concurrency) {
+    BatchPolicy policy;
+    policy.max_batch = a.max_batch;
+    policy.max_queue_delay_us = a.max_queue_delay_us;
+    policy.max_queue = static_cast<size_t>(std::max(1024, 4 * c));
+    KILN_ASSIGN_OR_RETURN(auto batcher, DynamicBatcher::Create(*session, policy));
+    std::atomic<bool> stop{false};
+    std::atomic<int> errors{0};
+    // The measured window, as steady-clock ticks (read by the clients, set by this thread).
+    std::atomic<Clock::rep> window_start{Clock::time_point::max().time_since_epoch().count()};
+    std::atomic<Clock::rep> window_end{0};
+    std::mutex mu;
+    std::vector<double> latencies;
+    std::vector<std::thread> clients;
+    for (int k = 0; k < c; ++k)
+      clients.emplace_back([&] {
+        std::vector<NamedTensor> outputs;
+        std::vector<double> mine;
+        while (!stop.load(std::memory_order_relaxed)) {
+          const auto t0 = Clock::now();
+          if (!batcher->Infer(request, &outputs).ok()) ++errors;
+          const auto t1 = Clock::now();
+          if (t0.time_since_epoch().count() >= window_start.load() &&
+              t1.time_since_epoch().count() <= window_end.load())
+            mine.push_back(ms(t1 - t0));
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.insert(latencies.end(), mine.begin(), mine.end());
+      });
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // warm-up
+    const BatcherStats before = batcher->stats();
+    const Clock::time_point end =
+        Clock::now() + std::chrono::microseconds(static_cast<int64_t>(a.duration_s * 1e6));
+    window_end = end.time_since_epoch().count();
+    window_start = Clock::now().time_since_epoch().count();
+    std::this_thread::sleep_until(end);
+    const BatcherStats after = batcher->stats();
+    stop = true;
+    for (auto& t : clients) t.join();
+    batcher->Shutdown();
+    if (errors > 0) return Internal(std::to_string(errors.load()) + " requests failed");
+    const double window_s = a.duration_s;
+    const double reqs = static_cast<double>(latencies.size()) / window_s;
+    const double batches = static_cast<double>(after.batches - before.batches);
+    const double batched = static_cast<double>(after.batched_samples - before.batched_samples);
+    const double items = batched / window_s;
+    const double mean_batch = batches > 0 ? batched / batches : 0;
+    const double served = static_cast<double>(after.requests - before.requests);
+    const double queue_ms =
+        served > 0 ? (after.queue_us_total - before.queue_us_total) / served / 1000.0 : 0;
+    const Stats st = ComputeStats(latencies);
+    std::fprintf(out, "%11d %10.1f %10.1f %9.2f %9.2f %9.2f %10.2f %10.2f\n", c, reqs, items,
+                 st.p50, st.p90, st.p99, mean_batch, queue_ms);
+    std::fflush(out);
+    rows.push_back({{"concurrency", c},
+                    {"requests_per_s", reqs},
+                    {"throughput_per_s", items},
+                    {"latency_ms", {{"p50", st.p50}, {"p90", st.p90}, {"p99", st.p99}}},
+                    {"mean_batch", mean_batch},
+                    {"mean_queue_ms", queue_ms}});
+  }
+  std::fprintf(out, "peak RSS: %.1f MB\n", PeakRssMb());
+  if (a.json.empty()) return OkStatus();
+  nlohmann::ordered_json j = JsonHeader(a, threads, cpu.model);
+  j["request_samples"] = samples;
+  j["max_batch"] = a.max_batch;
+  j["max_queue_delay_us"] = a.max_queue_delay_us;
+  j["prepare_ms"] = prep_ms;
+  j["concurrency"] = rows;
+  j["peak_rss_mb"] = PeakRssMb();
   return WriteJson(a.json, j, out);
 }
 
@@ -692,10 +824,32 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  CLI::Option* concurrency =
+      cmd->add_option("--concurrency", args->concurrency,
+                      "In-process clients through the dynamic batcher, e.g. 1,8,32,64 (each "
+                      "sends requests of --batch samples, default 1)")
+          ->delimiter(',')
+          ->check(CLI::Range(1, 4096));
+  cmd->add_option("--max-batch", args->max_batch, "With --concurrency: the batcher's max batch")
+      ->check(CLI::Range(1, 4096))
+      ->needs(concurrency);
+  cmd->add_option("--max-queue-delay-us", args->max_queue_delay_us,
+                  "With --concurrency: the longest a request waits for company when the engine "
+                  "is busy (default 500)")
+      ->check(CLI::Range(0, 60000000))
+      ->needs(concurrency);
+  cmd->add_option("--duration", args->duration_s,
+                  "With --concurrency: seconds measured per concurrency (default 5)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->needs(concurrency);
   cmd->callback([args, batch, exit_code] {
     args->batch_given = batch->count() > 0;
     args->batch = args->batches.empty() ? 1 : args->batches.front();
-    Status s = args->batches.size() > 1 ? DoSweep(*args) : DoBench(*args);
+    if (!args->concurrency.empty() && args->batches.size() > 1)
+      throw CLI::ValidationError("--concurrency", "takes one --batch (the samples per request)");
+    Status s = !args->concurrency.empty() ? DoConcurrency(*args)
+               : args->batches.size() > 1 ? DoSweep(*args)
+                                          : DoBench(*args);
     if (!s.ok()) *exit_code = Fail(s);
   });
 }

@@ -1,0 +1,373 @@
+// FormBatch and DynamicBatcher (include/kiln/batcher.h). One worker thread: it drops requests
+// whose deadline passed, asks FormBatch of each shape queue, runs the batch whose oldest request
+// is oldest, gathers the requests' inputs into one tensor per input (a lone request's inputs are
+// used as they are), runs the session, and scatters each output's rows back to the requests.
+#include "kiln/batcher.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace kiln {
+
+BatchDecision FormBatch(std::span<const QueuedRequest> queue, BatchClock::time_point now,
+                        const BatchPolicy& policy, bool engine_idle) {
+  BatchDecision d;
+  if (queue.empty()) return d;
+  // The longest front run that fits, and the largest preferred size a prefix of it reaches.
+  size_t fit = 0, preferred = 0;
+  int samples = 0;
+  bool full = false;
+  for (const QueuedRequest& r : queue) {
+    if (samples + r.samples > policy.max_batch) {
+      full = true;  // the next request would not fit
+      break;
+    }
+    samples += r.samples;
+    ++fit;
+    if (std::find(policy.preferred_sizes.begin(), policy.preferred_sizes.end(), samples) !=
+        policy.preferred_sizes.end())
+      preferred = fit;
+  }
+  if (fit == 0) return d;  // the front request alone exceeds max_batch (refused at Submit)
+  const auto deadline = queue.front().arrival +
+                        std::chrono::microseconds(std::max<int64_t>(policy.max_queue_delay_us, 0));
+  if (full || samples == policy.max_batch)
+    d.take = fit;  // (a) as full as it can get
+  else if (preferred > 0)
+    d.take = preferred;  // (b) the largest preferred size the queue reaches
+  else if (now >= deadline || (engine_idle && policy.run_when_idle))
+    d.take = fit;  // (c) waited long enough, or (d) nothing else is running
+  else
+    d.wait_until = deadline;
+  return d;
+}
+
+namespace {
+
+struct Pending {
+  std::vector<NamedTensor> inputs;  // in the session's input order
+  int samples = 1;
+  BatchClock::time_point arrival;
+  std::optional<BatchClock::time_point> deadline;
+  int priority = 0;
+  DynamicBatcher::Done done;
+};
+
+double Micros(BatchClock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+}  // namespace
+
+struct DynamicBatcher::Impl {
+  const Session* session = nullptr;
+  BatchPolicy policy;
+  mutable std::mutex mu;
+  std::condition_variable wake;
+  std::map<std::string, std::deque<Pending>> queues;  // by shape signature
+  size_t queued = 0;
+  bool stopping = false;
+  BatcherStats stats;
+  std::thread worker;
+
+  StatusOr<std::string> Check(std::vector<NamedTensor>* inputs, int* samples) const;
+  void Loop();
+  void RunBatch(std::vector<Pending> batch);
+};
+
+// Puts the inputs in the session's order and checks them against the declared specs, so one bad
+// request can never fail a batch; returns the shape signature.
+StatusOr<std::string> DynamicBatcher::Impl::Check(std::vector<NamedTensor>* inputs,
+                                                  int* samples) const {
+  const std::vector<TensorSpec>& specs = session->inputs();
+  std::vector<NamedTensor> ordered(specs.size());
+  std::vector<bool> seen(specs.size(), false);
+  for (NamedTensor& in : *inputs) {
+    size_t k = 0;
+    while (k < specs.size() && specs[k].name != in.name) ++k;
+    if (k == specs.size()) return InvalidArgument("unknown input '" + in.name + "'");
+    if (seen[k]) return InvalidArgument("input '" + in.name + "' given twice");
+    seen[k] = true;
+    ordered[k] = std::move(in);
+  }
+  std::string key;
+  *samples = -1;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const TensorSpec& spec = specs[k];
+    if (!seen[k])
+      return InvalidArgument("missing input '" + spec.name + "' (" + spec.ToString() + ")");
+    const Tensor& t = ordered[k].tensor;
+    if (t.dtype() != spec.dtype || t.rank() != static_cast<int64_t>(spec.dims.size()) ||
+        t.rank() < 1)
+      return InvalidArgument("input '" + spec.name + "': expected " + spec.ToString() + ", got " +
+                             DataTypeName(t.dtype()) + ShapeToString(t.shape()));
+    for (size_t d = 1; d < spec.dims.size(); ++d)
+      if (spec.dims[d] >= 0 && spec.dims[d] != t.shape()[d])
+        return InvalidArgument("input '" + spec.name + "': expected " + spec.ToString() + ", got " +
+                               DataTypeName(t.dtype()) + ShapeToString(t.shape()));
+    const int64_t n = t.shape()[0];
+    if (*samples >= 0 && n != *samples)
+      return InvalidArgument("input '" + spec.name + "' has " + std::to_string(n) +
+                             " samples (first dim), the other inputs " + std::to_string(*samples));
+    if (n < 1 || n > policy.max_batch)
+      return InvalidArgument("input '" + spec.name + "' has " + std::to_string(n) +
+                             " samples (first dim); a request holds 1 to max_batch = " +
+                             std::to_string(policy.max_batch));
+    *samples = static_cast<int>(n);
+    key += std::string(DataTypeName(t.dtype())) +
+           ShapeToString(Shape(t.shape().begin() + 1, t.shape().end())) + ";";
+  }
+  *inputs = std::move(ordered);
+  return key;
+}
+
+DynamicBatcher::DynamicBatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(const Session& session,
+                                                                 BatchPolicy policy) {
+  if (policy.max_batch < 1)
+    return InvalidArgument("max_batch must be >= 1; got " + std::to_string(policy.max_batch));
+  if (policy.max_queue == 0) return InvalidArgument("max_queue must be >= 1; got 0");
+  std::sort(policy.preferred_sizes.begin(), policy.preferred_sizes.end());
+  for (int p : policy.preferred_sizes)
+    if (p < 1 || p > policy.max_batch)
+      return InvalidArgument("preferred batch sizes must be in 1..max_batch = " +
+                             std::to_string(policy.max_batch) + "; got " + std::to_string(p));
+  if (session.inputs().empty()) return InvalidArgument("the model has no inputs to batch");
+  for (const TensorSpec& spec : session.inputs())
+    if (spec.dims.empty() || spec.dims[0] >= 0)
+      return InvalidArgument("input " + spec.name + " is " + spec.ToString() +
+                             ": batching needs a symbolic first (batch) dimension");
+  auto impl = std::make_unique<Impl>();
+  impl->session = &session;
+  impl->policy = std::move(policy);
+  Impl* raw = impl.get();
+  impl->worker = std::thread([raw] { raw->Loop(); });
+  return std::unique_ptr<DynamicBatcher>(new DynamicBatcher(std::move(impl)));
+}
+
+DynamicBatcher::~DynamicBatcher() { Shutdown(); }
+
+void DynamicBatcher::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+BatcherStats DynamicBatcher::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  BatcherStats s = impl_->stats;
+  s.queued = impl_->queued;
+  return s;
+}
+
+Status DynamicBatcher::Submit(std::vector<NamedTensor> inputs, Done done, RequestOptions options) {
+  Impl& m = *impl_;
+  Pending p;
+  auto key = m.Check(&inputs, &p.samples);
+  if (!key.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      ++m.stats.rejected;
+    }
+    done(key.status(), {});
+    return key.status();
+  }
+  p.inputs = std::move(inputs);
+  p.arrival = BatchClock::now();
+  p.deadline = options.deadline;
+  p.priority = options.priority;
+  p.done = std::move(done);
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.stopping) {
+      refused = Unavailable("the batcher is shutting down");
+    } else if (m.queued >= m.policy.max_queue) {
+      refused = Unavailable("the queue is full (" + std::to_string(m.policy.max_queue) +
+                            " requests waiting); try again later");
+    }
+    if (!refused.ok()) {
+      ++m.stats.rejected;
+    } else {
+      std::deque<Pending>& q = m.queues[*key];
+      // FIFO within a priority; a lower priority value goes before higher ones.
+      auto at = std::find_if(q.begin(), q.end(),
+                             [&](const Pending& o) { return o.priority > p.priority; });
+      q.insert(at, std::move(p));
+      ++m.queued;
+      ++m.stats.requests;
+    }
+  }
+  if (!refused.ok()) {
+    p.done(refused, {});
+    return refused;
+  }
+  m.wake.notify_one();
+  return OkStatus();
+}
+
+Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedTensor>* outputs,
+                             RequestOptions options) {
+  std::promise<Status> result;
+  std::future<Status> ready = result.get_future();
+  Status submitted = Submit(
+      std::move(inputs),
+      [&result, outputs](Status s, std::vector<NamedTensor> outs) {
+        *outputs = std::move(outs);
+        result.set_value(std::move(s));
+      },
+      options);
+  Status s = ready.get();  // `done` has run, on this thread or the worker's
+  return submitted.ok() ? s : submitted;
+}
+
+void DynamicBatcher::Impl::Loop() {
+  std::vector<QueuedRequest> view;
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    if (stopping && queued == 0) return;
+    const auto now = BatchClock::now();
+    // Requests past their deadline leave without running.
+    std::vector<Pending> expired;
+    for (auto& [key, q] : queues)
+      for (auto it = q.begin(); it != q.end();) {
+        if (it->deadline && *it->deadline <= now) {
+          expired.push_back(std::move(*it));
+          it = q.erase(it);
+          --queued;
+        } else {
+          ++it;
+        }
+      }
+    if (!expired.empty()) {
+      stats.expired += expired.size();
+      lock.unlock();
+      for (Pending& p : expired)
+        p.done(Status(StatusCode::kDeadlineExceeded,
+                      "the request's deadline passed while it waited in the queue (" +
+                          std::to_string(static_cast<int64_t>(Micros(now - p.arrival))) +
+                          " us); it was not run"),
+               {});
+      lock.lock();
+      continue;
+    }
+    // The ready queue whose front request is oldest; else the earliest time one becomes ready.
+    std::deque<Pending>* pick = nullptr;
+    size_t take = 0;
+    auto wait_until = BatchClock::time_point::max();
+    for (auto& [key, q] : queues) {
+      if (q.empty()) continue;
+      view.clear();
+      for (const Pending& p : q) view.push_back({p.samples, p.arrival});
+      BatchDecision d = FormBatch(view, now, policy, /*engine_idle=*/true);
+      if (stopping && d.take == 0) d = FormBatch(view, BatchClock::time_point::max(), policy, true);
+      if (d.take > 0 && (pick == nullptr || q.front().arrival < pick->front().arrival)) {
+        pick = &q;
+        take = d.take;
+      }
+      wait_until = std::min(wait_until, d.wait_until);
+      for (const Pending& p : q)
+        if (p.deadline) wait_until = std::min(wait_until, *p.deadline);
+    }
+    if (pick == nullptr) {
+      if (wait_until == BatchClock::time_point::max())
+        wake.wait(lock);
+      else
+        wake.wait_until(lock, wait_until);
+      continue;
+    }
+    std::vector<Pending> batch;
+    for (size_t i = 0; i < take; ++i) {
+      batch.push_back(std::move(pick->front()));
+      pick->pop_front();
+    }
+    queued -= take;
+    lock.unlock();
+    RunBatch(std::move(batch));
+    lock.lock();
+  }
+}
+
+void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
+  const auto start = BatchClock::now();
+  int total = 0;
+  for (const Pending& p : batch) total += p.samples;
+  const size_t num_inputs = batch.front().inputs.size();
+  // Gather: one tensor per input, the requests' rows one after the other.
+  std::vector<NamedTensor> inputs;
+  if (batch.size() == 1) {
+    inputs = batch.front().inputs;
+  } else {
+    for (size_t k = 0; k < num_inputs; ++k) {
+      const Tensor& first = batch.front().inputs[k].tensor;
+      Shape shape = first.shape();
+      shape[0] = total;
+      Tensor t = Tensor::Empty(first.dtype(), shape);
+      char* dst = static_cast<char*>(t.raw());
+      for (const Pending& p : batch) {
+        std::memcpy(dst, p.inputs[k].tensor.raw(), p.inputs[k].tensor.bytes());
+        dst += p.inputs[k].tensor.bytes();
+      }
+      inputs.push_back({batch.front().inputs[k].name, std::move(t)});
+    }
+  }
+  std::vector<NamedTensor> outputs;
+  Status s = session->Run(inputs, &outputs);
+  const auto ran = BatchClock::now();
+  for (const NamedTensor& o : outputs)
+    if (s.ok() && (o.tensor.rank() < 1 || o.tensor.shape()[0] != total))
+      s = Unsupported("output '" + o.name + "' is " + DataTypeName(o.tensor.dtype()) +
+                      ShapeToString(o.tensor.shape()) + ": batching needs the batch (" +
+                      std::to_string(total) + ") as its first dimension");
+  // Scatter: each request gets its own rows.
+  std::vector<std::vector<NamedTensor>> results(batch.size());
+  if (s.ok()) {
+    if (batch.size() == 1) {
+      results[0] = std::move(outputs);
+    } else {
+      for (const NamedTensor& o : outputs) {
+        const size_t row = o.tensor.bytes() / static_cast<size_t>(total);
+        const char* src = static_cast<const char*>(o.tensor.raw());
+        for (size_t r = 0; r < batch.size(); ++r) {
+          Shape shape = o.tensor.shape();
+          shape[0] = batch[r].samples;
+          Tensor t = Tensor::Empty(o.tensor.dtype(), shape);
+          std::memcpy(t.raw(), src, t.bytes());
+          src += row * static_cast<size_t>(batch[r].samples);
+          results[r].push_back({o.name, std::move(t)});
+        }
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.batches;
+    stats.batched_samples += static_cast<uint64_t>(total);
+    stats.compute_us_total += Micros(ran - start);
+    for (const Pending& p : batch) stats.queue_us_total += Micros(start - p.arrival);
+    if (!s.ok()) stats.failed += batch.size();
+  }
+  for (size_t r = 0; r < batch.size(); ++r) {
+    if (s.ok())
+      batch[r].done(OkStatus(), std::move(results[r]));
+    else
+      batch[r].done(
+          Status(s).AddContext("while running a batch of " + std::to_string(total) +
+                               " samples from " + std::to_string(batch.size()) + " requests"),
+          {});
+  }
+}
+
+}  // namespace kiln

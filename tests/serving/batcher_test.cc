@@ -1,0 +1,224 @@
+// The dynamic batcher (include/kiln/batcher.h): FormBatch's policy table-driven with a fake clock,
+// then DynamicBatcher on a small model: merging into one batch, each request's own rows back,
+// separate queues per shape, a full queue, deadlines, priorities, malformed requests, shutdown.
+#include "kiln/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "onnx/model_builder.h"
+
+namespace kiln {
+namespace {
+
+using onnxio::ModelBuilder;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+struct FormCase {
+  const char* name;
+  std::vector<int> samples;  // per queued request, oldest first
+  int64_t waited_us;         // how long the oldest has waited
+  bool idle;
+  BatchPolicy policy;
+  size_t want_take;
+  int64_t want_wait_us;  // when take == 0: wait until the oldest's arrival + this (-1: forever)
+};
+
+BatchPolicy Policy(int max_batch, int64_t delay_us, std::vector<int> preferred = {},
+                   bool run_when_idle = false) {
+  BatchPolicy p;
+  p.max_batch = max_batch;
+  p.max_queue_delay_us = delay_us;
+  p.preferred_sizes = std::move(preferred);
+  p.run_when_idle = run_when_idle;
+  return p;
+}
+
+TEST(FormBatchTest, Table) {
+  const std::vector<FormCase> cases = {
+      {"empty queue waits forever", {}, 0, true, Policy(4, 500), 0, -1},
+      {"waits for company", {1, 1, 1}, 100, false, Policy(4, 500), 0, 500},
+      {"delay over: takes what fits", {1, 1, 1}, 600, false, Policy(4, 500), 3, 0},
+      {"full batch at once", {2, 2}, 0, false, Policy(4, 500), 2, 0},
+      {"next would not fit", {3, 2}, 0, false, Policy(4, 500), 1, 0},
+      {"more than fits", {1, 1, 1, 1, 1, 1}, 0, false, Policy(4, 500), 4, 0},
+      {"largest preferred size reached", {1, 1, 1}, 0, false, Policy(8, 500, {2, 4}), 2, 0},
+      {"preferred 4 of 5", {2, 2, 1}, 0, false, Policy(8, 500, {2, 4}), 2, 0},
+      {"idle engine runs at once", {1, 1, 1}, 0, true, Policy(8, 500, {}, true), 3, 0},
+      {"idle, but run_when_idle off", {1, 1, 1}, 0, true, Policy(8, 500, {}, false), 0, 500},
+      {"a request above max_batch is never taken", {5}, 900, true, Policy(4, 500, {}, true), 0, -1},
+      {"zero delay takes at once", {1}, 0, false, Policy(4, 0), 1, 0},
+  };
+  const BatchClock::time_point t0 = BatchClock::time_point() + std::chrono::hours(1);
+  for (const FormCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<QueuedRequest> q;
+    for (size_t i = 0; i < c.samples.size(); ++i)
+      q.push_back({c.samples[i], t0 + microseconds(static_cast<int64_t>(i))});
+    const BatchDecision d = FormBatch(q, t0 + microseconds(c.waited_us), c.policy, c.idle);
+    EXPECT_EQ(d.take, c.want_take);
+    if (c.want_take == 0) {
+      if (c.want_wait_us < 0)
+        EXPECT_EQ(d.wait_until, BatchClock::time_point::max());
+      else
+        EXPECT_EQ(d.wait_until, t0 + microseconds(c.want_wait_us));
+    }
+  }
+}
+
+// y = Relu(x) + 1 over x [N, M] (both dims symbolic).
+std::unique_ptr<Session> ReluPlusOne() {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, -1}).Output("y", kF32, {-1, -1});
+  m.FloatInit("one", {}, {1.f});
+  m.Node("Relu", {"x"}, {"r"});
+  m.Node("Add", {"r", "one"}, {"y"});
+  auto s = Session::LoadFromBytes(m.Bytes());
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+Tensor Rows(int n, int m, float base) {
+  Tensor t = Tensor::Empty(DataType::kFloat, {n, m});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = base + static_cast<float>(i);
+  return t;
+}
+
+// Collects answers from the worker thread.
+struct Answers {
+  std::mutex mu;
+  std::vector<std::pair<int, Status>> order;
+  std::map<int, std::vector<NamedTensor>> outputs;
+  DynamicBatcher::Done For(int id) {
+    return [this, id](Status s, std::vector<NamedTensor> out) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back({id, s});
+      outputs[id] = std::move(out);
+    };
+  }
+};
+
+TEST(DynamicBatcherTest, MergesRequestsAndReturnsEachItsRows) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  Answers answers;
+  {
+    auto b = DynamicBatcher::Create(*session, Policy(16, 2000000));  // waits up to 2 s
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    for (int i = 0; i < 8; ++i)  // 8 requests of 2 samples fill max_batch 16: one batch
+      ASSERT_TRUE((*b)->Submit({{"x", Rows(2, 3, -2.f + 10.f * i)}}, answers.For(i)).ok());
+    (*b)->Shutdown();
+    const BatcherStats st = (*b)->stats();
+    EXPECT_EQ(st.requests, 8u);
+    EXPECT_EQ(st.batches, 1u);
+    EXPECT_EQ(st.batched_samples, 16u);
+  }
+  ASSERT_EQ(answers.order.size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    const std::vector<NamedTensor>& out = answers.outputs[i];
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].tensor.shape(), (Shape{2, 3}));
+    for (int64_t k = 0; k < 6; ++k) {
+      const float x = -2.f + 10.f * i + static_cast<float>(k);
+      EXPECT_EQ(out[0].tensor.data<float>()[k], std::max(x, 0.f) + 1.f) << i << "," << k;
+    }
+  }
+}
+
+TEST(DynamicBatcherTest, ConcurrentCallersAndShapesStayApart) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  auto b = DynamicBatcher::Create(*session, Policy(8, 1000, {}, true));
+  ASSERT_TRUE(b.ok());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 8; ++t)
+    callers.emplace_back([&, t] {
+      for (int r = 0; r < 20; ++r) {
+        const int m = 2 + t % 3;  // three shape signatures
+        std::vector<NamedTensor> out;
+        Status s = (*b)->Infer({{"x", Rows(1, m, static_cast<float>(t * 100 + r))}}, &out);
+        if (!s.ok() || out.size() != 1 || out[0].tensor.shape() != Shape{1, m} ||
+            out[0].tensor.data<float>()[m - 1] != static_cast<float>(t * 100 + r + m - 1) + 1.f)
+          ++bad;
+      }
+    });
+  for (auto& c : callers) c.join();
+  EXPECT_EQ(bad, 0);
+  const BatcherStats st = (*b)->stats();
+  EXPECT_EQ(st.requests, 160u);
+  EXPECT_EQ(st.batched_samples, 160u);
+  EXPECT_LE(st.batches, 160u);
+}
+
+TEST(DynamicBatcherTest, FullQueueDeadlinesAndPriorities) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  Answers answers;
+  BatchPolicy p = Policy(4, 500000);  // the oldest waits up to 500 ms for company
+  p.max_queue = 3;
+  auto b = DynamicBatcher::Create(*session, p);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(0), {{}, /*priority=*/1}).ok());
+  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(1), {{}, /*priority=*/0}).ok());
+  RequestOptions soon;
+  soon.deadline = BatchClock::now() + milliseconds(1);
+  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(2), soon).ok());
+  // The queue holds 3: a fourth is refused at once, on this thread.
+  const auto t0 = BatchClock::now();
+  Status full = (*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(3));
+  EXPECT_EQ(full.code(), StatusCode::kUnavailable);
+  EXPECT_LT(BatchClock::now() - t0, milliseconds(5));
+  std::this_thread::sleep_for(milliseconds(10));  // request 2's deadline passes while queued
+  (*b)->Shutdown();  // runs what is left (0 and 1, in one batch) without waiting 500 ms
+  EXPECT_EQ((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(4)).code(), StatusCode::kUnavailable);
+  ASSERT_EQ(answers.order.size(), 5u);
+  // Refused first (3), then the expired one (2), then the batch: priority 0 (1) before
+  // priority 1 (0); then the one after Shutdown (4).
+  std::vector<int> ids;
+  for (const auto& [id, s] : answers.order) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<int>{3, 2, 1, 0, 4}));
+  EXPECT_EQ(answers.order[1].second.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(answers.order[2].second.ok());
+  const BatcherStats st = (*b)->stats();
+  EXPECT_EQ(st.rejected, 2u);
+  EXPECT_EQ(st.expired, 1u);
+  EXPECT_EQ(st.batches, 1u);
+}
+
+TEST(DynamicBatcherTest, MalformedRequestsAndPolicies) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  auto b = DynamicBatcher::Create(*session, Policy(4, 100, {}, true));
+  ASSERT_TRUE(b.ok());
+  std::vector<NamedTensor> out;
+  EXPECT_EQ((*b)->Infer({{"x", Tensor::Empty(DataType::kInt64, {1, 2})}}, &out).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((*b)->Infer({{"x", Rows(5, 2, 0)}}, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*b)->Infer({}, &out).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*b)->Infer({{"z", Rows(1, 2, 0)}}, &out).code(), StatusCode::kInvalidArgument);
+  Status ok = (*b)->Infer({{"x", Rows(4, 2, 0)}}, &out);
+  EXPECT_TRUE(ok.ok()) << ok.ToString();
+
+  EXPECT_EQ(DynamicBatcher::Create(*session, Policy(0, 100)).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(DynamicBatcher::Create(*session, Policy(4, 100, {8})).status().code(),
+            StatusCode::kInvalidArgument);
+  ModelBuilder m;  // a fixed batch dimension cannot be batched
+  m.Input("x", kF32, {2, 3}).Output("y", kF32, {2, 3});
+  m.Node("Relu", {"x"}, {"y"});
+  auto fixed = Session::LoadFromBytes(m.Bytes());
+  ASSERT_TRUE(fixed.ok());
+  auto nb = DynamicBatcher::Create(**fixed, Policy(4, 100));
+  EXPECT_EQ(nb.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(nb.status().message().find("symbolic first"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln
