@@ -23,7 +23,7 @@ REVIEWED = {
     **{(f"Reduce{k}", 18): "axes input, noop_with_empty_axes"
        for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "SumSquare")},
     ("ReduceMax", 20): "bool inputs", ("ReduceMin", 20): "bool inputs",
-    ("AveragePool", 19): "dilations attribute: 1 accepted, others refused with a reason",
+    ("AveragePool", 19): "dilations attribute (reference kernel when not 1)",
     ("Gelu", 20): "new op: approximate none (erf) and tanh",
     ("GroupNormalization", 18): "new op: scale and bias per group",
     ("GroupNormalization", 21): "scale and bias per channel; stash_type 1, others refused",

@@ -90,6 +90,9 @@ KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
   if (!AllFloat(in, {0})) return {false, "needs float32"};
   if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
   if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
+  if (node.op_type == "AveragePool")
+    for (int64_t d : a.window.dilations)
+      if (d != 1) return {false, "dilated AveragePool (opset 19): the reference kernel"};
   if (node.op_type == "AveragePool" && a.ceil_mode) return {false, "AveragePool with ceil_mode"};
   if (a.col_major_indices) return {false, "storage_order=1"};
   return {true, ""};

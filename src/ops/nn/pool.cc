@@ -204,7 +204,8 @@ class AveragePoolOp : public WindowPoolOp {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<AveragePoolOp> op(new AveragePoolOp(node));
-    KILN_RETURN_IF_ERROR(op->ParseCommon(node, /*allow_dilations=*/false));
+    // dilations: AveragePool-19.
+    KILN_RETURN_IF_ERROR(op->ParseCommon(node, /*allow_dilations=*/node.opset >= 19));
     const int64_t cip = node.GetInt("count_include_pad", 0);
     if (cip != 0 && cip != 1)
       return ir::AttrError(node, "count_include_pad must be 0 or 1; got " + std::to_string(cip));
@@ -229,6 +230,10 @@ class AveragePoolOp : public WindowPoolOp {
     const int64_t planes = xt.shape()[0] * xt.shape()[1], in_plane = g.in_size();
     const float* x = xt.data<float>();
     float* y = ctx.out(0).data<float>();
+    if (g.d[0] > 1 || g.d[1] > 1 || g.d[2] > 1) {
+      Dilated(g, planes, x, y);
+      return OkStatus();
+    }
     for (int64_t p = 0; p < planes; ++p) {
       const float* xp = x + p * in_plane;
       for (int64_t od = 0; od < g.out[0]; ++od) {
@@ -258,6 +263,39 @@ class AveragePoolOp : public WindowPoolOp {
 
  private:
   explicit AveragePoolOp(const Node& node) : WindowPoolOp(node) {}
+
+  // AveragePool-19 with dilations: every tap visited; the divisor counts the taps inside the
+  // input, or with count_include_pad those inside the padded input (not the ceil_mode overhang).
+  void Dilated(const Geometry3& g, int64_t planes, const float* x, float* y) const {
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* xp = x + p * g.in_size();
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+            const int64_t o[3] = {od, oh, ow};
+            double sum = 0;
+            int64_t inside = 0, padded = 0;
+            for (int64_t td = 0; td < g.k[0]; ++td)
+              for (int64_t th = 0; th < g.k[1]; ++th)
+                for (int64_t tw = 0; tw < g.k[2]; ++tw) {
+                  const int64_t t[3] = {td, th, tw};
+                  int64_t pos[3];
+                  bool in = true, in_padded = true;
+                  for (int i = 0; i < 3; ++i) {
+                    pos[i] = o[i] * g.s[i] - g.pb[i] + t[i] * g.d[i];
+                    in = in && pos[i] >= 0 && pos[i] < g.in[i];
+                    in_padded = in_padded && pos[i] < g.in[i] + g.pe[i];
+                  }
+                  padded += in_padded;
+                  if (!in) continue;
+                  ++inside;
+                  sum += xp[(pos[0] * g.in[1] + pos[1]) * g.in[2] + pos[2]];
+                }
+            const int64_t count = a_.count_include_pad ? padded : inside;
+            *y++ = count > 0 ? static_cast<float>(sum / static_cast<double>(count)) : 0.f;
+          }
+    }
+  }
 
   // Output position o along dim i: input range [lo, hi) and the window's size within the padded
   // input (the count_include_pad divisor).

@@ -69,11 +69,7 @@ inline Status ParseWindowAttrs(const ir::Node& node, bool allow_dilations, Windo
   if (!allow_dilations && !a->dilations.empty() &&
       std::any_of(a->dilations.begin(), a->dilations.end(), [](int64_t d) { return d != 1; }))
     return ir::AttrError(
-        node,
-        (node.op_type == "AveragePool" && node.opset >= 19
-             ? std::string("dilations other than 1 (AveragePool-19) are not implemented in kiln")
-             : std::string("dilations are not defined for this op at this opset")) +
-            "; got " + JoinInts(a->dilations));
+        node, "dilations are not defined for this op at this opset; got " + JoinInts(a->dilations));
   for (int64_t p : a->pads)
     if (p < 0) return ir::AttrError(node, "pads must be >= 0; got " + JoinInts(a->pads));
   if (a->pads.size() % 2 != 0)

@@ -70,8 +70,12 @@ class PoolCuda final : public runtime::Kernel {
   int64_t planes_ = 0, plane_size_ = 0;
 };
 
-KernelSupport SupportsPool(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>& in) {
+KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
+                           const std::vector<TensorInfo>& in) {
   if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (node.op_type == "AveragePool")
+    for (int64_t d : runtime::AttrsOf<ops::PoolAttrs>(op).window.dilations)
+      if (d != 1) return {false, "dilated AveragePool (opset 19)"};
   if (in[0].shape.size() != 4) return {false, "needs 2-D pooling (NCHW input)"};
   if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
   return {true, ""};
