@@ -222,15 +222,15 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
                              RequestOptions options) {
   std::promise<Status> result;
   std::future<Status> ready = result.get_future();
-  Status submitted = Submit(
+  // A refused request has its `done` called too, so the future always gets the answer.
+  (void)Submit(
       std::move(inputs),
       [&result, outputs](Status s, std::vector<NamedTensor> outs) {
         *outputs = std::move(outs);
         result.set_value(std::move(s));
       },
       options);
-  Status s = ready.get();  // `done` has run, on this thread or the worker's
-  return submitted.ok() ? s : submitted;
+  return ready.get();  // `done` has run, on this thread or the worker's
 }
 
 void DynamicBatcher::Impl::Loop() {

@@ -31,6 +31,8 @@ printf 'not a model' > "$W/bad.onnx"
 check malformed-model 12 "not a valid ONNX model" -- "$KILN" run "$W/bad.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check unsupported-run 13 "2 unsupported nodes.*" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
+check run-repeat-zero 1 "--repeat: Value 0 not in range" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --repeat 0
+check run-repeat-steady 0 "steady run [0-9.]+ ms \(median of 2 runs after the first\)" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --repeat 3
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
 check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$KILN" inspect --optimized --shape a=4xq "$M"
@@ -74,6 +76,8 @@ import json; j = json.load(open('$W/conc.json')); r = j['concurrency']
 assert [x['concurrency'] for x in r] == [1, 4] and j['max_batch'] == 4, j
 assert all(x['throughput_per_s'] > 0 and 1 <= x['mean_batch'] <= 4 for x in r), r
 print('ok')"
+check bench-max-batch-needs-concurrency 1 "--max-batch requires --concurrency" -- "$KILN" bench "$D" --max-batch 4
+check bench-concurrency-zero 1 "--concurrency: Value 0 not in range" -- "$KILN" bench "$D" --concurrency 0
 check bench-concurrency-one-batch 1 "takes one --batch" -- "$KILN" bench "$D" --concurrency 2 --batch 1,2
 check bench-profile 0 "outside kernels" -- "$KILN" bench "$D" --iterations 3 --warmup 0 --profile --json "$W/profile.json"
 check bench-profile-json 0 "^ok$" -- /usr/bin/python3 -c "

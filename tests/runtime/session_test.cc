@@ -282,6 +282,12 @@ TEST(SessionTest, NewerOpsetFormsRefuseBadValues) {
     ModelBuilder::IntsAttr(m.Node("Resize", {"x", "", "scales"}, {"y"}), "axes", {5});
     expect(m.Bytes(), "axes must be distinct and in [-2, 2)");
   }
+  {  // IsInf: detect_negative is a 0/1 flag
+    ModelBuilder m(20);
+    m.Input("x", kF32, {4, 3}).Output("y", onnx::TensorProto::BOOL, {4, 3});
+    ModelBuilder::IntAttr(m.Node("IsInf", {"x"}, {"y"}), "detect_negative", 2);
+    expect(m.Bytes(), "detect_negative and detect_positive must be 0 or 1; got 2 and 1");
+  }
   {  // Gelu-20: an unknown approximation
     ModelBuilder m(20);
     m.Input("x", kF32, {4, 3}).Output("y", kF32, {4, 3});

@@ -28,15 +28,19 @@ struct RunArgs {
   ImageJobArgs images;
 };
 
-Status DoRun(const RunArgs& a) {
-  auto t0 = std::chrono::steady_clock::now();
+SessionOptions OptionsOf(const RunArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
   opts.precision = a.precision;
   opts.backend = a.device;
   opts.tune = a.tune;
   opts.plan_cache_dir = a.plan_cache;
-  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
+  return opts;
+}
+
+Status DoRun(const RunArgs& a) {
+  auto t0 = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
   auto t1 = std::chrono::steady_clock::now();
 
   std::vector<NamedTensor> inputs;
@@ -122,13 +126,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->callback([args, exit_code] {
     Status s;
     if (!args->images.images.empty()) {
-      SessionOptions opts;
-      opts.reference_only = args->reference;
-      opts.precision = args->precision;
-      opts.backend = args->device;
-      opts.tune = args->tune;
-      opts.plan_cache_dir = args->plan_cache;
-      s = RunImageJob(args->model, opts, args->images);
+      s = RunImageJob(args->model, OptionsOf(*args), args->images);
     } else {
       if (args->inputs.empty()) throw CLI::RequiredError("--input (or --images)");
       if (args->output_dir.empty()) throw CLI::RequiredError("--output-dir");

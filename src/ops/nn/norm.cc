@@ -55,14 +55,20 @@ void MeanVar(const float* x, int64_t n, int64_t stride, double* mean, double* va
   *var = n > 0 ? v / static_cast<double>(n) : 0.0;
 }
 
+// The `epsilon` attribute every normalization has (default 1e-5, >= 0).
+Status ParseEpsilon(const Node& node, NormAttrs* a) {
+  a->epsilon = node.GetFloat("epsilon", 1e-5f);
+  if (!(a->epsilon >= 0.f))
+    return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(a->epsilon));
+  return OkStatus();
+}
+
 class BatchNormalizationOp : public Op {
  public:
   const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<BatchNormalizationOp> op(new BatchNormalizationOp(node));
-    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->a_.epsilon >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
+    KILN_RETURN_IF_ERROR(ParseEpsilon(node, &op->a_));
     const int64_t tm = node.opset >= 14 ? node.GetInt("training_mode", 0) : 0;
     if (tm != 0 && tm != 1)
       return ir::AttrError(node, "training_mode must be 0 or 1; got " + std::to_string(tm));
@@ -167,9 +173,7 @@ class InstanceNormalizationOp : public Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<InstanceNormalizationOp> op(new InstanceNormalizationOp(node));
-    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->a_.epsilon >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
+    KILN_RETURN_IF_ERROR(ParseEpsilon(node, &op->a_));
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -221,9 +225,7 @@ class GroupNormalizationOp : public Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<GroupNormalizationOp> op(new GroupNormalizationOp(node));
-    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->a_.epsilon >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
+    KILN_RETURN_IF_ERROR(ParseEpsilon(node, &op->a_));
     if (!node.HasAttr("num_groups"))
       return ir::AttrError(node, "the num_groups attribute is required; got none");
     op->groups_ = node.GetInt("num_groups", 0);
@@ -300,9 +302,7 @@ class LayerNormalizationOp : public Op {
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<LayerNormalizationOp> op(new LayerNormalizationOp(node));
     op->a_.axis = node.GetInt("axis", -1);
-    op->a_.epsilon = node.GetFloat("epsilon", 1e-5f);
-    if (!(op->a_.epsilon >= 0.f))
-      return ir::AttrError(node, "epsilon must be >= 0; got " + std::to_string(op->a_.epsilon));
+    KILN_RETURN_IF_ERROR(ParseEpsilon(node, &op->a_));
     const int64_t stash = node.GetInt("stash_type", 1);
     if (stash != 1)
       return Unsupported("failed to load " + node.Describe() +
