@@ -40,6 +40,9 @@ struct BatchPolicy {
   std::vector<int> preferred_sizes;
   size_t max_queue = 1024;    // requests waiting, over all shapes; more are rejected (Unavailable)
   bool run_when_idle = true;  // an idle engine runs what is queued without waiting
+  // false: requests never merge (one request per run, any shapes; for models without a symbolic
+  // batch dimension). The queue bound, deadlines, priorities and stats still apply.
+  bool merge = true;
 };
 
 // What the policy sees of one queued request (front = oldest of the highest priority).
@@ -82,9 +85,18 @@ struct BatcherStats {
   double compute_us_total = 0;   // summed over batches: the batch's Run
 };
 
+// One batch, as the observer (DynamicBatcher::SetObserver) sees it after the run.
+struct BatchEvent {
+  int samples = 0;               // the batch's size
+  std::vector<double> queue_us;  // each request's wait: arrival to batch start
+  double compute_us = 0;         // gather + Run + scatter
+  bool ok = true;
+};
+
 class DynamicBatcher {
  public:
   using Done = std::function<void(Status, std::vector<NamedTensor>)>;
+  using Observer = std::function<void(const BatchEvent&)>;
 
   // InvalidArgument for a policy that cannot work (max_batch < 1, a preferred size outside
   // 1..max_batch, max_queue 0).
@@ -106,6 +118,9 @@ class DynamicBatcher {
   // Stops accepting (Unavailable), runs every queued request, then returns.
   void Shutdown();
   BatcherStats stats() const;
+  // Called on the worker thread after every batch, before the requests' `done` (metrics). Set it
+  // before the first Submit.
+  void SetObserver(Observer observer);
 
  private:
   struct Impl;

@@ -76,6 +76,7 @@ struct DynamicBatcher::Impl {
   size_t queued = 0;
   bool stopping = false;
   BatcherStats stats;
+  Observer observer;
   std::thread worker;
 
   StatusOr<std::string> Check(std::vector<NamedTensor>* inputs, int* samples) const;
@@ -100,6 +101,15 @@ StatusOr<std::string> DynamicBatcher::Impl::Check(std::vector<NamedTensor>* inpu
   }
   std::string key;
   *samples = -1;
+  if (!policy.merge) {  // one request per run: the session checks the shapes when it runs
+    for (size_t k = 0; k < specs.size(); ++k)
+      if (!seen[k])
+        return InvalidArgument("missing input '" + specs[k].name + "' (" + specs[k].ToString() +
+                               ")");
+    *samples = 1;
+    *inputs = std::move(ordered);
+    return key;
+  }
   for (size_t k = 0; k < specs.size(); ++k) {
     const TensorSpec& spec = specs[k];
     if (!seen[k])
@@ -141,9 +151,10 @@ StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(const Session& 
     if (p < 1 || p > policy.max_batch)
       return InvalidArgument("preferred batch sizes must be in 1..max_batch = " +
                              std::to_string(policy.max_batch) + "; got " + std::to_string(p));
+  if (!policy.merge) policy.max_batch = 1;
   if (session.inputs().empty()) return InvalidArgument("the model has no inputs to batch");
   for (const TensorSpec& spec : session.inputs())
-    if (spec.dims.empty() || spec.dims[0] >= 0)
+    if (policy.merge && (spec.dims.empty() || spec.dims[0] >= 0))
       return InvalidArgument("input " + spec.name + " is " + spec.ToString() +
                              ": batching needs a symbolic first (batch) dimension");
   auto impl = std::make_unique<Impl>();
@@ -163,6 +174,11 @@ void DynamicBatcher::Shutdown() {
   }
   impl_->wake.notify_all();
   if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+void DynamicBatcher::SetObserver(Observer observer) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->observer = std::move(observer);
 }
 
 BatcherStats DynamicBatcher::stats() const {
@@ -327,7 +343,7 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
   Status s = session->Run(inputs, &outputs);
   const auto ran = BatchClock::now();
   for (const NamedTensor& o : outputs)
-    if (s.ok() && (o.tensor.rank() < 1 || o.tensor.shape()[0] != total))
+    if (s.ok() && policy.merge && (o.tensor.rank() < 1 || o.tensor.shape()[0] != total))
       s = Unsupported("output '" + o.name + "' is " + DataTypeName(o.tensor.dtype()) +
                       ShapeToString(o.tensor.shape()) + ": batching needs the batch (" +
                       std::to_string(total) + ") as its first dimension");
@@ -358,6 +374,14 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
     stats.compute_us_total += Micros(ran - start);
     for (const Pending& p : batch) stats.queue_us_total += Micros(start - p.arrival);
     if (!s.ok()) stats.failed += batch.size();
+  }
+  if (observer) {
+    BatchEvent e;
+    e.samples = total;
+    e.compute_us = Micros(BatchClock::now() - start);
+    e.ok = s.ok();
+    for (const Pending& p : batch) e.queue_us.push_back(Micros(start - p.arrival));
+    observer(e);
   }
   for (size_t r = 0; r < batch.size(); ++r) {
     if (s.ok())

@@ -10,6 +10,7 @@ void AddOpsCommand(CLI::App& app, int* exit_code);
 void AddBenchCommand(CLI::App& app, int* exit_code);
 void AddDoctorCommand(CLI::App& app, int* exit_code);
 void AddSelftestCommand(CLI::App& app, int* exit_code);
+void AddServeCommand(CLI::App& app, int* exit_code);
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddBenchCommand(app, &exit_code);
   kiln::cli::AddDoctorCommand(app, &exit_code);
   kiln::cli::AddSelftestCommand(app, &exit_code);
+  kiln::cli::AddServeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,86 @@
+// `kiln serve` as a library: the Open Inference Protocol (KServe v2) over HTTP/REST, in front of
+// one DynamicBatcher per model, with Prometheus metrics and a drain on shutdown.
+//
+// HTTP endpoints (https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/):
+//   GET  /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}][/ready]
+//   POST /v2/models/{m}[/versions/{v}]/infer   JSON tensors, or the binary tensor data extension
+//   GET  /v2/models/{m}/config, /v2/models/{m}/stats   (Triton's, which perf_analyzer reads)
+//   GET  /metrics                              Prometheus text (names in docs/serving.md)
+// The server is asynchronous (Boost.Beast over Asio): a connection waiting for its batch holds no
+// thread, so the batch size is bounded by the batcher's policy, not by a thread pool.
+//
+// Lifecycle: Start() binds the ports and answers at once (live); the models are warmed (Session::
+// Prepare at every batch size up to max_batch) on a background thread, and the server is ready
+// only after that. Drain() makes it not ready, answers new inference requests with 503, lets the
+// accepted ones finish, and returns when they have (or at the drain timeout).
+//
+// Ownership: the Server shares the Sessions. Thread-safety: every method may be called from any
+// thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/batcher.h"
+#include "kiln/session.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+struct ServedModel {
+  std::string name;
+  std::string version = "1";
+  std::shared_ptr<const Session> session;
+};
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int http_port = 8000;  // 0: any free port (http_port() says which)
+  // Per model. A model whose inputs have no symbolic first dimension is served unbatched
+  // (max_batch_size 0 in its config): one request per run.
+  BatchPolicy batch;
+  int http_threads = 2;                 // Asio threads: parsing and answering, not compute
+  size_t max_body_bytes = 64u << 20;    // larger bodies get 413, decided from Content-Length
+  size_t max_header_bytes = 16u << 10;  // larger headers get 431
+  int max_connections = 1024;           // more get 503 and are closed
+  int64_t idle_timeout_ms = 60000;      // a connection silent this long is closed
+  int64_t drain_timeout_ms = 30000;     // Drain() waits at most this long
+  bool warm_up = true;                  // Prepare every batch size before ready
+};
+
+// What Server::Drain() saw.
+struct DrainReport {
+  uint64_t in_flight_at_start = 0;  // accepted requests not yet answered when the drain began
+  uint64_t unfinished = 0;          // still unanswered at the timeout (0: a clean drain)
+  double elapsed_ms = 0;
+};
+
+class Server {
+ public:
+  // Binds the port and starts answering (live, not yet ready). InvalidArgument for no models, a
+  // duplicate name or a bad policy; Unavailable when the port cannot be bound.
+  static StatusOr<std::unique_ptr<Server>> Start(std::vector<ServedModel> models,
+                                                 ServerOptions options);
+  // Drains (if not done yet), then stops every thread.
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int http_port() const;
+  bool ready() const;
+  // Blocks until the warm-up has finished; its Status (the first failure, if any).
+  Status WaitReady() const;
+  DrainReport Drain();
+  // The Prometheus text that GET /metrics answers.
+  std::string MetricsText() const;
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,437 @@
+// Server (kiln/server.h): KServe v2 over HTTP/1.1 with Boost.Beast on Asio. Each connection is
+// a chain of asynchronous operations on its own strand: read the header (header limit, then the
+// body limit decided from Content-Length before a byte of body is read), read the body, route,
+// and for an inference hand the tensors to the model's batcher. The connection then holds no
+// thread: the batcher's callback posts the outputs back to the connection's strand, which builds
+// the response (JSON or binary) there, so the batcher's thread does no serialization.
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format on
+#include <array>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "kiln/server.h"
+#include "serving/kserve.h"
+#include "serving/model_server.h"
+
+namespace kiln {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using serving::InferRequest;
+using serving::Model;
+
+// Declared so that destruction runs: threads, acceptor, io_context (its unrun handlers, holding
+// connections, go with it), then the counters those connections touch.
+namespace serving {
+struct HttpState {
+  ServerOptions options;
+  std::atomic<int> connections{0};
+  int port = 0;
+  std::mutex drain_mu;
+  std::optional<DrainReport> drained;
+  std::unique_ptr<serving::ModelServer> core;
+  net::io_context ioc;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  std::thread warm;
+
+  void Accept();
+};
+}  // namespace serving
+
+struct Server::Impl : serving::HttpState {};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Response = http::response<http::string_body>;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+http::status HttpStatusOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return http::status::ok;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
+      return http::status::bad_request;
+    case StatusCode::kNotFound:
+      return http::status::not_found;
+    case StatusCode::kUnavailable:
+    case StatusCode::kCancelled:
+      return http::status::service_unavailable;
+    case StatusCode::kDeadlineExceeded:
+      return http::status::gateway_timeout;
+    default:
+      return http::status::internal_server_error;
+  }
+}
+
+std::vector<std::string_view> Segments(std::string_view target) {
+  const size_t q = target.find('?');
+  if (q != std::string_view::npos) target = target.substr(0, q);
+  std::vector<std::string_view> out;
+  while (!target.empty()) {
+    const size_t s = target.find('/');
+    if (s != 0) out.push_back(target.substr(0, s));
+    if (s == std::string_view::npos) break;
+    target.remove_prefix(s + 1);
+  }
+  return out;
+}
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, serving::HttpState* server)
+      : stream_(std::move(socket)), server_(server) {}
+  ~Connection() { server_->connections.fetch_sub(1); }
+
+  void Start(bool over_limit) {
+    if (over_limit) {
+      keep_alive_ = false;
+      Reply(http::status::service_unavailable,
+            serving::ErrorJson("too many connections (the limit is " +
+                               std::to_string(server_->options.max_connections) + ")"),
+            "1");
+      return;
+    }
+    ReadHeader();
+  }
+
+ private:
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_->options.max_header_bytes));
+    parser_->body_limit(server_->options.max_body_bytes);
+    stream_.expires_after(std::chrono::milliseconds(server_->options.idle_timeout_ms));
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    received_ = Clock::now();
+    if (ec == http::error::header_limit) {
+      keep_alive_ = false;
+      return Reply(
+          http::status::request_header_fields_too_large,
+          serving::ErrorJson("the request header exceeds " +
+                             std::to_string(server_->options.max_header_bytes) + " bytes"));
+    }
+    // Beast checks Content-Length against the body limit as the header completes.
+    const auto length = parser_->content_length();
+    if (ec == http::error::body_limit ||
+        (!ec && length && *length > server_->options.max_body_bytes)) {
+      keep_alive_ = false;
+      return Reply(http::status::payload_too_large,
+                   serving::ErrorJson("the request body is " +
+                                      (length ? std::to_string(*length) : std::string("over")) +
+                                      " bytes; the limit is " +
+                                      std::to_string(server_->options.max_body_bytes)));
+    }
+    if (ec) return Close();  // closed, timed out or not HTTP: nothing to answer
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      keep_alive_ = false;
+      return Reply(http::status::payload_too_large,
+                   serving::ErrorJson("the request body exceeds " +
+                                      std::to_string(server_->options.max_body_bytes) + " bytes"));
+    }
+    if (ec) return Close();
+    stream_.expires_never();
+    request_ = parser_->release();
+    keep_alive_ = request_.keep_alive();
+    Route();
+  }
+
+  void Route() {
+    const auto target = request_.target();
+    const auto seg = Segments(std::string_view(target.data(), target.size()));
+    const http::verb verb = request_.method();
+    serving::ModelServer& core = *server_->core;
+    auto get_only = [&](auto&& answer) {
+      if (verb != http::verb::get && verb != http::verb::head)
+        return Reply(http::status::method_not_allowed, serving::ErrorJson("use GET"));
+      answer();
+    };
+    if (seg.size() == 1 && seg[0] == "metrics")
+      return get_only(
+          [&] { Reply(http::status::ok, core.MetricsText(), "", "text/plain; version=0.0.4"); });
+    if (seg.empty() || seg[0] != "v2")
+      return Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
+    if (seg.size() == 1)
+      return get_only([&] { Reply(http::status::ok, serving::ServerMetadataJson()); });
+    if (seg.size() == 3 && seg[1] == "health") {
+      if (seg[2] == "live") return get_only([&] { Reply(http::status::ok, ""); });
+      if (seg[2] == "ready")
+        return get_only([&] {
+          Reply(core.ready() ? http::status::ok : http::status::service_unavailable, "");
+        });
+    }
+    if (seg.size() == 3 && seg[1] == "models" && seg[2] == "stats")
+      return get_only([&] { Reply(http::status::ok, core.StatsJson(nullptr)); });
+    if (seg.size() == 3 && seg[1] == "repository" && seg[2] == "index") {
+      std::string list = "[";
+      for (const auto& m : core.models())
+        list += std::string(list.size() > 1 ? "," : "") + "{\"name\":\"" + m->desc.name +
+                "\",\"version\":\"" + m->desc.version + "\",\"state\":\"" +
+                (core.ready() ? "READY" : "UNAVAILABLE") + "\"}";
+      return Reply(http::status::ok, list + "]");
+    }
+    if (seg.size() < 3 || seg[1] != "models")
+      return Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
+    std::string version;
+    size_t rest = 3;
+    if (seg.size() >= 5 && seg[3] == "versions") {
+      version = std::string(seg[4]);
+      rest = 5;
+    }
+    const Model* model = core.Find(std::string(seg[2]), version);
+    if (!model) {
+      const Status s = NotFound("unknown model '" + std::string(seg[2]) + "'" +
+                                (version.empty() ? "" : " version " + version));
+      if (seg.size() > rest && seg[rest] == "infer") core.Record(nullptr, "http", s, 0, 0);
+      return Reply(http::status::not_found, serving::ErrorJson(s.message()));
+    }
+    if (seg.size() == rest)
+      return get_only([&] { Reply(http::status::ok, serving::ModelMetadataJson(model->desc)); });
+    if (seg.size() == rest + 1) {
+      const std::string_view what = seg[rest];
+      if (what == "ready")
+        return get_only([&] {
+          Reply(core.ready() ? http::status::ok : http::status::service_unavailable, "");
+        });
+      if (what == "config")
+        return get_only([&] { Reply(http::status::ok, serving::ModelConfigJson(model->desc)); });
+      if (what == "stats") return get_only([&] { Reply(http::status::ok, core.StatsJson(model)); });
+      if (what == "infer") {
+        if (verb != http::verb::post)
+          return Reply(http::status::method_not_allowed, serving::ErrorJson("use POST"));
+        return Infer(*model);
+      }
+    }
+    Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
+  }
+
+  void Infer(const Model& model) {
+    serving::ModelServer& core = *server_->core;
+    auto token = core.Admit();
+    if (!token) {
+      const Status s(StatusCode::kCancelled, "the server is shutting down");
+      core.Record(&model, "http", s, 0, SecondsSince(received_));
+      return Reply(http::status::service_unavailable, serving::ErrorJson(s.message()), "1");
+    }
+    if (request_.find(http::field::content_encoding) != request_.end() &&
+        request_[http::field::content_encoding] != "identity") {
+      const Status s = InvalidArgument("compressed request bodies are not supported");
+      core.Record(&model, "http", s, 0, SecondsSince(received_));
+      return Reply(http::status::unsupported_media_type, serving::ErrorJson(s.message()));
+    }
+    std::optional<size_t> json_length;
+    auto h = request_.find("Inference-Header-Content-Length");
+    if (h != request_.end()) {
+      const std::string v(h->value());
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') {
+        const Status s = InvalidArgument("Inference-Header-Content-Length is not a number: " + v);
+        core.Record(&model, "http", s, 0, SecondsSince(received_));
+        return Reply(http::status::bad_request, serving::ErrorJson(s.message()));
+      }
+      json_length = static_cast<size_t>(n);
+    }
+    auto parsed = serving::ParseHttpInferRequest(request_.body(), json_length);
+    request_.body().clear();
+    request_.body().shrink_to_fit();
+    if (!parsed.ok()) {
+      core.Record(&model, "http", parsed.status(), 0, SecondsSince(received_));
+      return Reply(http::status::bad_request, serving::ErrorJson(parsed.status().message()));
+    }
+    auto params = std::make_shared<InferRequest>(std::move(*parsed));
+    std::vector<NamedTensor> inputs = std::move(params->inputs);
+    int samples = 1;
+    if (!inputs.empty() && inputs.front().tensor.rank() > 0)
+      samples = static_cast<int>(inputs.front().tensor.shape()[0]);
+    core.Infer(model, std::move(inputs), params->timeout_us, params->priority,
+               [self = shared_from_this(), &model, params, token, samples](
+                   Status s, std::vector<NamedTensor> outputs) mutable {
+                 net::post(self->stream_.get_executor(),
+                           [self, &model, params, token, samples, s = std::move(s),
+                            outputs = std::move(outputs)]() mutable {
+                             self->FinishInfer(model, *params, std::move(token), samples, s,
+                                               std::move(outputs));
+                           });
+               });
+  }
+
+  void FinishInfer(const Model& model, const InferRequest& params, std::shared_ptr<void> token,
+                   int samples, Status s, std::vector<NamedTensor> outputs) {
+    serving::ModelServer& core = *server_->core;
+    std::optional<size_t> json_length;
+    std::string body;
+    if (s.ok()) {
+      auto r = serving::BuildHttpInferResponse(model.desc.name, model.desc.version, params,
+                                               std::move(outputs));
+      if (r.ok()) {
+        body = std::move(r->body);
+        json_length = r->json_length;
+      } else {
+        s = r.status();
+      }
+    }
+    core.Record(&model, "http", s, samples, SecondsSince(received_));
+    if (!s.ok()) {
+      const bool full = s.code() == StatusCode::kUnavailable;
+      return Reply(HttpStatusOf(s), serving::ErrorJson(s.message()), full ? "1" : "", "",
+                   std::nullopt, std::move(token));
+    }
+    Reply(http::status::ok, std::move(body), "",
+          json_length ? "application/octet-stream" : "application/json", json_length,
+          std::move(token));
+  }
+
+  // Sends one response; `retry_after` adds Retry-After; the token (an admitted request) is
+  // released once the response is written.
+  void Reply(http::status status, std::string body, const std::string& retry_after = "",
+             const std::string& content_type = "", std::optional<size_t> json_length = std::nullopt,
+             std::shared_ptr<void> token = nullptr) {
+    auto res = std::make_shared<Response>(status, request_.version() ? request_.version() : 11);
+    res->set(http::field::server, "kiln");
+    res->set(http::field::content_type, content_type.empty() ? "application/json" : content_type);
+    if (!retry_after.empty()) res->set(http::field::retry_after, retry_after);
+    if (json_length) res->set("Inference-Header-Content-Length", std::to_string(*json_length));
+    res->keep_alive(keep_alive_);
+    res->body() = std::move(body);
+    res->prepare_payload();
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, token = std::move(token)](
+                          beast::error_code ec, size_t) mutable {
+                        token.reset();
+                        if (ec || !self->keep_alive_) return self->Close();
+                        self->ReadHeader();
+                      });
+  }
+
+  // Half-closes, then reads and drops what the peer still sends (a body refused unread) until it
+  // closes too or a second passes: closing with unread bytes would reset the connection, and the
+  // peer could lose the answer it has not read yet.
+  void Close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) {
+      stream_.socket().close(ec);
+      return;
+    }
+    stream_.expires_after(std::chrono::seconds(1));
+    Discard();
+  }
+
+  void Discard() {
+    stream_.async_read_some(net::buffer(discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) {
+                                beast::error_code ignored;
+                                self->stream_.socket().close(ignored);
+                                return;
+                              }
+                              self->Discard();
+                            });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  http::request<http::string_body> request_;
+  serving::HttpState* server_;
+  Clock::time_point received_;
+  bool keep_alive_ = true;
+  std::array<char, 4096> discard_;
+};
+
+}  // namespace
+
+void serving::HttpState::Accept() {
+  acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
+    if (!ec) {
+      const bool over = connections.fetch_add(1) >= options.max_connections;
+      std::make_shared<Connection>(std::move(socket), this)->Start(over);
+    }
+    Accept();
+  });
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
+                                                ServerOptions options) {
+  if (options.http_threads < 1) return InvalidArgument("http_threads must be >= 1");
+  if (options.max_connections < 1) return InvalidArgument("max_connections must be >= 1");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  auto core = serving::ModelServer::Create(std::move(models), options.batch);
+  if (!core.ok()) return core.status();
+  impl->core = std::move(*core);
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options.host, ec);
+  if (ec) return InvalidArgument("cannot listen on host '" + options.host + "': " + ec.message());
+  impl->acceptor.emplace(impl->ioc);
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options.http_port));
+  impl->acceptor->open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) impl->acceptor->bind(endpoint, ec);
+  if (!ec) impl->acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return Unavailable("cannot listen on " + options.host + ":" +
+                       std::to_string(options.http_port) + ": " + ec.message());
+  impl->port = impl->acceptor->local_endpoint().port();
+  impl->work.emplace(impl->ioc.get_executor());
+  impl->Accept();
+  Impl* raw = impl.get();
+  for (int i = 0; i < options.http_threads; ++i)
+    impl->threads.emplace_back([raw] { raw->ioc.run(); });
+  impl->warm = std::thread([raw] { raw->core->WarmUp(raw->options.warm_up); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::~Server() {
+  Drain();
+  if (impl_->warm.joinable()) impl_->warm.join();
+  // The listener and the front end's threads stop; then the batchers run what they still hold
+  // (after a drain that timed out), whose answers go nowhere.
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (std::thread& t : impl_->threads) t.join();
+  beast::error_code ec;
+  impl_->acceptor->close(ec);
+  impl_->core.reset();
+}
+
+int Server::http_port() const { return impl_->port; }
+bool Server::ready() const { return impl_->core->ready(); }
+Status Server::WaitReady() const { return impl_->core->WaitReady(); }
+std::string Server::MetricsText() const { return impl_->core->MetricsText(); }
+
+DrainReport Server::Drain() {
+  std::lock_guard<std::mutex> lock(impl_->drain_mu);
+  if (!impl_->drained) impl_->drained = impl_->core->Drain(impl_->options.drain_timeout_ms);
+  return *impl_->drained;
+}
+
+}  // namespace kiln

@@ -1,0 +1,417 @@
+// KServe v2 documents (kserve.h). JSON through nlohmann-json; tensor data either as JSON numbers
+// (flat or nested, row-major) or, with the binary tensor data extension, as raw little-endian
+// bytes after the JSON header.
+#include "serving/kserve.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/half.h"
+#include "kiln/version.h"
+
+namespace kiln::serving {
+
+using nlohmann::json;
+
+namespace {
+
+struct TypeName {
+  DataType type;
+  const char* kserve;
+};
+constexpr TypeName kTypes[] = {
+    {DataType::kBool, "BOOL"},     {DataType::kUInt8, "UINT8"},   {DataType::kUInt16, "UINT16"},
+    {DataType::kUInt32, "UINT32"}, {DataType::kUInt64, "UINT64"}, {DataType::kInt8, "INT8"},
+    {DataType::kInt16, "INT16"},   {DataType::kInt32, "INT32"},   {DataType::kInt64, "INT64"},
+    {DataType::kFloat16, "FP16"},  {DataType::kFloat, "FP32"},    {DataType::kDouble, "FP64"},
+    {DataType::kBFloat16, "BF16"},
+};
+
+// Appends every number of a (possibly nested) JSON array to `out`, row-major.
+Status Flatten(const json& j, std::vector<const json*>* out) {
+  if (j.is_array()) {
+    for (const json& e : j) KILN_RETURN_IF_ERROR(Flatten(e, out));
+    return OkStatus();
+  }
+  if (!j.is_number() && !j.is_boolean())
+    return InvalidArgument("tensor data must hold numbers (or booleans for BOOL); got " +
+                           std::string(j.type_name()));
+  out->push_back(&j);
+  return OkStatus();
+}
+
+template <typename T>
+void StoreAll(const std::vector<const json*>& values, void* dst) {
+  T* d = static_cast<T*>(dst);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const json& v = *values[i];
+    d[i] = v.is_boolean() ? static_cast<T>(v.get<bool>()) : v.get<T>();
+  }
+}
+
+Status StoreJsonData(const json& data, Tensor* t, const std::string& name) {
+  std::vector<const json*> values;
+  values.reserve(static_cast<size_t>(t->numel()));
+  KILN_RETURN_IF_ERROR(Flatten(data, &values));
+  if (static_cast<int64_t>(values.size()) != t->numel())
+    return InvalidArgument("input '" + name + "': shape " + ShapeToString(t->shape()) + " holds " +
+                           std::to_string(t->numel()) + " elements; data has " +
+                           std::to_string(values.size()));
+  void* dst = t->raw();
+  switch (t->dtype()) {
+    case DataType::kBool: {
+      bool* d = static_cast<bool*>(dst);
+      for (size_t i = 0; i < values.size(); ++i)
+        d[i] = values[i]->is_boolean() ? values[i]->get<bool>() : values[i]->get<double>() != 0;
+      return OkStatus();
+    }
+    case DataType::kUInt8:
+      StoreAll<uint8_t>(values, dst);
+      return OkStatus();
+    case DataType::kUInt16:
+      StoreAll<uint16_t>(values, dst);
+      return OkStatus();
+    case DataType::kUInt32:
+      StoreAll<uint32_t>(values, dst);
+      return OkStatus();
+    case DataType::kUInt64:
+      StoreAll<uint64_t>(values, dst);
+      return OkStatus();
+    case DataType::kInt8:
+      StoreAll<int8_t>(values, dst);
+      return OkStatus();
+    case DataType::kInt16:
+      StoreAll<int16_t>(values, dst);
+      return OkStatus();
+    case DataType::kInt32:
+      StoreAll<int32_t>(values, dst);
+      return OkStatus();
+    case DataType::kInt64:
+      StoreAll<int64_t>(values, dst);
+      return OkStatus();
+    case DataType::kFloat:
+      StoreAll<float>(values, dst);
+      return OkStatus();
+    case DataType::kDouble:
+      StoreAll<double>(values, dst);
+      return OkStatus();
+    case DataType::kFloat16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < values.size(); ++i) d[i] = DoubleToHalf(values[i]->get<double>());
+      return OkStatus();
+    }
+    case DataType::kBFloat16: {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < values.size(); ++i) d[i] = FloatToBf16(values[i]->get<float>());
+      return OkStatus();
+    }
+    default:
+      return InvalidArgument("input '" + name + "': datatype not carried as JSON");
+  }
+}
+
+template <typename T>
+json ArrayOf(const Tensor& t) {
+  const T* s = t.data<T>();
+  json a = json::array();
+  a.get_ref<json::array_t&>().reserve(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) a.push_back(s[i]);
+  return a;
+}
+
+json JsonData(const Tensor& t) {
+  switch (t.dtype()) {
+    case DataType::kBool:
+      return ArrayOf<bool>(t);
+    case DataType::kUInt8:
+      return ArrayOf<uint8_t>(t);
+    case DataType::kUInt16:
+      return ArrayOf<uint16_t>(t);
+    case DataType::kUInt32:
+      return ArrayOf<uint32_t>(t);
+    case DataType::kUInt64:
+      return ArrayOf<uint64_t>(t);
+    case DataType::kInt8:
+      return ArrayOf<int8_t>(t);
+    case DataType::kInt16:
+      return ArrayOf<int16_t>(t);
+    case DataType::kInt32:
+      return ArrayOf<int32_t>(t);
+    case DataType::kInt64:
+      return ArrayOf<int64_t>(t);
+    case DataType::kFloat:
+      return ArrayOf<float>(t);
+    case DataType::kDouble:
+      return ArrayOf<double>(t);
+    case DataType::kFloat16:
+    case DataType::kBFloat16: {
+      const uint16_t* s = t.data<uint16_t>();
+      json a = json::array();
+      for (int64_t i = 0; i < t.numel(); ++i)
+        a.push_back(t.dtype() == DataType::kFloat16 ? HalfToFloat(s[i]) : Bf16ToFloat(s[i]));
+      return a;
+    }
+    default:
+      return json::array();
+  }
+}
+
+// A JSON parameter as a bool / integer, tolerating absence.
+bool BoolParam(const json& params, const char* key) {
+  auto it = params.find(key);
+  return it != params.end() && it->is_boolean() && it->get<bool>();
+}
+
+json SpecJson(const TensorSpec& s) {
+  return {{"name", s.name}, {"datatype", KServeDatatype(s.dtype)}, {"shape", s.dims}};
+}
+
+// Triton's config dims: without the batch dimension when the model batches.
+std::vector<int64_t> ConfigDims(const TensorSpec& s, bool batched) {
+  if (batched && !s.dims.empty()) return {s.dims.begin() + 1, s.dims.end()};
+  return s.dims;
+}
+
+json StatPair(uint64_t count, uint64_t ns) { return {{"count", count}, {"ns", ns}}; }
+
+}  // namespace
+
+const char* KServeDatatype(DataType t) {
+  for (const TypeName& n : kTypes)
+    if (n.type == t) return n.kserve;
+  return "";
+}
+
+DataType FromKServeDatatype(std::string_view name) {
+  for (const TypeName& n : kTypes)
+    if (name == n.kserve) return n.type;
+  return DataType::kUndefined;
+}
+
+std::string TritonConfigType(DataType t) {
+  std::string k = KServeDatatype(t);
+  return k.empty() ? "TYPE_INVALID" : "TYPE_" + k;
+}
+
+std::string ErrorJson(const std::string& message) { return json{{"error", message}}.dump(); }
+
+StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
+                                             std::optional<size_t> json_length) {
+  if (json_length && *json_length > body.size())
+    return InvalidArgument("Inference-Header-Content-Length is " + std::to_string(*json_length) +
+                           " but the body has " + std::to_string(body.size()) + " bytes");
+  const std::string_view header = json_length ? body.substr(0, *json_length) : body;
+  std::string_view binary = json_length ? body.substr(*json_length) : std::string_view();
+  json j = json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("the request body is not valid JSON");
+  if (!j.is_object()) return InvalidArgument("the request body must be a JSON object");
+  InferRequest r;
+  try {
+    if (j.contains("id") && j["id"].is_string()) r.id = j["id"].get<std::string>();
+    if (j.contains("parameters") && j["parameters"].is_object()) {
+      const json& p = j["parameters"];
+      r.binary_data_output = BoolParam(p, "binary_data_output");
+      if (p.contains("timeout") && p["timeout"].is_number_integer())
+        r.timeout_us = p["timeout"].get<int64_t>();
+      if (p.contains("priority") && p["priority"].is_number_integer())
+        r.priority = p["priority"].get<int>();
+    }
+    if (!j.contains("inputs") || !j["inputs"].is_array())
+      return InvalidArgument("the request has no \"inputs\" array");
+    for (const json& in : j["inputs"]) {
+      if (!in.is_object() || !in.contains("name") || !in["name"].is_string())
+        return InvalidArgument("every input needs a \"name\"");
+      const std::string name = in["name"].get<std::string>();
+      if (!in.contains("datatype") || !in["datatype"].is_string())
+        return InvalidArgument("input '" + name + "' has no \"datatype\"");
+      const std::string dt = in["datatype"].get<std::string>();
+      const DataType type = FromKServeDatatype(dt);
+      if (type == DataType::kUndefined)
+        return InvalidArgument("input '" + name + "': datatype " + dt + " is not supported");
+      if (!in.contains("shape") || !in["shape"].is_array())
+        return InvalidArgument("input '" + name + "' has no \"shape\"");
+      Shape shape;
+      for (const json& d : in["shape"]) {
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          return InvalidArgument("input '" + name + "': shape " + in["shape"].dump() +
+                                 " must hold non-negative integers");
+        shape.push_back(d.get<int64_t>());
+      }
+      int64_t numel = 1;
+      for (int64_t d : shape) {
+        if (d != 0 && numel > (int64_t{1} << 40) / d)
+          return InvalidArgument("input '" + name + "': shape " + ShapeToString(shape) +
+                                 " is too large");
+        numel *= d;
+      }
+      const size_t bytes = static_cast<size_t>(numel) * DataTypeSize(type);
+      std::optional<size_t> binary_size;
+      if (in.contains("parameters") && in["parameters"].is_object() &&
+          in["parameters"].contains("binary_data_size")) {
+        const json& b = in["parameters"]["binary_data_size"];
+        if (!b.is_number_integer() || b.get<int64_t>() < 0)
+          return InvalidArgument("input '" + name + "': binary_data_size must be an integer");
+        binary_size = b.get<size_t>();
+      }
+      if (binary_size) {
+        if (!json_length)
+          return InvalidArgument("input '" + name +
+                                 "' names binary_data_size but the request has no "
+                                 "Inference-Header-Content-Length header");
+        if (*binary_size != bytes)
+          return InvalidArgument("input '" + name + "': " + dt + ShapeToString(shape) + " is " +
+                                 std::to_string(bytes) + " bytes; binary_data_size is " +
+                                 std::to_string(*binary_size));
+        if (binary.size() < bytes)
+          return InvalidArgument("input '" + name + "': the body ends " +
+                                 std::to_string(bytes - binary.size()) +
+                                 " bytes before its binary data does");
+        Tensor t = Tensor::Empty(type, shape);
+        if (bytes > 0) std::memcpy(t.raw(), binary.data(), bytes);
+        binary.remove_prefix(bytes);
+        r.inputs.push_back({name, std::move(t)});
+        continue;
+      }
+      if (!in.contains("data"))
+        return InvalidArgument("input '" + name + "' has neither \"data\" nor binary_data_size");
+      Tensor t = Tensor::Empty(type, shape);
+      KILN_RETURN_IF_ERROR(StoreJsonData(in["data"], &t, name));
+      r.inputs.push_back({name, std::move(t)});
+    }
+    if (!binary.empty())
+      return InvalidArgument(std::to_string(binary.size()) +
+                             " bytes of binary data follow the last binary input");
+    if (j.contains("outputs")) {
+      if (!j["outputs"].is_array()) return InvalidArgument("\"outputs\" must be an array");
+      for (const json& o : j["outputs"]) {
+        if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
+          return InvalidArgument("every requested output needs a \"name\"");
+        RequestedOutput ro{o["name"].get<std::string>(), r.binary_data_output};
+        if (o.contains("parameters") && o["parameters"].is_object() &&
+            o["parameters"].contains("binary_data"))
+          ro.binary = BoolParam(o["parameters"], "binary_data");
+        r.outputs.push_back(std::move(ro));
+      }
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed request: ") + e.what());
+  }
+  return r;
+}
+
+StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
+                                                   const std::string& version,
+                                                   const InferRequest& request,
+                                                   std::vector<NamedTensor> outputs) {
+  std::vector<RequestedOutput> wanted = request.outputs;
+  if (wanted.empty())
+    for (const NamedTensor& o : outputs) wanted.push_back({o.name, request.binary_data_output});
+  json j = {{"model_name", model}, {"model_version", version}};
+  if (!request.id.empty()) j["id"] = request.id;
+  json outs = json::array();
+  std::vector<const Tensor*> binary;
+  for (const RequestedOutput& w : wanted) {
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const NamedTensor& o) { return o.name == w.name; });
+    if (it == outputs.end())
+      return InvalidArgument("requested output '" + w.name + "' is not an output of model '" +
+                             model + "'");
+    const Tensor& t = it->tensor;
+    json o = {{"name", w.name}, {"datatype", KServeDatatype(t.dtype())}, {"shape", t.shape()}};
+    if (w.binary) {
+      o["parameters"] = {{"binary_data_size", t.bytes()}};
+      binary.push_back(&t);
+    } else {
+      o["data"] = JsonData(t);
+    }
+    outs.push_back(std::move(o));
+  }
+  j["outputs"] = std::move(outs);
+  HttpInferResponse r;
+  r.body = j.dump();
+  if (!binary.empty()) {
+    r.json_length = r.body.size();
+    size_t total = r.body.size();
+    for (const Tensor* t : binary) total += t->bytes();
+    r.body.reserve(total);
+    for (const Tensor* t : binary) r.body.append(static_cast<const char*>(t->raw()), t->bytes());
+  }
+  return r;
+}
+
+std::string ServerMetadataJson() {
+  return json{
+      {"name", "kiln"},
+      {"version", KILN_VERSION_TEXT},
+      {"extensions", {"binary_tensor_data", "statistics", "model_configuration", "metrics"}}}
+      .dump();
+}
+
+std::string ModelMetadataJson(const ModelDescription& m) {
+  json in = json::array(), out = json::array();
+  for (const TensorSpec& s : m.inputs) in.push_back(SpecJson(s));
+  for (const TensorSpec& s : m.outputs) out.push_back(SpecJson(s));
+  return json{{"name", m.name},
+              {"versions", {m.version}},
+              {"platform", "onnxruntime_onnx"},
+              {"inputs", in},
+              {"outputs", out}}
+      .dump();
+}
+
+std::string ModelConfigJson(const ModelDescription& m) {
+  const bool batched = m.max_batch_size > 0;
+  json in = json::array(), out = json::array();
+  for (const TensorSpec& s : m.inputs)
+    in.push_back({{"name", s.name},
+                  {"data_type", TritonConfigType(s.dtype)},
+                  {"format", "FORMAT_NONE"},
+                  {"dims", ConfigDims(s, batched)}});
+  for (const TensorSpec& s : m.outputs)
+    out.push_back({{"name", s.name},
+                   {"data_type", TritonConfigType(s.dtype)},
+                   {"dims", ConfigDims(s, batched)}});
+  json c = {{"name", m.name},
+            {"platform", "onnxruntime_onnx"},
+            {"backend", "kiln"},
+            {"max_batch_size", m.max_batch_size},
+            {"input", in},
+            {"output", out},
+            {"instance_group", {{{"name", m.name}, {"kind", "KIND_CPU"}, {"count", 1}}}}};
+  if (batched)
+    c["dynamic_batching"] = {{"preferred_batch_size", m.policy.preferred_sizes},
+                             {"max_queue_delay_microseconds", m.policy.max_queue_delay_us},
+                             {"default_queue_policy", {{"max_queue_size", m.policy.max_queue}}}};
+  return c.dump();
+}
+
+std::string ModelStatsJson(const std::vector<std::pair<ModelDescription, ModelCounters>>& models) {
+  json list = json::array();
+  for (const auto& [m, c] : models) {
+    json batches = json::array();
+    for (const auto& [size, cn] : c.batch_stats)
+      batches.push_back({{"batch_size", size},
+                         {"compute_input", StatPair(0, 0)},
+                         {"compute_infer", StatPair(cn.first, cn.second)},
+                         {"compute_output", StatPair(0, 0)}});
+    list.push_back({{"name", m.name},
+                    {"version", m.version},
+                    {"last_inference", c.last_inference_ms},
+                    {"inference_count", c.inference_count},
+                    {"execution_count", c.execution_count},
+                    {"inference_stats",
+                     {{"success", StatPair(c.success_count, c.success_ns)},
+                      {"fail", StatPair(c.fail_count, c.fail_ns)},
+                      {"queue", StatPair(c.queue_count, c.queue_ns)},
+                      {"compute_input", StatPair(c.compute_count, 0)},
+                      {"compute_infer", StatPair(c.compute_count, c.compute_ns)},
+                      {"compute_output", StatPair(c.compute_count, 0)},
+                      {"cache_hit", StatPair(0, 0)},
+                      {"cache_miss", StatPair(0, 0)}}},
+                    {"batch_stats", batches}});
+  }
+  return json{{"model_stats", list}}.dump();
+}
+
+}  // namespace kiln::serving

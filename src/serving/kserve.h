@@ -1,0 +1,90 @@
+// The Open Inference Protocol (KServe v2) as data: datatype names, the HTTP infer request (JSON
+// tensors and the binary tensor data extension) parsed into tensors, the response built from
+// tensors, and the JSON documents the metadata, config and statistics endpoints answer. Pure
+// functions over strings, shared by the HTTP and gRPC front ends and tested without a socket.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/batcher.h"
+#include "kiln/session.h"
+#include "kiln/status.h"
+
+namespace kiln::serving {
+
+// "FP32", "INT64", ... ; "" for a type the protocol cannot carry.
+const char* KServeDatatype(DataType t);
+// The inverse; kUndefined for an unknown name (BYTES included: kiln has no string tensors).
+DataType FromKServeDatatype(std::string_view name);
+// Triton's model-config names: "TYPE_FP32", ...
+std::string TritonConfigType(DataType t);
+
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;
+};
+
+struct InferRequest {
+  std::string id;
+  std::vector<NamedTensor> inputs;
+  std::vector<RequestedOutput> outputs;  // empty: every output, binary per binary_data_output
+  bool binary_data_output = false;
+  int64_t timeout_us = 0;  // parameters.timeout (Triton's), 0: none
+  int priority = 0;        // parameters.priority
+};
+
+// Parses an HTTP infer body. `json_length` is Inference-Header-Content-Length when present: the
+// first json_length bytes are the JSON, the rest the binary tensors of the inputs that name a
+// binary_data_size, in order. InvalidArgument naming the input and the rule on any mismatch.
+StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
+                                             std::optional<size_t> json_length);
+
+struct HttpInferResponse {
+  std::string body;
+  std::optional<size_t> json_length;  // set when binary outputs follow the JSON
+};
+
+// Selects the requested outputs (NotFound-style InvalidArgument for an unknown one) and writes
+// them as JSON data or as binary after the JSON.
+StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
+                                                   const std::string& version,
+                                                   const InferRequest& request,
+                                                   std::vector<NamedTensor> outputs);
+
+// {"error": message}.
+std::string ErrorJson(const std::string& message);
+
+// What the metadata, config and statistics documents need of one served model.
+struct ModelDescription {
+  std::string name;
+  std::string version;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  int max_batch_size = 0;  // 0: unbatched (dims then include the first dimension)
+  BatchPolicy policy;
+};
+
+// Per-model counters for Triton's statistics document (nanoseconds, counts).
+struct ModelCounters {
+  uint64_t success_count = 0, success_ns = 0;
+  uint64_t fail_count = 0, fail_ns = 0;
+  uint64_t queue_count = 0, queue_ns = 0;
+  uint64_t compute_count = 0, compute_ns = 0;
+  uint64_t inference_count = 0;  // samples
+  uint64_t execution_count = 0;  // batches
+  uint64_t last_inference_ms = 0;
+  std::map<int, std::pair<uint64_t, uint64_t>> batch_stats;  // size -> (count, compute ns)
+};
+
+std::string ServerMetadataJson();
+std::string ModelMetadataJson(const ModelDescription& m);
+std::string ModelConfigJson(const ModelDescription& m);
+std::string ModelStatsJson(const std::vector<std::pair<ModelDescription, ModelCounters>>& models);
+
+}  // namespace kiln::serving

@@ -1,0 +1,324 @@
+// ModelServer (model_server.h) and the Prometheus metrics through prometheus-cpp's core registry
+// and text serializer (the server answers /metrics itself; no second listener).
+#include "serving/model_server.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+
+namespace kiln::serving {
+
+namespace {
+
+using prometheus::Histogram;
+
+// Seconds: 50 us .. 10 s, roughly x2.5 per bucket.
+const Histogram::BucketBoundaries& TimeBuckets() {
+  static const Histogram::BucketBoundaries b = {5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                                5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,  0.25,
+                                                0.5,  1,    2.5,    5,    10};
+  return b;
+}
+
+uint64_t Nanos(double us) { return static_cast<uint64_t>(us * 1000.0); }
+
+}  // namespace
+
+// The metric families; names and meanings in docs/serving.md.
+class Metrics {
+ public:
+  Metrics()
+      : registry_(std::make_shared<prometheus::Registry>()),
+        requests_(prometheus::BuildCounter()
+                      .Name("kiln_requests_total")
+                      .Help("Inference requests answered, by model, protocol and outcome")
+                      .Register(*registry_)),
+        request_seconds_(prometheus::BuildHistogram()
+                             .Name("kiln_request_duration_seconds")
+                             .Help("Inference request time from receipt to answer")
+                             .Register(*registry_)),
+        queue_seconds_(prometheus::BuildHistogram()
+                           .Name("kiln_queue_duration_seconds")
+                           .Help("Time a request waited in the batcher's queue")
+                           .Register(*registry_)),
+        compute_seconds_(prometheus::BuildHistogram()
+                             .Name("kiln_compute_duration_seconds")
+                             .Help("Time a batch took to run (gather, run, scatter)")
+                             .Register(*registry_)),
+        batch_size_(prometheus::BuildHistogram()
+                        .Name("kiln_batch_size")
+                        .Help("Samples per batch run")
+                        .Register(*registry_)),
+        queue_depth_(prometheus::BuildGauge()
+                         .Name("kiln_queue_depth")
+                         .Help("Requests waiting in the batcher's queue")
+                         .Register(*registry_)),
+        in_flight_(prometheus::BuildGauge()
+                       .Name("kiln_inflight_requests")
+                       .Help("Requests admitted and not yet answered")
+                       .Register(*registry_)
+                       .Add({})),
+        ready_(prometheus::BuildGauge()
+                   .Name("kiln_ready")
+                   .Help("1 when the server is ready (warmed up and not draining)")
+                   .Register(*registry_)
+                   .Add({})) {}
+
+  struct PerModel {
+    Histogram* queue = nullptr;
+    Histogram* compute = nullptr;
+    Histogram* batch = nullptr;
+    prometheus::Gauge* depth = nullptr;
+  };
+
+  void AddModel(const std::string& name, int max_batch) {
+    Histogram::BucketBoundaries sizes;
+    for (int b = 1; b < max_batch; b *= 2) sizes.push_back(b);
+    sizes.push_back(std::max(max_batch, 1));
+    PerModel m;
+    m.queue = &queue_seconds_.Add({{"model", name}}, TimeBuckets());
+    m.compute = &compute_seconds_.Add({{"model", name}}, TimeBuckets());
+    m.batch = &batch_size_.Add({{"model", name}}, sizes);
+    m.depth = &queue_depth_.Add({{"model", name}});
+    per_model_[name] = m;
+  }
+
+  void ObserveBatch(const std::string& model, const BatchEvent& e) {
+    const PerModel& m = per_model_.at(model);
+    for (double q : e.queue_us) m.queue->Observe(q * 1e-6);
+    m.compute->Observe(e.compute_us * 1e-6);
+    m.batch->Observe(e.samples);
+  }
+
+  void ObserveRequest(const std::string& model, const char* protocol, const char* outcome,
+                      double seconds) {
+    requests_.Add({{"model", model}, {"protocol", protocol}, {"outcome", outcome}}).Increment();
+    if (std::string(outcome) == "success")
+      request_seconds_.Add({{"model", model}, {"protocol", protocol}}, TimeBuckets())
+          .Observe(seconds);
+  }
+
+  std::string Text(const std::vector<std::unique_ptr<Model>>& models, uint64_t in_flight,
+                   bool ready) {
+    for (const auto& m : models)
+      per_model_.at(m->desc.name).depth->Set(static_cast<double>(m->batcher->stats().queued));
+    in_flight_.Set(static_cast<double>(in_flight));
+    ready_.Set(ready ? 1 : 0);
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+  }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<Histogram>& request_seconds_;
+  prometheus::Family<Histogram>& queue_seconds_;
+  prometheus::Family<Histogram>& compute_seconds_;
+  prometheus::Family<Histogram>& batch_size_;
+  prometheus::Family<prometheus::Gauge>& queue_depth_;
+  prometheus::Gauge& in_flight_;
+  prometheus::Gauge& ready_;
+  std::map<std::string, PerModel> per_model_;  // filled before serving starts, read-only after
+};
+
+const char* OutcomeOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return "success";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kUnavailable:
+      return "queue_full";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case StatusCode::kCancelled:
+      return "shutting_down";
+    default:
+      return "failed";
+  }
+}
+
+StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedModel> models,
+                                                           const BatchPolicy& policy) {
+  if (models.empty()) return InvalidArgument("kiln serve needs at least one model");
+  std::unique_ptr<ModelServer> server(new ModelServer());
+  server->metrics_ = std::make_unique<Metrics>();
+  std::set<std::string> names;
+  for (ServedModel& sm : models) {
+    if (sm.name.empty() || sm.name.find('/') != std::string::npos)
+      return InvalidArgument("model name '" + sm.name + "' must be non-empty and hold no '/'");
+    if (!names.insert(sm.name).second)
+      return InvalidArgument("two models are named '" + sm.name + "'");
+    if (!sm.session) return InvalidArgument("model '" + sm.name + "' has no session");
+    auto m = std::make_unique<Model>();
+    m->session = std::move(sm.session);
+    m->desc.name = sm.name;
+    m->desc.version = sm.version;
+    m->desc.inputs = m->session->inputs();
+    m->desc.outputs = m->session->outputs();
+    bool batchable = !m->desc.inputs.empty();
+    for (const TensorSpec& s : m->desc.inputs)
+      if (s.dims.empty() || s.dims[0] >= 0) batchable = false;
+    BatchPolicy p = policy;
+    p.merge = batchable;
+    m->desc.policy = p;
+    m->desc.max_batch_size = batchable ? p.max_batch : 0;
+    auto batcher = DynamicBatcher::Create(*m->session, p);
+    if (!batcher.ok())
+      return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
+    m->batcher = std::move(*batcher);
+    server->metrics_->AddModel(sm.name, m->desc.max_batch_size);
+    Metrics* metrics = server->metrics_.get();
+    Model* raw = m.get();
+    m->batcher->SetObserver([metrics, raw](const BatchEvent& e) {
+      metrics->ObserveBatch(raw->desc.name, e);
+      std::lock_guard<std::mutex> lock(raw->mu);
+      ModelCounters& c = raw->counters;
+      c.execution_count += 1;
+      c.inference_count += static_cast<uint64_t>(e.samples);
+      c.compute_count += e.queue_us.size();
+      c.compute_ns += Nanos(e.compute_us) * e.queue_us.size();
+      for (double q : e.queue_us) {
+        c.queue_count += 1;
+        c.queue_ns += Nanos(q);
+      }
+      auto& b = c.batch_stats[e.samples];
+      b.first += 1;
+      b.second += Nanos(e.compute_us);
+      c.last_inference_ms =
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count());
+    });
+    server->models_.push_back(std::move(m));
+  }
+  return server;
+}
+
+ModelServer::~ModelServer() {
+  for (auto& m : models_) m->batcher->Shutdown();
+}
+
+const Model* ModelServer::Find(const std::string& name, const std::string& version) const {
+  for (const auto& m : models_)
+    if (m->desc.name == name && (version.empty() || version == m->desc.version)) return m.get();
+  return nullptr;
+}
+
+std::shared_ptr<void> ModelServer::Admit() {
+  {
+    std::lock_guard<std::mutex> lock(admission_->mu);
+    if (draining_.load()) return nullptr;
+    ++admission_->in_flight;
+  }
+  return std::shared_ptr<void>(reinterpret_cast<void*>(1), [a = admission_](void*) {
+    std::lock_guard<std::mutex> lock(a->mu);
+    --a->in_flight;
+    a->changed.notify_all();
+  });
+}
+
+void ModelServer::Infer(const Model& model, std::vector<NamedTensor> inputs, int64_t timeout_us,
+                        int priority, DynamicBatcher::Done done) {
+  RequestOptions options;
+  if (timeout_us > 0) options.deadline = BatchClock::now() + std::chrono::microseconds(timeout_us);
+  options.priority = priority;
+  (void)model.batcher->Submit(std::move(inputs), std::move(done), options);
+}
+
+void ModelServer::Record(const Model* model, const char* protocol, const Status& s, int samples,
+                         double seconds) {
+  const std::string name = model ? model->desc.name : "";
+  metrics_->ObserveRequest(name, protocol, OutcomeOf(s), seconds);
+  if (!model) return;
+  std::lock_guard<std::mutex> lock(model->mu);
+  ModelCounters& c = const_cast<Model*>(model)->counters;
+  (void)samples;
+  if (s.ok()) {
+    c.success_count += 1;
+    c.success_ns += static_cast<uint64_t>(seconds * 1e9);
+  } else {
+    c.fail_count += 1;
+    c.fail_ns += static_cast<uint64_t>(seconds * 1e9);
+  }
+}
+
+void ModelServer::WarmUp(bool prepare) {
+  Status first;
+  for (const auto& m : models_) {
+    if (!prepare || draining_.load()) break;
+    const ModelDescription& d = m->desc;
+    bool fixed = true;
+    for (const TensorSpec& s : d.inputs)
+      for (size_t k = d.max_batch_size > 0 ? 1 : 0; k < s.dims.size(); ++k)
+        if (s.dims[k] < 0) fixed = false;
+    if (!fixed) continue;  // shapes unknown until requests arrive: nothing to prepare
+    const int sizes = std::max(d.max_batch_size, 1);
+    for (int b = 1; b <= sizes && first.ok(); ++b) {
+      std::vector<std::pair<std::string, Shape>> shapes;
+      for (const TensorSpec& s : d.inputs) {
+        Shape shape(s.dims.begin(), s.dims.end());
+        if (d.max_batch_size > 0) shape[0] = b;
+        shapes.emplace_back(s.name, shape);
+      }
+      Status st = m->session->Prepare(shapes);
+      if (!st.ok())
+        first = st.AddContext("while warming model '" + d.name + "' at batch " + std::to_string(b));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  warmed_ = true;
+  warm_status_ = first;
+  ready_.store(first.ok());
+  changed_.notify_all();
+}
+
+Status ModelServer::WaitReady() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [this] { return warmed_; });
+  return warm_status_;
+}
+
+DrainReport ModelServer::Drain(int64_t timeout_ms) {
+  const auto start = std::chrono::steady_clock::now();
+  DrainReport r;
+  Admission& a = *admission_;
+  std::unique_lock<std::mutex> lock(a.mu);
+  draining_.store(true);
+  r.in_flight_at_start = a.in_flight;
+  a.changed.wait_until(lock, start + std::chrono::milliseconds(timeout_ms),
+                       [&a] { return a.in_flight == 0; });
+  r.unfinished = a.in_flight;
+  r.elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::string ModelServer::StatsJson(const Model* only) const {
+  std::vector<std::pair<ModelDescription, ModelCounters>> list;
+  for (const auto& m : models_) {
+    if (only && only != m.get()) continue;
+    std::lock_guard<std::mutex> lock(m->mu);
+    list.emplace_back(m->desc, m->counters);
+  }
+  return ModelStatsJson(list);
+}
+
+std::string ModelServer::MetricsText() const {
+  uint64_t in_flight;
+  {
+    std::lock_guard<std::mutex> lock(admission_->mu);
+    in_flight = admission_->in_flight;
+  }
+  return metrics_->Text(models_, in_flight, ready());
+}
+
+}  // namespace kiln::serving

@@ -1,0 +1,93 @@
+// The protocol-independent part of `kiln serve`: the served models (each a Session behind a
+// DynamicBatcher), warm-up and readiness, admission and the drain, per-model counters (Triton's
+// statistics) and the Prometheus metrics. The HTTP front end (http_server.cc) and any other
+// translate requests into ModelServer::Infer calls.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/batcher.h"
+#include "kiln/server.h"
+#include "serving/kserve.h"
+
+namespace kiln::serving {
+
+class Metrics;
+
+struct Model {
+  ModelDescription desc;
+  std::shared_ptr<const Session> session;
+  std::unique_ptr<DynamicBatcher> batcher;
+  mutable std::mutex mu;
+  ModelCounters counters;  // under mu
+};
+
+// "success", "invalid_argument", "queue_full", "shutting_down", "deadline_exceeded", "failed".
+const char* OutcomeOf(const Status& s);
+
+class ModelServer {
+ public:
+  static StatusOr<std::unique_ptr<ModelServer>> Create(std::vector<ServedModel> models,
+                                                       const BatchPolicy& policy);
+  ~ModelServer();
+
+  // The model by name; version "" or the served one. nullptr when there is none.
+  const Model* Find(const std::string& name, const std::string& version) const;
+  const std::vector<std::unique_ptr<Model>>& models() const { return models_; }
+
+  // Admission: a token held until the request's answer is written, or nullptr while draining
+  // (the caller answers 503 / UNAVAILABLE).
+  std::shared_ptr<void> Admit();
+  // Queues the request on the model's batcher; `done` runs once (on the batcher's thread, or on
+  // the caller's when refused at once).
+  // `timeout_us` > 0 sets a deadline; `priority`: lower runs first.
+  void Infer(const Model& model, std::vector<NamedTensor> inputs, int64_t timeout_us, int priority,
+             DynamicBatcher::Done done);
+  // Counts a finished request (counters and metrics): protocol "http" or "grpc", the request's
+  // samples (0 when refused), and its duration from receipt to answer.
+  void Record(const Model* model, const char* protocol, const Status& s, int samples,
+              double seconds);
+
+  // Prepares every batch size 1..max_batch of each model whose non-batch dims are all fixed;
+  // ready() after. The first failure is kept and returned by WaitReady().
+  void WarmUp(bool prepare);
+  bool ready() const { return ready_.load() && !draining_.load(); }
+  Status WaitReady() const;
+  bool draining() const { return draining_.load(); }
+  // Not ready, refuse new requests, wait for every admitted one (at most timeout_ms).
+  DrainReport Drain(int64_t timeout_ms);
+
+  std::string StatsJson(const Model* only) const;
+  std::string MetricsText() const;
+
+ private:
+  ModelServer() = default;
+
+  // Shared with the admission tokens, which may outlive the server (a token in an answer that was
+  // never written when the front end stopped).
+  struct Admission {
+    std::mutex mu;
+    std::condition_variable changed;
+    uint64_t in_flight = 0;
+  };
+
+  std::vector<std::unique_ptr<Model>> models_;
+  std::unique_ptr<Metrics> metrics_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  bool warmed_ = false;  // under mu_
+  Status warm_status_;   // under mu_
+  std::shared_ptr<Admission> admission_ = std::make_shared<Admission>();
+};
+
+}  // namespace kiln::serving
