@@ -14,7 +14,7 @@ PKGS=(
   libonnx-testdata
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
   libturbojpeg0-dev libpng-dev python3-pil python3-skimage
-  libboost-dev prometheus-cpp-dev
+  libboost-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc
   dataset-fashion-mnist
 )
 

@@ -1,6 +1,8 @@
 // `kiln serve` as a library: the Open Inference Protocol (KServe v2) over HTTP/REST, in front of
 // one DynamicBatcher per model, with Prometheus metrics and a drain on shutdown.
 //
+// The same over gRPC (inference.GRPCInferenceService) when grpc_port is set: inputs in
+// raw_input_contents, outputs always in raw_output_contents.
 // HTTP endpoints (https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/):
 //   GET  /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}][/ready]
 //   POST /v2/models/{m}[/versions/{v}]/infer   JSON tensors, or the binary tensor data extension
@@ -39,6 +41,7 @@ struct ServedModel {
 struct ServerOptions {
   std::string host = "0.0.0.0";
   int http_port = 8000;  // 0: any free port (http_port() says which)
+  int grpc_port = -1;    // inference.GRPCInferenceService; -1: none, 0: any free port
   // Per model. A model whose inputs have no symbolic first dimension is served unbatched
   // (max_batch_size 0 in its config): one request per run.
   BatchPolicy batch;
@@ -70,6 +73,7 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   int http_port() const;
+  int grpc_port() const;  // -1 when not serving gRPC
   bool ready() const;
   // Blocks until the warm-up has finished; its Status (the first failure, if any).
   Status WaitReady() const;

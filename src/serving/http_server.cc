@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "kiln/server.h"
+#include "serving/grpc_server.h"
 #include "serving/kserve.h"
 #include "serving/model_server.h"
 
@@ -38,6 +39,7 @@ struct HttpState {
   std::mutex drain_mu;
   std::optional<DrainReport> drained;
   std::unique_ptr<serving::ModelServer> core;
+  std::unique_ptr<serving::GrpcFrontend> grpc;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::optional<tcp::acceptor> acceptor;
@@ -401,6 +403,12 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
     return Unavailable("cannot listen on " + options.host + ":" +
                        std::to_string(options.http_port) + ": " + ec.message());
   impl->port = impl->acceptor->local_endpoint().port();
+  if (options.grpc_port >= 0) {
+    auto grpc = serving::GrpcFrontend::Start(impl->core.get(), options.host, options.grpc_port,
+                                             options.max_body_bytes);
+    if (!grpc.ok()) return grpc.status();
+    impl->grpc = std::move(*grpc);
+  }
   impl->work.emplace(impl->ioc.get_executor());
   impl->Accept();
   Impl* raw = impl.get();
@@ -413,17 +421,21 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
 Server::~Server() {
   Drain();
   if (impl_->warm.joinable()) impl_->warm.join();
-  // The listener and the front end's threads stop; then the batchers run what they still hold
-  // (after a drain that timed out), whose answers go nowhere.
+  // The batchers run what they still hold (after a drain that timed out) and answer it; then the
+  // gRPC server, the listener and the front end's threads stop, and last the models.
+  impl_->core->StopBatchers();
+  if (impl_->grpc) impl_->grpc->Shutdown();
   impl_->work.reset();
   impl_->ioc.stop();
   for (std::thread& t : impl_->threads) t.join();
   beast::error_code ec;
   impl_->acceptor->close(ec);
+  impl_->grpc.reset();
   impl_->core.reset();
 }
 
 int Server::http_port() const { return impl_->port; }
+int Server::grpc_port() const { return impl_->grpc ? impl_->grpc->port() : -1; }
 bool Server::ready() const { return impl_->core->ready(); }
 Status Server::WaitReady() const { return impl_->core->WaitReady(); }
 std::string Server::MetricsText() const { return impl_->core->MetricsText(); }

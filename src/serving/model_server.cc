@@ -203,7 +203,9 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedMod
   return server;
 }
 
-ModelServer::~ModelServer() {
+ModelServer::~ModelServer() { StopBatchers(); }
+
+void ModelServer::StopBatchers() {
   for (auto& m : models_) m->batcher->Shutdown();
 }
 
@@ -302,14 +304,15 @@ DrainReport ModelServer::Drain(int64_t timeout_ms) {
   return r;
 }
 
-std::string ModelServer::StatsJson(const Model* only) const {
+std::vector<std::pair<ModelDescription, ModelCounters>> ModelServer::Counters(
+    const Model* only) const {
   std::vector<std::pair<ModelDescription, ModelCounters>> list;
   for (const auto& m : models_) {
     if (only && only != m.get()) continue;
     std::lock_guard<std::mutex> lock(m->mu);
     list.emplace_back(m->desc, m->counters);
   }
-  return ModelStatsJson(list);
+  return list;
 }
 
 std::string ModelServer::MetricsText() const {

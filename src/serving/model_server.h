@@ -65,8 +65,13 @@ class ModelServer {
   // Not ready, refuse new requests, wait for every admitted one (at most timeout_ms).
   DrainReport Drain(int64_t timeout_ms);
 
-  std::string StatsJson(const Model* only) const;
+  // Each model's description and counters (only `only`, when set).
+  std::vector<std::pair<ModelDescription, ModelCounters>> Counters(const Model* only) const;
+  std::string StatsJson(const Model* only) const { return ModelStatsJson(Counters(only)); }
   std::string MetricsText() const;
+  // Runs what the batchers hold, then refuses everything (Unavailable): the last step before the
+  // front ends stop.
+  void StopBatchers();
 
  private:
   ModelServer() = default;

@@ -18,6 +18,19 @@ PINS = [
     "onnxconverter-common==1.16.0",  # float16 conversion (both forms)
     "onnxruntime==1.32.0",  # the anchor on converted models (as bench/requirements.txt)
     "flatbuffers==25.12.19",
+    # NVIDIA Triton's client, against `kiln serve` (tests/serving/tritonclient_check.py); 2.50.0's
+    # wheel also carries the perf_analyzer binary (bench/serve_perf_analyzer.sh)
+    "tritonclient==2.50.0",
+    "grpcio==1.68.1",
+    "geventhttpclient==2.0.2",  # tritonclient 2.50 wants <= 2.0.2
+    "gevent==24.11.1",
+    "greenlet==3.1.1",
+    "zope.event==5.0",
+    "zope.interface==7.2",
+    "python-rapidjson==1.20",
+    "brotli==1.1.0",
+    "urllib3==2.2.3",  # tritonclient wants >= 2.0.7 (Debian's is 1.26)
+    "certifi==2024.8.30",
 ]
 
 

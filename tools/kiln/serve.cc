@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "common.h"
@@ -26,6 +27,7 @@ struct ServeArgs {
   std::vector<std::string> models;
   std::string host = "0.0.0.0";
   int http_port = 8000;
+  int grpc_port = 8001;
   std::string port_file;
   int max_batch = 32;
   int64_t max_queue_delay_us = 500;
@@ -115,6 +117,7 @@ Status DoServe(const ServeArgs& a) {
   ServerOptions o;
   o.host = a.host;
   o.http_port = a.http_port;
+  o.grpc_port = a.grpc_port;
   o.batch.max_batch = a.max_batch;
   o.batch.max_queue_delay_us = a.max_queue_delay_us;
   o.batch.preferred_sizes = a.preferred;
@@ -125,12 +128,14 @@ Status DoServe(const ServeArgs& a) {
   o.max_connections = a.max_connections;
   o.warm_up = !a.no_warmup;
   KILN_ASSIGN_OR_RETURN(auto server, Server::Start(std::move(models), o));
-  std::printf("kiln serve: listening on http://%s:%d (live; ready after the warm-up)\n",
-              a.host.c_str(), server->http_port());
+  std::printf(
+      "kiln serve: listening on http://%s:%d and grpc %s:%d (live; ready after the "
+      "warm-up)\n",
+      a.host.c_str(), server->http_port(), a.host.c_str(), server->grpc_port());
   std::fflush(stdout);
   if (!a.port_file.empty()) {
     std::ofstream f(a.port_file + ".tmp");
-    f << server->http_port() << "\n";
+    f << server->http_port() << "\n" << server->grpc_port() << "\n";
     f.close();
     fs::rename(a.port_file + ".tmp", a.port_file);
   }
@@ -156,6 +161,10 @@ Status DoServe(const ServeArgs& a) {
   std::printf("kiln serve: drained in %.0f ms: %llu in flight at the signal, %llu unfinished\n",
               r.elapsed_ms, static_cast<unsigned long long>(r.in_flight_at_start),
               static_cast<unsigned long long>(r.unfinished));
+  // What was answered, by outcome (the kiln_requests_total counters).
+  std::istringstream metrics(server->MetricsText());
+  for (std::string line; std::getline(metrics, line);)
+    if (line.rfind("kiln_requests_total{", 0) == 0) std::printf("kiln serve: %s\n", line.c_str());
   std::fflush(stdout);
   if (r.unfinished > 0) {
     // The drain timed out: leave now rather than run what is still queued.
@@ -172,13 +181,18 @@ Status DoServe(const ServeArgs& a) {
 void AddServeCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "Serve models over KServe v2 HTTP (Triton-compatible), with dynamic batching");
+      "serve",
+      "Serve models over KServe v2 HTTP and gRPC (Triton-compatible), with dynamic batching");
   cmd->add_option("models", args->models,
                   "Model files, or folders of NAME.onnx / NAME/[VERSION/]model.onnx")
       ->required();
   cmd->add_option("--host", args->host, "Address to listen on (default 0.0.0.0)");
   cmd->add_option("--http-port", args->http_port, "HTTP port (default 8000; 0: any free port)");
-  cmd->add_option("--port-file", args->port_file, "Write the bound HTTP port to this file");
+  cmd->add_option("--grpc-port", args->grpc_port,
+                  "gRPC port (default 8001; 0: any free port; -1: no gRPC)")
+      ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--port-file", args->port_file,
+                  "Write the bound ports to this file: HTTP, then gRPC (-1: none), one per line");
   cmd->add_option("--max-batch", args->max_batch, "Samples per batch at most (default 32)")
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--max-queue-delay-us", args->max_queue_delay_us,

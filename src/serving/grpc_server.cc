@@ -1,0 +1,408 @@
+// GrpcFrontend (grpc_server.h). Every method answers through a ServerUnaryReactor; ModelInfer
+// finishes its reactor from the batcher's callback, so no gRPC thread waits on a batch.
+#include "serving/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "kiln/version.h"
+#include "serving/kserve_v2.grpc.pb.h"
+
+namespace kiln::serving {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace pb = ::inference;
+
+grpc::Status ToGrpc(const Status& s) {
+  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return grpc::Status::OK;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kUnsupported:
+      code = grpc::StatusCode::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kCancelled:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      code = grpc::StatusCode::DEADLINE_EXCEEDED;
+      break;
+    default:
+      break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+template <typename T, typename Field>
+void CopyContents(const Field& values, Tensor* t) {
+  T* d = static_cast<T*>(t->raw());
+  for (int i = 0; i < values.size(); ++i) d[i] = static_cast<T>(values.Get(i));
+}
+
+// The typed contents of one input into `t` (whose dtype and shape are set).
+Status FromContents(const pb::InferTensorContents& c, const std::string& name, Tensor* t) {
+  int64_t count = -1;
+  switch (t->dtype()) {
+    case DataType::kBool:
+      count = c.bool_contents_size();
+      if (count == t->numel()) CopyContents<bool>(c.bool_contents(), t);
+      break;
+    case DataType::kInt8:
+    case DataType::kInt16:
+    case DataType::kInt32:
+      count = c.int_contents_size();
+      if (count != t->numel()) break;
+      if (t->dtype() == DataType::kInt8) CopyContents<int8_t>(c.int_contents(), t);
+      if (t->dtype() == DataType::kInt16) CopyContents<int16_t>(c.int_contents(), t);
+      if (t->dtype() == DataType::kInt32) CopyContents<int32_t>(c.int_contents(), t);
+      break;
+    case DataType::kInt64:
+      count = c.int64_contents_size();
+      if (count == t->numel()) CopyContents<int64_t>(c.int64_contents(), t);
+      break;
+    case DataType::kUInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt32:
+      count = c.uint_contents_size();
+      if (count != t->numel()) break;
+      if (t->dtype() == DataType::kUInt8) CopyContents<uint8_t>(c.uint_contents(), t);
+      if (t->dtype() == DataType::kUInt16) CopyContents<uint16_t>(c.uint_contents(), t);
+      if (t->dtype() == DataType::kUInt32) CopyContents<uint32_t>(c.uint_contents(), t);
+      break;
+    case DataType::kUInt64:
+      count = c.uint64_contents_size();
+      if (count == t->numel()) CopyContents<uint64_t>(c.uint64_contents(), t);
+      break;
+    case DataType::kFloat:
+      count = c.fp32_contents_size();
+      if (count == t->numel()) CopyContents<float>(c.fp32_contents(), t);
+      break;
+    case DataType::kDouble:
+      count = c.fp64_contents_size();
+      if (count == t->numel()) CopyContents<double>(c.fp64_contents(), t);
+      break;
+    default:
+      return InvalidArgument("input '" + name + "': " + KServeDatatype(t->dtype()) +
+                             " must be sent in raw_input_contents");
+  }
+  if (count != t->numel())
+    return InvalidArgument("input '" + name + "': shape " + ShapeToString(t->shape()) + " holds " +
+                           std::to_string(t->numel()) + " elements; contents has " +
+                           std::to_string(count));
+  return OkStatus();
+}
+
+int64_t IntParam(const google::protobuf::Map<std::string, pb::InferParameter>& params,
+                 const char* key) {
+  auto it = params.find(key);
+  if (it == params.end()) return 0;
+  if (it->second.has_int64_param()) return it->second.int64_param();
+  if (it->second.has_uint64_param()) return static_cast<int64_t>(it->second.uint64_param());
+  return 0;
+}
+
+StatusOr<InferRequest> FromGrpcRequest(const pb::ModelInferRequest& req) {
+  InferRequest r;
+  r.id = req.id();
+  r.timeout_us = IntParam(req.parameters(), "timeout");
+  r.priority = static_cast<int>(IntParam(req.parameters(), "priority"));
+  const bool raw = req.raw_input_contents_size() > 0;
+  if (raw && req.raw_input_contents_size() != req.inputs_size())
+    return InvalidArgument("the request has " + std::to_string(req.inputs_size()) + " inputs but " +
+                           std::to_string(req.raw_input_contents_size()) + " raw_input_contents");
+  for (int i = 0; i < req.inputs_size(); ++i) {
+    const pb::ModelInferRequest::InferInputTensor& in = req.inputs(i);
+    const DataType type = FromKServeDatatype(in.datatype());
+    if (type == DataType::kUndefined)
+      return InvalidArgument("input '" + in.name() + "': datatype " + in.datatype() +
+                             " is not supported");
+    Shape shape;
+    int64_t numel = 1;
+    for (int64_t d : in.shape()) {
+      if (d < 0)
+        return InvalidArgument("input '" + in.name() + "': shape dims must be non-negative");
+      if (d != 0 && numel > (int64_t{1} << 40) / d)
+        return InvalidArgument("input '" + in.name() + "': the shape is too large");
+      numel *= d;
+      shape.push_back(d);
+    }
+    Tensor t = Tensor::Empty(type, shape);
+    if (raw) {
+      const std::string& bytes = req.raw_input_contents(i);
+      if (bytes.size() != t.bytes())
+        return InvalidArgument("input '" + in.name() + "': " + in.datatype() +
+                               ShapeToString(shape) + " is " + std::to_string(t.bytes()) +
+                               " bytes; raw_input_contents has " + std::to_string(bytes.size()));
+      if (!bytes.empty()) std::memcpy(t.raw(), bytes.data(), bytes.size());
+    } else {
+      KILN_RETURN_IF_ERROR(FromContents(in.contents(), in.name(), &t));
+    }
+    r.inputs.push_back({in.name(), std::move(t)});
+  }
+  for (const auto& o : req.outputs()) r.outputs.push_back({o.name(), true});
+  return r;
+}
+
+void FillTensorMetadata(const TensorSpec& s, pb::ModelMetadataResponse::TensorMetadata* m) {
+  m->set_name(s.name);
+  m->set_datatype(KServeDatatype(s.dtype));
+  for (int64_t d : s.dims) m->add_shape(d);
+}
+
+void FillStat(uint64_t count, uint64_t ns, pb::StatisticDuration* d) {
+  d->set_count(count);
+  d->set_ns(ns);
+}
+
+class Service final : public pb::GRPCInferenceService::CallbackService {
+ public:
+  explicit Service(ModelServer* core) : core_(core) {}
+
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
+                                       const pb::ServerLiveRequest*,
+                                       pb::ServerLiveResponse* res) override {
+    res->set_live(true);
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* ctx,
+                                        const pb::ServerReadyRequest*,
+                                        pb::ServerReadyResponse* res) override {
+    res->set_ready(core_->ready());
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
+                                       const pb::ModelReadyRequest* req,
+                                       pb::ModelReadyResponse* res) override {
+    const Model* m = core_->Find(req->name(), req->version());
+    if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
+    res->set_ready(core_->ready());
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
+                                           const pb::ServerMetadataRequest*,
+                                           pb::ServerMetadataResponse* res) override {
+    res->set_name("kiln");
+    res->set_version(KILN_VERSION_TEXT);
+    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration", "metrics"})
+      res->add_extensions(e);
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
+                                          const pb::ModelMetadataRequest* req,
+                                          pb::ModelMetadataResponse* res) override {
+    const Model* m = core_->Find(req->name(), req->version());
+    if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
+    res->set_name(m->desc.name);
+    res->add_versions(m->desc.version);
+    res->set_platform("onnxruntime_onnx");
+    for (const TensorSpec& s : m->desc.inputs) FillTensorMetadata(s, res->add_inputs());
+    for (const TensorSpec& s : m->desc.outputs) FillTensorMetadata(s, res->add_outputs());
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
+                                        const pb::ModelConfigRequest* req,
+                                        pb::ModelConfigResponse* res) override {
+    const Model* m = core_->Find(req->name(), req->version());
+    if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
+    const ModelDescription& d = m->desc;
+    const bool batched = d.max_batch_size > 0;
+    pb::ModelConfig* c = res->mutable_config();
+    c->set_name(d.name);
+    c->set_platform("onnxruntime_onnx");
+    c->set_backend("kiln");
+    c->set_max_batch_size(d.max_batch_size);
+    auto type_of = [](DataType t) {
+      pb::DataType v = pb::TYPE_INVALID;
+      pb::DataType_Parse(TritonConfigType(t), &v);
+      return v;
+    };
+    for (const TensorSpec& s : d.inputs) {
+      pb::ModelInput* in = c->add_input();
+      in->set_name(s.name);
+      in->set_data_type(type_of(s.dtype));
+      for (size_t k = batched ? 1 : 0; k < s.dims.size(); ++k) in->add_dims(s.dims[k]);
+    }
+    for (const TensorSpec& s : d.outputs) {
+      pb::ModelOutput* out = c->add_output();
+      out->set_name(s.name);
+      out->set_data_type(type_of(s.dtype));
+      for (size_t k = batched ? 1 : 0; k < s.dims.size(); ++k) out->add_dims(s.dims[k]);
+    }
+    pb::ModelInstanceGroup* g = c->add_instance_group();
+    g->set_name(d.name);
+    g->set_count(1);
+    g->set_kind(pb::ModelInstanceGroup::KIND_CPU);
+    if (batched) {
+      pb::ModelDynamicBatching* b = c->mutable_dynamic_batching();
+      for (int p : d.policy.preferred_sizes) b->add_preferred_batch_size(p);
+      b->set_max_queue_delay_microseconds(static_cast<uint64_t>(d.policy.max_queue_delay_us));
+      b->mutable_default_queue_policy()->set_max_queue_size(
+          static_cast<uint32_t>(d.policy.max_queue));
+    }
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
+                                            const pb::ModelStatisticsRequest* req,
+                                            pb::ModelStatisticsResponse* res) override {
+    const Model* only = nullptr;
+    if (!req->name().empty()) {
+      only = core_->Find(req->name(), req->version());
+      if (!only) return Done(ctx, NotFoundStatus(req->name(), req->version()));
+    }
+    for (const auto& [d, c] : core_->Counters(only)) {
+      pb::ModelStatistics* s = res->add_model_stats();
+      s->set_name(d.name);
+      s->set_version(d.version);
+      s->set_last_inference(c.last_inference_ms);
+      s->set_inference_count(c.inference_count);
+      s->set_execution_count(c.execution_count);
+      pb::InferStatistics* is = s->mutable_inference_stats();
+      FillStat(c.success_count, c.success_ns, is->mutable_success());
+      FillStat(c.fail_count, c.fail_ns, is->mutable_fail());
+      FillStat(c.queue_count, c.queue_ns, is->mutable_queue());
+      FillStat(c.compute_count, 0, is->mutable_compute_input());
+      FillStat(c.compute_count, c.compute_ns, is->mutable_compute_infer());
+      FillStat(c.compute_count, 0, is->mutable_compute_output());
+      FillStat(0, 0, is->mutable_cache_hit());
+      FillStat(0, 0, is->mutable_cache_miss());
+      for (const auto& [size, cn] : c.batch_stats) {
+        pb::InferBatchStatistics* b = s->add_batch_stats();
+        b->set_batch_size(static_cast<uint64_t>(size));
+        FillStat(0, 0, b->mutable_compute_input());
+        FillStat(cn.first, cn.second, b->mutable_compute_infer());
+        FillStat(0, 0, b->mutable_compute_output());
+      }
+    }
+    return Done(ctx, grpc::Status::OK);
+  }
+
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
+                                       const pb::ModelInferRequest* req,
+                                       pb::ModelInferResponse* res) override {
+    const auto received = Clock::now();
+    auto seconds = [received] {
+      return std::chrono::duration<double>(Clock::now() - received).count();
+    };
+    const Model* model = core_->Find(req->model_name(), req->model_version());
+    if (!model) {
+      const Status s = NotFound("unknown model '" + req->model_name() + "'");
+      core_->Record(nullptr, "grpc", s, 0, seconds());
+      return Done(ctx, ToGrpc(s));
+    }
+    auto token = core_->Admit();
+    if (!token) {
+      const Status s(StatusCode::kCancelled, "the server is shutting down");
+      core_->Record(model, "grpc", s, 0, seconds());
+      return Done(ctx, ToGrpc(s));
+    }
+    auto parsed = FromGrpcRequest(*req);
+    if (!parsed.ok()) {
+      core_->Record(model, "grpc", parsed.status(), 0, seconds());
+      return Done(ctx, ToGrpc(parsed.status()));
+    }
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    auto params = std::make_shared<InferRequest>(std::move(*parsed));
+    std::vector<NamedTensor> inputs = std::move(params->inputs);
+    int samples = 1;
+    if (!inputs.empty() && inputs.front().tensor.rank() > 0)
+      samples = static_cast<int>(inputs.front().tensor.shape()[0]);
+    ModelServer* core = core_;
+    core_->Infer(*model, std::move(inputs), params->timeout_us, params->priority,
+                 [core, model, params, token, samples, reactor, res, seconds](
+                     Status s, std::vector<NamedTensor> outputs) mutable {
+                   if (s.ok()) s = FillResponse(*model, *params, std::move(outputs), res);
+                   core->Record(model, "grpc", s, samples, seconds());
+                   reactor->Finish(ToGrpc(s));
+                   token.reset();
+                 });
+    return reactor;
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s) {
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(std::move(s));
+    return r;
+  }
+  static grpc::Status NotFoundStatus(const std::string& name, const std::string& version) {
+    return grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        "unknown model '" + name + "'" + (version.empty() ? "" : " version " + version));
+  }
+  static Status FillResponse(const Model& model, const InferRequest& params,
+                             std::vector<NamedTensor> outputs, pb::ModelInferResponse* res) {
+    res->set_model_name(model.desc.name);
+    res->set_model_version(model.desc.version);
+    res->set_id(params.id);
+    std::vector<std::string> wanted;
+    for (const RequestedOutput& o : params.outputs) wanted.push_back(o.name);
+    if (wanted.empty())
+      for (const NamedTensor& o : outputs) wanted.push_back(o.name);
+    for (const std::string& name : wanted) {
+      auto it = std::find_if(outputs.begin(), outputs.end(),
+                             [&](const NamedTensor& o) { return o.name == name; });
+      if (it == outputs.end())
+        return InvalidArgument("requested output '" + name + "' is not an output of model '" +
+                               model.desc.name + "'");
+      pb::ModelInferResponse::InferOutputTensor* o = res->add_outputs();
+      o->set_name(name);
+      o->set_datatype(KServeDatatype(it->tensor.dtype()));
+      for (int64_t d : it->tensor.shape()) o->add_shape(d);
+      res->add_raw_output_contents(static_cast<const char*>(it->tensor.raw()), it->tensor.bytes());
+    }
+    return OkStatus();
+  }
+
+  ModelServer* core_;
+};
+
+}  // namespace
+
+struct GrpcFrontend::Impl {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  bool stopped = false;
+};
+
+GrpcFrontend::GrpcFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+StatusOr<std::unique_ptr<GrpcFrontend>> GrpcFrontend::Start(ModelServer* core,
+                                                            const std::string& host, int port,
+                                                            size_t max_message_bytes) {
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<Service>(core);
+  grpc::ServerBuilder builder;
+  const std::string address =
+      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  const int limit = static_cast<int>(std::min<size_t>(max_message_bytes, INT32_MAX));
+  builder.SetMaxReceiveMessageSize(limit);
+  builder.SetMaxSendMessageSize(limit);
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || impl->port == 0) return Unavailable("cannot listen for gRPC on " + address);
+  return std::unique_ptr<GrpcFrontend>(new GrpcFrontend(std::move(impl)));
+}
+
+GrpcFrontend::~GrpcFrontend() { Shutdown(); }
+
+int GrpcFrontend::port() const { return impl_->port; }
+
+void GrpcFrontend::Shutdown() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  impl_->server->Wait();
+}
+
+}  // namespace kiln::serving
