@@ -175,6 +175,76 @@ std::vector<int64_t> ConfigDims(const TensorSpec& s, bool batched) {
 
 json StatPair(uint64_t count, uint64_t ns) { return {{"count", count}, {"ns", ns}}; }
 
+// The tensors of an "inputs" (request) or "outputs" (response) array: JSON data, or binary data
+// taken in order from `binary` (when the message has Inference-Header-Content-Length).
+Status ParseTensorList(const json& list, bool has_json_length, std::string_view* binary,
+                       const char* what, std::vector<NamedTensor>* out) {
+  for (const json& in : list) {
+    if (!in.is_object() || !in.contains("name") || !in["name"].is_string())
+      return InvalidArgument(std::string("every ") + what + " needs a \"name\"");
+    const std::string name = in["name"].get<std::string>();
+    if (!in.contains("datatype") || !in["datatype"].is_string())
+      return InvalidArgument(std::string(what) + " '" + name + "' has no \"datatype\"");
+    const std::string dt = in["datatype"].get<std::string>();
+    const DataType type = FromKServeDatatype(dt);
+    if (type == DataType::kUndefined)
+      return InvalidArgument(std::string(what) + " '" + name + "': datatype " + dt +
+                             " is not supported");
+    if (!in.contains("shape") || !in["shape"].is_array())
+      return InvalidArgument(std::string(what) + " '" + name + "' has no \"shape\"");
+    Shape shape;
+    for (const json& d : in["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return InvalidArgument(std::string(what) + " '" + name + "': shape " + in["shape"].dump() +
+                               " must hold non-negative integers");
+      shape.push_back(d.get<int64_t>());
+    }
+    int64_t numel = 1;
+    for (int64_t d : shape) {
+      if (d != 0 && numel > (int64_t{1} << 40) / d)
+        return InvalidArgument(std::string(what) + " '" + name + "': shape " +
+                               ShapeToString(shape) + " is too large");
+      numel *= d;
+    }
+    const size_t bytes = static_cast<size_t>(numel) * DataTypeSize(type);
+    std::optional<size_t> binary_size;
+    if (in.contains("parameters") && in["parameters"].is_object() &&
+        in["parameters"].contains("binary_data_size")) {
+      const json& b = in["parameters"]["binary_data_size"];
+      if (!b.is_number_integer() || b.get<int64_t>() < 0)
+        return InvalidArgument(std::string(what) + " '" + name +
+                               "': binary_data_size must be an integer");
+      binary_size = b.get<size_t>();
+    }
+    if (binary_size) {
+      if (!has_json_length)
+        return InvalidArgument(std::string(what) + " '" + name +
+                               "' names binary_data_size but the request has no "
+                               "Inference-Header-Content-Length header");
+      if (*binary_size != bytes)
+        return InvalidArgument(std::string(what) + " '" + name + "': " + dt + ShapeToString(shape) +
+                               " is " + std::to_string(bytes) + " bytes; binary_data_size is " +
+                               std::to_string(*binary_size));
+      if (binary->size() < bytes)
+        return InvalidArgument(std::string(what) + " '" + name + "': the body ends " +
+                               std::to_string(bytes - binary->size()) +
+                               " bytes before its binary data does");
+      Tensor t = Tensor::Empty(type, shape);
+      if (bytes > 0) std::memcpy(t.raw(), binary->data(), bytes);
+      binary->remove_prefix(bytes);
+      out->push_back({name, std::move(t)});
+      continue;
+    }
+    if (!in.contains("data"))
+      return InvalidArgument(std::string(what) + " '" + name +
+                             "' has neither \"data\" nor binary_data_size");
+    Tensor t = Tensor::Empty(type, shape);
+    KILN_RETURN_IF_ERROR(StoreJsonData(in["data"], &t, name));
+    out->push_back({name, std::move(t)});
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 const char* KServeDatatype(DataType t) {
@@ -219,66 +289,8 @@ StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
     }
     if (!j.contains("inputs") || !j["inputs"].is_array())
       return InvalidArgument("the request has no \"inputs\" array");
-    for (const json& in : j["inputs"]) {
-      if (!in.is_object() || !in.contains("name") || !in["name"].is_string())
-        return InvalidArgument("every input needs a \"name\"");
-      const std::string name = in["name"].get<std::string>();
-      if (!in.contains("datatype") || !in["datatype"].is_string())
-        return InvalidArgument("input '" + name + "' has no \"datatype\"");
-      const std::string dt = in["datatype"].get<std::string>();
-      const DataType type = FromKServeDatatype(dt);
-      if (type == DataType::kUndefined)
-        return InvalidArgument("input '" + name + "': datatype " + dt + " is not supported");
-      if (!in.contains("shape") || !in["shape"].is_array())
-        return InvalidArgument("input '" + name + "' has no \"shape\"");
-      Shape shape;
-      for (const json& d : in["shape"]) {
-        if (!d.is_number_integer() || d.get<int64_t>() < 0)
-          return InvalidArgument("input '" + name + "': shape " + in["shape"].dump() +
-                                 " must hold non-negative integers");
-        shape.push_back(d.get<int64_t>());
-      }
-      int64_t numel = 1;
-      for (int64_t d : shape) {
-        if (d != 0 && numel > (int64_t{1} << 40) / d)
-          return InvalidArgument("input '" + name + "': shape " + ShapeToString(shape) +
-                                 " is too large");
-        numel *= d;
-      }
-      const size_t bytes = static_cast<size_t>(numel) * DataTypeSize(type);
-      std::optional<size_t> binary_size;
-      if (in.contains("parameters") && in["parameters"].is_object() &&
-          in["parameters"].contains("binary_data_size")) {
-        const json& b = in["parameters"]["binary_data_size"];
-        if (!b.is_number_integer() || b.get<int64_t>() < 0)
-          return InvalidArgument("input '" + name + "': binary_data_size must be an integer");
-        binary_size = b.get<size_t>();
-      }
-      if (binary_size) {
-        if (!json_length)
-          return InvalidArgument("input '" + name +
-                                 "' names binary_data_size but the request has no "
-                                 "Inference-Header-Content-Length header");
-        if (*binary_size != bytes)
-          return InvalidArgument("input '" + name + "': " + dt + ShapeToString(shape) + " is " +
-                                 std::to_string(bytes) + " bytes; binary_data_size is " +
-                                 std::to_string(*binary_size));
-        if (binary.size() < bytes)
-          return InvalidArgument("input '" + name + "': the body ends " +
-                                 std::to_string(bytes - binary.size()) +
-                                 " bytes before its binary data does");
-        Tensor t = Tensor::Empty(type, shape);
-        if (bytes > 0) std::memcpy(t.raw(), binary.data(), bytes);
-        binary.remove_prefix(bytes);
-        r.inputs.push_back({name, std::move(t)});
-        continue;
-      }
-      if (!in.contains("data"))
-        return InvalidArgument("input '" + name + "' has neither \"data\" nor binary_data_size");
-      Tensor t = Tensor::Empty(type, shape);
-      KILN_RETURN_IF_ERROR(StoreJsonData(in["data"], &t, name));
-      r.inputs.push_back({name, std::move(t)});
-    }
+    KILN_RETURN_IF_ERROR(
+        ParseTensorList(j["inputs"], json_length.has_value(), &binary, "input", &r.inputs));
     if (!binary.empty())
       return InvalidArgument(std::to_string(binary.size()) +
                              " bytes of binary data follow the last binary input");
@@ -338,6 +350,69 @@ StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
     for (const Tensor* t : binary) r.body.append(static_cast<const char*>(t->raw()), t->bytes());
   }
   return r;
+}
+
+std::string BuildHttpInferRequestBody(const std::vector<NamedTensor>& inputs, bool binary,
+                                      std::optional<size_t>* json_length) {
+  json list = json::array();
+  for (const NamedTensor& in : inputs) {
+    json t = {{"name", in.name},
+              {"datatype", KServeDatatype(in.tensor.dtype())},
+              {"shape", in.tensor.shape()}};
+    if (binary)
+      t["parameters"] = {{"binary_data_size", in.tensor.bytes()}};
+    else
+      t["data"] = JsonData(in.tensor);
+    list.push_back(std::move(t));
+  }
+  json j = {{"inputs", std::move(list)}, {"parameters", {{"binary_data_output", binary}}}};
+  std::string body = j.dump();
+  json_length->reset();
+  if (binary) {
+    *json_length = body.size();
+    for (const NamedTensor& in : inputs)
+      body.append(static_cast<const char*>(in.tensor.raw()), in.tensor.bytes());
+  }
+  return body;
+}
+
+StatusOr<std::vector<NamedTensor>> ParseHttpInferResponse(std::string_view body,
+                                                          std::optional<size_t> json_length) {
+  if (json_length && *json_length > body.size())
+    return InvalidArgument("Inference-Header-Content-Length exceeds the response body");
+  std::string_view binary = json_length ? body.substr(*json_length) : std::string_view();
+  json j = json::parse(json_length ? body.substr(0, *json_length) : body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("outputs") || !j["outputs"].is_array())
+    return InvalidArgument("the response is not a KServe v2 infer response");
+  std::vector<NamedTensor> outputs;
+  try {
+    KILN_RETURN_IF_ERROR(
+        ParseTensorList(j["outputs"], json_length.has_value(), &binary, "output", &outputs));
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed response: ") + e.what());
+  }
+  return outputs;
+}
+
+StatusOr<std::vector<TensorSpec>> ParseModelMetadataInputs(std::string_view body) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("inputs") || !j["inputs"].is_array())
+    return InvalidArgument("the response is not a KServe v2 model metadata document");
+  std::vector<TensorSpec> specs;
+  try {
+    for (const json& in : j["inputs"]) {
+      TensorSpec s;
+      s.name = in.at("name").get<std::string>();
+      s.dtype = FromKServeDatatype(in.at("datatype").get<std::string>());
+      s.dims = in.at("shape").get<std::vector<int64_t>>();
+      s.dim_names.assign(s.dims.size(), "");
+      s.rank_known = true;
+      specs.push_back(std::move(s));
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(std::string("malformed model metadata: ") + e.what());
+  }
+  return specs;
 }
 
 std::string ServerMetadataJson() {

@@ -57,6 +57,14 @@ StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
                                                    const InferRequest& request,
                                                    std::vector<NamedTensor> outputs);
 
+// Client side: an infer request body (binary: tensors after the JSON, `json_length` set), the
+// outputs of a response, and the inputs a model-metadata document declares.
+std::string BuildHttpInferRequestBody(const std::vector<NamedTensor>& inputs, bool binary,
+                                      std::optional<size_t>* json_length);
+StatusOr<std::vector<NamedTensor>> ParseHttpInferResponse(std::string_view body,
+                                                          std::optional<size_t> json_length);
+StatusOr<std::vector<TensorSpec>> ParseModelMetadataInputs(std::string_view body);
+
 // {"error": message}.
 std::string ErrorJson(const std::string& message);
 

@@ -3,6 +3,8 @@
 // the cold first run (plan preparation included), then latency percentiles and throughput over
 // timed runs on the same inputs. The JSON uses the key names of /work/shared/bench/ort_bench.js
 // (ONNX Runtime's runner) so the two can be compared side by side (bench/compare does).
+#include "bench.h"
+
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -35,36 +37,6 @@
 
 namespace kiln::cli {
 namespace {
-
-// Seed of the generated inputs; the same generator and seed as ort_bench.js, so a float32 input
-// holds identical values in both runners.
-constexpr uint32_t kInputSeed = 12345;
-
-struct BenchArgs {
-  std::string model;
-  std::vector<int> batches = {1};  // --batch 1,2,4: a sweep in one session (DoSweep)
-  int batch = 1;
-  bool batch_given = false;
-  int threads = 0;
-  int warmup = -1;      // -1: 20 at batch 1, else 3 (ort_bench.js's defaults)
-  int iterations = -1;  // -1: 100 at batch 1, else 10
-  std::vector<std::string> shapes;
-  std::vector<std::string> inputs;
-  std::string json;
-  std::string precision = "fp32";
-  std::string device = "cpu";
-  std::string pinned = "on";
-  bool cuda_graph = false;
-  bool tune = false;
-  std::string plan_cache;
-  bool reference = false;
-  bool profile = false;
-  // --concurrency 1,8,32,64: in-process clients through the dynamic batcher (DoConcurrency).
-  std::vector<int> concurrency;
-  int max_batch = 32;
-  int64_t max_queue_delay_us = 500;
-  double duration_s = 5;
-};
 
 // --profile: mean wall time per plan step over `runs` extra runs (after the timed ones, so the
 // latency figures do not include the clock reads), by step and summed per kernel.
@@ -178,6 +150,8 @@ StatusOr<std::map<std::string, std::string>> ParseNamed(const Session& session,
   return out;
 }
 
+}  // namespace
+
 // Deterministic pseudo-random contents: float32 in [-1, 1) from ort_bench.js's generator; integer
 // inputs small non-negative values (0..3), bool alternating-ish bits.
 StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
@@ -290,10 +264,6 @@ StatusOr<Shape> InputShape(const TensorSpec& spec, const std::map<std::string, s
   return s;
 }
 
-struct Stats {
-  double min = 0, p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0, std = 0;
-};
-
 // Same estimators as ort_bench.js: nearest-rank percentile on the sorted samples (index
 // round(p/100*(n-1))), population standard deviation.
 Stats ComputeStats(std::vector<double> t) {
@@ -353,6 +323,8 @@ nlohmann::ordered_json JsonHeader(const BenchArgs& a, int threads, const std::st
 Status WriteJson(const std::string& path, const nlohmann::ordered_json& j, FILE* out) {
   return WriteJsonReport(path, j.dump(2) + "\n", out);
 }
+
+namespace {
 
 double Mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
@@ -785,7 +757,8 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure load time, first-run time, latency percentiles and throughput");
-  cmd->add_option("model", args->model, "ONNX model file")->required();
+  cmd->add_option("model", args->model, "ONNX model file (with --url: the served model's name)")
+      ->required();
   CLI::Option* batch =
       cmd->add_option("--batch,-b", args->batches,
                       "Batch: the size of a symbolic first input dim (default 1); several "
@@ -839,17 +812,40 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 60000000))
       ->needs(concurrency);
   cmd->add_option("--duration", args->duration_s,
-                  "With --concurrency: seconds measured per concurrency (default 5)")
-      ->check(CLI::Range(0.1, 3600.0))
-      ->needs(concurrency);
+                  "With --concurrency or --rate: seconds measured per step (default 5)")
+      ->check(CLI::Range(0.1, 3600.0));
+  CLI::Option* url =
+      cmd->add_option("--url", args->url,
+                      "Drive a running server (kiln serve, Triton): http://HOST:PORT or "
+                      "grpc://HOST:PORT, with --concurrency or --rate");
+  cmd->add_option("--rate", args->rates,
+                  "With --url: Poisson arrivals at these request rates (req/s), e.g. 100,200")
+      ->delimiter(',')
+      ->check(CLI::Range(0.1, 1e6))
+      ->needs(url);
+  cmd->add_option("--tensor-format", args->tensor_format,
+                  "With an http:// --url: binary (default) or json tensors")
+      ->check(CLI::IsMember({"binary", "json"}))
+      ->needs(url);
+  cmd->add_option("--max-inflight", args->max_inflight,
+                  "With --rate: requests in flight at most (default 512)")
+      ->check(CLI::Range(1, 4096))
+      ->needs(url);
+  cmd->add_option("--request-timeout-ms", args->timeout_ms,
+                  "With --url: give up on a request after this long (default 60000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600000}))
+      ->needs(url);
   cmd->callback([args, batch, exit_code] {
     args->batch_given = batch->count() > 0;
     args->batch = args->batches.empty() ? 1 : args->batches.front();
     if (!args->concurrency.empty() && args->batches.size() > 1)
       throw CLI::ValidationError("--concurrency", "takes one --batch (the samples per request)");
-    Status s = !args->concurrency.empty() ? DoConcurrency(*args)
-               : args->batches.size() > 1 ? DoSweep(*args)
-                                          : DoBench(*args);
+    if (!args->url.empty() && args->concurrency.empty() == args->rates.empty())
+      throw CLI::ValidationError("--url", "needs one of --concurrency or --rate");
+    Status s = !args->url.empty()           ? DoClient(*args)
+               : !args->concurrency.empty() ? DoConcurrency(*args)
+               : args->batches.size() > 1   ? DoSweep(*args)
+                                            : DoBench(*args);
     if (!s.ok()) *exit_code = Fail(s);
   });
 }
