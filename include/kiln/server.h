@@ -51,6 +51,9 @@ struct ServerOptions {
   int max_connections = 1024;           // more get 503 and are closed
   int64_t idle_timeout_ms = 60000;      // a connection silent this long is closed
   int64_t drain_timeout_ms = 30000;     // Drain() waits at most this long
+  // A request still queued this long after it arrived is dropped (504 / DEADLINE_EXCEEDED)
+  // unless it names its own timeout (Triton's "timeout" parameter); 0: no default.
+  int64_t queue_timeout_us = 0;
   bool warm_up = true;                  // Prepare every batch size before ready
 };
 

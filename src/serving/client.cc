@@ -126,12 +126,14 @@ class HttpClient final : public InferenceClient {
         stream_.connect(endpoints, ec);
         if (ec)
           return Unavailable("cannot connect to " + host_ + ":" + port_ + ": " + ec.message());
+        stream_.socket().set_option(tcp::no_delay(true), ec);
         connected_ = true;
       }
       stream_.expires_after(std::chrono::milliseconds(options_.timeout_ms));
       http::write(stream_, req, ec);
       if (!ec) {
         beast::flat_buffer buffer;
+        buffer.reserve(64 * 1024);  // Beast reads at most the free capacity (512 B when empty)
         http::response_parser<http::string_body> parser;
         parser.body_limit(std::numeric_limits<std::uint64_t>::max());
         http::read(stream_, buffer, parser, ec);

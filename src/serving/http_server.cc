@@ -93,6 +93,8 @@ std::vector<std::string_view> Segments(std::string_view target) {
   return out;
 }
 
+constexpr size_t kReadBytes = 64 * 1024;
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, serving::HttpState* server)
@@ -113,6 +115,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void ReadHeader() {
+    // Beast reads at most the buffer's free capacity (512 bytes when empty, up to 64 KiB): a
+    // 64 KiB buffer reads a 600 KB tensor in 10 reads instead of 1200.
+    if (buffer_.capacity() < kReadBytes) buffer_.reserve(kReadBytes);
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_->options.max_header_bytes));
     parser_->body_limit(server_->options.max_body_bytes);
@@ -372,6 +377,8 @@ void serving::HttpState::Accept() {
   acceptor->async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (ec == net::error::operation_aborted || !acceptor->is_open()) return;
     if (!ec) {
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);  // answers leave at once (no Nagle)
       const bool over = connections.fetch_add(1) >= options.max_connections;
       std::make_shared<Connection>(std::move(socket), this)->Start(over);
     }
@@ -387,7 +394,8 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
   if (options.max_connections < 1) return InvalidArgument("max_connections must be >= 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  auto core = serving::ModelServer::Create(std::move(models), options.batch);
+  auto core =
+      serving::ModelServer::Create(std::move(models), options.batch, options.queue_timeout_us);
   if (!core.ok()) return core.status();
   impl->core = std::move(*core);
   beast::error_code ec;

@@ -147,9 +147,14 @@ const char* OutcomeOf(const Status& s) {
 }
 
 StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedModel> models,
-                                                           const BatchPolicy& policy) {
+                                                           const BatchPolicy& policy,
+                                                           int64_t queue_timeout_us) {
   if (models.empty()) return InvalidArgument("kiln serve needs at least one model");
+  if (queue_timeout_us < 0)
+    return InvalidArgument("the queue timeout must be >= 0 us; got " +
+                           std::to_string(queue_timeout_us));
   std::unique_ptr<ModelServer> server(new ModelServer());
+  server->queue_timeout_us_ = queue_timeout_us;
   server->metrics_ = std::make_unique<Metrics>();
   std::set<std::string> names;
   for (ServedModel& sm : models) {
@@ -231,6 +236,7 @@ std::shared_ptr<void> ModelServer::Admit() {
 void ModelServer::Infer(const Model& model, std::vector<NamedTensor> inputs, int64_t timeout_us,
                         int priority, DynamicBatcher::Done done) {
   RequestOptions options;
+  if (timeout_us <= 0) timeout_us = queue_timeout_us_;
   if (timeout_us > 0) options.deadline = BatchClock::now() + std::chrono::microseconds(timeout_us);
   options.priority = priority;
   (void)model.batcher->Submit(std::move(inputs), std::move(done), options);

@@ -35,8 +35,10 @@ const char* OutcomeOf(const Status& s);
 
 class ModelServer {
  public:
+  // `queue_timeout_us`: the deadline of requests that set none (0: none).
   static StatusOr<std::unique_ptr<ModelServer>> Create(std::vector<ServedModel> models,
-                                                       const BatchPolicy& policy);
+                                                       const BatchPolicy& policy,
+                                                       int64_t queue_timeout_us = 0);
   ~ModelServer();
 
   // The model by name; version "" or the served one. nullptr when there is none.
@@ -86,6 +88,7 @@ class ModelServer {
 
   std::vector<std::unique_ptr<Model>> models_;
   std::unique_ptr<Metrics> metrics_;
+  int64_t queue_timeout_us_ = 0;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   mutable std::mutex mu_;

@@ -261,6 +261,28 @@ TEST(ServerTest, AFullQueueAnswers503WithRetryAfter) {
   EXPECT_EQ(full, 1);
 }
 
+TEST(ServerTest, QueueTimeoutDropsWaitingRequestsWith504) {
+  auto session = Slow();
+  ASSERT_NE(session, nullptr);
+  ServerOptions o = Options();
+  o.batch.max_batch = 1;
+  o.queue_timeout_us = 20000;  // a run takes far longer than 20 ms: the second request expires
+  auto server = Server::Start({{"slow", "1", session}}, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const int port = (*server)->http_port();
+  std::vector<Reply> replies(2);
+  std::thread first([&] { replies[0] = SendSlow(port); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  replies[1] = SendSlow(port);
+  first.join();
+  EXPECT_EQ(replies[0].status, 200) << replies[0].body;
+  EXPECT_EQ(replies[1].status, 504) << replies[1].body;
+  EXPECT_NE(replies[1].body.find("deadline passed while it waited"), std::string::npos)
+      << replies[1].body;
+  EXPECT_NE((*server)->MetricsText().find("outcome=\"deadline_exceeded\""), std::string::npos);
+}
+
 TEST(ServerTest, DrainFinishesAcceptedRequestsAndRefusesNewOnes) {
   auto session = Slow();
   ASSERT_NE(session, nullptr);

@@ -33,6 +33,7 @@ struct ServeArgs {
   int64_t max_queue_delay_us = 500;
   std::vector<int> preferred;
   size_t max_queue = 1024;
+  int64_t queue_timeout_us = 0;
   double drain_timeout_s = 30;
   int http_threads = 2;
   double max_body_mb = 64;
@@ -122,6 +123,7 @@ Status DoServe(const ServeArgs& a) {
   o.batch.max_queue_delay_us = a.max_queue_delay_us;
   o.batch.preferred_sizes = a.preferred;
   o.batch.max_queue = a.max_queue;
+  o.queue_timeout_us = a.queue_timeout_us;
   o.drain_timeout_ms = static_cast<int64_t>(a.drain_timeout_s * 1000);
   o.http_threads = a.http_threads;
   o.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
@@ -202,6 +204,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-queue", args->max_queue,
                   "Requests waiting per model; more get 503 with Retry-After (default 1024)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  cmd->add_option("--queue-timeout-us", args->queue_timeout_us,
+                  "Drop requests still queued after this long (504 / DEADLINE_EXCEEDED) unless "
+                  "they set their own timeout; 0 (default): none")
+      ->check(CLI::Range(int64_t{0}, int64_t{3600000000}));
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds to finish accepted requests after SIGTERM (default 30)")
       ->check(CLI::Range(0.0, 3600.0));
