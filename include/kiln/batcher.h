@@ -112,7 +112,9 @@ class DynamicBatcher {
   // dims differ, more samples than max_batch) or a full queue is answered at once, on the
   // caller's thread, and returns that Status too (Unavailable when full).
   Status Submit(std::vector<NamedTensor> inputs, Done done, RequestOptions options = {});
-  // Submit, then wait for the result.
+  // Submit, then wait for the result. When the engine is idle and nothing is queued (and
+  // run_when_idle), the request runs at once on the calling thread instead (the worker waits for
+  // it), which saves the two thread hand-offs; the stats and the observer count it as a batch.
   Status Infer(std::vector<NamedTensor> inputs, std::vector<NamedTensor>* outputs,
                RequestOptions options = {});
   // Stops accepting (Unavailable), runs every queued request, then returns.

@@ -75,6 +75,7 @@ struct DynamicBatcher::Impl {
   std::map<std::string, std::deque<Pending>> queues;  // by shape signature
   size_t queued = 0;
   bool stopping = false;
+  bool busy = false;  // a batch runs (on the worker) or a lone request runs inline (Infer)
   BatcherStats stats;
   Observer observer;
   std::thread worker;
@@ -236,6 +237,49 @@ Status DynamicBatcher::Submit(std::vector<NamedTensor> inputs, Done done, Reques
 
 Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedTensor>* outputs,
                              RequestOptions options) {
+  Impl& m = *impl_;
+  // An idle engine with nothing queued runs the request at once on this thread: no hand-off to
+  // the worker and back (two thread wake-ups, 0.3-0.5 ms on a loaded 2-core machine).
+  bool inline_run = false;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.policy.run_when_idle && !m.busy && !m.stopping && m.queued == 0) {
+      m.busy = true;
+      inline_run = true;
+    }
+  }
+  if (inline_run) {
+    int samples = 1;
+    auto key = m.Check(&inputs, &samples);
+    Status s = key.status();
+    const auto start = BatchClock::now();
+    if (s.ok()) s = m.session->Run(inputs, outputs);
+    const double compute_us = Micros(BatchClock::now() - start);
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.busy = false;
+      if (!key.ok()) {
+        ++m.stats.rejected;
+      } else {
+        ++m.stats.requests;
+        ++m.stats.batches;
+        m.stats.batched_samples += static_cast<uint64_t>(samples);
+        m.stats.compute_us_total += compute_us;
+        if (!s.ok()) ++m.stats.failed;
+      }
+    }
+    m.wake.notify_all();  // requests that arrived meanwhile are the worker's
+    if (key.ok() && m.observer) {
+      BatchEvent e;
+      e.samples = samples;
+      e.queue_us = {0.0};
+      e.compute_us = compute_us;
+      e.ok = s.ok();
+      m.observer(e);
+    }
+    if (!s.ok()) outputs->clear();
+    return s;
+  }
   std::promise<Status> result;
   std::future<Status> ready = result.get_future();
   // A refused request has its `done` called too, so the future always gets the answer.
@@ -254,6 +298,10 @@ void DynamicBatcher::Impl::Loop() {
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     if (stopping && queued == 0) return;
+    if (busy) {  // a lone request runs inline on its caller's thread (Infer); it wakes us
+      wake.wait(lock);
+      continue;
+    }
     const auto now = BatchClock::now();
     // Requests past their deadline leave without running.
     std::vector<Pending> expired;
@@ -310,9 +358,11 @@ void DynamicBatcher::Impl::Loop() {
       pick->pop_front();
     }
     queued -= take;
+    busy = true;
     lock.unlock();
     RunBatch(std::move(batch));
     lock.lock();
+    busy = false;
   }
 }
 

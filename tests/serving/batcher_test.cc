@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -218,6 +219,45 @@ TEST(DynamicBatcherTest, MalformedRequestsAndPolicies) {
   auto nb = DynamicBatcher::Create(**fixed, Policy(4, 100));
   EXPECT_EQ(nb.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(nb.status().message().find("symbolic first"), std::string::npos);
+}
+
+// Infer on an idle engine runs on the caller's thread (no hand-off); one arriving while a batch
+// runs goes through the worker. The observer runs where the batch ran.
+TEST(DynamicBatcherTest, InferOnAnIdleEngineRunsInline) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  auto b = DynamicBatcher::Create(*session, Policy(8, 1000, {}, true));
+  ASSERT_TRUE(b.ok());
+  std::mutex mu;
+  std::vector<std::thread::id> ran_on;
+  (*b)->SetObserver([&](const BatchEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    ran_on.push_back(std::this_thread::get_id());
+    EXPECT_EQ(e.queue_us.size(), 1u);
+  });
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE((*b)->Infer({{"x", Rows(2, 3, -1.f)}}, &out).ok());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tensor.data<float>()[0], 1.f);  // Relu(-1) + 1
+  EXPECT_EQ(out[0].tensor.data<float>()[5], 5.f);  // Relu(4) + 1
+  // A submitted request (the server's path) runs on the worker.
+  std::promise<void> done;
+  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 3, 0.f)}},
+                           [&](Status s, std::vector<NamedTensor>) {
+                             EXPECT_TRUE(s.ok());
+                             done.set_value();
+                           })
+                  .ok());
+  done.get_future().wait();
+  (*b)->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(ran_on.size(), 2u);
+  EXPECT_EQ(ran_on[0], std::this_thread::get_id());
+  EXPECT_NE(ran_on[1], std::this_thread::get_id());
+  const BatcherStats st = (*b)->stats();
+  EXPECT_EQ(st.requests, 2u);
+  EXPECT_EQ(st.batches, 2u);
+  EXPECT_EQ(st.batched_samples, 3u);
 }
 
 }  // namespace

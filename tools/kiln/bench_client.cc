@@ -6,8 +6,9 @@
 //   --rate: requests arrive as a Poisson process at R req/s (seeded), handed to up to
 //     --max-inflight client threads; a request's latency counts from its scheduled arrival, so a
 //     client that falls behind shows as latency, not as a lower offered load.
-// Per step: answered and refused requests per second, latency percentiles of the answered ones,
-// the p99 of the time to a refusal, and failures by kind.
+// Per step: answered and refused (queue full, draining) requests per second, latency percentiles
+// of the answered ones, the p99 of the time to a refusal, requests dropped at the server's queue
+// timeout (expired) per second, and other failures by kind.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,6 +35,7 @@ struct Tally {
   std::mutex mu;
   std::vector<double> ok_ms;
   std::vector<double> refused_ms;          // Unavailable: queue full or shutting down
+  std::vector<double> expired_ms;          // DeadlineExceeded: dropped at the queue timeout
   std::map<std::string, uint64_t> failed;  // other outcomes, by status code
   std::string first_failure;
   void Add(const Status& s, double ms) {
@@ -42,6 +44,8 @@ struct Tally {
       ok_ms.push_back(ms);
     } else if (s.code() == StatusCode::kUnavailable) {
       refused_ms.push_back(ms);
+    } else if (s.code() == StatusCode::kDeadlineExceeded) {
+      expired_ms.push_back(ms);
     } else {
       ++failed[StatusCodeName(s.code())];
       if (first_failure.empty()) first_failure = s.ToString();
@@ -79,9 +83,10 @@ nlohmann::ordered_json Row(Tally& t, double window_s, int samples, FILE* out, co
   for (const auto& [k, n] : t.failed) failed += n;
   const double ok_per_s = static_cast<double>(t.ok_ms.size()) / window_s;
   const double refused_per_s = static_cast<double>(t.refused_ms.size()) / window_s;
-  std::fprintf(out, "%11g %10.1f %10.1f %9.2f %9.2f %9.2f %10.1f %11.2f %7llu\n", value, ok_per_s,
-               ok_per_s * samples, ok.p50, ok.p90, ok.p99, refused_per_s, refused.p99,
-               static_cast<unsigned long long>(failed));
+  const double expired_per_s = static_cast<double>(t.expired_ms.size()) / window_s;
+  std::fprintf(out, "%11g %10.1f %10.1f %9.2f %9.2f %9.2f %10.1f %11.2f %10.1f %7llu\n", value,
+               ok_per_s, ok_per_s * samples, ok.p50, ok.p90, ok.p99, refused_per_s, refused.p99,
+               expired_per_s, static_cast<unsigned long long>(failed));
   if (!t.first_failure.empty()) std::fprintf(out, "  first failure: %s\n", t.first_failure.c_str());
   std::fflush(out);
   nlohmann::ordered_json failures = nlohmann::ordered_json::object();
@@ -92,6 +97,7 @@ nlohmann::ordered_json Row(Tally& t, double window_s, int samples, FILE* out, co
           {"latency_ms", {{"p50", ok.p50}, {"p90", ok.p90}, {"p99", ok.p99}}},
           {"refused_per_s", refused_per_s},
           {"refused_latency_ms", {{"p50", refused.p50}, {"p99", refused.p99}}},
+          {"expired_per_s", expired_per_s},
           {"failed", failures}};
 }
 
@@ -217,11 +223,11 @@ Status DoClient(const BenchArgs& a) {
   const bool by_rate = !a.rates.empty();
   std::fprintf(out,
                "kiln bench: model '%s' at %s (%s tensors); requests of %d sample(s)\n"
-               "%11s %10s %10s %9s %9s %9s %10s %11s %7s\n",
+               "%11s %10s %10s %9s %9s %9s %10s %11s %10s %7s\n",
                a.model.c_str(), a.url.c_str(),
                a.url.rfind("grpc://", 0) == 0 ? "raw" : a.tensor_format.c_str(), samples,
                by_rate ? "rate/s" : "concurrency", "ok req/s", "items/s", "p50 ms", "p90 ms",
-               "p99 ms", "refused/s", "refused p99", "failed");
+               "p99 ms", "refused/s", "refused p99", "expired/s", "failed");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (by_rate) {
     for (double r : a.rates) {
