@@ -81,6 +81,7 @@ struct BatcherStats {
   uint64_t batches = 0;
   uint64_t batched_samples = 0;  // samples run, over all batches
   size_t queued = 0;             // requests waiting now
+  bool busy = false;             // a batch is running now
   double queue_us_total = 0;     // summed over completed requests: arrival to batch start
   double compute_us_total = 0;   // summed over batches: the batch's Run
 };

@@ -45,6 +45,9 @@ struct ServerOptions {
   // Per model. A model whose inputs have no symbolic first dimension is served unbatched
   // (max_batch_size 0 in its config): one request per run.
   BatchPolicy batch;
+  // Batchers per model over its one session: this many batches in flight at once (give each
+  // fewer compute threads: SessionOptions::num_threads = cores / instances).
+  int instances = 1;
   int http_threads = 2;                 // Asio threads: parsing and answering, not compute
   size_t max_body_bytes = 64u << 20;    // larger bodies get 413, decided from Content-Length
   size_t max_header_bytes = 16u << 10;  // larger headers get 431
@@ -54,7 +57,7 @@ struct ServerOptions {
   // A request still queued this long after it arrived is dropped (504 / DEADLINE_EXCEEDED)
   // unless it names its own timeout (Triton's "timeout" parameter); 0: no default.
   int64_t queue_timeout_us = 0;
-  bool warm_up = true;                  // Prepare every batch size before ready
+  bool warm_up = true;  // Prepare every batch size before ready
 };
 
 // What Server::Drain() saw.

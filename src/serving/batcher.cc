@@ -186,6 +186,7 @@ BatcherStats DynamicBatcher::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   BatcherStats s = impl_->stats;
   s.queued = impl_->queued;
+  s.busy = impl_->busy;
   return s;
 }
 

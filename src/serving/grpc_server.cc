@@ -239,7 +239,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     }
     pb::ModelInstanceGroup* g = c->add_instance_group();
     g->set_name(d.name);
-    g->set_count(1);
+    g->set_count(d.instances);
     g->set_kind(pb::ModelInstanceGroup::KIND_CPU);
     if (batched) {
       pb::ModelDynamicBatching* b = c->mutable_dynamic_batching();

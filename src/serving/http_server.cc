@@ -394,8 +394,8 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
   if (options.max_connections < 1) return InvalidArgument("max_connections must be >= 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  auto core =
-      serving::ModelServer::Create(std::move(models), options.batch, options.queue_timeout_us);
+  auto core = serving::ModelServer::Create(std::move(models), options.batch,
+                                           options.queue_timeout_us, options.instances);
   if (!core.ok()) return core.status();
   impl->core = std::move(*core);
   beast::error_code ec;

@@ -453,7 +453,7 @@ std::string ModelConfigJson(const ModelDescription& m) {
             {"max_batch_size", m.max_batch_size},
             {"input", in},
             {"output", out},
-            {"instance_group", {{{"name", m.name}, {"kind", "KIND_CPU"}, {"count", 1}}}}};
+            {"instance_group", {{{"name", m.name}, {"kind", "KIND_CPU"}, {"count", m.instances}}}}};
   if (batched)
     c["dynamic_batching"] = {{"preferred_batch_size", m.policy.preferred_sizes},
                              {"max_queue_delay_microseconds", m.policy.max_queue_delay_us},

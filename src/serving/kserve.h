@@ -75,6 +75,7 @@ struct ModelDescription {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   int max_batch_size = 0;  // 0: unbatched (dims then include the first dimension)
+  int instances = 1;       // batchers (batches in flight) over the model's session
   BatchPolicy policy;
 };
 

@@ -10,6 +10,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -108,7 +109,7 @@ class Metrics {
   std::string Text(const std::vector<std::unique_ptr<Model>>& models, uint64_t in_flight,
                    bool ready) {
     for (const auto& m : models)
-      per_model_.at(m->desc.name).depth->Set(static_cast<double>(m->batcher->stats().queued));
+      per_model_.at(m->desc.name).depth->Set(static_cast<double>(m->queued()));
     in_flight_.Set(static_cast<double>(in_flight));
     ready_.Set(ready ? 1 : 0);
     return prometheus::TextSerializer().Serialize(registry_->Collect());
@@ -148,8 +149,11 @@ const char* OutcomeOf(const Status& s) {
 
 StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedModel> models,
                                                            const BatchPolicy& policy,
-                                                           int64_t queue_timeout_us) {
+                                                           int64_t queue_timeout_us,
+                                                           int instances) {
   if (models.empty()) return InvalidArgument("kiln serve needs at least one model");
+  if (instances < 1 || instances > 64)
+    return InvalidArgument("instances must be in 1..64; got " + std::to_string(instances));
   if (queue_timeout_us < 0)
     return InvalidArgument("the queue timeout must be >= 0 us; got " +
                            std::to_string(queue_timeout_us));
@@ -176,14 +180,11 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedMod
     p.merge = batchable;
     m->desc.policy = p;
     m->desc.max_batch_size = batchable ? p.max_batch : 0;
-    auto batcher = DynamicBatcher::Create(*m->session, p);
-    if (!batcher.ok())
-      return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
-    m->batcher = std::move(*batcher);
+    m->desc.instances = instances;
     server->metrics_->AddModel(sm.name, m->desc.max_batch_size);
     Metrics* metrics = server->metrics_.get();
     Model* raw = m.get();
-    m->batcher->SetObserver([metrics, raw](const BatchEvent& e) {
+    auto observe = [metrics, raw](const BatchEvent& e) {
       metrics->ObserveBatch(raw->desc.name, e);
       std::lock_guard<std::mutex> lock(raw->mu);
       ModelCounters& c = raw->counters;
@@ -202,7 +203,14 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedMod
           static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count());
-    });
+    };
+    for (int k = 0; k < instances; ++k) {
+      auto batcher = DynamicBatcher::Create(*m->session, p);
+      if (!batcher.ok())
+        return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
+      (*batcher)->SetObserver(observe);
+      m->batchers.push_back(std::move(*batcher));
+    }
     server->models_.push_back(std::move(m));
   }
   return server;
@@ -211,7 +219,14 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedMod
 ModelServer::~ModelServer() { StopBatchers(); }
 
 void ModelServer::StopBatchers() {
-  for (auto& m : models_) m->batcher->Shutdown();
+  for (auto& m : models_)
+    for (auto& b : m->batchers) b->Shutdown();
+}
+
+size_t Model::queued() const {
+  size_t n = 0;
+  for (const auto& b : batchers) n += b->stats().queued;
+  return n;
 }
 
 const Model* ModelServer::Find(const std::string& name, const std::string& version) const {
@@ -239,7 +254,21 @@ void ModelServer::Infer(const Model& model, std::vector<NamedTensor> inputs, int
   if (timeout_us <= 0) timeout_us = queue_timeout_us_;
   if (timeout_us > 0) options.deadline = BatchClock::now() + std::chrono::microseconds(timeout_us);
   options.priority = priority;
-  (void)model.batcher->Submit(std::move(inputs), std::move(done), options);
+  // The least loaded instance (queued requests, plus one while it runs a batch); among equals,
+  // the next in turn.
+  const size_t n = model.batchers.size();
+  const size_t start = model.next.fetch_add(1) % n;
+  size_t best = start, best_queued = SIZE_MAX;
+  for (size_t i = 0; i < n && n > 1; ++i) {
+    const size_t k = (start + i) % n;
+    const BatcherStats st = model.batchers[k]->stats();
+    const size_t q = st.queued + (st.busy ? 1 : 0);
+    if (q < best_queued) {
+      best = k;
+      best_queued = q;
+    }
+  }
+  (void)model.batchers[best]->Submit(std::move(inputs), std::move(done), options);
 }
 
 void ModelServer::Record(const Model* model, const char* protocol, const Status& s, int samples,

@@ -25,7 +25,10 @@ class Metrics;
 struct Model {
   ModelDescription desc;
   std::shared_ptr<const Session> session;
-  std::unique_ptr<DynamicBatcher> batcher;
+  // One per instance; a request goes to the one with the shortest queue.
+  std::vector<std::unique_ptr<DynamicBatcher>> batchers;
+  mutable std::atomic<size_t> next{0};  // round-robin among equally short queues
+  size_t queued() const;
   mutable std::mutex mu;
   ModelCounters counters;  // under mu
 };
@@ -36,9 +39,11 @@ const char* OutcomeOf(const Status& s);
 class ModelServer {
  public:
   // `queue_timeout_us`: the deadline of requests that set none (0: none).
+  // `instances`: batchers per model over the one session (batches in flight at once).
   static StatusOr<std::unique_ptr<ModelServer>> Create(std::vector<ServedModel> models,
                                                        const BatchPolicy& policy,
-                                                       int64_t queue_timeout_us = 0);
+                                                       int64_t queue_timeout_us = 0,
+                                                       int instances = 1);
   ~ModelServer();
 
   // The model by name; version "" or the served one. nullptr when there is none.

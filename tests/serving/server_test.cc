@@ -261,6 +261,36 @@ TEST(ServerTest, AFullQueueAnswers503WithRetryAfter) {
   EXPECT_EQ(full, 1);
 }
 
+// Two instances: two batches in flight, each batcher with its own queue of one; the four
+// requests that one instance would half refuse (see above) are all answered.
+TEST(ServerTest, InstancesRunBatchesSideBySide) {
+  auto session = Slow();
+  ASSERT_NE(session, nullptr);
+  ServerOptions o = Options();
+  o.batch.max_batch = 1;
+  o.batch.max_queue = 1;
+  o.instances = 2;
+  auto server = Server::Start({{"slow", "1", session}}, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const int port = (*server)->http_port();
+  EXPECT_EQ(
+      json::parse(
+          Send(port, http::verb::get, "/v2/models/slow/config").body)["instance_group"][0]["count"],
+      2);
+  std::vector<Reply> replies(4);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.emplace_back([&, i] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 * i));
+      replies[i] = SendSlow(port);
+    });
+  for (auto& t : clients) t.join();
+  for (const Reply& r : replies) EXPECT_EQ(r.status, 200) << r.body;
+  const json stats = json::parse(Send(port, http::verb::get, "/v2/models/slow/stats").body);
+  EXPECT_EQ(stats["model_stats"][0]["execution_count"], 4);
+}
+
 TEST(ServerTest, QueueTimeoutDropsWaitingRequestsWith504) {
   auto session = Slow();
   ASSERT_NE(session, nullptr);
@@ -318,6 +348,10 @@ TEST(ServerTest, StartRefusesWhatCannotWork) {
   auto session = ReluPlusOne();
   EXPECT_EQ(Server::Start({}, Options()).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Server::Start({{"a", "1", session}, {"a", "1", session}}, Options()).status().code(),
+            StatusCode::kInvalidArgument);
+  ServerOptions no_instances = Options();
+  no_instances.instances = 0;
+  EXPECT_EQ(Server::Start({{"a", "1", session}}, no_instances).status().code(),
             StatusCode::kInvalidArgument);
   ServerOptions bad_host = Options();
   bad_host.host = "not-an-address";

@@ -36,6 +36,7 @@ struct ServeArgs {
   int64_t queue_timeout_us = 0;
   double drain_timeout_s = 30;
   int http_threads = 2;
+  int instances = 1;
   double max_body_mb = 64;
   int max_connections = 1024;
   bool no_warmup = false;
@@ -126,6 +127,7 @@ Status DoServe(const ServeArgs& a) {
   o.queue_timeout_us = a.queue_timeout_us;
   o.drain_timeout_ms = static_cast<int64_t>(a.drain_timeout_s * 1000);
   o.http_threads = a.http_threads;
+  o.instances = a.instances;
   o.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
   o.max_connections = a.max_connections;
   o.warm_up = !a.no_warmup;
@@ -211,6 +213,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds to finish accepted requests after SIGTERM (default 30)")
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--instances", args->instances,
+                  "Batches in flight per model (batchers over one session; default 1); give "
+                  "each --threads cores/instances")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--http-threads", args->http_threads, "Threads parsing and answering HTTP")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--max-body-mb", args->max_body_mb, "Largest request body (default 64 MiB)")
