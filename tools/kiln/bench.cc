@@ -418,7 +418,10 @@ Status DoConcurrency(const BenchArgs& a) {
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   FILE* out = a.json == "-" ? stderr : stdout;
   if (!a.inputs.empty()) return InvalidArgument("--concurrency generates its inputs; drop --input");
-  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
+  // Loaded and prepared on a thread that ends (OnOwnThread: no idle OpenMP pool stays behind
+  // to slow the clients' and the batcher's runs).
+  KILN_ASSIGN_OR_RETURN(auto session,
+                        OnOwnThread([&] { return Session::Load(a.model, OptionsOf(a)); }));
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
   const int samples = a.batch_given ? a.batch : 1;
   std::vector<NamedTensor> request;
@@ -431,15 +434,18 @@ Status DoConcurrency(const BenchArgs& a) {
     request.push_back({spec.name, std::move(t)});
   }
   const auto t_prep = Clock::now();
-  for (int b = 1; b <= a.max_batch; ++b) {
-    std::vector<std::pair<std::string, Shape>> prepare;
-    for (const NamedTensor& in : request) {
-      Shape s = in.tensor.shape();
-      s[0] = b;
-      prepare.push_back({in.name, s});
+  KILN_RETURN_IF_ERROR(OnOwnThread([&]() -> Status {
+    for (int b = 1; b <= a.max_batch; ++b) {
+      std::vector<std::pair<std::string, Shape>> prepare;
+      for (const NamedTensor& in : request) {
+        Shape s = in.tensor.shape();
+        s[0] = b;
+        prepare.push_back({in.name, s});
+      }
+      KILN_RETURN_IF_ERROR(session->Prepare(prepare));
     }
-    KILN_RETURN_IF_ERROR(session->Prepare(prepare));
-  }
+    return OkStatus();
+  }));
   const double prep_ms = ms(Clock::now() - t_prep);
   const CpuDescription& cpu = DescribeCpu();
   const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;

@@ -109,7 +109,8 @@ Status DoServe(const ServeArgs& a) {
     opts.backend = a.device;
     opts.num_threads = a.threads;
     opts.precision = a.precision;
-    auto session = Session::Load(fv.first, opts);
+    // On a thread that ends: no idle OpenMP pool stays behind to slow the batchers' runs.
+    auto session = OnOwnThread([&] { return Session::Load(fv.first, opts); });
     if (!session.ok())
       return Status(session.status()).AddContext("while loading model '" + name + "'");
     std::printf("kiln serve: model '%s' version %s from %s\n", name.c_str(), fv.second.c_str(),
