@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: cli_test.sh KILN_BINARY SOURCE_DIR
-# Exercises `kiln inspect`, `kiln run`, `kiln bench` and `kiln doctor`: outputs, sanitised names,
+# Exercises `kiln inspect`, `kiln run`, `kiln bench`, `kiln doctor` and `kiln serve`: outputs, sanitised names,
 # exit codes and messages for bad input. Prints "N passed, M failed"; exits 1 on any failure.
 set -u
 KILN=$1
@@ -144,7 +144,33 @@ if [ "$CUDA_BUILD" = 1 ]; then
 fi
 check selftest-coverage-cpu 0 "^0 registered cpu kernels have no selftest case" -- "$KILN" selftest --coverage --device cpu
 check doctor-json-stdout 0 "^ok$" -- bash -c "'$KILN' doctor --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert set(j)=={\"build\",\"cpu\",\"cuda\",\"warnings\"}; print(\"ok\")'"
-for sub in run inspect bench doctor selftest; do
+# kiln serve: model discovery (a file, NAME.onnx files, Triton's NAME/VERSION/model.onnx), bad
+# paths and duplicate names, then a served folder answering metadata, and SIGTERM exiting 0.
+mkdir -p "$W/repo/twin/1" "$W/repo/twin/3" "$W/repo/twin/notaversion" "$W/empty"
+cp "$M" "$W/repo/flat.onnx"
+cp "$M" "$W/repo/twin/1/model.onnx"
+cp "$M" "$W/repo/twin/3/model.onnx"
+check serve-missing-path 14 "no model file or folder at .*nowhere" -- "$KILN" serve "$W/nowhere" --http-port 0 --grpc-port -1
+check serve-empty-folder 14 "no .onnx model" -- "$KILN" serve "$W/empty" --http-port 0 --grpc-port -1
+check serve-duplicate-name 11 "two models are named 'flat'" -- "$KILN" serve "$W/repo/flat.onnx" "$W/repo" --http-port 0 --grpc-port -1
+check serve-bad-model 12 "while loading model 'bad'" -- "$KILN" serve "$W/bad.onnx" --http-port 0 --grpc-port -1
+check serve-bad-port 1 "" -- "$KILN" serve "$M" --grpc-port 70000
+"$KILN" serve "$W/repo" --host 127.0.0.1 --http-port 0 --grpc-port -1 --port-file "$W/ports" > "$W/serve.log" 2>&1 &
+SERVE_PID=$!
+for _ in $(seq 1 300); do [ -s "$W/ports" ] && grep -q "ready" "$W/serve.log" && break; sleep 0.1; done
+HTTP_PORT=$(head -n 1 "$W/ports" 2>/dev/null)
+check serve-repository 0 "^flat 1 twin 3$" -- /usr/bin/python3 -c "
+import json, urllib.request
+get = lambda p: json.load(urllib.request.urlopen('http://127.0.0.1:$HTTP_PORT' + p))
+a, b = get('/v2/models/flat'), get('/v2/models/twin')
+print(a['name'], a['versions'][0], b['name'], b['versions'][0])"
+check serve-grpc-off 0 "^-1$" -- sed -n 2p "$W/ports"
+kill -TERM "$SERVE_PID"
+wait "$SERVE_PID"
+SERVE_RC=$?
+check serve-sigterm-exit-0 0 "" -- test "$SERVE_RC" -eq 0
+check serve-drain-report 0 "drained in .* 0 unfinished" -- cat "$W/serve.log"
+for sub in run inspect bench doctor selftest serve; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help
 done
 check help-top 0 "inspect" -- "$KILN" --help
