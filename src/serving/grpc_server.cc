@@ -101,6 +101,13 @@ Status FromContents(const pb::InferTensorContents& c, const std::string& name, T
   return OkStatus();
 }
 
+// The most elements any typed field of the contents holds (an upper bound on what was sent).
+int64_t ContentsCount(const pb::InferTensorContents& c) {
+  return std::max({c.bool_contents_size(), c.int_contents_size(), c.int64_contents_size(),
+                   c.uint_contents_size(), c.uint64_contents_size(), c.fp32_contents_size(),
+                   c.fp64_contents_size(), c.bytes_contents_size()});
+}
+
 int64_t IntParam(const google::protobuf::Map<std::string, pb::InferParameter>& params,
                  const char* key) {
   auto it = params.find(key);
@@ -135,14 +142,23 @@ StatusOr<InferRequest> FromGrpcRequest(const pb::ModelInferRequest& req) {
       numel *= d;
       shape.push_back(d);
     }
-    Tensor t = Tensor::Empty(type, shape);
+    // The sizes are checked against what was sent before anything is allocated: a declared
+    // shape is only a claim.
+    const size_t bytes_wanted = static_cast<size_t>(numel) * DataTypeSize(type);
     if (raw) {
       const std::string& bytes = req.raw_input_contents(i);
-      if (bytes.size() != t.bytes())
+      if (bytes.size() != bytes_wanted)
         return InvalidArgument("input '" + in.name() + "': " + in.datatype() +
-                               ShapeToString(shape) + " is " + std::to_string(t.bytes()) +
+                               ShapeToString(shape) + " is " + std::to_string(bytes_wanted) +
                                " bytes; raw_input_contents has " + std::to_string(bytes.size()));
-      if (!bytes.empty()) std::memcpy(t.raw(), bytes.data(), bytes.size());
+    } else if (numel > ContentsCount(in.contents())) {
+      return InvalidArgument("input '" + in.name() + "': shape " + ShapeToString(shape) +
+                             " holds " + std::to_string(numel) + " elements; contents has " +
+                             std::to_string(ContentsCount(in.contents())));
+    }
+    Tensor t = Tensor::Empty(type, shape);
+    if (raw) {
+      if (bytes_wanted > 0) std::memcpy(t.raw(), req.raw_input_contents(i).data(), bytes_wanted);
     } else {
       KILN_RETURN_IF_ERROR(FromContents(in.contents(), in.name(), &t));
     }

@@ -50,14 +50,7 @@ void StoreAll(const std::vector<const json*>& values, void* dst) {
   }
 }
 
-Status StoreJsonData(const json& data, Tensor* t, const std::string& name) {
-  std::vector<const json*> values;
-  values.reserve(static_cast<size_t>(t->numel()));
-  KILN_RETURN_IF_ERROR(Flatten(data, &values));
-  if (static_cast<int64_t>(values.size()) != t->numel())
-    return InvalidArgument("input '" + name + "': shape " + ShapeToString(t->shape()) + " holds " +
-                           std::to_string(t->numel()) + " elements; data has " +
-                           std::to_string(values.size()));
+Status StoreJsonData(const std::vector<const json*>& values, Tensor* t, const std::string& name) {
   void* dst = t->raw();
   switch (t->dtype()) {
     case DataType::kBool: {
@@ -109,6 +102,21 @@ Status StoreJsonData(const json& data, Tensor* t, const std::string& name) {
     default:
       return InvalidArgument("input '" + name + "': datatype not carried as JSON");
   }
+}
+
+// The tensor of `type` and `shape` holding JSON `data`. The element count is checked before
+// anything is allocated: a declared shape is only a claim, the data is what was sent.
+StatusOr<Tensor> TensorFromJson(const json& data, DataType type, const Shape& shape,
+                                const std::string& what, const std::string& name) {
+  std::vector<const json*> values;
+  KILN_RETURN_IF_ERROR(Flatten(data, &values));
+  if (static_cast<int64_t>(values.size()) != NumElements(shape))
+    return InvalidArgument(what + " '" + name + "': shape " + ShapeToString(shape) + " holds " +
+                           std::to_string(NumElements(shape)) + " elements; data has " +
+                           std::to_string(values.size()));
+  Tensor tensor = Tensor::Empty(type, shape);
+  KILN_RETURN_IF_ERROR(StoreJsonData(values, &tensor, name));
+  return tensor;
 }
 
 template <typename T>
@@ -238,8 +246,7 @@ Status ParseTensorList(const json& list, bool has_json_length, std::string_view*
     if (!in.contains("data"))
       return InvalidArgument(std::string(what) + " '" + name +
                              "' has neither \"data\" nor binary_data_size");
-    Tensor t = Tensor::Empty(type, shape);
-    KILN_RETURN_IF_ERROR(StoreJsonData(in["data"], &t, name));
+    KILN_ASSIGN_OR_RETURN(Tensor t, TensorFromJson(in["data"], type, shape, what, name));
     out->push_back({name, std::move(t)});
   }
   return OkStatus();

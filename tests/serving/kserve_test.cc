@@ -100,6 +100,13 @@ TEST(KServeTest, MalformedRequestsSayWhatIsWrong) {
        "neither \"data\" nor binary_data_size"},
       {R"({"inputs":[{"name":"x","shape":[100000,100000,100000],"datatype":"FP32","data":[]}]})",
        std::nullopt, "too large"},
+      // A shape is only a claim: 4e11 bytes declared, a few sent; refused before allocating.
+      {R"({"inputs":[{"name":"x","shape":[100000000000],"datatype":"FP32","data":[1]}]})",
+       std::nullopt, "holds 100000000000 elements; data has 1"},
+      {Binary(
+           R"({"inputs":[{"name":"x","shape":[100000000000],"datatype":"FP32","parameters":{"binary_data_size":400000000000}}]})",
+           {1.f}),
+       std::optional<size_t>(113), "bytes before its binary data does"},
       {bin_header, std::nullopt, "no Inference-Header-Content-Length"},
       {Binary(bin_header, {1.f}), bin_header.size(), "ends 4 bytes before"},
       {Binary(bin_header, {1.f, 2.f, 3.f}), bin_header.size(), "4 bytes of binary data follow"},
