@@ -12,46 +12,37 @@ case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
 ninja -C build/fuzz kiln_loader_fuzz kiln_kserve_fuzz > /dev/null
+mkdir -p build/fuzz/artifacts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cp tests/fuzz/corpus/* "$work/"
-mkdir -p build/fuzz/artifacts
-set +e
-ASAN_OPTIONS=detect_leaks=1 build/fuzz/tests/fuzz/kiln_loader_fuzz -max_total_time="$seconds" \
-  -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work" > "$work.log" 2>&1
-rc=$?
-set -e
-runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work.log" | tail -n 1)
-if [ $rc -eq 0 ]; then
-  echo "loader fuzzer: ${runs:-no summary}; $(ls "$work" | wc -l) corpus entries; no crash"
-  echo "1 passed, 0 failed"
-else
-  tail -n 40 "$work.log"
-  echo "loader fuzzer FAILED (rc $rc); the input is in build/fuzz/artifacts/"
-  echo "0 passed, 1 failed"
-fi
-rm -f "$work.log"
-[ $rc -eq 0 ] || exit $rc
 
-# kiln serve's request parser; the input that failed goes to the same artifacts folder.
-kwork=$(mktemp -d)
-trap 'rm -rf "$work" "$kwork"' EXIT
-cp tests/fuzz/kserve_corpus/* "$kwork/"
-set +e
-ASAN_OPTIONS=detect_leaks=1 build/fuzz/tests/fuzz/kiln_kserve_fuzz -max_total_time=$((seconds / 2 + 1)) \
-  -max_len=8192 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 -print_final_stats=1 \
-  -artifact_prefix="$PWD/build/fuzz/artifacts/" "$kwork" > "$kwork.log" 2>&1
-rc=$?
-set -e
-runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$kwork.log" | tail -n 1)
-if [ $rc -eq 0 ]; then
-  echo "kserve request fuzzer: ${runs:-no summary}; $(ls "$kwork" | wc -l) corpus entries; no crash"
-  echo "1 passed, 0 failed"
-else
-  tail -n 40 "$kwork.log"
-  echo "kserve request fuzzer FAILED (rc $rc); the input is in build/fuzz/artifacts/"
-  echo "0 passed, 1 failed"
-fi
-rm -f "$kwork.log"
-exit $rc
+# run_fuzzer LABEL TARGET CORPUS SECONDS [LIBFUZZER FLAGS...]: over a copy of CORPUS; a failing
+# input goes to build/fuzz/artifacts/. Returns the fuzzer's exit code.
+run_fuzzer() {
+  local label=$1 target=$2 corpus=$3 secs=$4 rc runs
+  shift 4
+  mkdir -p "$work/$target"
+  cp "$corpus"/* "$work/$target/"
+  set +e
+  ASAN_OPTIONS=detect_leaks=1 "build/fuzz/tests/fuzz/$target" -max_total_time="$secs" \
+    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+    -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work/$target.log" | tail -n 1)
+  if [ $rc -eq 0 ]; then
+    echo "$label: ${runs:-no summary}; $(ls "$work/$target" | wc -l) corpus entries; no crash"
+    echo "1 passed, 0 failed"
+  else
+    tail -n 40 "$work/$target.log"
+    echo "$label FAILED (rc $rc); the input is in build/fuzz/artifacts/"
+    echo "0 passed, 1 failed"
+  fi
+  return $rc
+}
+
+run_fuzzer "loader fuzzer" kiln_loader_fuzz tests/fuzz/corpus "$seconds" -max_len=4096
+# kiln serve's request parser, with an allocation limit: no request may make it allocate more
+# than its body could hold.
+run_fuzzer "kserve request fuzzer" kiln_kserve_fuzz tests/fuzz/kserve_corpus \
+  $((seconds / 2 + 1)) -max_len=8192 -malloc_limit_mb=256
