@@ -165,6 +165,17 @@ get = lambda p: json.load(urllib.request.urlopen('http://127.0.0.1:$HTTP_PORT' +
 a, b = get('/v2/models/flat'), get('/v2/models/twin')
 print(a['name'], a['versions'][0], b['name'], b['versions'][0])"
 check serve-grpc-off 0 "^-1$" -- sed -n 2p "$W/ports"
+# kiln bench --url against it, and its bad input.
+check bench-url 0 "ok req/s" -- "$KILN" bench flat --url "http://127.0.0.1:$HTTP_PORT" --concurrency 2 --duration 0.5
+check bench-url-rate 0 "rate/s" -- "$KILN" bench twin --url "http://127.0.0.1:$HTTP_PORT" --rate 20 --duration 0.5 --max-inflight 4
+check bench-url-unknown-model 14 "unknown model 'nope'" -- "$KILN" bench nope --url "http://127.0.0.1:$HTTP_PORT" --concurrency 1 --duration 0.5
+check bench-url-bad-url 11 "http://HOST:PORT or grpc://HOST:PORT" -- "$KILN" bench flat --url "ftp://127.0.0.1:1" --concurrency 1
+check bench-url-unreachable 17 "cannot connect" -- "$KILN" bench flat --url "http://127.0.0.1:1" --concurrency 1
+check bench-url-needs-mode 1 "needs one of --concurrency or --rate" -- "$KILN" bench flat --url "http://127.0.0.1:$HTTP_PORT"
+check bench-rate-needs-url 1 "" -- "$KILN" bench "$M" --rate 10
+check bench-url-bad-format 1 "" -- "$KILN" bench flat --url "http://127.0.0.1:$HTTP_PORT" --concurrency 1 --tensor-format xml
+check serve-bad-instances 1 "" -- "$KILN" serve "$M" --instances 0
+check serve-bad-queue-timeout 1 "" -- "$KILN" serve "$M" --queue-timeout-us -1
 kill -TERM "$SERVE_PID"
 wait "$SERVE_PID"
 SERVE_RC=$?
