@@ -81,6 +81,8 @@ struct DynamicBatcher::Impl {
   std::thread worker;
 
   StatusOr<std::string> Check(std::vector<NamedTensor>* inputs, int* samples) const;
+  // Counts a batch that ran (run_us: the session's Run alone) and shows it to the observer.
+  void Account(const BatchEvent& e, double run_us);
   void Loop();
   void RunBatch(std::vector<Pending> batch);
 };
@@ -259,25 +261,10 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
     {
       std::lock_guard<std::mutex> lock(m.mu);
       m.busy = false;
-      if (!key.ok()) {
-        ++m.stats.rejected;
-      } else {
-        ++m.stats.requests;
-        ++m.stats.batches;
-        m.stats.batched_samples += static_cast<uint64_t>(samples);
-        m.stats.compute_us_total += compute_us;
-        if (!s.ok()) ++m.stats.failed;
-      }
+      ++(key.ok() ? m.stats.requests : m.stats.rejected);
     }
     m.wake.notify_all();  // requests that arrived meanwhile are the worker's
-    if (key.ok() && m.observer) {
-      BatchEvent e;
-      e.samples = samples;
-      e.queue_us = {0.0};
-      e.compute_us = compute_us;
-      e.ok = s.ok();
-      m.observer(e);
-    }
+    if (key.ok()) m.Account({samples, {0.0}, compute_us, s.ok()}, compute_us);
     if (!s.ok()) outputs->clear();
     return s;
   }
@@ -367,6 +354,18 @@ void DynamicBatcher::Impl::Loop() {
   }
 }
 
+void DynamicBatcher::Impl::Account(const BatchEvent& e, double run_us) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.batches;
+    stats.batched_samples += static_cast<uint64_t>(e.samples);
+    stats.compute_us_total += run_us;
+    for (double q : e.queue_us) stats.queue_us_total += q;
+    if (!e.ok) stats.failed += e.queue_us.size();
+  }
+  if (observer) observer(e);
+}
+
 void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
   const auto start = BatchClock::now();
   int total = 0;
@@ -418,22 +417,9 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    ++stats.batches;
-    stats.batched_samples += static_cast<uint64_t>(total);
-    stats.compute_us_total += Micros(ran - start);
-    for (const Pending& p : batch) stats.queue_us_total += Micros(start - p.arrival);
-    if (!s.ok()) stats.failed += batch.size();
-  }
-  if (observer) {
-    BatchEvent e;
-    e.samples = total;
-    e.compute_us = Micros(BatchClock::now() - start);
-    e.ok = s.ok();
-    for (const Pending& p : batch) e.queue_us.push_back(Micros(start - p.arrival));
-    observer(e);
-  }
+  BatchEvent e{total, {}, Micros(BatchClock::now() - start), s.ok()};
+  for (const Pending& p : batch) e.queue_us.push_back(Micros(start - p.arrival));
+  Account(e, Micros(ran - start));
   for (size_t r = 0; r < batch.size(); ++r) {
     if (s.ok())
       batch[r].done(OkStatus(), std::move(results[r]));

@@ -2,12 +2,12 @@
 // finishes its reactor from the batcher's callback, so no gRPC thread waits on a batch.
 #include "serving/grpc_server.h"
 
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <cstring>
 
-#include "kiln/version.h"
 #include "serving/kserve_v2.grpc.pb.h"
 
 namespace kiln::serving {
@@ -168,15 +168,15 @@ StatusOr<InferRequest> FromGrpcRequest(const pb::ModelInferRequest& req) {
   return r;
 }
 
-void FillTensorMetadata(const TensorSpec& s, pb::ModelMetadataResponse::TensorMetadata* m) {
-  m->set_name(s.name);
-  m->set_datatype(KServeDatatype(s.dtype));
-  for (int64_t d : s.dims) m->add_shape(d);
-}
-
-void FillStat(uint64_t count, uint64_t ns, pb::StatisticDuration* d) {
-  d->set_count(count);
-  d->set_ns(ns);
+// A JSON document of kserve.cc into the message it describes; fields the message leaves out are
+// skipped.
+grpc::Status FromJson(const std::string& json, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::INTERNAL,
+                      "cannot encode the answer: " + std::string(status.message()));
 }
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
@@ -203,68 +203,26 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     res->set_ready(core_->ready());
     return Done(ctx, grpc::Status::OK);
   }
+  // Metadata, config and statistics: the same documents the HTTP endpoints answer
+  // (kserve.cc), read into the protocol's messages (Triton's JSON is the proto's JSON mapping).
   grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* ctx,
                                            const pb::ServerMetadataRequest*,
                                            pb::ServerMetadataResponse* res) override {
-    res->set_name("kiln");
-    res->set_version(KILN_VERSION_TEXT);
-    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration", "metrics"})
-      res->add_extensions(e);
-    return Done(ctx, grpc::Status::OK);
+    return Done(ctx, FromJson(ServerMetadataJson(), res));
   }
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const pb::ModelMetadataRequest* req,
                                           pb::ModelMetadataResponse* res) override {
     const Model* m = core_->Find(req->name(), req->version());
     if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
-    res->set_name(m->desc.name);
-    res->add_versions(m->desc.version);
-    res->set_platform("onnxruntime_onnx");
-    for (const TensorSpec& s : m->desc.inputs) FillTensorMetadata(s, res->add_inputs());
-    for (const TensorSpec& s : m->desc.outputs) FillTensorMetadata(s, res->add_outputs());
-    return Done(ctx, grpc::Status::OK);
+    return Done(ctx, FromJson(ModelMetadataJson(m->desc), res));
   }
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
                                         const pb::ModelConfigRequest* req,
                                         pb::ModelConfigResponse* res) override {
     const Model* m = core_->Find(req->name(), req->version());
     if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
-    const ModelDescription& d = m->desc;
-    const bool batched = d.max_batch_size > 0;
-    pb::ModelConfig* c = res->mutable_config();
-    c->set_name(d.name);
-    c->set_platform("onnxruntime_onnx");
-    c->set_backend("kiln");
-    c->set_max_batch_size(d.max_batch_size);
-    auto type_of = [](DataType t) {
-      pb::DataType v = pb::TYPE_INVALID;
-      pb::DataType_Parse(TritonConfigType(t), &v);
-      return v;
-    };
-    for (const TensorSpec& s : d.inputs) {
-      pb::ModelInput* in = c->add_input();
-      in->set_name(s.name);
-      in->set_data_type(type_of(s.dtype));
-      for (size_t k = batched ? 1 : 0; k < s.dims.size(); ++k) in->add_dims(s.dims[k]);
-    }
-    for (const TensorSpec& s : d.outputs) {
-      pb::ModelOutput* out = c->add_output();
-      out->set_name(s.name);
-      out->set_data_type(type_of(s.dtype));
-      for (size_t k = batched ? 1 : 0; k < s.dims.size(); ++k) out->add_dims(s.dims[k]);
-    }
-    pb::ModelInstanceGroup* g = c->add_instance_group();
-    g->set_name(d.name);
-    g->set_count(d.instances);
-    g->set_kind(pb::ModelInstanceGroup::KIND_CPU);
-    if (batched) {
-      pb::ModelDynamicBatching* b = c->mutable_dynamic_batching();
-      for (int p : d.policy.preferred_sizes) b->add_preferred_batch_size(p);
-      b->set_max_queue_delay_microseconds(static_cast<uint64_t>(d.policy.max_queue_delay_us));
-      b->mutable_default_queue_policy()->set_max_queue_size(
-          static_cast<uint32_t>(d.policy.max_queue));
-    }
-    return Done(ctx, grpc::Status::OK);
+    return Done(ctx, FromJson(ModelConfigJson(m->desc), res->mutable_config()));
   }
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const pb::ModelStatisticsRequest* req,
@@ -274,31 +232,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
       only = core_->Find(req->name(), req->version());
       if (!only) return Done(ctx, NotFoundStatus(req->name(), req->version()));
     }
-    for (const auto& [d, c] : core_->Counters(only)) {
-      pb::ModelStatistics* s = res->add_model_stats();
-      s->set_name(d.name);
-      s->set_version(d.version);
-      s->set_last_inference(c.last_inference_ms);
-      s->set_inference_count(c.inference_count);
-      s->set_execution_count(c.execution_count);
-      pb::InferStatistics* is = s->mutable_inference_stats();
-      FillStat(c.success_count, c.success_ns, is->mutable_success());
-      FillStat(c.fail_count, c.fail_ns, is->mutable_fail());
-      FillStat(c.queue_count, c.queue_ns, is->mutable_queue());
-      FillStat(c.compute_count, 0, is->mutable_compute_input());
-      FillStat(c.compute_count, c.compute_ns, is->mutable_compute_infer());
-      FillStat(c.compute_count, 0, is->mutable_compute_output());
-      FillStat(0, 0, is->mutable_cache_hit());
-      FillStat(0, 0, is->mutable_cache_miss());
-      for (const auto& [size, cn] : c.batch_stats) {
-        pb::InferBatchStatistics* b = s->add_batch_stats();
-        b->set_batch_size(static_cast<uint64_t>(size));
-        FillStat(0, 0, b->mutable_compute_input());
-        FillStat(cn.first, cn.second, b->mutable_compute_infer());
-        FillStat(0, 0, b->mutable_compute_output());
-      }
-    }
-    return Done(ctx, grpc::Status::OK);
+    return Done(ctx, FromJson(core_->StatsJson(only), res));
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
@@ -311,32 +245,29 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     const Model* model = core_->Find(req->model_name(), req->model_version());
     if (!model) {
       const Status s = NotFound("unknown model '" + req->model_name() + "'");
-      core_->Record(nullptr, "grpc", s, 0, seconds());
+      core_->Record(nullptr, "grpc", s, seconds());
       return Done(ctx, ToGrpc(s));
     }
     auto token = core_->Admit();
     if (!token) {
       const Status s(StatusCode::kCancelled, "the server is shutting down");
-      core_->Record(model, "grpc", s, 0, seconds());
+      core_->Record(model, "grpc", s, seconds());
       return Done(ctx, ToGrpc(s));
     }
     auto parsed = FromGrpcRequest(*req);
     if (!parsed.ok()) {
-      core_->Record(model, "grpc", parsed.status(), 0, seconds());
+      core_->Record(model, "grpc", parsed.status(), seconds());
       return Done(ctx, ToGrpc(parsed.status()));
     }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
     auto params = std::make_shared<InferRequest>(std::move(*parsed));
     std::vector<NamedTensor> inputs = std::move(params->inputs);
-    int samples = 1;
-    if (!inputs.empty() && inputs.front().tensor.rank() > 0)
-      samples = static_cast<int>(inputs.front().tensor.shape()[0]);
     ModelServer* core = core_;
     core_->Infer(*model, std::move(inputs), params->timeout_us, params->priority,
-                 [core, model, params, token, samples, reactor, res, seconds](
+                 [core, model, params, token, reactor, res, seconds](
                      Status s, std::vector<NamedTensor> outputs) mutable {
                    if (s.ok()) s = FillResponse(*model, *params, std::move(outputs), res);
-                   core->Record(model, "grpc", s, samples, seconds());
+                   core->Record(model, "grpc", s, seconds());
                    reactor->Finish(ToGrpc(s));
                    token.reset();
                  });
@@ -359,21 +290,15 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     res->set_model_name(model.desc.name);
     res->set_model_version(model.desc.version);
     res->set_id(params.id);
-    std::vector<std::string> wanted;
-    for (const RequestedOutput& o : params.outputs) wanted.push_back(o.name);
-    if (wanted.empty())
-      for (const NamedTensor& o : outputs) wanted.push_back(o.name);
-    for (const std::string& name : wanted) {
-      auto it = std::find_if(outputs.begin(), outputs.end(),
-                             [&](const NamedTensor& o) { return o.name == name; });
-      if (it == outputs.end())
-        return InvalidArgument("requested output '" + name + "' is not an output of model '" +
-                               model.desc.name + "'");
+    KILN_ASSIGN_OR_RETURN(std::vector<SelectedOutput> selected,
+                          SelectOutputs(model.desc.name, params, outputs));
+    for (const SelectedOutput& sel : selected) {  // always raw, whatever `binary` says
+      const Tensor& t = *sel.tensor;
       pb::ModelInferResponse::InferOutputTensor* o = res->add_outputs();
-      o->set_name(name);
-      o->set_datatype(KServeDatatype(it->tensor.dtype()));
-      for (int64_t d : it->tensor.shape()) o->add_shape(d);
-      res->add_raw_output_contents(static_cast<const char*>(it->tensor.raw()), it->tensor.bytes());
+      o->set_name(sel.request.name);
+      o->set_datatype(KServeDatatype(t.dtype()));
+      for (int64_t d : t.shape()) o->add_shape(d);
+      res->add_raw_output_contents(static_cast<const char*>(t.raw()), t.bytes());
     }
     return OkStatus();
   }

@@ -213,7 +213,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!model) {
       const Status s = NotFound("unknown model '" + std::string(seg[2]) + "'" +
                                 (version.empty() ? "" : " version " + version));
-      if (seg.size() > rest && seg[rest] == "infer") core.Record(nullptr, "http", s, 0, 0);
+      if (seg.size() > rest && seg[rest] == "infer") core.Record(nullptr, "http", s, 0);
       return Reply(http::status::not_found, serving::ErrorJson(s.message()));
     }
     if (seg.size() == rest)
@@ -241,13 +241,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto token = core.Admit();
     if (!token) {
       const Status s(StatusCode::kCancelled, "the server is shutting down");
-      core.Record(&model, "http", s, 0, SecondsSince(received_));
+      core.Record(&model, "http", s, SecondsSince(received_));
       return Reply(http::status::service_unavailable, serving::ErrorJson(s.message()), "1");
     }
     if (request_.find(http::field::content_encoding) != request_.end() &&
         request_[http::field::content_encoding] != "identity") {
       const Status s = InvalidArgument("compressed request bodies are not supported");
-      core.Record(&model, "http", s, 0, SecondsSince(received_));
+      core.Record(&model, "http", s, SecondsSince(received_));
       return Reply(http::status::unsupported_media_type, serving::ErrorJson(s.message()));
     }
     std::optional<size_t> json_length;
@@ -258,7 +258,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0') {
         const Status s = InvalidArgument("Inference-Header-Content-Length is not a number: " + v);
-        core.Record(&model, "http", s, 0, SecondsSince(received_));
+        core.Record(&model, "http", s, SecondsSince(received_));
         return Reply(http::status::bad_request, serving::ErrorJson(s.message()));
       }
       json_length = static_cast<size_t>(n);
@@ -267,28 +267,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
     request_.body().clear();
     request_.body().shrink_to_fit();
     if (!parsed.ok()) {
-      core.Record(&model, "http", parsed.status(), 0, SecondsSince(received_));
+      core.Record(&model, "http", parsed.status(), SecondsSince(received_));
       return Reply(http::status::bad_request, serving::ErrorJson(parsed.status().message()));
     }
     auto params = std::make_shared<InferRequest>(std::move(*parsed));
     std::vector<NamedTensor> inputs = std::move(params->inputs);
-    int samples = 1;
-    if (!inputs.empty() && inputs.front().tensor.rank() > 0)
-      samples = static_cast<int>(inputs.front().tensor.shape()[0]);
     core.Infer(model, std::move(inputs), params->timeout_us, params->priority,
-               [self = shared_from_this(), &model, params, token, samples](
+               [self = shared_from_this(), &model, params, token](
                    Status s, std::vector<NamedTensor> outputs) mutable {
-                 net::post(self->stream_.get_executor(),
-                           [self, &model, params, token, samples, s = std::move(s),
-                            outputs = std::move(outputs)]() mutable {
-                             self->FinishInfer(model, *params, std::move(token), samples, s,
-                                               std::move(outputs));
-                           });
+                 net::post(
+                     self->stream_.get_executor(), [self, &model, params, token, s = std::move(s),
+                                                    outputs = std::move(outputs)]() mutable {
+                       self->FinishInfer(model, *params, std::move(token), s, std::move(outputs));
+                     });
                });
   }
 
   void FinishInfer(const Model& model, const InferRequest& params, std::shared_ptr<void> token,
-                   int samples, Status s, std::vector<NamedTensor> outputs) {
+                   Status s, std::vector<NamedTensor> outputs) {
     serving::ModelServer& core = *server_->core;
     std::optional<size_t> json_length;
     std::string body;
@@ -302,7 +298,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         s = r.status();
       }
     }
-    core.Record(&model, "http", s, samples, SecondsSince(received_));
+    core.Record(&model, "http", s, SecondsSince(received_));
     if (!s.ok()) {
       const bool full = s.code() == StatusCode::kUnavailable;
       return Reply(HttpStatusOf(s), serving::ErrorJson(s.message()), full ? "1" : "", "",

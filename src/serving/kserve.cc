@@ -319,26 +319,39 @@ StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
   return r;
 }
 
-StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
-                                                   const std::string& version,
-                                                   const InferRequest& request,
-                                                   std::vector<NamedTensor> outputs) {
+StatusOr<std::vector<SelectedOutput>> SelectOutputs(const std::string& model,
+                                                    const InferRequest& request,
+                                                    const std::vector<NamedTensor>& outputs) {
   std::vector<RequestedOutput> wanted = request.outputs;
   if (wanted.empty())
     for (const NamedTensor& o : outputs) wanted.push_back({o.name, request.binary_data_output});
-  json j = {{"model_name", model}, {"model_version", version}};
-  if (!request.id.empty()) j["id"] = request.id;
-  json outs = json::array();
-  std::vector<const Tensor*> binary;
+  std::vector<SelectedOutput> selected;
   for (const RequestedOutput& w : wanted) {
     auto it = std::find_if(outputs.begin(), outputs.end(),
                            [&](const NamedTensor& o) { return o.name == w.name; });
     if (it == outputs.end())
       return InvalidArgument("requested output '" + w.name + "' is not an output of model '" +
                              model + "'");
-    const Tensor& t = it->tensor;
-    json o = {{"name", w.name}, {"datatype", KServeDatatype(t.dtype())}, {"shape", t.shape()}};
-    if (w.binary) {
+    selected.push_back({w, &it->tensor});
+  }
+  return selected;
+}
+
+StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
+                                                   const std::string& version,
+                                                   const InferRequest& request,
+                                                   std::vector<NamedTensor> outputs) {
+  KILN_ASSIGN_OR_RETURN(std::vector<SelectedOutput> selected,
+                        SelectOutputs(model, request, outputs));
+  json j = {{"model_name", model}, {"model_version", version}};
+  if (!request.id.empty()) j["id"] = request.id;
+  json outs = json::array();
+  std::vector<const Tensor*> binary;
+  for (const SelectedOutput& sel : selected) {
+    const Tensor& t = *sel.tensor;
+    json o = {
+        {"name", sel.request.name}, {"datatype", KServeDatatype(t.dtype())}, {"shape", t.shape()}};
+    if (sel.request.binary) {
       o["parameters"] = {{"binary_data_size", t.bytes()}};
       binary.push_back(&t);
     } else {

@@ -45,6 +45,16 @@ struct InferRequest {
 StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
                                              std::optional<size_t> json_length);
 
+// The outputs a request asked for, in its order (every output, in the model's order, when it
+// names none), each with whether it goes as binary; InvalidArgument naming an unknown one.
+struct SelectedOutput {
+  RequestedOutput request;
+  const Tensor* tensor = nullptr;
+};
+StatusOr<std::vector<SelectedOutput>> SelectOutputs(const std::string& model,
+                                                    const InferRequest& request,
+                                                    const std::vector<NamedTensor>& outputs);
+
 struct HttpInferResponse {
   std::string body;
   std::optional<size_t> json_length;  // set when binary outputs follow the JSON

@@ -271,14 +271,13 @@ void ModelServer::Infer(const Model& model, std::vector<NamedTensor> inputs, int
   (void)model.batchers[best]->Submit(std::move(inputs), std::move(done), options);
 }
 
-void ModelServer::Record(const Model* model, const char* protocol, const Status& s, int samples,
+void ModelServer::Record(const Model* model, const char* protocol, const Status& s,
                          double seconds) {
   const std::string name = model ? model->desc.name : "";
   metrics_->ObserveRequest(name, protocol, OutcomeOf(s), seconds);
   if (!model) return;
   std::lock_guard<std::mutex> lock(model->mu);
   ModelCounters& c = const_cast<Model*>(model)->counters;
-  (void)samples;
   if (s.ok()) {
     c.success_count += 1;
     c.success_ns += static_cast<uint64_t>(seconds * 1e9);

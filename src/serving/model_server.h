@@ -58,10 +58,9 @@ class ModelServer {
   // `timeout_us` > 0 sets a deadline; `priority`: lower runs first.
   void Infer(const Model& model, std::vector<NamedTensor> inputs, int64_t timeout_us, int priority,
              DynamicBatcher::Done done);
-  // Counts a finished request (counters and metrics): protocol "http" or "grpc", the request's
-  // samples (0 when refused), and its duration from receipt to answer.
-  void Record(const Model* model, const char* protocol, const Status& s, int samples,
-              double seconds);
+  // Counts a finished request (counters and metrics): protocol "http" or "grpc", and its
+  // duration from receipt to answer.
+  void Record(const Model* model, const char* protocol, const Status& s, double seconds);
 
   // Prepares every batch size 1..max_batch of each model whose non-batch dims are all fixed;
   // ready() after. The first failure is kept and returned by WaitReady().
