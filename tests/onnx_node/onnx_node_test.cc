@@ -115,9 +115,22 @@ const std::set<std::string> kInScopeOps = {"Conv",
                                            "ConstantOfShape",
                                            "Range",
                                            "Identity",
-                                           "Dropout"};
+                                           "Dropout",
+                                           "QuantizeLinear",
+                                           "DequantizeLinear",
+                                           "DynamicQuantizeLinear",
+                                           "QLinearConv",
+                                           "ConvInteger",
+                                           "QLinearMatMul",
+                                           "MatMulInteger"};
 
 const std::set<int> kInScopeTypes = {1, 6, 7, 9};  // float, int32, int64, bool
+// The quantization ops' tests also bring uint8, int8, uint16 and int16 (other ops' tests of these
+// types stay out of scope: kiln's elementwise kernels do not compute on them).
+const std::set<std::string> kQuantOps = {
+    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+    "ConvInteger",    "QLinearMatMul",    "MatMulInteger"};
+const std::set<int> kQuantTypes = {1, 2, 3, 4, 5, 6, 7, 9};
 
 std::string Root() {
   const char* e = std::getenv("KILN_ONNX_TESTDATA_DIR");
@@ -130,24 +143,25 @@ struct Case {
   fs::path dir;
 };
 
-bool TypeInScope(const onnx::TypeProto& t) {
-  return t.has_tensor_type() && kInScopeTypes.count(t.tensor_type().elem_type());
-}
-
 bool InScope(const fs::path& model_path) {
   onnx::ModelProto m;
   std::ifstream f(model_path, std::ios::binary);
   if (!m.ParseFromIstream(&f)) return false;
   const auto& g = m.graph();
+  bool quant = false;
+  for (const auto& n : g.node()) quant = quant || kQuantOps.count(n.op_type()) != 0;
+  const std::set<int>& types = quant ? kQuantTypes : kInScopeTypes;
+  auto TypeInScope = [&](const onnx::TypeProto& t) {
+    return t.has_tensor_type() && types.count(t.tensor_type().elem_type());
+  };
   for (const auto& n : g.node()) {
     if (!(n.domain().empty() || n.domain() == "ai.onnx") || !kInScopeOps.count(n.op_type()))
       return false;
     for (const auto& a : n.attribute())
-      if (a.type() == onnx::AttributeProto::TENSOR && !kInScopeTypes.count(a.t().data_type()))
-        return false;
+      if (a.type() == onnx::AttributeProto::TENSOR && !types.count(a.t().data_type())) return false;
     if (n.op_type() == "Cast" || n.op_type() == "ConstantOfShape") {
       for (const auto& a : n.attribute())
-        if (a.name() == "to" && !kInScopeTypes.count(static_cast<int>(a.i()))) return false;
+        if (a.name() == "to" && !types.count(static_cast<int>(a.i()))) return false;
     }
   }
   for (const auto& v : g.input())
@@ -155,7 +169,7 @@ bool InScope(const fs::path& model_path) {
   for (const auto& v : g.output())
     if (!TypeInScope(v.type())) return false;
   for (const auto& t : g.initializer())
-    if (!kInScopeTypes.count(t.data_type())) return false;
+    if (!types.count(t.data_type())) return false;
   return true;
 }
 

@@ -27,6 +27,15 @@ REVIEWED = {
     ("Gelu", 20): "new op: approximate none (erf) and tanh",
     ("GroupNormalization", 18): "new op: scale and bias per group",
     ("GroupNormalization", 21): "scale and bias per channel; stash_type 1, others refused",
+    ("QuantizeLinear", 19): "saturate (float8 only: float8 refused); float16/bf16/int32 x refused",
+    ("QuantizeLinear", 21): "output_dtype, int16/uint16; block_size > 0 refused",
+    ("QuantizeLinear", 23): "precision: float32 only, others refused; float4 refused",
+    ("QuantizeLinear", 24): "float8e8m0 only (refused)",
+    ("DequantizeLinear", 19): "float8 inputs and float16 scales refused",
+    ("DequantizeLinear", 21): "int16/uint16; block_size > 0 refused",
+    ("DequantizeLinear", 23): "output_dtype: float32 only, others refused",
+    ("DequantizeLinear", 24): "float8e8m0 only (refused)",
+    ("QLinearMatMul", 21): "float16/bfloat16 scales (refused: float32 only)",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
 # dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.

@@ -15,6 +15,7 @@
 // The routine itself (conv.h) is shared with kiln's FusedConv (src/ops/fused/fused_conv.cc).
 #include "ops/nn/conv.h"
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -79,28 +80,29 @@ StatusOr<Shape> InferConvShape(const ConvParams& params, const ir::InferContext&
   return y;
 }
 
-std::string ConvReference(const ConvParams& params, const Tensor& xt, const Tensor& wt,
-                          const Tensor* bt, Tensor* yt) {
+namespace {
+
+// The loop of both routines below: for each (n, m), `store(n, m, acc)` receives the output plane
+// of double accumulators (bias included).
+template <typename T, typename Store>
+std::string ConvLoop(const ConvParams& params, const Shape& xs, const T* x, const Shape& ws,
+                     const T* w, const double* bias, Store store) {
   Window win;
-  std::string err = Resolve(params, xt.shape(), wt.shape(), &win);
+  std::string err = Resolve(params, xs, ws, &win);
   if (!err.empty()) return err;
   const Geometry3 g = ToGeometry3(win);
   const int64_t group = params.group;
-  const int64_t n_batch = xt.shape()[0], c_in = xt.shape()[1], m_out = wt.shape()[0];
+  const int64_t n_batch = xs[0], c_in = xs[1], m_out = ws[0];
   const int64_t cg = c_in / group, mg = m_out / group;
   const int64_t in_plane = g.in_size(), out_plane = g.out_size(), k_size = g.k_size();
-  const float* x = xt.data<float>();
-  const float* w = wt.data<float>();
-  const float* bias = bt != nullptr ? bt->data<float>() : nullptr;
-  float* y = yt->data<float>();
   std::vector<double> acc(static_cast<size_t>(out_plane));
   for (int64_t n = 0; n < n_batch; ++n) {
     for (int64_t m = 0; m < m_out; ++m) {
       const int64_t grp = m / mg;
-      std::fill(acc.begin(), acc.end(), bias ? static_cast<double>(bias[m]) : 0.0);
+      std::fill(acc.begin(), acc.end(), bias ? bias[m] : 0.0);
       for (int64_t c = 0; c < cg; ++c) {
-        const float* xp = x + (n * c_in + grp * cg + c) * in_plane;
-        const float* wk = w + (m * cg + c) * k_size;
+        const T* xp = x + (n * c_in + grp * cg + c) * in_plane;
+        const T* wk = w + (m * cg + c) * k_size;
         for (int64_t kd = 0; kd < g.k[0]; ++kd) {
           const int64_t td = kd * g.d[0];
           int64_t od0, od1;
@@ -127,11 +129,37 @@ std::string ConvReference(const ConvParams& params, const Tensor& xt, const Tens
           }
         }
       }
-      float* yp = y + (n * m_out + m) * out_plane;
-      for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<float>(acc[i]);
+      store(n, m, acc);
     }
   }
   return "";
+}
+
+}  // namespace
+
+std::string ConvReference(const ConvParams& params, const Tensor& xt, const Tensor& wt,
+                          const Tensor* bt, Tensor* yt) {
+  std::vector<double> bias;
+  if (bt != nullptr) bias.assign(bt->data<float>(), bt->data<float>() + bt->numel());
+  const int64_t m_out = wt.shape()[0];
+  const int64_t out_plane = yt->numel() / std::max<int64_t>(1, yt->shape()[0] * m_out);
+  float* y = yt->data<float>();
+  return ConvLoop(params, xt.shape(), xt.data<float>(), wt.shape(), wt.data<float>(),
+                  bt != nullptr ? bias.data() : nullptr,
+                  [&](int64_t n, int64_t m, const std::vector<double>& acc) {
+                    float* yp = y + (n * m_out + m) * out_plane;
+                    for (int64_t i = 0; i < out_plane; ++i) yp[i] = static_cast<float>(acc[i]);
+                  });
+}
+
+std::string ConvReferenceF64(const ConvParams& params, const Shape& xs, const double* x,
+                             const Shape& ws, const double* w, const double* bias, double* y,
+                             int64_t out_plane) {
+  const int64_t m_out = ws[0];
+  return ConvLoop(params, xs, x, ws, w, bias,
+                  [&](int64_t n, int64_t m, const std::vector<double>& acc) {
+                    std::copy(acc.begin(), acc.end(), y + (n * m_out + m) * out_plane);
+                  });
 }
 
 }  // namespace nn

@@ -29,4 +29,11 @@ StatusOr<Shape> InferConvShape(const ConvParams& params, const ir::InferContext&
 std::string ConvReference(const ConvParams& params, const Tensor& x, const Tensor& w,
                           const Tensor* b, Tensor* y);
 
+// The same loop on double operands (the integer convolutions: QLinearConv, ConvInteger, whose
+// products and sums are exact in double): y [N, M, out_plane] = Conv(x, w) + bias, `bias` [M] or
+// null. Shapes as ConvReference; returns the violated rule or "".
+std::string ConvReferenceF64(const ConvParams& params, const Shape& xs, const double* x,
+                             const Shape& ws, const double* w, const double* bias, double* y,
+                             int64_t out_plane);
+
 }  // namespace kiln::ops::nn

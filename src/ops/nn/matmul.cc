@@ -95,6 +95,10 @@ void MatMulFloat(const float* a, const float* b, float* y, const MatMulDims& d) 
   MatMulKernel<float, double>(a, b, y, d);
 }
 
+void MatMulDouble(const double* a, const double* b, double* y, const MatMulDims& d) {
+  MatMulKernel<double, double>(a, b, y, d);
+}
+
 }  // namespace nn
 
 namespace {

@@ -21,4 +21,7 @@ StatusOr<MatMulDims> ComputeMatMulDims(const Shape& a, const Shape& b);
 // y = a @ b in float32 with double accumulation, y laid out as `d.out`.
 void MatMulFloat(const float* a, const float* b, float* y, const MatMulDims& d);
 
+// The same in double (the integer matmuls: QLinearMatMul, MatMulInteger; exact for their values).
+void MatMulDouble(const double* a, const double* b, double* y, const MatMulDims& d);
+
 }  // namespace kiln::ops::nn
