@@ -11,6 +11,7 @@ void AddBenchCommand(CLI::App& app, int* exit_code);
 void AddDoctorCommand(CLI::App& app, int* exit_code);
 void AddSelftestCommand(CLI::App& app, int* exit_code);
 void AddServeCommand(CLI::App& app, int* exit_code);
+void AddQuantizeCommand(CLI::App& app, int* exit_code);
 }  // namespace kiln::cli
 
 int main(int argc, char** argv) {
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   kiln::cli::AddDoctorCommand(app, &exit_code);
   kiln::cli::AddSelftestCommand(app, &exit_code);
   kiln::cli::AddServeCommand(app, &exit_code);
+  kiln::cli::AddQuantizeCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

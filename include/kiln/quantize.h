@@ -1,0 +1,85 @@
+// Post-training INT8 quantization with calibration: a float32 ONNX model in, a standard QDQ ONNX
+// model out (QuantizeLinear -> DequantizeLinear around the float ops, which kiln, ONNX Runtime and
+// OpenVINO all run).
+//
+// Scheme: Conv, Gemm and MatMul nodes with constant weights are quantized. Weights: int8,
+// symmetric, one scale per output channel (per tensor for models older than opset 13).
+// Activations (each quantized node's input): uint8 with zero point 0 when calibration saw no
+// negative value (after ReLU-family ops), else int8 symmetric; the range from the calibration
+// method. Biases stay float32. By default the first and the last quantizable nodes stay float
+// (the layers INT8 hurts most); `keep_float` names more, `quantize_all` overrides the default.
+//
+// Use: Create, then for pass in 0..passes()-1: BeginPass(pass) and Observe() every calibration
+// batch (the same batches in every pass), then Write(). Memory is the calibration model's plus
+// (quantized tensors x histogram bins), independent of the number of samples. Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/session.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+struct QuantizeOptions {
+  // "minmax", "percentile", "entropy" (TensorRT's KL search) or "mse".
+  std::string method = "percentile";
+  double percentile = 99.99;
+  int histogram_bins = 2048;
+  // Nodes kept float32: a node name, an op type ("Gemm"), or a pattern with * and ? matched
+  // against node names.
+  std::vector<std::string> keep_float;
+  // Also quantize the first and last quantizable nodes.
+  bool quantize_all = false;
+  // Threads of the calibration session (0 = the machine's cores).
+  int num_threads = 0;
+};
+
+// One quantized activation tensor.
+struct QuantizedActivation {
+  std::string tensor;
+  std::string dtype;  // "uint8" or "int8"
+  float scale = 0.f;
+  int zero_point = 0;
+  float min = 0.f, max = 0.f;  // observed in calibration
+  float threshold = 0.f;       // the clipping point the method chose
+};
+
+struct QuantizeSummary {
+  std::string method;
+  int64_t samples = 0;  // calibration samples observed (first pass)
+  std::vector<std::string> quantized_nodes;
+  // Quantizable nodes left float32, with the reason ("first layer", "--keep-float Gemm", ...).
+  std::vector<std::pair<std::string, std::string>> float_nodes;
+  std::vector<QuantizedActivation> activations;
+  bool per_channel = true;
+  int64_t model_bytes = 0;  // of the written model
+};
+
+class Quantizer {
+ public:
+  // Reads the model, picks the nodes to quantize and loads the calibration session. Fails when
+  // nothing is left to quantize (every quantizable node kept float) or the options are invalid.
+  static StatusOr<std::unique_ptr<Quantizer>> Create(const std::string& model_path,
+                                                     const QuantizeOptions& options);
+  ~Quantizer();
+
+  // The calibration model's inputs (the original model's).
+  const std::vector<TensorSpec>& inputs() const;
+  // 1 for minmax, 2 otherwise (ranges, then histograms).
+  int passes() const;
+  Status BeginPass(int pass);
+  // Runs one calibration batch and updates the statistics of every quantized tensor.
+  Status Observe(const std::vector<NamedTensor>& batch);
+  // Computes the scales and writes the QDQ model to `out_path`.
+  StatusOr<QuantizeSummary> Write(const std::string& out_path);
+
+ private:
+  struct Impl;
+  explicit Quantizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

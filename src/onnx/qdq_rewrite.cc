@@ -1,0 +1,280 @@
+// See qdq_rewrite.h. The rewrite keeps the graph's node order and inserts each Q -> DQ pair right
+// after the node producing its tensor (weights' DequantizeLinear nodes first), so the result stays
+// topologically sorted as ONNX requires.
+#include "onnx/qdq_rewrite.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "onnx/tensor_proto_internal.h"
+
+namespace kiln::onnxio {
+namespace {
+
+StatusOr<onnx::ModelProto> Parse(const std::string& bytes) {
+  onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) return InvalidModel("failed to parse the ONNX model (protobuf)");
+  return m;
+}
+
+std::string NodeName(const onnx::NodeProto& n, int index) {
+  return n.name().empty() ? n.op_type() + "_" + std::to_string(index) : n.name();
+}
+
+int64_t IntAttr(const onnx::NodeProto& n, const std::string& name, int64_t def) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return a.i();
+  return def;
+}
+
+onnx::TensorProto ScalarOrVector(const std::string& name, int data_type,
+                                 const std::vector<int64_t>& dims, const void* data, size_t bytes) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(data_type);
+  for (int64_t d : dims) t.add_dims(d);
+  t.set_raw_data(std::string(static_cast<const char*>(data), bytes));
+  return t;
+}
+
+}  // namespace
+
+StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
+  QdqModelInfo info;
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") info.opset = o.version();
+  std::map<std::string, const onnx::TensorProto*> inits;
+  for (const auto& t : m.graph().initializer()) inits[t.name()] = &t;
+  const auto& nodes = m.graph().node();
+  for (int i = 0; i < nodes.size(); ++i) {
+    const onnx::NodeProto& n = nodes[i];
+    const std::string& op = n.op_type();
+    if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
+    if (op != "Conv" && op != "Gemm" && op != "MatMul") continue;
+    QdqCandidate c;
+    c.node = NodeName(n, i);
+    c.op_type = op;
+    c.index = i;
+    if (n.input_size() < 2) continue;
+    c.activation = n.input(0);
+    c.weight = n.input(1);
+    auto w = inits.find(c.weight);
+    if (inits.count(c.activation)) {
+      c.reason = "its input 0 is a constant";
+    } else if (w == inits.end()) {
+      c.reason = "its weight '" + c.weight + "' is not an initializer";
+    } else if (w->second->data_type() != onnx::TensorProto::FLOAT) {
+      c.reason = "its weight is not float32";
+    } else {
+      const int rank = w->second->dims_size();
+      if (op == "Conv") {
+        c.weight_axis = 0;
+        if (rank < 3) c.reason = "its weight has rank " + std::to_string(rank);
+      } else if (op == "Gemm") {
+        c.weight_axis = IntAttr(n, "transB", 0) != 0 ? 0 : 1;
+        if (rank != 2) c.reason = "its weight has rank " + std::to_string(rank);
+      } else {
+        c.weight_axis = 1;
+        if (rank != 2) c.reason = "its weight has rank " + std::to_string(rank) + ", not 2";
+      }
+    }
+    info.candidates.push_back(std::move(c));
+  }
+  return info;
+}
+
+StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
+                                       const std::vector<std::string>& names) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
+  std::set<std::string> have;
+  for (const auto& o : m.graph().output()) have.insert(o.name());
+  for (const auto& name : names) {
+    if (!have.insert(name).second) continue;
+    auto* v = m.mutable_graph()->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  return m.SerializeAsString();
+}
+
+void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64_t inner,
+                              std::vector<int8_t>* q, std::vector<float>* scales) {
+  std::vector<float> absmax(static_cast<size_t>(channels), 0.f);
+  auto channel = [&](int64_t i) { return channels == 1 ? 0 : (i / inner) % channels; };
+  for (int64_t i = 0; i < n; ++i) {
+    float& a = absmax[channel(i)];
+    a = std::max(a, std::fabs(w[i]));
+  }
+  scales->resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) (*scales)[c] = absmax[c] > 0.f ? absmax[c] / 127.f : 1.f;
+  q->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::nearbyint(w[i] / (*scales)[channel(i)]);
+    (*q)[i] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+  }
+}
+
+StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
+                                 const QdqPlan& plan) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
+  KILN_ASSIGN_OR_RETURN(QdqModelInfo info, InspectForQdq(model_bytes));
+  if (info.opset < 10)
+    return Unsupported("QuantizeLinear needs opset 10 or newer; the model imports opset " +
+                       std::to_string(info.opset));
+  if (plan.per_channel && info.opset < 13)
+    return Unsupported("per-channel weight scales need opset 13 or newer; the model imports " +
+                       std::to_string(info.opset));
+  onnx::GraphProto* g = m.mutable_graph();
+
+  std::set<std::string> used;  // every name in the graph, for fresh ones
+  for (const auto& t : g->initializer()) used.insert(t.name());
+  for (const auto& v : g->input()) used.insert(v.name());
+  for (const auto& n : g->node()) {
+    used.insert(n.name());
+    for (const auto& o : n.output()) used.insert(o);
+  }
+  auto fresh = [&](const std::string& base) {
+    std::string name = base;
+    for (int k = 1; used.count(name); ++k) name = base + "_" + std::to_string(k);
+    used.insert(name);
+    return name;
+  };
+
+  std::map<std::string, const QdqCandidate*> planned;
+  for (const auto& c : info.candidates)
+    if (std::find(plan.nodes.begin(), plan.nodes.end(), c.node) != plan.nodes.end()) {
+      if (!c.reason.empty())
+        return InvalidArgument("node '" + c.node + "' cannot be quantized: " + c.reason);
+      planned[c.node] = &c;
+    }
+  std::map<std::string, const ActivationQuant*> acts;
+  for (const auto& a : plan.activations) acts[a.tensor] = &a;
+
+  std::map<std::string, int> inits;
+  for (int i = 0; i < g->initializer_size(); ++i) inits[g->initializer(i).name()] = i;
+
+  std::vector<onnx::NodeProto> head;                          // weights' DQ, graph inputs' Q/DQ
+  std::map<std::string, std::vector<onnx::NodeProto>> after;  // tensor -> its Q/DQ
+  std::map<std::string, std::string> act_dq, weight_dq;       // float name -> dequantized name
+  std::vector<onnx::TensorProto> new_inits;
+
+  std::set<std::string> graph_inputs;
+  for (const auto& v : g->input()) graph_inputs.insert(v.name());
+
+  auto quantize_activation = [&](const std::string& t) -> Status {
+    if (act_dq.count(t)) return OkStatus();
+    auto it = acts.find(t);
+    if (it == acts.end()) return InvalidArgument("no range was planned for tensor '" + t + "'");
+    const ActivationQuant& a = *it->second;
+    const std::string s = fresh(t + "_scale"), z = fresh(t + "_zero_point");
+    const std::string q = fresh(t + "_quantized"), dq = fresh(t + "_dequantized");
+    new_inits.push_back(ScalarOrVector(s, onnx::TensorProto::FLOAT, {}, &a.scale, 4));
+    if (a.is_signed) {
+      const int8_t zp = static_cast<int8_t>(a.zero_point);
+      new_inits.push_back(ScalarOrVector(z, onnx::TensorProto::INT8, {}, &zp, 1));
+    } else {
+      const uint8_t zp = static_cast<uint8_t>(a.zero_point);
+      new_inits.push_back(ScalarOrVector(z, onnx::TensorProto::UINT8, {}, &zp, 1));
+    }
+    onnx::NodeProto qn, dqn;
+    qn.set_op_type("QuantizeLinear");
+    qn.set_name(fresh(t + "_QuantizeLinear"));
+    qn.add_input(t), qn.add_input(s), qn.add_input(z), qn.add_output(q);
+    dqn.set_op_type("DequantizeLinear");
+    dqn.set_name(fresh(t + "_DequantizeLinear"));
+    dqn.add_input(q), dqn.add_input(s), dqn.add_input(z), dqn.add_output(dq);
+    auto& dst = graph_inputs.count(t) ? head : after[t];
+    dst.push_back(qn);
+    dst.push_back(dqn);
+    act_dq[t] = dq;
+    return OkStatus();
+  };
+
+  auto quantize_weight = [&](const QdqCandidate& c) -> Status {
+    if (weight_dq.count(c.weight)) return OkStatus();
+    const onnx::TensorProto& wp = g->initializer(inits.at(c.weight));
+    KILN_ASSIGN_OR_RETURN(Tensor w, TensorFromProto(wp, model_dir, "initializer " + c.weight));
+    const Shape& shape = w.shape();
+    int64_t channels = 1, inner = 1;
+    if (plan.per_channel) {
+      channels = shape[c.weight_axis];
+      for (size_t d = c.weight_axis + 1; d < shape.size(); ++d) inner *= shape[d];
+    }
+    std::vector<int8_t> q;
+    std::vector<float> scales;
+    QuantizeWeightsSymmetric(w.data<float>(), w.numel(), channels, inner, &q, &scales);
+    const std::vector<int8_t> zps(scales.size(), 0);
+    const std::string qn = fresh(c.weight + "_quantized"), sn = fresh(c.weight + "_scale");
+    const std::string zn = fresh(c.weight + "_zero_point"), dq = fresh(c.weight + "_dequantized");
+    const std::vector<int64_t> vdims =
+        plan.per_channel ? std::vector<int64_t>{channels} : std::vector<int64_t>{};
+    new_inits.push_back(ScalarOrVector(qn, onnx::TensorProto::INT8,
+                                       std::vector<int64_t>(shape.begin(), shape.end()), q.data(),
+                                       q.size()));
+    new_inits.push_back(
+        ScalarOrVector(sn, onnx::TensorProto::FLOAT, vdims, scales.data(), scales.size() * 4));
+    new_inits.push_back(ScalarOrVector(zn, onnx::TensorProto::INT8, vdims, zps.data(), zps.size()));
+    onnx::NodeProto dqn;
+    dqn.set_op_type("DequantizeLinear");
+    dqn.set_name(fresh(c.weight + "_DequantizeLinear"));
+    dqn.add_input(qn), dqn.add_input(sn), dqn.add_input(zn), dqn.add_output(dq);
+    if (plan.per_channel) {
+      auto* ax = dqn.add_attribute();
+      ax->set_name("axis");
+      ax->set_type(onnx::AttributeProto::INT);
+      ax->set_i(c.weight_axis);
+    }
+    head.push_back(dqn);
+    weight_dq[c.weight] = dq;
+    return OkStatus();
+  };
+
+  std::vector<onnx::NodeProto> nodes(g->node().begin(), g->node().end());
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    auto it = planned.find(NodeName(nodes[i], i));
+    if (it == planned.end()) continue;
+    KILN_RETURN_IF_ERROR(quantize_activation(it->second->activation));
+    KILN_RETURN_IF_ERROR(quantize_weight(*it->second));
+    nodes[i].set_input(0, act_dq[it->second->activation]);
+    nodes[i].set_input(1, weight_dq[it->second->weight]);
+  }
+
+  g->clear_node();
+  for (auto& n : head) *g->add_node() = std::move(n);
+  for (auto& n : nodes) {
+    std::vector<std::string> outs(n.output().begin(), n.output().end());
+    *g->add_node() = std::move(n);
+    for (const auto& o : outs) {
+      auto a = after.find(o);
+      if (a == after.end()) continue;
+      for (auto& qdq : a->second) *g->add_node() = std::move(qdq);
+    }
+  }
+
+  // Float weights nothing reads any more leave the model (and the graph inputs, old IRs).
+  std::set<std::string> read;
+  for (const auto& n : g->node())
+    for (const auto& in : n.input()) read.insert(in);
+  for (const auto& o : g->output()) read.insert(o.name());
+  std::set<std::string> dropped;
+  auto* list = g->mutable_initializer();
+  for (int i = list->size() - 1; i >= 0; --i)
+    if (weight_dq.count(list->Get(i).name()) && !read.count(list->Get(i).name())) {
+      dropped.insert(list->Get(i).name());
+      list->DeleteSubrange(i, 1);
+    }
+  auto* ins = g->mutable_input();
+  for (int i = ins->size() - 1; i >= 0; --i)
+    if (dropped.count(ins->Get(i).name())) ins->DeleteSubrange(i, 1);
+  for (auto& t : new_inits) *g->add_initializer() = std::move(t);
+  std::string out;
+  if (!m.SerializeToString(&out)) return Internal("failed to serialize the quantized model");
+  return out;
+}
+
+}  // namespace kiln::onnxio

@@ -1,0 +1,64 @@
+// ONNX-level work of the INT8 quantizer (src/quant/): finding the nodes it can quantize, adding
+// calibration outputs, and writing the quantized model in the standard QDQ form
+// (QuantizeLinear -> DequantizeLinear around float ops), which ONNX Runtime and OpenVINO run too.
+// Works on serialized ModelProtos; the only quantizer code that sees ONNX's generated headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+
+namespace kiln::onnxio {
+
+// A Conv, Gemm or MatMul node of the main graph: its activation input and float weight.
+struct QdqCandidate {
+  std::string node;  // the node's name ("<op_type>_<index>" when it has none)
+  std::string op_type;
+  int index = 0;           // position in the graph's (topologically sorted) node list
+  std::string activation;  // input 0, a float tensor computed at run time or a graph input
+  std::string weight;      // the weight initializer
+  int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
+  std::string reason;      // non-empty when the node cannot be quantized: why
+};
+
+struct QdqModelInfo {
+  int64_t opset = 0;  // ai.onnx opset import
+  std::vector<QdqCandidate> candidates;
+};
+
+StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
+
+// The model with `names` appended to its graph outputs (as float tensors of unknown shape), so
+// a session returns them: the calibration model.
+StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
+                                       const std::vector<std::string>& names);
+
+struct ActivationQuant {
+  std::string tensor;
+  float scale = 1.f;
+  int32_t zero_point = 0;
+  bool is_signed = false;  // int8 (else uint8)
+};
+
+struct QdqPlan {
+  std::vector<ActivationQuant> activations;  // each quantized node's activation input
+  std::vector<std::string> nodes;            // QdqCandidate::node of the nodes to quantize
+  // Weights: symmetric int8 per output channel (needs opset 13); false: one scale per tensor.
+  bool per_channel = true;
+};
+
+// Weight quantization as RewriteQdq does it (shared with tests): symmetric int8, scale per channel
+// along `axis` (or one when `channels` is 1) = max |w| / 127, or 1 for an all-zero channel.
+void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64_t inner,
+                              std::vector<int8_t>* q, std::vector<float>* scales);
+
+// Inserts Q -> DQ after each planned activation (feeding only the planned nodes; other consumers
+// keep the float tensor) and replaces each planned node's weight by an int8 initializer and a
+// DequantizeLinear. Biases stay float. `model_dir` anchors external data of the input model; the
+// output embeds what it rewrote. Returns the serialized model.
+StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
+                                 const QdqPlan& plan);
+
+}  // namespace kiln::onnxio

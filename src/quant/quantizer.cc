@@ -1,0 +1,200 @@
+// kiln::Quantizer (include/kiln/quantize.h): node selection, the calibration session (the model
+// with every quantized activation added as a graph output), streaming statistics
+// (quant/calibration.h) and the QDQ rewrite (onnx/qdq_rewrite.h).
+#include <fnmatch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "kiln/quantize.h"
+#include "onnx/qdq_rewrite.h"
+#include "quant/calibration.h"
+
+namespace kiln {
+
+struct Quantizer::Impl {
+  std::string model_bytes, model_dir;
+  QuantizeOptions options;
+  quant::Method method = quant::Method::kPercentile;
+  int64_t opset = 0;
+  std::vector<onnxio::QdqCandidate> selected;
+  std::vector<std::pair<std::string, std::string>> float_nodes;
+  std::vector<std::string> tensors;  // quantized activations, in graph order
+  std::map<std::string, quant::TensorStats> stats;
+  std::unique_ptr<Session> session;
+  int pass = -1;
+  int64_t samples = 0;
+};
+
+namespace {
+
+// Why `c` stays float by the user's keep-float list, or "".
+std::string KeptBy(const onnxio::QdqCandidate& c, const std::vector<std::string>& keep) {
+  for (const auto& k : keep) {
+    if (k == c.node || k == c.op_type || fnmatch(k.c_str(), c.node.c_str(), 0) == 0)
+      return "--keep-float " + k;
+  }
+  return "";
+}
+
+}  // namespace
+
+Quantizer::Quantizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Quantizer::~Quantizer() = default;
+
+StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_path,
+                                                       const QuantizeOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  KILN_ASSIGN_OR_RETURN(impl->method, quant::ParseMethod(options.method));
+  if (options.percentile <= 0 || options.percentile > 100)
+    return InvalidArgument("the percentile must be in (0, 100]; got " +
+                           std::to_string(options.percentile));
+  if (options.histogram_bins < 256 || options.histogram_bins > (1 << 20))
+    return InvalidArgument("histogram bins must be in [256, 1048576]; got " +
+                           std::to_string(options.histogram_bins));
+  std::ifstream f(model_path, std::ios::binary);
+  if (!f) return NotFound("cannot open model '" + model_path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  impl->model_bytes = ss.str();
+  impl->model_dir = std::filesystem::path(model_path).parent_path().string();
+  auto info = onnxio::InspectForQdq(impl->model_bytes);
+  if (!info.ok())
+    return Status(info.status().code(), info.status().message() + " (" + model_path + ")");
+  impl->opset = info->opset;
+  if (impl->opset < 10)
+    return Unsupported("INT8 QDQ models need opset 10 or newer; '" + model_path +
+                       "' imports opset " + std::to_string(impl->opset));
+
+  std::vector<const onnxio::QdqCandidate*> valid;
+  for (const auto& c : info->candidates) {
+    if (!c.reason.empty())
+      impl->float_nodes.emplace_back(c.node, c.reason);
+    else
+      valid.push_back(&c);
+  }
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const auto& c = *valid[i];
+    std::string why = KeptBy(c, options.keep_float);
+    if (why.empty() && !options.quantize_all && valid.size() > 1) {
+      if (i == 0) why = "first quantizable layer (kept float by default; --quantize-all)";
+      if (i + 1 == valid.size())
+        why = "last quantizable layer (kept float by default; --quantize-all)";
+    }
+    if (!why.empty())
+      impl->float_nodes.emplace_back(c.node, why);
+    else
+      impl->selected.push_back(c);
+  }
+  if (impl->selected.empty()) {
+    std::string why = info->candidates.empty() ? "the model has no Conv, Gemm or MatMul node"
+                                               : "every quantizable node is kept float:";
+    for (const auto& [node, reason] : impl->float_nodes) why += " " + node + " (" + reason + ");";
+    return InvalidArgument("nothing to quantize in '" + model_path + "': " + why);
+  }
+  std::set<std::string> seen;
+  for (const auto& c : impl->selected)
+    if (seen.insert(c.activation).second) impl->tensors.push_back(c.activation);
+  for (const auto& t : impl->tensors) impl->stats[t];
+
+  KILN_ASSIGN_OR_RETURN(std::string calib,
+                        onnxio::WithExtraOutputs(impl->model_bytes, impl->tensors));
+  SessionOptions so;
+  so.num_threads = options.num_threads;
+  auto session = Session::LoadFromBytes(calib, so);
+  if (!session.ok())
+    return Status(session.status().code(), session.status().message() +
+                                               "\n  while loading the calibration model of '" +
+                                               model_path + "'");
+  impl->session = std::move(*session);
+  return std::unique_ptr<Quantizer>(new Quantizer(std::move(impl)));
+}
+
+const std::vector<TensorSpec>& Quantizer::inputs() const { return impl_->session->inputs(); }
+
+int Quantizer::passes() const { return impl_->method == quant::Method::kMinMax ? 1 : 2; }
+
+Status Quantizer::BeginPass(int pass) {
+  if (pass < 0 || pass >= passes() || pass != impl_->pass + 1)
+    return InvalidArgument("calibration passes run in order 0.." + std::to_string(passes() - 1) +
+                           "; got pass " + std::to_string(pass) + " after " +
+                           std::to_string(impl_->pass));
+  if (pass == 0) impl_->samples = 0;
+  if (pass == 1) {
+    if (impl_->samples == 0)
+      return InvalidArgument("the first calibration pass observed no sample");
+    for (auto& [name, s] : impl_->stats) s.BeginHistogram(impl_->options.histogram_bins);
+  }
+  impl_->pass = pass;
+  return OkStatus();
+}
+
+Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
+  if (impl_->pass < 0) return InvalidArgument("Observe before BeginPass(0)");
+  std::vector<NamedTensor> outs;
+  KILN_RETURN_IF_ERROR(impl_->session->Run(batch, &outs));
+  for (const auto& o : outs) {
+    auto it = impl_->stats.find(o.name);
+    if (it == impl_->stats.end()) continue;
+    if (o.tensor.dtype() != DataType::kFloat)
+      return Unsupported("tensor '" + o.name + "' is " + DataTypeName(o.tensor.dtype()) +
+                         ", not float32: it cannot be calibrated");
+    const float* x = o.tensor.data<float>();
+    if (impl_->pass == 0)
+      it->second.UpdateRange(x, o.tensor.numel());
+    else
+      it->second.UpdateHistogram(x, o.tensor.numel());
+  }
+  if (impl_->pass == 0 && !batch.empty() && batch[0].tensor.rank() > 0)
+    impl_->samples += batch[0].tensor.shape()[0];
+  return OkStatus();
+}
+
+StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
+  if (impl_->pass != passes() - 1)
+    return InvalidArgument("Write before the last calibration pass (" + std::to_string(passes()) +
+                           " passes; completed up to " + std::to_string(impl_->pass) + ")");
+  QuantizeSummary summary;
+  summary.method = quant::MethodName(impl_->method);
+  summary.samples = impl_->samples;
+  summary.float_nodes = impl_->float_nodes;
+  summary.per_channel = impl_->opset >= 13;
+  onnxio::QdqPlan plan;
+  plan.per_channel = summary.per_channel;
+  for (const auto& t : impl_->tensors) {
+    const quant::TensorStats& s = impl_->stats.at(t);
+    if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
+    const bool is_signed = s.min() < 0.f;
+    float threshold =
+        quant::Threshold(s, impl_->method, impl_->options.percentile, is_signed ? 128 : 256);
+    onnxio::ActivationQuant a;
+    a.tensor = t;
+    a.is_signed = is_signed;
+    a.scale = threshold > 0.f ? threshold / (is_signed ? 127.f : 255.f) : 1.f;
+    plan.activations.push_back(a);
+    summary.activations.push_back(
+        {t, is_signed ? "int8" : "uint8", a.scale, 0, s.min(), s.max(), threshold});
+  }
+  for (const auto& c : impl_->selected) {
+    plan.nodes.push_back(c.node);
+    summary.quantized_nodes.push_back(c.node);
+  }
+  KILN_ASSIGN_OR_RETURN(std::string out,
+                        onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir, plan));
+  // The result must load here before it is written.
+  auto check = Session::LoadFromBytes(out, SessionOptions{});
+  if (!check.ok())
+    return Internal("the quantized model does not load: " + check.status().message());
+  std::ofstream f(out_path, std::ios::binary | std::ios::trunc);
+  if (!f) return InvalidArgument("cannot write '" + out_path + "'");
+  f.write(out.data(), static_cast<std::streamsize>(out.size()));
+  if (!f.good()) return Internal("failed writing '" + out_path + "'");
+  summary.model_bytes = static_cast<int64_t>(out.size());
+  return summary;
+}
+
+}  // namespace kiln
