@@ -268,6 +268,46 @@ std::string Resize(const std::string& mode, const std::string& coord, const std:
 
 }  // namespace
 
+// An int8 QDQ convolution (Q -> DQ on the input, DQ of int8 weights per channel, bias, Relu)
+// followed by a QDQ'd Gemm input: QConv's int8 kernel, the Q/DQ loops. The weights are even, so
+// the halved weights oneDNN uses on CPUs without VNNI are exact.
+std::string QdqConv() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 8, 9, 9});
+  auto* wq = b.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {16, 8, 3, 3}) wq->add_dims(d);
+  std::string raw;
+  for (float v : Random(16 * 8 * 9, 31, -63.f, 63.f))
+    raw.push_back(static_cast<char>(2 * static_cast<int>(v)));
+  wq->set_raw_data(raw);
+  b.FloatInit("sw", {16}, Random(16, 32, 0.001f, 0.004f));
+  b.FloatInit("sx", {}, {1.f / 64});
+  b.FloatInit("sy", {}, {1.f / 32});
+  auto* zx = b.proto().mutable_graph()->add_initializer();
+  zx->set_name("zx");
+  zx->set_data_type(onnx::TensorProto::INT8);
+  zx->set_raw_data(std::string(1, '\0'));
+  auto* zy = b.proto().mutable_graph()->add_initializer();
+  zy->set_name("zy");
+  zy->set_data_type(onnx::TensorProto::UINT8);
+  zy->set_raw_data(std::string(1, '\0'));
+  Weight(b, "bias", {16}, 33);
+  Weight(b, "wg", {16 * 9 * 9, 10}, 34);
+  b.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  ModelBuilder::IntAttr(b.Node("DequantizeLinear", {"wq", "sw"}, {"wd"}), "axis", 0);
+  ModelBuilder::IntsAttr(b.Node("Conv", {"xd", "wd", "bias"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.Node("Relu", {"c"}, {"r"});
+  b.Node("Flatten", {"r"}, {"f"});
+  b.Node("QuantizeLinear", {"f", "sy", "zy"}, {"fq"});
+  b.Node("DequantizeLinear", {"fq", "sy", "zy"}, {"fd"});
+  b.Node("Gemm", {"fd", "wg"}, {"y"});
+  b.Output("y", kF32, {2, 10});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -280,6 +320,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"conv depthwise 3x3 + relu6", ConvModel(16, 16, 9, 3, 1, 1, 16, 1, "relu6")});
   c.push_back({"conv grouped dilated + silu", ConvModel(8, 8, 12, 3, 1, 2, 2, 2, "silu")});
   c.push_back({"conv 7x7 stride 2 pad 3", ConvModel(3, 8, 23, 7, 2, 3, 1, 1, "")});
+  c.push_back({"int8 QDQ conv 3x3 + relu, QDQ gemm input", QdqConv()});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

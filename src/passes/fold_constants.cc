@@ -9,6 +9,9 @@
 // error in context), or whose outputs would exceed kMaxGrowthBytes more than its inputs (Expand,
 // Tile, ConstantOfShape blowing small tensors up) is left alone. Shape sub-graphs that start from
 // graph inputs are not constant here; the execution plan folds them once input shapes are known.
+// A DequantizeLinear of int8 weights read only by Conv nodes whose input is itself dequantized is
+// left alone (Conv or FusedConv): fuse_qdq_conv turns such a pair into an int8 convolution and
+// needs the int8 weights and their scales, which folding would turn into float32.
 #include <memory>
 
 #include "ir/evaluate.h"
@@ -42,6 +45,23 @@ std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Nod
   return std::move(ev.values);
 }
 
+// QDQ weights that fuse_qdq_conv will take (see the file comment).
+bool KeptForQConv(const GraphEditor& ed, const ir::Node& node) {
+  if (!IsOnnxOp(node, "DequantizeLinear") || node.outputs.size() != 1 || node.outputs[0] < 0)
+    return false;
+  const std::vector<int>& users = ed.Consumers(node.outputs[0]);
+  if (users.empty() || ed.IsGraphOutput(node.outputs[0])) return false;
+  for (int u : users) {
+    const ir::Node& c = ed.node(u);
+    if (!(IsOnnxOp(c, "Conv") || IsKilnOp(c, "FusedConv")) || c.inputs.size() < 2 ||
+        c.inputs[1] != node.outputs[0] || c.inputs[0] == node.outputs[0])
+      return false;
+    const int p = ed.Producer(c.inputs[0]);
+    if (p < 0 || !IsOnnxOp(ed.node(p), "DequantizeLinear")) return false;
+  }
+  return true;
+}
+
 class FoldConstantsPass : public Pass {
  public:
   std::string name() const override { return "fold_constants"; }
@@ -57,7 +77,7 @@ class FoldConstantsPass : public Pass {
       bool all_const = true, any_output = false;
       for (int id : node.inputs) all_const = all_const && (id < 0 || ed.ConstantOf(id));
       for (int id : node.outputs) any_output = any_output || id >= 0;
-      if (!all_const || !any_output) continue;
+      if (!all_const || !any_output || KeptForQConv(ed, node)) continue;
       auto outs = Evaluate(ed, node);
       if (!outs) continue;
       const std::vector<int> outputs = node.outputs;

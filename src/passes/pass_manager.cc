@@ -3,7 +3,9 @@
 // then fuse_conv_bn (needs plain Conv), fuse_conv_add before fuse_conv_activation (so ResNet's
 // Conv -> Add -> Relu becomes one FusedConv with Z and Relu, while Conv -> Relu -> Add keeps its
 // Add), fuse_bn_activation after fuse_conv_bn (only the normalizations no convolution absorbed),
-// fuse_matmul_add, fuse_layernorm. A second round catches what one rewrite exposes to an
+// fuse_matmul_add, fuse_layernorm, then fuse_qdq_conv (QDQ models: DequantizeLinear -> Conv or
+// FusedConv becomes an int8 QConv, after the conv fusions so it keeps their activation and
+// residual). A second round catches what one rewrite exposes to an
 // earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops at the
 // first round without changes, after kMaxRounds at most.
 #include "passes/pass_manager.h"
@@ -28,6 +30,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeFuseBnActivationPass());
   p.push_back(MakeFuseMatMulAddPass());
   p.push_back(MakeFuseLayerNormPass());
+  p.push_back(MakeFuseQdqConvPass());
   return p;
 }
 

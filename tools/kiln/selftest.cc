@@ -145,7 +145,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
   const std::map<std::string, std::string> fused = {
       {"FusedConv", "Conv"},
       {"FusedMatMul", "MatMul"},
-      {"FusedBatchNormalization", "BatchNormalization"}};
+      {"FusedBatchNormalization", "BatchNormalization"},
+      {"QConv", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);

@@ -1,0 +1,185 @@
+// cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
+// uint8/int8 source, int8 weights, float32 destination, output scales x_scale * w_scale[m] per
+// output channel, float32 bias (divided by those scales: oneDNN 2.6 adds the bias before scaling),
+// the residual Z as a sum post-op and the activation as an eltwise post-op.
+//
+// oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
+// reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
+// and on CPUs without VNNI the halved weights that keep vpmaddubsw from saturating, compensated
+// in the output scales). The source arrives plain (QuantizeLinear's output) and is reordered at
+// run time when the primitive wants another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's
+// fast int8 convolutions take none; fuse_qdq_conv only fuses such inputs), 1-3 spatial dims.
+#include <cstring>
+
+#include "backends/cpu/onednn_common.h"
+#include "ops/attrs.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using dnnl::memory;
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+class QConvOneDnn final : public runtime::Kernel {
+ public:
+  QConvOneDnn(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
+
+  bool AcceptsLayout(size_t input) const override { return input == 6; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_, [&] { DoPrepare(ctx); });
+  }
+
+  int InPlaceInput() const override { return has_sum_ && z_desc_ == pd_.dst_desc() ? 6 : -1; }
+
+  size_t ScratchBytes() const override {
+    return ReorderedBytes(src_reorder_, descs_.src) + pd_.scratchpad_desc().get_size();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    return Guard(node_, [&] {
+      char* scratch = static_cast<char*>(ctx.scratch);
+      const void* src_data =
+          InputAs(src_reorder_, src_in_desc_, descs_.src, ctx.in(0).raw(), scratch);
+      if (has_sum_) {
+        const Tensor& z = ctx.in(6);
+        if (z.raw() == ctx.out(0).raw()) {
+        } else if (z_desc_ == descs_.dst) {
+          std::memcpy(ctx.out(0).raw(), z.raw(), descs_.dst.get_size());
+        } else {
+          RunMemory zm(z_desc_, z.raw()), zdst(descs_.dst, ctx.out(0).raw());
+          Execute(z_reorder_, {{DNNL_ARG_FROM, zm.get()}, {DNNL_ARG_TO, zdst.get()}});
+        }
+      }
+      RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
+          sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
+      ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
+    });
+  }
+
+ private:
+  void DoPrepare(runtime::PrepareContext* ctx) {
+    const TensorInfo& x = ctx->inputs[0];
+    const Shape& ws = ctx->inputs[3].shape;
+    const Shape& ys = ctx->outputs[0].shape;
+    ops::nn::Window win;
+    std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()), kernel(ws.begin() + 2, ws.end());
+    std::string rule = ops::nn::ForwardWindow(a_.conv.window, in, kernel, false, &win);
+    if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+    if (ctx->constants[2] != nullptr && ctx->constants[2]->numel() == 1) {
+      const Tensor& zp = *ctx->constants[2];
+      const int z = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
+      if (z != 0) throw dnnl::error(dnnl_unimplemented, "x_zero_point must be 0");
+    }
+    const int64_t group = a_.conv.group, m = ws[0];
+    memory::dims wdims;
+    if (group > 1) {
+      wdims = {group, m / group, ws[1]};
+      wdims.insert(wdims.end(), ws.begin() + 2, ws.end());
+    } else {
+      wdims = Dims(ws);
+    }
+    memory::dims strides(win.strides.begin(), win.strides.end());
+    memory::dims dil, pl(win.pad_begin.begin(), win.pad_begin.end()),
+        pr(win.pad_end.begin(), win.pad_end.end());
+    for (int64_t d : win.dilations) dil.push_back(d - 1);
+
+    const float sx = ctx->constants[1]->data<float>()[0];
+    const float* sw = ctx->constants[4]->data<float>();
+    std::vector<float> scales(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i];
+
+    dnnl::post_ops ops;
+    has_sum_ = node_.HasInput(6);
+    if (has_sum_) ops.append_sum(1.f);
+    AppendActivation(a_.act, &ops);
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(1 << 1, scales);
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+    const memory::data_type sdt =
+        x.dtype == DataType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
+    src_in_desc_ = PlainDesc(x.shape, sdt);
+    memory::desc src_any(Dims(x.shape), sdt, memory::format_tag::any);
+    memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);
+    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    const bool has_bias = node_.HasInput(5);
+    memory::desc b_desc({m}, memory::data_type::f32, memory::format_tag::x);
+    auto desc = has_bias
+                    ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, src_any,
+                                                      w_any, b_desc, dst_any, strides, dil, pl, pr)
+                    : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                      dnnl::algorithm::convolution_direct, src_any,
+                                                      w_any, dst_any, strides, dil, pl, pr);
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
+    prim_ = dnnl::convolution_forward(pd_);
+    descs_ = PdDescs(pd_);
+    if (pd_.src_desc() != src_in_desc_) src_reorder_ = MakeReorder(src_in_desc_, pd_.src_desc());
+
+    const Tensor& w = *ctx->constants[3];
+    memory::desc w_plain = group > 1 ? memory::desc(wdims, memory::data_type::s8,
+                                                    ws.size() == 3   ? memory::format_tag::goiw
+                                                    : ws.size() == 4 ? memory::format_tag::goihw
+                                                                     : memory::format_tag::goidhw)
+                                     : PlainDesc(ws, memory::data_type::s8);
+    weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights);
+    if (has_bias) {
+      // oneDNN 2.6 scales (accumulator + bias): the bias goes in divided by the output scale.
+      bias_copy_ = Tensor::Empty(DataType::kFloat, {m});
+      const float* b = ctx->constants[5]->data<float>();
+      for (int64_t i = 0; i < m; ++i)
+        bias_copy_.data<float>()[i] = scales[i] != 0.f ? b[i] / scales[i] : 0.f;
+      bias_ = memory(b_desc, Engine(), bias_copy_.raw());
+    }
+    if (has_sum_) {
+      z_desc_ = InputDesc(ctx->inputs[6]);
+      if (z_desc_ != pd_.dst_desc()) z_reorder_ = MakeReorder(z_desc_, pd_.dst_desc());
+    }
+    ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+  }
+
+  ir::Node node_;
+  ops::ConvAttrs a_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  PdDescs descs_;
+  dnnl::convolution_forward prim_;
+  memory::desc src_in_desc_, z_desc_;
+  dnnl::reorder src_reorder_, z_reorder_;
+  Tensor packed_w_, bias_copy_;
+  memory weights_, bias_;
+  bool has_sum_ = false;
+};
+
+KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
+                            const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kUInt8 && in[0].dtype != DataType::kInt8)
+    return {false, "needs uint8 or int8 X"};
+  if (in[0].layout != nullptr) return {false, "needs X in plain layout"};
+  if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
+  if (node.HasInput(5) && in[5].dtype != DataType::kFloat) return {false, "needs float32 B"};
+  const ops::Activation& act = runtime::AttrsOf<ops::ConvAttrs>(op).act;
+  dnnl::post_ops probe;
+  if (!AppendActivation(act, &probe))
+    return {false, std::string("activation '") + ops::ActivationName(act.kind) +
+                       "' has no oneDNN post-op"};
+  return {true, ""};
+}
+
+// x_scale, x_zero_point, Wq, w_scale and B (inputs 1-5) must be constant.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconv.onednn",
+                                        "QConv",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsQConv,
+                                        CreateKernel<QConvOneDnn>,
+                                        {1, 2, 3, 4, 5}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

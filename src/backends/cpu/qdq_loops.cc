@@ -1,0 +1,159 @@
+// cpu.quantizelinear.loop and cpu.dequantizelinear.loop: QuantizeLinear / DequantizeLinear with
+// one (constant) scale and zero point, float32 <-> uint8/int8, plain layouts, as threaded loops
+// the compiler vectorizes. Quantize computes x / scale in float32 and rounds half to even with
+// the 1.5 * 2^23 addition trick after clamping (exact for |v| < 2^22, which the clamp to the
+// integer range guarantees), so the results equal the reference kernel's bit for bit; NaN maps
+// to the zero point as there. Per-axis and 16-bit cases run on the reference kernels.
+#include <algorithm>
+
+#include "backends/cpu/onednn_common.h"
+#include "core/threading.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+constexpr int64_t kGrain = 1 << 14;
+
+int32_t ZeroPoint(const Tensor* zp) {
+  if (zp == nullptr) return 0;
+  return zp->dtype() == DataType::kUInt8 ? zp->data<uint8_t>()[0] : zp->data<int8_t>()[0];
+}
+
+template <typename Q>
+void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e, float scale, float lo, float hi,
+                   float zp) {
+  constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
+  for (int64_t i = b; i < e; ++i) {
+    float v = x[i] / scale;
+    v = v != v ? 0.f : v;  // NaN -> the zero point
+    v = std::min(std::max(v, lo), hi);
+    v = (v + kMagic) - kMagic;
+    y[i] = static_cast<Q>(v + zp);
+  }
+}
+
+class QuantizeLoop final : public runtime::Kernel {
+ public:
+  explicit QuantizeLoop(const ir::Node&) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    scale_ = ctx->constants[1]->data<float>()[0];
+    zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
+    out_ = ctx->outputs[0].dtype;
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    void* y = ctx.out(0).raw();
+    const float z = static_cast<float>(zp_);
+    // The clamp bounds before adding the zero point.
+    const float lo = (out_ == DataType::kUInt8 ? 0.f : -128.f) - z;
+    const float hi = (out_ == DataType::kUInt8 ? 255.f : 127.f) - z;
+    const float s = scale_;
+    const bool u8 = out_ == DataType::kUInt8;
+    ParallelFor(ctx.in(0).numel(), kGrain, [&](int64_t b, int64_t e) {
+      if (u8)
+        QuantizeRange(x, static_cast<uint8_t*>(y), b, e, s, lo, hi, z);
+      else
+        QuantizeRange(x, static_cast<int8_t*>(y), b, e, s, lo, hi, z);
+    });
+    return OkStatus();
+  }
+
+ private:
+  float scale_ = 1.f;
+  int32_t zp_ = 0;
+  DataType out_ = DataType::kUInt8;
+};
+
+template <typename Q>
+void DequantizeRange(const Q* x, float* y, int64_t b, int64_t e, float scale, int32_t zp) {
+  for (int64_t i = b; i < e; ++i)
+    y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
+class DequantizeLoop final : public runtime::Kernel {
+ public:
+  explicit DequantizeLoop(const ir::Node&) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    scale_ = ctx->constants[1]->data<float>()[0];
+    zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
+    in_ = ctx->inputs[0].dtype;
+    return OkStatus();
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const void* x = ctx.in(0).raw();
+    float* y = ctx.out(0).data<float>();
+    const float s = scale_;
+    const int32_t z = zp_;
+    const bool u8 = in_ == DataType::kUInt8;
+    ParallelFor(ctx.in(0).numel(), kGrain, [&](int64_t b, int64_t e) {
+      if (u8)
+        DequantizeRange(static_cast<const uint8_t*>(x), y, b, e, s, z);
+      else
+        DequantizeRange(static_cast<const int8_t*>(x), y, b, e, s, z);
+    });
+    return OkStatus();
+  }
+
+ private:
+  float scale_ = 1.f;
+  int32_t zp_ = 0;
+  DataType in_ = DataType::kUInt8;
+};
+
+bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// One scale (and zero point) element; plain layouts.
+std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
+  if (in[0].layout != nullptr) return "needs a plain input";
+  if (NumElements(in[1].shape) != 1 || in[1].dtype != DataType::kFloat)
+    return "needs one float32 scale (per-axis scales run on the reference kernel)";
+  if (node.HasInput(2) && NumElements(in[2].shape) != 1) return "needs one zero point";
+  if (node.GetInt("block_size", 0) != 0) return "blocked quantization";
+  return "";
+}
+
+KernelSupport SupportsQuantize(const ir::Node& node, const ir::Op&,
+                               const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32 X"};
+  std::string why = PerTensor(node, in);
+  if (!why.empty()) return {false, why};
+  if (node.HasInput(2) ? !Is8Bit(in[2].dtype)
+                       : node.GetInt("output_dtype", 0) > static_cast<int>(DataType::kInt8))
+    return {false, "quantizes to uint8/int8 only (16-bit on the reference kernel)"};
+  return {true, ""};
+}
+
+KernelSupport SupportsDequantize(const ir::Node& node, const ir::Op&,
+                                 const std::vector<TensorInfo>& in) {
+  if (!Is8Bit(in[0].dtype)) return {false, "needs uint8/int8 X"};
+  std::string why = PerTensor(node, in);
+  return {why.empty(), why};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.quantizelinear.loop",
+                                        "QuantizeLinear",
+                                        "",
+                                        10,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsQuantize,
+                                        CreateKernel<QuantizeLoop>,
+                                        {1, 2}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.dequantizelinear.loop",
+                                        "DequantizeLinear",
+                                        "",
+                                        10,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsDequantize,
+                                        CreateKernel<DequantizeLoop>,
+                                        {1, 2}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

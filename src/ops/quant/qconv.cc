@@ -1,0 +1,109 @@
+// QConv (domain "kiln", opset 1): a convolution on int8 data, written by the graph optimizer
+// (src/passes/fuse_qdq_conv.cc) in place of DequantizeLinear -> Conv/FusedConv in QDQ models:
+//
+//   Y = act(Conv(DequantizeLinear(Xq, x_scale, x_zero_point), Wq * w_scale[m]) + B + Z)
+//
+// Inputs: 0 Xq (uint8 or int8), 1 x_scale (float32, one element), 2 x_zero_point (optional, Xq's
+// type, one element), 3 Wq (int8 [M, C/group, k...]), 4 w_scale (float32 [M]: symmetric, one
+// scale per output channel), 5 B (optional float32 [M]), 6 Z (optional float32, Y's shape: the
+// residual summand). Attributes: Conv's, plus FusedConv's activation. Output float32.
+//
+// Reference kernel: dequantizes X and W to float32 (exactly the DequantizeLinear arithmetic),
+// then the Conv reference routine, + Z, activation: the result of the unfused QDQ graph.
+#include <memory>
+
+#include "ops/attrs.h"
+#include "ops/common.h"
+#include "ops/nn/conv.h"
+#include "ops/quant/quant_common.h"
+
+namespace kiln::ops {
+namespace {
+
+using ir::ComputeContext;
+using ir::InferContext;
+using ir::Node;
+using ir::Op;
+
+class QConvOp : public Op {
+ public:
+  static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
+    std::unique_ptr<QConvOp> op(new QConvOp(node));
+    KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
+    KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
+    if (node.inputs.size() < 5 || node.inputs.size() > 7)
+      return ir::AttrError(node,
+                           "QConv takes 5 to 7 inputs; got " + std::to_string(node.inputs.size()));
+    return std::unique_ptr<Op>(std::move(op));
+  }
+
+  const ir::OpAttrs* attributes() const override { return &a_; }
+
+  Status Infer(InferContext& ctx) const override {
+    if (!ctx.has_input(0) || (ctx.dtype(0) != DataType::kUInt8 && ctx.dtype(0) != DataType::kInt8))
+      return ctx.Error("Xq must be uint8 or int8");
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
+    if (NumElements(ctx.shape(1)) != 1) return ctx.Error("x_scale must have one element");
+    if (ctx.has_input(2) && (ctx.dtype(2) != ctx.dtype(0) || NumElements(ctx.shape(2)) != 1))
+      return ctx.Error("x_zero_point must be one element of Xq's type");
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(3, {DataType::kInt8}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(4, {DataType::kFloat}));
+    InferContext sub(ctx.node(),
+                     {DataType::kFloat, DataType::kFloat,
+                      ctx.has_input(5) ? ctx.dtype(5) : DataType::kUndefined},
+                     {ctx.shape(0), ctx.shape(3), ctx.has_input(5) ? ctx.shape(5) : Shape{}},
+                     {nullptr, nullptr, nullptr});
+    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(a_.conv, sub, describe()));
+    if (ctx.shape(4) != Shape{ctx.shape(3)[0]})
+      return ctx.Error("w_scale must be [M] with M = " + std::to_string(ctx.shape(3)[0]) +
+                       "; got " + ShapeToString(ctx.shape(4)));
+    if (ctx.has_input(6)) {
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(6, {DataType::kFloat}));
+      if (ctx.shape(6) != y)
+        return ctx.Error("Z must have exactly the convolution's output shape " + ShapeToString(y) +
+                         "; got " + ShapeToString(ctx.shape(6)));
+    }
+    ctx.SetOutput(0, DataType::kFloat, y);
+    return OkStatus();
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& xq = ctx.in(0);
+    const float sx = ctx.in(1).data<float>()[0];
+    const int32_t zx = ctx.has(2) ? quant::ReadQuant(ctx.in(2), 0) : 0;
+    Tensor x = Tensor::Empty(DataType::kFloat, xq.shape());
+    float* xp = x.data<float>();
+    for (int64_t i = 0; i < xq.numel(); ++i)
+      xp[i] = static_cast<float>(quant::ReadQuant(xq, i) - zx) * sx;
+    const Tensor& wq = ctx.in(3);
+    const float* sw = ctx.in(4).data<float>();
+    const int64_t m_out = wq.shape()[0], per = wq.numel() / std::max<int64_t>(1, m_out);
+    Tensor w = Tensor::Empty(DataType::kFloat, wq.shape());
+    float* wp = w.data<float>();
+    const int8_t* wqp = wq.data<int8_t>();
+    for (int64_t i = 0; i < wq.numel(); ++i) wp[i] = static_cast<float>(wqp[i]) * sw[i / per];
+    Tensor& y = ctx.out(0);
+    std::string err = nn::ConvReference(a_.conv, x, w, ctx.has(5) ? &ctx.in(5) : nullptr, &y);
+    if (!err.empty()) return RunError(err);
+    float* yp = y.data<float>();
+    const int64_t n = y.numel();
+    if (ctx.has(6)) {
+      if (ctx.in(6).shape() != y.shape())
+        return RunError("Z must have exactly the output shape " + ShapeToString(y.shape()) +
+                        "; got " + ShapeToString(ctx.in(6).shape()));
+      const float* z = ctx.in(6).data<float>();
+      for (int64_t i = 0; i < n; ++i) yp[i] += z[i];
+    }
+    ApplyActivation(a_.act, yp, n);
+    return OkStatus();
+  }
+
+ private:
+  explicit QConvOp(const Node& node) : Op(node) {}
+  ConvAttrs a_;
+};
+
+KILN_REGISTER_OP_DOMAIN("kiln", "QConv", 1, 1, &QConvOp::Create);
+
+}  // namespace
+}  // namespace kiln::ops

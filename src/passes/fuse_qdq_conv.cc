@@ -1,0 +1,135 @@
+// fuse_qdq_conv: in QDQ models (kiln quantize's, ONNX Runtime's quantize_static, NNCF's), a
+// convolution whose input and weight both come from DequantizeLinear
+//
+//   Xq -> DequantizeLinear -> Conv / FusedConv <- DequantizeLinear <- Wq (int8 constant)
+//
+// becomes kiln's QConv (src/ops/quant/qconv.cc), which reads Xq and Wq directly so the CPU runs
+// an int8 convolution (cpu.qconv.onednn). FusedConv's activation and residual are kept, so this
+// pass runs after the conv fusions. Conditions: X dequantized per tensor (one scale and zero
+// point, constants) from uint8/int8; W an int8 constant dequantized per tensor or per output
+// channel (axis 0) with zero points 0; X's zero point 0 (oneDNN 2.6's int8 convolutions take
+// none; ONNX Runtime's asymmetric uint8 activations therefore stay float); B, if any, float32.
+// Anything else is left alone (it runs in float32 through the Q/DQ reference kernels, as the QDQ
+// graph says). The DequantizeLinear nodes go when nothing else reads them.
+#include <memory>
+
+#include "passes/graph_edit.h"
+#include "passes/pass.h"
+#include "passes/shape_probe.h"
+
+namespace kiln::passes {
+namespace {
+
+// One-element constant of `dtype`, or absent (-1) when `optional`.
+bool ScalarConstant(const GraphEditor& ed, int v, std::initializer_list<DataType> dtypes,
+                    bool optional) {
+  if (v < 0) return optional;
+  const Tensor* t = ed.ConstantOf(v);
+  if (t == nullptr || t->numel() != 1) return false;
+  for (DataType d : dtypes)
+    if (t->dtype() == d) return true;
+  return false;
+}
+
+bool AllZero(const Tensor& t) {
+  const int8_t* p = t.data<int8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
+
+class FuseQdqConvPass : public Pass {
+ public:
+  std::string name() const override { return "fuse_qdq_conv"; }
+
+  StatusOr<bool> Run(ir::Graph& graph) override {
+    summary_.clear();
+    if (!HasOnnxOp(graph, {"DequantizeLinear"})) return false;
+    const ShapeProbe probe = ShapeProbe::Run(graph);
+    GraphEditor ed(graph);
+    int fused = 0, per_tensor = 0;
+    for (int ni = 0; ni < ed.num_nodes(); ++ni) {
+      if (!ed.alive(ni)) continue;
+      const ir::Node& n = ed.node(ni);
+      if (!IsOnnxOp(n, "Conv") && !IsKilnOp(n, "FusedConv")) continue;
+      if (n.inputs.size() < 2 || n.outputs.size() != 1) continue;
+      const int dx = ed.Producer(n.inputs[0]), dw = ed.Producer(n.inputs[1]);
+      if (dx < 0 || dw < 0 || dx == dw) continue;
+      const ir::Node& xn = ed.node(dx);
+      const ir::Node& wn = ed.node(dw);
+      if (!IsOnnxOp(xn, "DequantizeLinear") || !IsOnnxOp(wn, "DequantizeLinear")) continue;
+      // X: uint8/int8 per tensor.
+      if (xn.inputs.size() < 2) continue;
+      const DataType xt = probe.dtype(xn.inputs[0]);
+      if (xt != DataType::kUInt8 && xt != DataType::kInt8) continue;
+      if (!ScalarConstant(ed, xn.inputs[1], {DataType::kFloat}, false) ||
+          !ScalarConstant(ed, xn.HasInput(2) ? xn.inputs[2] : -1, {xt}, true))
+        continue;
+      // oneDNN 2.6's fast int8 convolutions take no source zero point.
+      if (xn.HasInput(2) && static_cast<const char*>(ed.ConstantOf(xn.inputs[2])->raw())[0] != 0)
+        continue;
+      // W: an int8 constant, symmetric, per tensor or per output channel.
+      if (wn.inputs.size() < 2) continue;
+      const Tensor* wq = ed.ConstantOf(wn.inputs[0]);
+      const Tensor* ws = ed.ConstantOf(wn.inputs[1]);
+      if (wq == nullptr || ws == nullptr || wq->dtype() != DataType::kInt8 || wq->rank() < 3 ||
+          ws->dtype() != DataType::kFloat)
+        continue;
+      const int64_t m = wq->shape()[0];
+      const int64_t axis = wn.GetInt("axis", 1);
+      const bool channel_scales =
+          ws->numel() == m && ws->rank() == 1 && (axis == 0 || axis == -wq->rank());
+      if (ws->numel() != 1 && !channel_scales) continue;
+      if (wn.HasInput(2)) {
+        const Tensor* wz = ed.ConstantOf(wn.inputs[2]);
+        if (wz == nullptr || wz->dtype() != DataType::kInt8 || wz->numel() != ws->numel() ||
+            !AllZero(*wz))
+          continue;
+      }
+      if (n.HasInput(2) && probe.dtype(n.inputs[2]) != DataType::kFloat) continue;
+      if (!ImportKilnDomain(graph)) return false;
+
+      int scale_v = wn.inputs[1];
+      if (ws->numel() != m || ws->rank() != 1) {  // one scale: repeated per channel
+        Tensor s = Tensor::Empty(DataType::kFloat, {m});
+        for (int64_t i = 0; i < m; ++i) s.data<float>()[i] = ws->data<float>()[0];
+        scale_v = ed.AddConstant(ed.value(wn.inputs[1]).name + "_per_channel", std::move(s));
+        ++per_tensor;
+      }
+      ir::Node q;
+      q.name = n.name;
+      q.op_type = "QConv";
+      q.domain = "kiln";
+      q.opset = 1;
+      q.attrs = n.attrs;
+      q.inputs = {xn.inputs[0],
+                  xn.inputs[1],
+                  xn.HasInput(2) ? xn.inputs[2] : -1,
+                  wn.inputs[0],
+                  scale_v,
+                  n.HasInput(2) ? n.inputs[2] : -1,
+                  n.HasInput(3) ? n.inputs[3] : -1};
+      q.outputs = n.outputs;
+      ed.ReplaceNode(ni, std::move(q));
+      for (int d : {dx, dw})
+        if (ed.alive(d) && ed.Consumers(ed.node(d).outputs[0]).empty() &&
+            !ed.IsGraphOutput(ed.node(d).outputs[0]))
+          ed.RemoveNode(d);
+      ++fused;
+    }
+    if (fused == 0) return false;
+    KILN_RETURN_IF_ERROR(ed.Commit());
+    summary_ = "fused " + std::to_string(fused) +
+               " DequantizeLinear+Conv pairs into QConv (int8 convolutions" +
+               (per_tensor ? ", " + std::to_string(per_tensor) + " with per-tensor weight scales"
+                           : std::string()) +
+               ")";
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFuseQdqConvPass() { return std::make_unique<FuseQdqConvPass>(); }
+
+}  // namespace kiln::passes

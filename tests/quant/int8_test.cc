@@ -1,0 +1,302 @@
+// INT8: calibration thresholds on known distributions, the symmetric weight quantizer, the
+// quantizer end to end (a float model in, a QDQ model out that loads, runs close to float and is
+// executed by int8 kernels), its refusals, and the int8 convolution kernel (cpu.qconv.onednn)
+// against the reference kernels of the unfused QDQ graph.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../runtime/model_builder.h"
+#include "kiln/quantize.h"
+#include "kiln/session.h"
+#include "onnx/qdq_rewrite.h"
+#include "quant/calibration.h"
+
+namespace kiln {
+namespace {
+
+using testing::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+std::vector<float> Uniform(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Calibration, ThresholdsOnKnownDistributions) {
+  // 99,999 values uniform in [0, 1] and one outlier at 100.
+  std::vector<float> x = Uniform(99999, 1, 0.f, 1.f);
+  x.push_back(100.f);
+  quant::TensorStats s;
+  s.UpdateRange(x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_FLOAT_EQ(s.absmax(), 100.f);
+  EXPECT_FLOAT_EQ(quant::Threshold(s, quant::Method::kMinMax, 0, 256), 100.f);
+  s.BeginHistogram(2048);
+  s.UpdateHistogram(x.data(), static_cast<int64_t>(x.size()));
+  // The 99.99th percentile is the top of the uniform part: within one bin (100/2048) of 1.
+  const float p = quant::Threshold(s, quant::Method::kPercentile, 99.99, 256);
+  EXPECT_NEAR(p, 1.f, 100.f / 2048 + 1e-6f);
+  // Entropy clips the outlier away: TensorRT's search starts at `levels` bins (256 of 2048 here,
+  // 12.5), which is where the KL divergence is smallest for this mass.
+  EXPECT_FLOAT_EQ(quant::Threshold(s, quant::Method::kEntropy, 0, 256), 256 * 100.f / 2048);
+  // MSE weighs the one outlier's squared clipping error against the rounding error of the
+  // 99,999 others: it clips, but much less (the minimum lies between).
+  const float mse = quant::Threshold(s, quant::Method::kMse, 0, 256);
+  EXPECT_GT(mse, 12.5f);
+  EXPECT_LT(mse, 100.f);
+  // NaN and infinity are counted and left out of the range.
+  const float bad[] = {NAN, INFINITY, -3.f};
+  s.UpdateRange(bad, 3);
+  EXPECT_EQ(s.non_finite(), 2);
+  EXPECT_FLOAT_EQ(s.min(), -3.f);
+  EXPECT_FALSE(quant::ParseMethod("kl").ok());
+}
+
+TEST(Calibration, SymmetricWeightsPerChannel) {
+  // Channel 0 spans [-2, 2], channel 1 [-0.01, 0.01], channel 2 is all zero ([3, 4] weights,
+  // channels along axis 0).
+  std::vector<float> w = {2.f, -1.f, 0.5f, -2.f, 0.01f, -0.005f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  onnxio::QuantizeWeightsSymmetric(w.data(), 12, 3, 4, &q, &scales);
+  ASSERT_EQ(scales.size(), 3u);
+  EXPECT_FLOAT_EQ(scales[0], 2.f / 127);
+  EXPECT_FLOAT_EQ(scales[1], 0.01f / 127);
+  EXPECT_FLOAT_EQ(scales[2], 1.f);  // an empty channel gets scale 1, not 0
+  for (int i = 0; i < 12; ++i) {
+    EXPECT_LE(std::fabs(q[i] * scales[i / 4] - w[i]), scales[i / 4] / 2 + 1e-7f) << i;
+    EXPECT_GE(q[i], -127);
+  }
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[3], -127);
+  EXPECT_EQ(q[4], 127);
+}
+
+// Conv(3x3, 4->8) -> Relu -> Conv(1x1, 8->8) -> Relu -> GlobalAveragePool -> Flatten -> Gemm.
+std::string SmallCnn() {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+  mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+  mb.FloatInit("b1", {8}, Uniform(8, 3, -0.1f, 0.1f));
+  mb.FloatInit("w2", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
+  mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c1"}, {"r1"});
+  mb.Node("Conv", {"r1", "w2"}, {"c2"}, "conv2");
+  mb.Node("Relu", {"c2"}, {"r2"});
+  mb.Node("GlobalAveragePool", {"r2"}, {"g"});
+  mb.Node("Flatten", {"g"}, {"f"});
+  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "w3"}, {"y"}, "fc"), "transB", 1);
+  return mb.Bytes();
+}
+
+class QuantizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("kiln_int8_test_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+    model_ = (dir_ / "cnn.onnx").string();
+    std::ofstream(model_, std::ios::binary) << SmallCnn();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  StatusOr<QuantizeSummary> Quantize(const QuantizeOptions& o, const std::string& out) {
+    KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model_, o));
+    for (int pass = 0; pass < q->passes(); ++pass) {
+      KILN_RETURN_IF_ERROR(q->BeginPass(pass));
+      for (uint32_t b = 0; b < 4; ++b)
+        KILN_RETURN_IF_ERROR(q->Observe(
+            {{"x", Tensor::FromVector<float>(Uniform(8 * 400, 10 + b), {8, 4, 10, 10})}}));
+    }
+    return q->Write(out);
+  }
+
+  std::filesystem::path dir_;
+  std::string model_;
+};
+
+TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
+  QuantizeOptions o;
+  o.method = "minmax";
+  o.quantize_all = true;
+  const std::string out = (dir_ / "cnn.int8.onnx").string();
+  auto s = Quantize(o, out);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->samples, 32);
+  EXPECT_EQ(s->quantized_nodes, (std::vector<std::string>{"conv1", "conv2", "fc"}));
+  EXPECT_TRUE(s->float_nodes.empty());
+  ASSERT_EQ(s->activations.size(), 3u);
+  EXPECT_EQ(s->activations[0].dtype, "int8");   // x has negative values
+  EXPECT_EQ(s->activations[1].dtype, "uint8");  // after Relu
+  EXPECT_FLOAT_EQ(s->activations[1].scale, s->activations[1].max / 255);
+
+  auto fp = Session::Load(model_);
+  auto q = Session::Load(out);
+  ASSERT_TRUE(fp.ok() && q.ok());
+  auto plan =
+      (*q)->DescribePlan({{"x", Tensor::FromVector<float>(Uniform(400, 99), {1, 4, 10, 10})}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("cpu.qconv.onednn"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("DequantizeLinear '"), plan->find("DequantizeLinear 'f_"))
+      << "only the Gemm's input may stay dequantized:\n"
+      << *plan;
+  // Held-out data: the int8 model's outputs stay within a few quantization steps of float's.
+  std::vector<NamedTensor> in = {{"x", Tensor::FromVector<float>(Uniform(16 * 400, 77),
+                                                                 {16, 4, 10, 10})}},
+                           a, b;
+  ASSERT_TRUE((*fp)->Run(in, &a).ok());
+  ASSERT_TRUE((*q)->Run(in, &b).ok());
+  double err = 0, ref = 0;
+  for (int64_t i = 0; i < a[0].tensor.numel(); ++i) {
+    err = std::max(err,
+                   double(std::fabs(a[0].tensor.data<float>()[i] - b[0].tensor.data<float>()[i])));
+    ref = std::max(ref, double(std::fabs(a[0].tensor.data<float>()[i])));
+  }
+  EXPECT_LT(err, 0.03 * ref) << "max abs error " << err << " against max |y| " << ref;
+  EXPECT_GT(err, 0.0) << "the int8 model computed exactly float's outputs: was it quantized?";
+}
+
+TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
+  auto s = Quantize(QuantizeOptions{}, (dir_ / "a.onnx").string());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->quantized_nodes, std::vector<std::string>{"conv2"});
+  ASSERT_EQ(s->float_nodes.size(), 2u);
+  EXPECT_NE(s->float_nodes[0].second.find("first"), std::string::npos);
+
+  QuantizeOptions keep;
+  keep.keep_float = {"Conv"};
+  auto none = Quantizer::Create(model_, keep);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("nothing to quantize"), std::string::npos)
+      << none.status().message();
+
+  QuantizeOptions bad;
+  bad.method = "kl";
+  EXPECT_EQ(Quantizer::Create(model_, bad).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Quantizer::Create((dir_ / "missing.onnx").string(), {}).status().code(),
+            StatusCode::kNotFound);
+
+  auto q = Quantizer::Create(model_, {});
+  ASSERT_TRUE(q.ok());
+  EXPECT_FALSE((*q)->BeginPass(1).ok());  // passes in order
+  ASSERT_TRUE((*q)->BeginPass(0).ok());
+  EXPECT_FALSE((*q)->BeginPass(1).ok());  // no sample observed
+  EXPECT_FALSE((*q)->Write((dir_ / "b.onnx").string()).ok());
+}
+
+// A QDQ convolution: Q/DQ on X, DQ on int8 weights (even values, so the halved weights oneDNN
+// uses on CPUs without VNNI are exact and the int8 kernel must match the reference closely).
+struct QConvCase {
+  Shape x;
+  int64_t m, k, stride, pad, group;
+  bool x_signed, per_channel, bias, residual;
+};
+
+class QConvKernelTest : public ::testing::TestWithParam<QConvCase> {};
+
+TEST_P(QConvKernelTest, MatchesReference) {
+  const QConvCase& c = GetParam();
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, c.x).Output("y", kF32, {});
+  mb.proto()
+      .mutable_graph()
+      ->mutable_output(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->clear_shape();
+  const int64_t cin = c.x[1];
+  Shape ws = {c.m, cin / c.group, c.k, c.k};
+  std::mt19937 rng(5);
+  auto* wq = mb.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : ws) wq->add_dims(d);
+  std::string raw;
+  for (int64_t i = 0; i < NumElements(ws); ++i)
+    raw.push_back(static_cast<char>(2 * static_cast<int>(rng() % 127) - 126));
+  wq->set_raw_data(raw);
+  if (c.per_channel) {
+    std::vector<float> sw(static_cast<size_t>(c.m));
+    for (int64_t i = 0; i < c.m; ++i) sw[i] = 0.001f * static_cast<float>(1 + i % 5);
+    mb.FloatInit("sw", {c.m}, sw);
+  } else {
+    mb.FloatInit("sw", {}, {0.002f});
+  }
+  mb.FloatInit("sx", {}, {0.02f});
+  auto* zx = mb.proto().mutable_graph()->add_initializer();
+  zx->set_name("zx");
+  zx->set_data_type(c.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+  zx->set_raw_data(std::string(1, '\0'));
+  mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  auto& dq = mb.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
+  if (c.per_channel) ModelBuilder::IntAttr(dq, "axis", 0);
+  std::vector<std::string> ins = {"xd", "wd"};
+  if (c.bias) {
+    mb.FloatInit("b", {c.m}, Uniform(static_cast<size_t>(c.m), 6, -2.f, 2.f));
+    ins.push_back("b");
+  }
+  auto& conv = mb.Node("Conv", ins, {"c"});
+  ModelBuilder::IntAttr(conv, "group", c.group);
+  ModelBuilder::IntsAttr(conv, "strides", {c.stride, c.stride});
+  ModelBuilder::IntsAttr(conv, "pads", {c.pad, c.pad, c.pad, c.pad});
+  std::string last = "c";
+  if (c.residual) {
+    mb.Node("Add", {"c", "c0"}, {"s"});
+    last = "s";
+  }
+  mb.Node("Relu", {last}, {"y"});
+  if (c.residual) {  // the summand: a float conv of the same output shape
+    std::vector<float> w0 = Uniform(static_cast<size_t>(c.m * cin * 9), 8);
+    mb.FloatInit("w0", {c.m, cin, 3, 3}, w0);
+    auto& n0 = mb.Node("Conv", {"x", "w0"}, {"c0"});
+    ModelBuilder::IntsAttr(n0, "strides", {c.stride, c.stride});
+    ModelBuilder::IntsAttr(n0, "pads", {1, 1, 1, 1});
+    // Keep the graph topologically sorted: move the summand's conv first.
+    auto* nodes = mb.proto().mutable_graph()->mutable_node();
+    for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
+  }
+  const std::string bytes = mb.Bytes();
+  const Tensor x = Tensor::FromVector<float>(
+      Uniform(static_cast<size_t>(NumElements(c.x)), 9, c.x_signed ? -2.f : 0.f, 2.f), c.x);
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  ref_opts.optimize = false;
+  auto ref = Session::LoadFromBytes(bytes, ref_opts);
+  auto fast = Session::LoadFromBytes(bytes, SessionOptions{});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  auto plan = (*fast)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("cpu.qconv.onednn"), std::string::npos) << *plan;
+  std::vector<NamedTensor> want, got;
+  ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+  Status s = (*fast)->Run({{"x", x}}, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
+    const float w = want[0].tensor.data<float>()[i], g = got[0].tensor.data<float>()[i];
+    if (!(std::fabs(g - w) <= 1e-4f + 1e-4f * std::fabs(w)) && bad++ < 3)
+      ADD_FAILURE() << "[" << i << "]: " << g << " vs " << w;
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, QConvKernelTest,
+    ::testing::Values(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false},
+                      QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, false, true, true, false},
+                      QConvCase{{1, 8, 7, 7}, 24, 1, 1, 0, 1, true, true, false, false},
+                      QConvCase{{1, 6, 8, 8}, 12, 3, 1, 1, 2, true, false, true, false},
+                      QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true}));
+
+}  // namespace
+}  // namespace kiln
