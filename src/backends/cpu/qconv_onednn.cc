@@ -6,8 +6,9 @@
 // oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
 // reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
 // and on CPUs without VNNI the halved weights that keep vpmaddubsw from saturating, compensated
-// in the output scales). The source arrives plain (QuantizeLinear's output) and is reordered at
-// run time when the primitive wants another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's
+// in the output scales). The source arrives from QuantizeLinear, plain or in the layout of the
+// float value it quantized (cpu.quantizelinear.loop keeps it), and is reordered at run time only
+// when the primitive wants another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's
 // fast int8 convolutions take none; fuse_qdq_conv only fuses such inputs), 1-3 spatial dims.
 #include <cstring>
 
@@ -26,7 +27,7 @@ class QConvOneDnn final : public runtime::Kernel {
   QConvOneDnn(const ir::Node& node, const ir::Op& op)
       : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
 
-  bool AcceptsLayout(size_t input) const override { return input == 6; }
+  bool AcceptsLayout(size_t input) const override { return input == 0 || input == 6; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] { DoPrepare(ctx); });
@@ -102,7 +103,7 @@ class QConvOneDnn final : public runtime::Kernel {
 
     const memory::data_type sdt =
         x.dtype == DataType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
-    src_in_desc_ = PlainDesc(x.shape, sdt);
+    src_in_desc_ = x.layout != nullptr ? InputDesc(x) : PlainDesc(x.shape, sdt);
     memory::desc src_any(Dims(x.shape), sdt, memory::format_tag::any);
     memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);
     memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
@@ -158,7 +159,6 @@ KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& in) {
   if (in[0].dtype != DataType::kUInt8 && in[0].dtype != DataType::kInt8)
     return {false, "needs uint8 or int8 X"};
-  if (in[0].layout != nullptr) return {false, "needs X in plain layout"};
   if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
   if (node.HasInput(5) && in[5].dtype != DataType::kFloat) return {false, "needs float32 B"};
   const ops::Activation& act = runtime::AttrsOf<ops::ConvAttrs>(op).act;

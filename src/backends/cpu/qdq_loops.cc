@@ -1,5 +1,5 @@
 // cpu.quantizelinear.loop and cpu.dequantizelinear.loop: QuantizeLinear / DequantizeLinear with
-// one (constant) scale and zero point, float32 <-> uint8/int8, plain layouts, as threaded loops
+// one (constant) scale and zero point, float32 <-> uint8/int8, as threaded loops
 // the compiler vectorizes. Quantize computes x / scale in float32 and rounds half to even with
 // the 1.5 * 2^23 addition trick after clamping (exact for |v| < 2^22, which the clamp to the
 // integer range guarantees), so the results equal the reference kernel's bit for bit; NaN maps
@@ -35,13 +35,28 @@ void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e, float scale, floa
   }
 }
 
+// Quantization is elementwise with one scale, so the input may be in any oneDNN layout: the
+// output keeps it (as uint8/int8), and the int8 convolution after it reads it without a reorder.
 class QuantizeLoop final : public runtime::Kernel {
  public:
-  explicit QuantizeLoop(const ir::Node&) {}
+  explicit QuantizeLoop(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
   Status Prepare(runtime::PrepareContext* ctx) override {
     scale_ = ctx->constants[1]->data<float>()[0];
     zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
     out_ = ctx->outputs[0].dtype;
+    const runtime::TensorInfo& x = ctx->inputs[0];
+    n_ = NumElements(x.shape);
+    if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
+      if (l->desc().data_type() != dnnl::memory::data_type::f32)
+        return Unsupported("failed to run " + node_.Describe() + ": the input layout " +
+                           l->name() + " is not float32");
+      dnnl_memory_desc_t d = l->desc().data;
+      d.data_type = out_ == DataType::kUInt8 ? dnnl_u8 : dnnl_s8;
+      const dnnl::memory::desc q(d);
+      n_ = static_cast<int64_t>(l->desc().get_size() / sizeof(float));  // padding included
+      ctx->outputs[0].layout = LayoutFor(q, x.shape);
+    }
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
@@ -53,7 +68,7 @@ class QuantizeLoop final : public runtime::Kernel {
     const float hi = (out_ == DataType::kUInt8 ? 255.f : 127.f) - z;
     const float s = scale_;
     const bool u8 = out_ == DataType::kUInt8;
-    ParallelFor(ctx.in(0).numel(), kGrain, [&](int64_t b, int64_t e) {
+    ParallelFor(n_, kGrain, [&](int64_t b, int64_t e) {
       if (u8)
         QuantizeRange(x, static_cast<uint8_t*>(y), b, e, s, lo, hi, z);
       else
@@ -63,9 +78,11 @@ class QuantizeLoop final : public runtime::Kernel {
   }
 
  private:
+  ir::Node node_;
   float scale_ = 1.f;
   int32_t zp_ = 0;
   DataType out_ = DataType::kUInt8;
+  int64_t n_ = 0;  // elements in the buffer (a blocked layout's padding included)
 };
 
 template <typename Q>
@@ -106,9 +123,8 @@ class DequantizeLoop final : public runtime::Kernel {
 
 bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-// One scale (and zero point) element; plain layouts.
+// One scale (and zero point) element.
 std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
-  if (in[0].layout != nullptr) return "needs a plain input";
   if (NumElements(in[1].shape) != 1 || in[1].dtype != DataType::kFloat)
     return "needs one float32 scale (per-axis scales run on the reference kernel)";
   if (node.HasInput(2) && NumElements(in[2].shape) != 1) return "needs one zero point";
@@ -130,6 +146,7 @@ KernelSupport SupportsQuantize(const ir::Node& node, const ir::Op&,
 KernelSupport SupportsDequantize(const ir::Node& node, const ir::Op&,
                                  const std::vector<TensorInfo>& in) {
   if (!Is8Bit(in[0].dtype)) return {false, "needs uint8/int8 X"};
+  if (in[0].layout != nullptr) return {false, "needs a plain input"};
   std::string why = PerTensor(node, in);
   return {why.empty(), why};
 }
