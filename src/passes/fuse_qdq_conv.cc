@@ -47,7 +47,7 @@ class FuseQdqConvPass : public Pass {
     if (!HasOnnxOp(graph, {"DequantizeLinear"})) return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int fused = 0, per_tensor = 0;
+    int fused = 0, per_tensor = 0, requantized = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
@@ -110,6 +110,25 @@ class FuseQdqConvPass : public Pass {
                   n.HasInput(2) ? n.inputs[2] : -1,
                   n.HasInput(3) ? n.inputs[3] : -1};
       q.outputs = n.outputs;
+      // A QuantizeLinear that alone reads the result (per tensor, zero point 0) moves into the
+      // convolution: it then writes uint8/int8 directly (not with a residual Z).
+      const int qn = ed.SoleConsumer(n.outputs[0]);
+      if (qn >= 0 && !n.HasInput(3) && IsOnnxOp(ed.node(qn), "QuantizeLinear")) {
+        const ir::Node& qz = ed.node(qn);
+        const int zv = qz.HasInput(2) ? qz.inputs[2] : -1;
+        if (qz.outputs.size() == 1 && qz.inputs[0] == n.outputs[0] &&
+            ScalarConstant(ed, qz.inputs[1], {DataType::kFloat}, false) &&
+            ScalarConstant(ed, zv, {DataType::kUInt8, DataType::kInt8}, false) &&
+            static_cast<const char*>(ed.ConstantOf(zv)->raw())[0] == 0 &&
+            qz.GetInt("output_dtype", 0) == 0) {
+          q.inputs.resize(9, -1);
+          q.inputs[7] = qz.inputs[1];
+          q.inputs[8] = zv;
+          q.outputs = qz.outputs;
+          ed.RemoveNode(qn);
+          ++requantized;
+        }
+      }
       ed.ReplaceNode(ni, std::move(q));
       for (int d : {dx, dw})
         if (ed.alive(d) && ed.Consumers(ed.node(d).outputs[0]).empty() &&
@@ -123,6 +142,9 @@ class FuseQdqConvPass : public Pass {
                " DequantizeLinear+Conv pairs into QConv (int8 convolutions" +
                (per_tensor ? ", " + std::to_string(per_tensor) + " with per-tensor weight scales"
                            : std::string()) +
+               (requantized ? ", " + std::to_string(requantized) +
+                                  " writing int8 for the QuantizeLinear they absorbed"
+                            : std::string()) +
                ")";
     return true;
   }

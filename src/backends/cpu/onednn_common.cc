@@ -57,11 +57,14 @@ std::string OneDnnLayout::name() const {
 
 void OneDnnLayout::PrepareToPlain() const {
   static const std::string kWhat = "reorder to plain";
-  // Plain means the value's logical dtype (float32), so bf16 storage converts back here. Made
-  // once, when the plan adds the conversion (or else at the first conversion), and kept.
+  // Plain means the value's logical dtype: float32 for float storage (bf16 converts back here),
+  // the integer type itself for uint8/int8 values (the int8 kernels' layouts). Made once, when
+  // the plan adds the conversion (or else at the first conversion), and kept.
   std::call_once(to_plain_once_, [&] {
     to_plain_status_ = Guard(kWhat, [&] {
-      plain_ = PlainDesc(shape_);
+      const auto dt = desc_.data_type();
+      const bool int8 = dt == dnnl::memory::data_type::u8 || dt == dnnl::memory::data_type::s8;
+      plain_ = PlainDesc(shape_, int8 ? dt : dnnl::memory::data_type::f32);
       to_plain_ = MakeReorder(desc_, plain_);
     });
   });

@@ -1,7 +1,9 @@
 // cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
-// uint8/int8 source, int8 weights, float32 destination, output scales x_scale * w_scale[m] per
-// output channel, float32 bias (divided by those scales: oneDNN 2.6 adds the bias before scaling),
-// the residual Z as a sum post-op and the activation as an eltwise post-op.
+// uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
+// QuantizeLinear: output scales then divided by y_scale, oneDNN rounds to nearest even and
+// saturates), output scales x_scale * w_scale[m] per output channel, float32 bias (divided by those
+// scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum post-op and the
+// activation as an eltwise post-op.
 //
 // oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
 // reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
@@ -91,13 +93,18 @@ class QConvOneDnn final : public runtime::Kernel {
     const float* sw = ctx->constants[4]->data<float>();
     std::vector<float> scales(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i];
+    // A quantized output: the result is divided by y_scale, rounded and saturated by oneDNN.
+    const bool quantized = node_.HasInput(7);
+    const float sy = quantized ? ctx->constants[7]->data<float>()[0] : 1.f;
+    std::vector<float> oscales = scales;
+    for (float& v : oscales) v /= sy;
 
     dnnl::post_ops ops;
     has_sum_ = node_.HasInput(6);
     if (has_sum_) ops.append_sum(1.f);
     AppendActivation(a_.act, &ops);
     dnnl::primitive_attr attr;
-    attr.set_output_scales(1 << 1, scales);
+    attr.set_output_scales(1 << 1, oscales);
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
@@ -106,7 +113,11 @@ class QConvOneDnn final : public runtime::Kernel {
     src_in_desc_ = x.layout != nullptr ? InputDesc(x) : PlainDesc(x.shape, sdt);
     memory::desc src_any(Dims(x.shape), sdt, memory::format_tag::any);
     memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);
-    memory::desc dst_any(Dims(ys), memory::data_type::f32, memory::format_tag::any);
+    const memory::data_type ddt = !quantized ? memory::data_type::f32
+                                  : ctx->outputs[0].dtype == DataType::kUInt8
+                                      ? memory::data_type::u8
+                                      : memory::data_type::s8;
+    memory::desc dst_any(Dims(ys), ddt, memory::format_tag::any);
     const bool has_bias = node_.HasInput(5);
     memory::desc b_desc({m}, memory::data_type::f32, memory::format_tag::x);
     auto desc = has_bias
@@ -169,7 +180,7 @@ KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
   return {true, ""};
 }
 
-// x_scale, x_zero_point, Wq, w_scale and B (inputs 1-5) must be constant.
+// x_scale, x_zero_point, Wq, w_scale, B, y_scale and y_zero_point must be constant.
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconv.onednn",
                                         "QConv",
                                         "kiln",
@@ -179,7 +190,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconv.onednn",
                                         10,
                                         SupportsQConv,
                                         CreateKernel<QConvOneDnn>,
-                                        {1, 2, 3, 4, 5}});
+                                        {1, 2, 3, 4, 5, 7, 8}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

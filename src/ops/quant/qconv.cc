@@ -6,7 +6,10 @@
 // Inputs: 0 Xq (uint8 or int8), 1 x_scale (float32, one element), 2 x_zero_point (optional, Xq's
 // type, one element), 3 Wq (int8 [M, C/group, k...]), 4 w_scale (float32 [M]: symmetric, one
 // scale per output channel), 5 B (optional float32 [M]), 6 Z (optional float32, Y's shape: the
-// residual summand). Attributes: Conv's, plus FusedConv's activation. Output float32.
+// residual summand), 7 y_scale and 8 y_zero_point (optional: the output is then quantized,
+// Y = QuantizeLinear(result, y_scale, y_zero_point), uint8/int8, the QuantizeLinear that
+// followed the convolution fused in; not together with Z). Attributes: Conv's, plus FusedConv's
+// activation. Output float32, or y_zero_point's type.
 //
 // Reference kernel: dequantizes X and W to float32 (exactly the DequantizeLinear arithmetic),
 // then the Conv reference routine, + Z, activation: the result of the unfused QDQ graph.
@@ -31,9 +34,9 @@ class QConvOp : public Op {
     std::unique_ptr<QConvOp> op(new QConvOp(node));
     KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
     KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
-    if (node.inputs.size() < 5 || node.inputs.size() > 7)
+    if (node.inputs.size() < 5 || node.inputs.size() > 9)
       return ir::AttrError(node,
-                           "QConv takes 5 to 7 inputs; got " + std::to_string(node.inputs.size()));
+                           "QConv takes 5 to 9 inputs; got " + std::to_string(node.inputs.size()));
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -63,6 +66,17 @@ class QConvOp : public Op {
         return ctx.Error("Z must have exactly the convolution's output shape " + ShapeToString(y) +
                          "; got " + ShapeToString(ctx.shape(6)));
     }
+    if (ctx.has_input(7)) {
+      if (ctx.has_input(6)) return ctx.Error("a quantized output (y_scale) excludes Z");
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(7, {DataType::kFloat}));
+      if (!ctx.has_input(8) ||
+          (ctx.dtype(8) != DataType::kUInt8 && ctx.dtype(8) != DataType::kInt8) ||
+          NumElements(ctx.shape(7)) != 1 || NumElements(ctx.shape(8)) != 1)
+        return ctx.Error(
+            "y_scale and y_zero_point must be one element each, uint8/int8 zero point");
+      ctx.SetOutput(0, ctx.dtype(8), y);
+      return OkStatus();
+    }
     ctx.SetOutput(0, DataType::kFloat, y);
     return OkStatus();
   }
@@ -82,7 +96,9 @@ class QConvOp : public Op {
     float* wp = w.data<float>();
     const int8_t* wqp = wq.data<int8_t>();
     for (int64_t i = 0; i < wq.numel(); ++i) wp[i] = static_cast<float>(wqp[i]) * sw[i / per];
-    Tensor& y = ctx.out(0);
+    const bool quantized = ctx.has(7);
+    Tensor yf = quantized ? Tensor::Empty(DataType::kFloat, ctx.out(0).shape()) : Tensor();
+    Tensor& y = quantized ? yf : ctx.out(0);
     std::string err = nn::ConvReference(a_.conv, x, w, ctx.has(5) ? &ctx.in(5) : nullptr, &y);
     if (!err.empty()) return RunError(err);
     float* yp = y.data<float>();
@@ -95,6 +111,16 @@ class QConvOp : public Op {
       for (int64_t i = 0; i < n; ++i) yp[i] += z[i];
     }
     ApplyActivation(a_.act, yp, n);
+    if (quantized) {
+      const float sy = ctx.in(7).data<float>()[0];
+      const int32_t zy = quant::ReadQuant(ctx.in(8), 0);
+      double lo, hi;
+      quant::QuantRange(ctx.out(0).dtype(), &lo, &hi);
+      for (int64_t i = 0; i < n; ++i)
+        quant::WriteQuant(
+            &ctx.out(0), i,
+            quant::QuantizeValue(yp[i], sy, zy, static_cast<float>(lo), static_cast<float>(hi)));
+    }
     return OkStatus();
   }
 
