@@ -22,6 +22,9 @@ struct CpuDescription {
   std::string onednn_isa;      // the ISA oneDNN dispatches to ("avx2", "avx512_core_amx", ...)
   std::string onednn_version;  // "2.7.3"
   bool bf16 = false;           // --precision bf16 is available (AVX512-BF16 or AMX)
+  // The int8 instructions oneDNN's int8 convolutions use here: "amx_int8", "avx512_vnni",
+  // "avx_vnni", "avx512 (no VNNI)", "avx2 (no VNNI)" or "none" (int8 runs on reference kernels).
+  std::string int8;
 };
 const CpuDescription& DescribeCpu();
 

@@ -132,6 +132,7 @@ Json Cpu() {
   c["isa"] = d.isa;
   c["onednn_isa"] = d.onednn_isa;
   c["bf16"] = d.bf16;
+  c["int8"] = d.int8;
   return c;
 }
 
@@ -380,6 +381,13 @@ const CpuDescription& DescribeCpu() {
     c.onednn_version =
         std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     c.bf16 = backends::cpu::Bf16Supported();
+    auto has = [&](const char* f) { return !info.Has({f}).empty(); };
+    c.int8 = has("amx_int8")      ? "amx_int8"
+             : has("avx512_vnni") ? "avx512_vnni"
+             : has("avx_vnni")    ? "avx_vnni"
+             : has("avx512bw")    ? "avx512 (no VNNI)"
+             : has("avx2")        ? "avx2 (no VNNI)"
+                                  : "none";
     return c;
   }();
   return d;

@@ -92,6 +92,13 @@ void PrintDoctorReport(const Json& r) {
   Line("oneDNN ISA", Str(c["onednn_isa"], "not linked"));
   Line("bf16", c["bf16"].get<bool>() ? "yes (--precision bf16 runs natively)"
                                      : "no (--precision bf16 is refused)");
+  {
+    const std::string i8 = Str(c["int8"], "none");
+    Line("int8", i8 == "none" ? "no int8 instructions (QDQ models run on reference kernels)"
+                 : i8.find("no VNNI") != std::string::npos
+                     ? i8 + ": int8 convolutions with weights halved against saturation"
+                     : i8 + ": native int8 dot products");
+  }
 
   const Json& cu = r["cuda"];
   const Json& d = cu["driver"];
@@ -106,10 +113,10 @@ void PrintDoctorReport(const Json& r) {
   if (cu["library_search"].is_object()) {
     const Json& ls = cu["library_search"];
     for (const Json& l : ls["libs"])
-      Line("plugin needs", Str(l["soname"]) + ": " +
-                               (l["path"].is_string()
-                                    ? Str(l["path"]) + " (" + Str(l["found_by"]) + ")"
-                                    : "NOT FOUND (" + Str(l["error"], "") + ")"));
+      Line("plugin needs",
+           Str(l["soname"]) + ": " +
+               (l["path"].is_string() ? Str(l["path"]) + " (" + Str(l["found_by"]) + ")"
+                                      : "NOT FOUND (" + Str(l["error"], "") + ")"));
     std::string searched = "system loader";
     for (const Json& d : ls["searched"]) searched += ", " + Str(d);
     Line("  searched", searched + " (" + Str(ls["env_var"]) + " adds folders first)");

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""INT8 accuracy of the demo's Fashion-MNIST CNN: kiln quantize with each calibration method,
+first/last layers float (the default) and all layers int8 (--quantize-all), top-1 on the 10,000
+test images run by kiln (int8 kernels) against float32.
+
+usage: /usr/bin/python3 demo/int8_accuracy.py [--kiln build/release/tools/kiln/kiln] [--work DIR]
+       [--ort-python bench/.venv/bin/python]
+Calibration: 300 training images (seeded choice, never the test set). With --ort-python, ONNX
+Runtime also runs each QDQ model (its int8 kernels, and with graph optimizations off: the QDQ
+graph's float arithmetic).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from fmnist_data import load_split, normalize  # noqa: E402
+
+ORT_SNIPPET = """
+import sys, numpy as np, onnxruntime as ort
+x = np.load(sys.argv[2]); y = np.load(sys.argv[3])
+for opt in (True, False):
+    so = ort.SessionOptions()
+    if not opt:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(sys.argv[1], so, providers=["CPUExecutionProvider"])
+    out = s.run(None, {s.get_inputs()[0].name: x})[0]
+    print(f"{(out.argmax(1) == y).mean() * 100:.2f}", end=" ")
+"""
+
+
+def top1(kiln, model, images, labels, work):
+    out = os.path.join(work, "out")
+    subprocess.run([kiln, "run", model, "--input", images, "--output-dir", out], check=True,
+                   capture_output=True)
+    logits = np.load(os.path.join(out, "logits.npy"))
+    return (logits.argmax(1) == np.load(labels)).mean() * 100
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--kiln", default=os.path.join(REPO, "build/release/tools/kiln/kiln"))
+    p.add_argument("--work")
+    p.add_argument("--ort-python")
+    a = p.parse_args()
+    work = a.work or tempfile.mkdtemp(prefix="kiln_int8_")
+    model = os.path.join(HERE, "fashion_mnist_cnn.onnx")
+    xt, yt = load_split("t10k")
+    images, labels = os.path.join(work, "images.npy"), os.path.join(work, "labels.npy")
+    np.save(images, normalize(xt))
+    np.save(labels, yt.astype(np.int64))
+    xc, _ = load_split("train")
+    idx = np.random.default_rng(0).choice(len(xc), 300, replace=False)
+    calib = os.path.join(work, "calib.npy")
+    np.save(calib, normalize(xc[idx]))
+    base = top1(a.kiln, model, images, labels, work)
+    print(f"float32: {base:.2f}%")
+    header = "scheme, method: kiln int8 top-1 (drop)"
+    if a.ort_python:
+        header += " | ONNX Runtime int8 kernels, ORT QDQ float arithmetic"
+    print(header)
+    for scheme, flags in (("first/last float", []), ("all int8", ["--quantize-all"])):
+        for method in ("minmax", "percentile", "entropy", "mse"):
+            q = os.path.join(work, f"q_{method}_{len(flags)}.onnx")
+            subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,
+                            "--method", method] + flags, check=True, capture_output=True)
+            acc = top1(a.kiln, q, images, labels, work)
+            line = f"{scheme}, {method}: {acc:.2f}% ({acc - base:+.2f} pt)"
+            if a.ort_python:
+                r = subprocess.run([a.ort_python, "-c", ORT_SNIPPET, q, images, labels],
+                                   capture_output=True, text=True, check=True)
+                ort_int8, ort_float = r.stdout.split()
+                line += f" | {ort_int8}%, {ort_float}%"
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
