@@ -56,7 +56,12 @@ struct QuantizeSummary {
   std::vector<QuantizedActivation> activations;
   bool per_channel = true;
   int64_t model_bytes = 0;  // of the written model
+  bool from_cache = false;  // the ranges came from the calibration cache
 };
+
+// A key for calibration data: a content hash of the first `count` samples (rows along dim 0) of
+// `samples`, with its dtype, shape and count (16 hex digits; not cryptographic).
+std::string CalibrationDataKey(const Tensor& samples, int64_t count);
 
 class Quantizer {
  public:
@@ -73,8 +78,22 @@ class Quantizer {
   Status BeginPass(int pass);
   // Runs one calibration batch and updates the statistics of every quantized tensor.
   Status Observe(const std::vector<NamedTensor>& batch);
-  // Computes the scales and writes the QDQ model to `out_path`.
+  // Computes the scales and writes the QDQ model to `out_path` (and the calibration cache, when
+  // UseCache named one that did not exist yet).
   StatusOr<QuantizeSummary> Write(const std::string& out_path);
+
+  // Calibration cache: a JSON file with the range and threshold of every quantizable activation,
+  // keyed by the model's content hash, `data_key` (what identifies the calibration data:
+  // CalibrationDataKey()), the method, its percentile and histogram bins, and kiln's version.
+  // Returns true when `path` holds a matching cache (passes() is then 0: Write calibrates
+  // nothing), false when it does not exist (Write creates it). A cache that exists but differs
+  // in any key is refused (InvalidArgument naming the key and both values), as is an unreadable
+  // one; nothing is overwritten. Call before BeginPass.
+  StatusOr<bool> UseCache(const std::string& path, const std::string& data_key);
+  // After Write: the activations' scales in TensorRT's calibration table format (a header line,
+  // then "tensor: <scale as the hex of its float32 bits>", symmetric int8 scale = threshold/127),
+  // for building an engine elsewhere from the same calibration.
+  Status WriteTensorRtCache(const std::string& path) const;
 
  private:
   struct Impl;

@@ -3,15 +3,21 @@
 // (quant/calibration.h) and the QDQ rewrite (onnx/qdq_rewrite.h).
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "kiln/quantize.h"
+#include "kiln/version.h"
 #include "onnx/qdq_rewrite.h"
 #include "quant/calibration.h"
+#include "runtime/plan_cache.h"
 
 namespace kiln {
 
@@ -27,7 +33,25 @@ struct Quantizer::Impl {
   std::unique_ptr<Session> session;
   int pass = -1;
   int64_t samples = 0;
+  // The calibration cache: where it is, its keys, and the ranges read from it.
+  std::string cache_path;
+  nlohmann::json cache_keys;
+  bool from_cache = false;
+  struct Range {
+    float min = 0, max = 0, threshold = 0;
+  };
+  std::map<std::string, Range> ranges;  // filled by Write (or the cache)
 };
+
+std::string CalibrationDataKey(const Tensor& samples, int64_t count) {
+  const int64_t rows = samples.rank() > 0 ? samples.shape()[0] : 1;
+  count = std::max<int64_t>(0, std::min(count, rows));
+  const size_t bytes = rows > 0 ? samples.bytes() / static_cast<size_t>(rows) * count : 0;
+  std::string key =
+      runtime::ContentHash(std::string_view(static_cast<const char*>(samples.raw()), bytes));
+  return key + " " + DataTypeName(samples.dtype()) + ShapeToString(samples.shape()) + " first " +
+         std::to_string(count);
+}
 
 namespace {
 
@@ -96,9 +120,11 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
     for (const auto& [node, reason] : impl->float_nodes) why += " " + node + " (" + reason + ");";
     return InvalidArgument("nothing to quantize in '" + model_path + "': " + why);
   }
+  // Every quantizable node's activation is calibrated (also those kept float), so a calibration
+  // cache serves any --keep-float / --quantize-all choice later.
   std::set<std::string> seen;
-  for (const auto& c : impl->selected)
-    if (seen.insert(c.activation).second) impl->tensors.push_back(c.activation);
+  for (const auto* c : valid)
+    if (seen.insert(c->activation).second) impl->tensors.push_back(c->activation);
   for (const auto& t : impl->tensors) impl->stats[t];
 
   KILN_ASSIGN_OR_RETURN(std::string calib,
@@ -116,7 +142,81 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
 
 const std::vector<TensorSpec>& Quantizer::inputs() const { return impl_->session->inputs(); }
 
-int Quantizer::passes() const { return impl_->method == quant::Method::kMinMax ? 1 : 2; }
+int Quantizer::passes() const {
+  if (impl_->from_cache) return 0;
+  return impl_->method == quant::Method::kMinMax ? 1 : 2;
+}
+
+StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& data_key) {
+  if (impl_->pass >= 0) return InvalidArgument("UseCache must come before the first pass");
+  nlohmann::json keys = {{"format", "kiln calibration cache 1"},
+                         {"kiln_version", KILN_VERSION_TEXT},
+                         {"model_hash", runtime::ContentHash(impl_->model_bytes)},
+                         {"calibration_data", data_key},
+                         {"method", quant::MethodName(impl_->method)},
+                         {"percentile", impl_->options.percentile},
+                         {"histogram_bins", impl_->options.histogram_bins}};
+  impl_->cache_path = path;
+  impl_->cache_keys = keys;
+  std::ifstream f(path);
+  if (!f) {
+    if (std::filesystem::exists(path))
+      return InvalidArgument("calibration cache '" + path + "' exists but cannot be read");
+    return false;
+  }
+  nlohmann::json doc;
+  try {
+    f >> doc;
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument("calibration cache '" + path + "' is not valid JSON: " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_object() ||
+      !doc.contains("tensors") || !doc["tensors"].is_object())
+    return InvalidArgument("calibration cache '" + path +
+                           "' is not a kiln calibration cache (no keys/tensors)");
+  for (auto it = keys.begin(); it != keys.end(); ++it) {
+    const nlohmann::json have =
+        doc["keys"].contains(it.key()) ? doc["keys"][it.key()] : nlohmann::json();
+    if (have != it.value())
+      return InvalidArgument("calibration cache '" + path + "' was made for another " + it.key() +
+                             ": the cache has " + have.dump() + ", this run " + it.value().dump() +
+                             "; delete it or pass another --cache file");
+  }
+  std::map<std::string, Impl::Range> ranges;
+  for (const auto& t : impl_->tensors) {
+    if (!doc["tensors"].contains(t))
+      return InvalidArgument("calibration cache '" + path + "' has no range for tensor '" + t +
+                             "'");
+    const auto& r = doc["tensors"][t];
+    try {
+      ranges[t] = {r.at("min").get<float>(), r.at("max").get<float>(),
+                   r.at("threshold").get<float>()};
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgument("calibration cache '" + path + "': tensor '" + t + "': " + e.what());
+    }
+  }
+  impl_->ranges = std::move(ranges);
+  impl_->samples = doc.value("samples", int64_t{0});
+  impl_->from_cache = true;
+  return true;
+}
+
+Status Quantizer::WriteTensorRtCache(const std::string& path) const {
+  if (impl_->ranges.empty()) return InvalidArgument("WriteTensorRtCache before Write");
+  std::ofstream f(path, std::ios::trunc);
+  if (!f) return InvalidArgument("cannot write '" + path + "'");
+  f << "TRT-8600-EntropyCalibration2\n";
+  for (const auto& t : impl_->tensors) {
+    const float scale = std::max(impl_->ranges.at(t).threshold, 1e-12f) / 127.f;
+    uint32_t bits;
+    std::memcpy(&bits, &scale, 4);
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "%08x", bits);
+    f << t << ": " << hex << "\n";
+  }
+  if (!f.good()) return Internal("failed writing '" + path + "'");
+  return OkStatus();
+}
 
 Status Quantizer::BeginPass(int pass) {
   if (pass < 0 || pass >= passes() || pass != impl_->pass + 1)
@@ -155,7 +255,7 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
 }
 
 StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
-  if (impl_->pass != passes() - 1)
+  if (!impl_->from_cache && impl_->pass != passes() - 1)
     return InvalidArgument("Write before the last calibration pass (" + std::to_string(passes()) +
                            " passes; completed up to " + std::to_string(impl_->pass) + ")");
   QuantizeSummary summary;
@@ -165,19 +265,30 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.per_channel = impl_->opset >= 13;
   onnxio::QdqPlan plan;
   plan.per_channel = summary.per_channel;
+  if (!impl_->from_cache) {
+    for (const auto& t : impl_->tensors) {
+      const quant::TensorStats& s = impl_->stats.at(t);
+      if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
+      const bool is_signed = s.min() < 0.f;
+      impl_->ranges[t] = {
+          s.min(), s.max(),
+          quant::Threshold(s, impl_->method, impl_->options.percentile, is_signed ? 128 : 256)};
+    }
+  }
+  std::set<std::string> used;
+  for (const auto& c : impl_->selected) used.insert(c.activation);
   for (const auto& t : impl_->tensors) {
-    const quant::TensorStats& s = impl_->stats.at(t);
-    if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
-    const bool is_signed = s.min() < 0.f;
-    float threshold =
-        quant::Threshold(s, impl_->method, impl_->options.percentile, is_signed ? 128 : 256);
+    if (!used.count(t)) continue;
+    const Impl::Range& r = impl_->ranges.at(t);
+    const bool is_signed = r.min < 0.f;
+    const float threshold = r.threshold;
     onnxio::ActivationQuant a;
     a.tensor = t;
     a.is_signed = is_signed;
     a.scale = threshold > 0.f ? threshold / (is_signed ? 127.f : 255.f) : 1.f;
     plan.activations.push_back(a);
     summary.activations.push_back(
-        {t, is_signed ? "int8" : "uint8", a.scale, 0, s.min(), s.max(), threshold});
+        {t, is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max, threshold});
   }
   for (const auto& c : impl_->selected) {
     plan.nodes.push_back(c.node);
@@ -194,6 +305,17 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   f.write(out.data(), static_cast<std::streamsize>(out.size()));
   if (!f.good()) return Internal("failed writing '" + out_path + "'");
   summary.model_bytes = static_cast<int64_t>(out.size());
+  summary.from_cache = impl_->from_cache;
+  if (!impl_->cache_path.empty() && !impl_->from_cache) {
+    nlohmann::json doc = {{"keys", impl_->cache_keys}, {"samples", impl_->samples}};
+    nlohmann::json& tensors = doc["tensors"] = nlohmann::json::object();
+    for (const auto& [t, r] : impl_->ranges)
+      tensors[t] = {{"min", r.min}, {"max", r.max}, {"threshold", r.threshold}};
+    std::ofstream c(impl_->cache_path, std::ios::trunc);
+    c << doc.dump(1) << "\n";
+    if (!c.good())
+      return Internal("failed writing the calibration cache '" + impl_->cache_path + "'");
+  }
   return summary;
 }
 

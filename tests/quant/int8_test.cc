@@ -191,6 +191,49 @@ TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
   EXPECT_FALSE((*q)->Write((dir_ / "b.onnx").string()).ok());
 }
 
+TEST_F(QuantizerTest, CalibrationCacheIsReusedAndRefusedWhenForeign) {
+  const std::string cache = (dir_ / "cache.json").string();
+  const Tensor data = Tensor::FromVector<float>(Uniform(8 * 400, 10), {8, 4, 10, 10});
+  auto run = [&](const std::string& model, const std::string& out, bool* hit) -> Status {
+    KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model, QuantizeOptions{}));
+    KILN_ASSIGN_OR_RETURN(*hit, q->UseCache(cache, CalibrationDataKey(data, 8)));
+    for (int pass = 0; pass < q->passes(); ++pass) {
+      KILN_RETURN_IF_ERROR(q->BeginPass(pass));
+      KILN_RETURN_IF_ERROR(q->Observe({{"x", data}}));
+    }
+    return q->Write(out).status();
+  };
+  bool hit = true;
+  ASSERT_TRUE(run(model_, (dir_ / "a.onnx").string(), &hit).ok());
+  EXPECT_FALSE(hit);
+  ASSERT_TRUE(std::filesystem::exists(cache));
+  ASSERT_TRUE(run(model_, (dir_ / "b.onnx").string(), &hit).ok());
+  EXPECT_TRUE(hit);
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_EQ(bytes(dir_ / "a.onnx"), bytes(dir_ / "b.onnx")) << "the cached ranges differ";
+  // Another model (one weight changed) is refused, naming the key.
+  const std::string other = (dir_ / "other.onnx").string();
+  std::string m = bytes(model_);
+  m[m.size() / 2] ^= 1;
+  std::ofstream(other, std::ios::binary) << m;
+  Status s = run(other, (dir_ / "c.onnx").string(), &hit);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("model_hash"), std::string::npos) << s.message();
+  // Other data too; a corrupt file is refused and left as it was.
+  auto q = Quantizer::Create(model_, QuantizeOptions{});
+  ASSERT_TRUE(q.ok());
+  auto r = (*q)->UseCache(cache, CalibrationDataKey(data, 7));
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("calibration_data"), std::string::npos);
+  std::ofstream(cache, std::ios::trunc) << "{\"keys\": ";
+  auto q2 = Quantizer::Create(model_, QuantizeOptions{});
+  EXPECT_FALSE((*q2)->UseCache(cache, CalibrationDataKey(data, 8)).ok());
+  EXPECT_EQ(bytes(cache), "{\"keys\": ");
+}
+
 // A QDQ convolution: Q/DQ on X, DQ on int8 weights (even values, so the halved weights oneDNN
 // uses on CPUs without VNNI are exact and the int8 kernel must match the reference closely).
 struct QConvCase {

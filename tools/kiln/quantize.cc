@@ -21,7 +21,7 @@ namespace kiln::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, calibrate, out;
+  std::string model, calibrate, out, cache, trt_cache;
   QuantizeOptions options;
   int64_t samples = 300;
   int64_t batch = 32;
@@ -59,6 +59,13 @@ Status RunQuantize(const QuantizeArgs& a) {
     KILN_ASSIGN_OR_RETURN(data, ConvertFloatTensor(data, in.dtype));
   }
   const int64_t n = std::min<int64_t>(a.samples, data.shape()[0]);
+  if (!a.cache.empty()) {
+    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(a.cache, CalibrationDataKey(data, n)));
+    std::fprintf(stderr,
+                 hit ? "calibration cache %s: ranges read, no calibration\n"
+                     : "calibration cache %s: none yet, written after calibrating\n",
+                 a.cache.c_str());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   const bool tty = isatty(2) != 0;  // a progress line only on a terminal
   for (int pass = 0; pass < q->passes(); ++pass) {
@@ -78,6 +85,7 @@ Status RunQuantize(const QuantizeArgs& a) {
                  q->passes(), static_cast<long long>(n));
   }
   KILN_ASSIGN_OR_RETURN(QuantizeSummary s, q->Write(a.out));
+  if (!a.trt_cache.empty()) KILN_RETURN_IF_ERROR(q->WriteTensorRtCache(a.trt_cache));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("quantized %zu nodes to int8 (%s, %lld samples, weights %s) in %.1f s\n",
               s.quantized_nodes.size(), s.method.c_str(), static_cast<long long>(s.samples),
@@ -92,6 +100,8 @@ Status RunQuantize(const QuantizeArgs& a) {
                   t.min, t.max, t.threshold, t.scale);
   }
   std::printf("wrote %s (%lld bytes)\n", a.out.c_str(), static_cast<long long>(s.model_bytes));
+  if (!a.trt_cache.empty())
+    std::printf("wrote %s (TensorRT calibration table)\n", a.trt_cache.c_str());
   return OkStatus();
 }
 
@@ -121,6 +131,11 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                 "Also quantize the first and last layers (kept float by default)");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
+  cmd->add_option("--cache", a->cache,
+                  "Calibration cache (JSON): read when it matches this model, data, method and "
+                  "kiln version (no calibration); refused when it differs; written when absent");
+  cmd->add_option("--trt-cache", a->trt_cache,
+                  "Also write the activation scales as a TensorRT calibration table");
   cmd->add_flag("--verbose,-v", a->verbose, "Print every activation's range and scale");
   cmd->callback([a, exit_code] {
     Status s = RunQuantize(*a);
