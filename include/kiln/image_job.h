@@ -89,4 +89,29 @@ class ImageJob {
   std::unique_ptr<Impl> impl_;
 };
 
+// Image files decoded and preprocessed for one model input outside a job, one batch at a time
+// (kiln quantize's calibration data): the same sources and recipes as ImageJob. Not thread-safe.
+class ImageTensorReader {
+ public:
+  // `images`: a directory or list file (as ImageJobOptions::images); `recipe` as
+  // ImageJobOptions::recipe, resolved against `input` (a fixed-size image input [N,C,H,W]).
+  // Fails before decoding anything: no image found, an unknown recipe, a recipe whose images do
+  // not fit the input.
+  static StatusOr<std::unique_ptr<ImageTensorReader>> Create(const std::string& images,
+                                                             const std::string& recipe,
+                                                             const TensorSpec& input);
+  ~ImageTensorReader();
+  // The images listed, sorted.
+  const std::vector<std::string>& files() const;
+  const std::string& recipe() const;
+  // A float32 tensor [k, C, H, W] of the `paths` that decoded (k <= paths.size()); each that did
+  // not is appended to `failures` as "path: reason" and left out.
+  StatusOr<Tensor> Read(const std::vector<std::string>& paths, std::vector<std::string>* failures);
+
+ private:
+  struct Impl;
+  explicit ImageTensorReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace kiln

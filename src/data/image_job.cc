@@ -317,4 +317,53 @@ StatusOr<ImageJobSummary> ImageJob::Run(
   return sum;
 }
 
+struct ImageTensorReader::Impl {
+  std::vector<std::string> files;
+  data::Recipe recipe;
+  std::unique_ptr<data::Preprocessor> pre;
+};
+
+ImageTensorReader::ImageTensorReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ImageTensorReader::~ImageTensorReader() = default;
+
+StatusOr<std::unique_ptr<ImageTensorReader>> ImageTensorReader::Create(const std::string& images,
+                                                                       const std::string& recipe,
+                                                                       const TensorSpec& input) {
+  auto impl = std::make_unique<Impl>();
+  if (input.dims.size() != 4)
+    return InvalidArgument("images need a [N,C,H,W] model input; got " + input.ToString());
+  KILN_ASSIGN_OR_RETURN(impl->files, data::ListImages(images));
+  KILN_ASSIGN_OR_RETURN(impl->recipe, ResolveRecipe(recipe, input));
+  KILN_ASSIGN_OR_RETURN(impl->pre, data::Preprocessor::Create(impl->recipe));
+  const Shape sample = impl->pre->OutputShape();
+  for (size_t d = 0; d < 3; ++d)
+    if (input.dims[d + 1] > 0 && input.dims[d + 1] != sample[d])
+      return InvalidArgument("recipe '" + impl->recipe.name + "' makes images of " +
+                             ShapeToString(sample) + " but input is " + input.ToString());
+  return std::unique_ptr<ImageTensorReader>(new ImageTensorReader(std::move(impl)));
+}
+
+const std::vector<std::string>& ImageTensorReader::files() const { return impl_->files; }
+const std::string& ImageTensorReader::recipe() const { return impl_->recipe.name; }
+
+StatusOr<Tensor> ImageTensorReader::Read(const std::vector<std::string>& paths,
+                                         std::vector<std::string>* failures) {
+  const Shape sample = impl_->pre->OutputShape();
+  const int64_t per = impl_->pre->OutputElements();
+  std::vector<float> buf(static_cast<size_t>(per) * paths.size());
+  int64_t k = 0;
+  for (const auto& p : paths) {
+    Status s = impl_->pre->RunFile(p, buf.data() + k * per);
+    if (s.ok()) {
+      ++k;
+    } else if (failures != nullptr) {
+      failures->push_back(p + ": " + s.message());
+    }
+  }
+  Shape shape = {k};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  buf.resize(static_cast<size_t>(k * per));
+  return Tensor::FromVector<float>(buf, shape);
+}
+
 }  // namespace kiln

@@ -181,7 +181,36 @@ wait "$SERVE_PID"
 SERVE_RC=$?
 check serve-sigterm-exit-0 0 "" -- test "$SERVE_RC" -eq 0
 check serve-drain-report 0 "drained in .* 0 unfinished" -- cat "$W/serve.log"
-for sub in run inspect bench doctor selftest serve; do
+# kiln quantize on the demo CNN: calibration from a tensor file and from image folders (corrupt
+# images skipped and reported, an empty folder refused before any work), the cache, refusals.
+/usr/bin/python3 -c "import numpy as np; np.save('$W/calib.npy', np.random.default_rng(0).standard_normal((40, 1, 28, 28), dtype=np.float32))"
+check quantize-npy 0 "quantized 2 nodes to int8 \(percentile, 40 samples" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q.onnx" --cache "$W/qc.json"
+check quantize-output-runs 0 "kiln.QConv" -- "$KILN" inspect "$W/q.onnx" --optimized
+check quantize-qdq-input 11 "nothing to quantize.*is not an initializer" -- "$KILN" quantize "$W/q.onnx" --calibrate "$W/calib.npy" --out "$W/qq.onnx"
+check quantize-cache-hit 0 "ranges read, no calibration" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q2.onnx" --cache "$W/qc.json"
+check quantize-cache-same-model 0 "" -- cmp "$W/q.onnx" "$W/q2.onnx"
+check quantize-cache-other-method 11 "made for another method" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q3.onnx" --cache "$W/qc.json" --method minmax
+/usr/bin/python3 -c "import onnx; m = onnx.load('$D'); m.producer_name = 'another'; onnx.save(m, '$W/other.onnx')"
+check quantize-cache-other-model 11 "made for another model_hash" -- "$KILN" quantize "$W/other.onnx" --calibrate "$W/calib.npy" --out "$W/q3.onnx" --cache "$W/qc.json"
+check quantize-trt-table 0 "TRT-8600-EntropyCalibration2" -- sh -c "'$KILN' quantize '$D' --calibrate '$W/calib.npy' --out '$W/q4.onnx' --method minmax --trt-cache '$W/trt.txt' > /dev/null && cat '$W/trt.txt'"
+check quantize-all-kept-float 11 "nothing to quantize.*--keep-float Conv" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q5.onnx" --keep-float Conv --keep-float Gemm
+check quantize-no-data 14 "does not exist" -- "$KILN" quantize "$D" --calibrate "$W/none.npy" --out "$W/q6.onnx"
+check quantize-bad-method 11 "unknown calibration method 'kl'" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q7.onnx" --method kl
+mkdir -p "$W/imgs" "$W/noimgs"
+/usr/bin/python3 -c "
+import numpy as np, zlib, struct, sys
+def png(path, a):
+    raw = b''.join(b'\\x00' + bytes(r) for r in a)
+    def chunk(t, d): return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d))
+    open(path, 'wb').write(b'\\x89PNG\\r\\n\\x1a\\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', 28, 28, 8, 0, 0, 0, 0)) + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
+rng = np.random.default_rng(1)
+for i in range(6): png(f'$W/imgs/{i}.png', rng.integers(0, 256, (28, 28), dtype=np.uint8))
+"
+printf 'not an image' > "$W/imgs/broken.png"
+check quantize-images 0 "1 of 7 calibration images could not be read" -- "$KILN" quantize "$D" --calibrate "$W/imgs" --recipe fashion-mnist --out "$W/q8.onnx"
+check quantize-images-empty 11 "no .jpg, .jpeg or .png files found" -- "$KILN" quantize "$D" --calibrate "$W/noimgs" --recipe fashion-mnist --out "$W/q9.onnx"
+check quantize-images-empty-no-output 1 "" -- test -f "$W/q9.onnx"
+for sub in run inspect bench doctor selftest serve quantize; do
   check "help-$sub" 0 "Usage" -- "$KILN" "$sub" --help
 done
 check help-top 0 "inspect" -- "$KILN" --help

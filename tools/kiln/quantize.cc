@@ -1,10 +1,14 @@
 // `kiln quantize MODEL --calibrate DATA --out OUT`: post-training INT8 quantization with
 // calibration (kiln/quantize.h), writing a QDQ ONNX model.
 //
-// DATA is a tensor file (.npy, or ONNX .pb) holding calibration samples along dim 0 for a
-// one-input model; the first --samples of them are run in batches of --batch, once per pass.
+// DATA is a tensor file (.npy, or ONNX .pb) holding calibration samples along dim 0, or image
+// files (a directory or a list file, .txt/.lst) decoded through a recipe (--recipe, as `kiln run
+// --images`), for a one-input model. --samples of them (a tensor file's first N; images spread
+// evenly over the sorted list) run in batches of --batch, once per pass; images that fail to
+// decode are skipped and reported.
 #include "kiln/quantize.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -12,16 +16,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "common.h"
+#include "kiln/image_job.h"
 #include "kiln/tensor_io.h"
 
 namespace kiln::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, calibrate, out, cache, trt_cache;
+  std::string model, calibrate, out, cache, trt_cache, recipe;
   QuantizeOptions options;
   int64_t samples = 300;
   int64_t batch = 32;
@@ -40,27 +46,89 @@ Tensor Rows(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
+bool IsImageSource(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  if (S_ISDIR(st.st_mode)) return true;
+  for (const char* ext : {".txt", ".lst"})
+    if (path.size() > 4 && path.compare(path.size() - 4, 4, ext) == 0) return true;
+  return false;
+}
+
+// The calibration samples: rows of a tensor file, or images through a recipe.
+class Samples {
+ public:
+  static StatusOr<std::unique_ptr<Samples>> Open(const QuantizeArgs& a, const TensorSpec& in) {
+    auto s = std::make_unique<Samples>();
+    if (IsImageSource(a.calibrate)) {
+      KILN_ASSIGN_OR_RETURN(s->images_, ImageTensorReader::Create(a.calibrate, a.recipe, in));
+      const auto& files = s->images_->files();
+      const int64_t total = static_cast<int64_t>(files.size());
+      const int64_t n = std::min<int64_t>(a.samples, total);
+      std::string key = "recipe " + s->images_->recipe();
+      for (int64_t i = 0; i < n; ++i) {  // spread over the list (folders are often by class)
+        s->paths_.push_back(files[static_cast<size_t>(i * total / n)]);
+        struct stat st {};
+        stat(s->paths_.back().c_str(), &st);
+        key += "\n" + s->paths_.back() + " " + std::to_string(st.st_size) + " " +
+               std::to_string(st.st_mtime);
+      }
+      s->count_ = n;
+      s->key_ = CalibrationDataKey(
+          Tensor::View(DataType::kUInt8, {static_cast<int64_t>(key.size())}, key.data()),
+          static_cast<int64_t>(key.size()));
+      s->what_ = std::to_string(n) + " of " + std::to_string(total) + " images in '" + a.calibrate +
+                 "' (recipe " + s->images_->recipe() + ")";
+      return s;
+    }
+    KILN_ASSIGN_OR_RETURN(s->data_, ReadTensorFile(a.calibrate));
+    if (s->data_.rank() < 1 || s->data_.shape()[0] < 1)
+      return InvalidArgument("calibration data '" + a.calibrate +
+                             "' holds no sample (samples run along dim 0); got shape " +
+                             ShapeToString(s->data_.shape()));
+    if (s->data_.dtype() != in.dtype) {
+      KILN_ASSIGN_OR_RETURN(s->data_, ConvertFloatTensor(s->data_, in.dtype));
+    }
+    s->count_ = std::min<int64_t>(a.samples, s->data_.shape()[0]);
+    s->key_ = CalibrationDataKey(s->data_, s->count_);
+    s->what_ = std::to_string(s->count_) + " samples of '" + a.calibrate + "'";
+    return s;
+  }
+  int64_t count() const { return count_; }
+  const std::string& key() const { return key_; }
+  const std::string& what() const { return what_; }
+  // Samples [b, e); images that fail are appended to `failures`.
+  StatusOr<Tensor> Batch(int64_t b, int64_t e, std::vector<std::string>* failures) {
+    if (!images_) return Rows(data_, b, e);
+    return images_->Read({paths_.begin() + b, paths_.begin() + e}, failures);
+  }
+
+ private:
+  std::unique_ptr<ImageTensorReader> images_;
+  std::vector<std::string> paths_;
+  Tensor data_;
+  int64_t count_ = 0;
+  std::string key_, what_;
+};
+
 Status RunQuantize(const QuantizeArgs& a) {
   if (a.samples < 1)
     return InvalidArgument("--samples must be >= 1; got " + std::to_string(a.samples));
   if (a.batch < 1) return InvalidArgument("--batch must be >= 1; got " + std::to_string(a.batch));
-  // The data is checked before any work on the model.
-  KILN_ASSIGN_OR_RETURN(Tensor data, ReadTensorFile(a.calibrate));
-  if (data.rank() < 1 || data.shape()[0] < 1)
-    return InvalidArgument("calibration data '" + a.calibrate +
-                           "' holds no sample (samples run along dim 0); got shape " +
-                           ShapeToString(data.shape()));
+  // Tensor files are read before any work on the model; image sources need the model's input.
+  if (!IsImageSource(a.calibrate) && !std::filesystem::exists(a.calibrate))
+    return NotFound("calibration data '" + a.calibrate + "' does not exist");
   KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(a.model, a.options));
   if (q->inputs().size() != 1)
     return Unsupported("calibration from one tensor file needs a one-input model; '" + a.model +
                        "' has " + std::to_string(q->inputs().size()) + " inputs");
   const TensorSpec& in = q->inputs()[0];
-  if (data.dtype() != in.dtype) {
-    KILN_ASSIGN_OR_RETURN(data, ConvertFloatTensor(data, in.dtype));
-  }
-  const int64_t n = std::min<int64_t>(a.samples, data.shape()[0]);
+  KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, in));
+  const int64_t n = samples->count();
+  std::fprintf(stderr, "calibration data: %s\n", samples->what().c_str());
+  std::vector<std::string> failures;
   if (!a.cache.empty()) {
-    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(a.cache, CalibrationDataKey(data, n)));
+    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(a.cache, samples->key()));
     std::fprintf(stderr,
                  hit ? "calibration cache %s: ranges read, no calibration\n"
                      : "calibration cache %s: none yet, written after calibrating\n",
@@ -72,7 +140,9 @@ Status RunQuantize(const QuantizeArgs& a) {
     KILN_RETURN_IF_ERROR(q->BeginPass(pass));
     for (int64_t b = 0; b < n; b += a.batch) {
       const int64_t e = std::min(n, b + a.batch);
-      Status s = q->Observe({{in.name, Rows(data, b, e)}});
+      KILN_ASSIGN_OR_RETURN(Tensor batch, samples->Batch(b, e, pass == 0 ? &failures : nullptr));
+      if (batch.shape()[0] == 0) continue;  // every image of this batch failed
+      Status s = q->Observe({{in.name, std::move(batch)}});
       if (!s.ok())
         return Status(s.code(), s.message() + "\n  while calibrating on samples " +
                                     std::to_string(b) + ".." + std::to_string(e - 1) + " of '" +
@@ -83,6 +153,15 @@ Status RunQuantize(const QuantizeArgs& a) {
     }
     std::fprintf(stderr, "%scalibration pass %d/%d: %lld samples\n", tty ? "\r" : "", pass + 1,
                  q->passes(), static_cast<long long>(n));
+  }
+  if (!failures.empty()) {
+    std::fprintf(stderr, "%zu of %lld calibration images could not be read and were skipped:\n",
+                 failures.size(), static_cast<long long>(n));
+    for (size_t i = 0; i < failures.size() && i < 5; ++i)
+      std::fprintf(stderr, "  %s\n", failures[i].c_str());
+    if (failures.size() > 5) std::fprintf(stderr, "  ...\n");
+    if (static_cast<int64_t>(failures.size()) == n)
+      return InvalidArgument("none of the " + std::to_string(n) + " calibration images decoded");
   }
   KILN_ASSIGN_OR_RETURN(QuantizeSummary s, q->Write(a.out));
   if (!a.trt_cache.empty()) KILN_RETURN_IF_ERROR(q->WriteTensorRtCache(a.trt_cache));
@@ -113,9 +192,13 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
       "quantize", "Quantize a float32 model to INT8 (QDQ ONNX) with calibration data");
   cmd->add_option("model", a->model, "The float32 ONNX model")->required();
   cmd->add_option("--calibrate", a->calibrate,
-                  "Calibration samples: a tensor file (.npy or .pb) with samples along dim 0")
+                  "Calibration samples: a tensor file (.npy or .pb) with samples along dim 0, or "
+                  "images: a directory or a list file (.txt/.lst)")
       ->required();
   cmd->add_option("--out", a->out, "Where to write the QDQ model")->required();
+  cmd->add_option("--recipe", a->recipe,
+                  "For image calibration data: a preset or recipe .json (as kiln run --images; "
+                  "default: torchvision-imagenet sized to the input)");
   cmd->add_option("--method", a->options.method,
                   "Range method: minmax, percentile, entropy (KL) or mse")
       ->capture_default_str();
