@@ -63,6 +63,14 @@ struct QuantizeSummary {
 // `samples`, with its dtype, shape and count (16 hex digits; not cryptographic).
 std::string CalibrationDataKey(const Tensor& samples, int64_t count);
 
+// One quantized node's output, float model against the quantized one on the same inputs.
+struct LayerError {
+  std::string node, tensor;
+  double cosine = 0;   // cosine similarity of the two outputs (1 = same direction)
+  double max_abs = 0;  // largest absolute difference
+  double max_ref = 0;  // largest |float output|, for scale
+};
+
 class Quantizer {
  public:
   // Reads the model, picks the nodes to quantize and loads the calibration session. Fails when
@@ -94,6 +102,11 @@ class Quantizer {
   // then "tensor: <scale as the hex of its float32 bits>", symmetric int8 scale = threshold/127),
   // for building an engine elsewhere from the same calibration.
   Status WriteTensorRtCache(const std::string& path) const;
+  // After Write: runs the float model and the written QDQ model on `batch` (held-out samples) and
+  // compares every quantized node's output and the model's outputs ("(model output)"), in graph
+  // order. Errors accumulate through the network: the first node with a large error is the one
+  // to keep float (--keep-float).
+  StatusOr<std::vector<LayerError>> Compare(const std::vector<NamedTensor>& batch);
 
  private:
   struct Impl;

@@ -62,6 +62,7 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     c.index = i;
     if (n.input_size() < 2) continue;
     c.activation = n.input(0);
+    c.output = n.output_size() > 0 ? n.output(0) : "";
     c.weight = n.input(1);
     auto w = inits.find(c.weight);
     if (inits.count(c.activation)) {

@@ -18,6 +18,7 @@ struct QdqCandidate {
   std::string op_type;
   int index = 0;           // position in the graph's (topologically sorted) node list
   std::string activation;  // input 0, a float tensor computed at run time or a graph input
+  std::string output;      // output 0
   std::string weight;      // the weight initializer
   int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
   std::string reason;      // non-empty when the node cannot be quantized: why

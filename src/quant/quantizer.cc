@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +42,7 @@ struct Quantizer::Impl {
     float min = 0, max = 0, threshold = 0;
   };
   std::map<std::string, Range> ranges;  // filled by Write (or the cache)
+  std::string written;                  // the QDQ model Write wrote
 };
 
 std::string CalibrationDataKey(const Tensor& samples, int64_t count) {
@@ -201,6 +203,49 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
   return true;
 }
 
+StatusOr<std::vector<LayerError>> Quantizer::Compare(const std::vector<NamedTensor>& batch) {
+  if (impl_->written.empty()) return InvalidArgument("Compare before Write");
+  std::vector<std::string> names;
+  for (const auto& c : impl_->selected)
+    if (!c.output.empty()) names.push_back(c.output);
+  SessionOptions so;
+  so.num_threads = impl_->options.num_threads;
+  std::vector<NamedTensor> a, b;
+  for (const std::string* bytes : {&impl_->model_bytes, &impl_->written}) {
+    KILN_ASSIGN_OR_RETURN(std::string with, onnxio::WithExtraOutputs(*bytes, names));
+    KILN_ASSIGN_OR_RETURN(auto session, Session::LoadFromBytes(with, so));
+    KILN_RETURN_IF_ERROR(session->Run(batch, bytes == &impl_->model_bytes ? &a : &b));
+  }
+  std::map<std::string, const Tensor*> got;
+  for (const auto& o : b) got[o.name] = &o.tensor;
+  std::map<std::string, std::string> node_of;
+  for (const auto& c : impl_->selected) node_of[c.output] = c.node;
+  std::vector<LayerError> out;
+  auto compare = [&](const NamedTensor& ref, const std::string& node) {
+    auto it = got.find(ref.name);
+    if (it == got.end() || ref.tensor.dtype() != DataType::kFloat ||
+        it->second->numel() != ref.tensor.numel())
+      return;
+    const float* x = ref.tensor.data<float>();
+    const float* y = it->second->data<float>();
+    double dot = 0, nx = 0, ny = 0;
+    LayerError e{node, ref.name};
+    for (int64_t i = 0; i < ref.tensor.numel(); ++i) {
+      dot += double(x[i]) * y[i], nx += double(x[i]) * x[i], ny += double(y[i]) * y[i];
+      e.max_abs = std::max(e.max_abs, double(std::fabs(x[i] - y[i])));
+      e.max_ref = std::max(e.max_ref, double(std::fabs(x[i])));
+    }
+    e.cosine = nx > 0 && ny > 0 ? dot / std::sqrt(nx * ny) : (nx == ny ? 1.0 : 0.0);
+    out.push_back(e);
+  };
+  for (const auto& c : impl_->selected)
+    for (const auto& r : a)
+      if (r.name == c.output) compare(r, c.node);
+  for (const auto& r : a)
+    if (!node_of.count(r.name)) compare(r, "(model output)");
+  return out;
+}
+
 Status Quantizer::WriteTensorRtCache(const std::string& path) const {
   if (impl_->ranges.empty()) return InvalidArgument("WriteTensorRtCache before Write");
   std::ofstream f(path, std::ios::trunc);
@@ -305,6 +350,7 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   f.write(out.data(), static_cast<std::streamsize>(out.size()));
   if (!f.good()) return Internal("failed writing '" + out_path + "'");
   summary.model_bytes = static_cast<int64_t>(out.size());
+  impl_->written = out;
   summary.from_cache = impl_->from_cache;
   if (!impl_->cache_path.empty() && !impl_->from_cache) {
     nlohmann::json doc = {{"keys", impl_->cache_keys}, {"samples", impl_->samples}};

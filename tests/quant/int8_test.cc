@@ -163,6 +163,32 @@ TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
   EXPECT_GT(err, 0.0) << "the int8 model computed exactly float's outputs: was it quantized?";
 }
 
+TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
+  QuantizeOptions o;
+  o.quantize_all = true;
+  auto q = Quantizer::Create(model_, o);
+  ASSERT_TRUE(q.ok());
+  const Tensor data = Tensor::FromVector<float>(Uniform(8 * 400, 10), {8, 4, 10, 10});
+  EXPECT_FALSE((*q)->Compare({{"x", data}}).ok());  // before Write
+  for (int pass = 0; pass < (*q)->passes(); ++pass) {
+    ASSERT_TRUE((*q)->BeginPass(pass).ok());
+    ASSERT_TRUE((*q)->Observe({{"x", data}}).ok());
+  }
+  ASSERT_TRUE((*q)->Write((dir_ / "c.onnx").string()).ok());
+  auto errs =
+      (*q)->Compare({{"x", Tensor::FromVector<float>(Uniform(4 * 400, 11), {4, 4, 10, 10})}});
+  ASSERT_TRUE(errs.ok()) << errs.status().ToString();
+  ASSERT_EQ(errs->size(), 3u);  // conv1, conv2, fc (whose output is the model's)
+  EXPECT_EQ((*errs)[0].node, "conv1");
+  EXPECT_EQ((*errs)[2].tensor, "y");
+  for (const auto& e : *errs) {
+    EXPECT_GT(e.cosine, 0.99) << e.node;
+    EXPECT_LT(e.cosine, 1.0 + 1e-9) << e.node;
+    EXPECT_GT(e.max_abs, 0.0) << e.node << ": no quantization error at all";
+    EXPECT_LT(e.max_abs, 0.1 * e.max_ref) << e.node;
+  }
+}
+
 TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
   auto s = Quantize(QuantizeOptions{}, (dir_ / "a.onnx").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -32,6 +32,7 @@ struct QuantizeArgs {
   int64_t samples = 300;
   int64_t batch = 32;
   bool verbose = false;
+  bool report = false;
 };
 
 // Rows [begin, end) of `t` along dim 0, copied.
@@ -97,6 +98,24 @@ class Samples {
   int64_t count() const { return count_; }
   const std::string& key() const { return key_; }
   const std::string& what() const { return what_; }
+  // Up to `k` samples not used for calibration (rows after them; images next to them), or, when
+  // there are none, the first k calibration samples; `held_out` says which.
+  StatusOr<Tensor> HeldOut(int64_t k, bool* held_out) {
+    if (!images_) {
+      const int64_t rows = data_.shape()[0];
+      *held_out = rows > count_;
+      return *held_out ? Rows(data_, count_, std::min(rows, count_ + k))
+                       : Rows(data_, 0, std::min(count_, k));
+    }
+    const auto& files = images_->files();
+    std::vector<std::string> pick;
+    for (size_t i = 0; i < files.size() && static_cast<int64_t>(pick.size()) < k; ++i)
+      if (std::find(paths_.begin(), paths_.end(), files[i]) == paths_.end())
+        pick.push_back(files[i]);
+    *held_out = !pick.empty();
+    if (pick.empty()) pick.assign(paths_.begin(), paths_.begin() + std::min<int64_t>(k, count_));
+    return images_->Read(pick, nullptr);
+  }
   // Samples [b, e); images that fail are appended to `failures`.
   StatusOr<Tensor> Batch(int64_t b, int64_t e, std::vector<std::string>* failures) {
     if (!images_) return Rows(data_, b, e);
@@ -179,6 +198,18 @@ Status RunQuantize(const QuantizeArgs& a) {
                   t.min, t.max, t.threshold, t.scale);
   }
   std::printf("wrote %s (%lld bytes)\n", a.out.c_str(), static_cast<long long>(s.model_bytes));
+  if (a.report) {
+    bool held_out = false;
+    KILN_ASSIGN_OR_RETURN(Tensor hold, samples->HeldOut(a.batch, &held_out));
+    KILN_ASSIGN_OR_RETURN(auto errs, q->Compare({{in.name, std::move(hold)}}));
+    std::printf("report: float32 vs int8 on %s, per quantized node (errors accumulate):\n",
+                held_out ? "held-out samples" : "calibration samples (no held-out data)");
+    std::printf("  %-44s %10s %12s %12s\n", "node output", "cosine", "max |diff|", "max |ref|");
+    for (const auto& e : errs)
+      std::printf("  %-44s %10.6f %12.5g %12.5g\n",
+                  (e.node == "(model output)" ? "(model output) " + e.tensor : e.node).c_str(),
+                  e.cosine, e.max_abs, e.max_ref);
+  }
   if (!a.trt_cache.empty())
     std::printf("wrote %s (TensorRT calibration table)\n", a.trt_cache.c_str());
   return OkStatus();
@@ -219,6 +250,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                   "kiln version (no calibration); refused when it differs; written when absent");
   cmd->add_option("--trt-cache", a->trt_cache,
                   "Also write the activation scales as a TensorRT calibration table");
+  cmd->add_flag("--report", a->report,
+                "Compare each quantized node's output and the model's outputs, float32 against "
+                "int8, on --batch held-out samples (cosine, max abs difference)");
   cmd->add_flag("--verbose,-v", a->verbose, "Print every activation's range and scale");
   cmd->callback([a, exit_code] {
     Status s = RunQuantize(*a);
