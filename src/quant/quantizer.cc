@@ -211,10 +211,14 @@ StatusOr<std::vector<LayerError>> Quantizer::Compare(const std::vector<NamedTens
   SessionOptions so;
   so.num_threads = impl_->options.num_threads;
   std::vector<NamedTensor> a, b;
-  for (const std::string* bytes : {&impl_->model_bytes, &impl_->written}) {
-    KILN_ASSIGN_OR_RETURN(std::string with, onnxio::WithExtraOutputs(*bytes, names));
-    KILN_ASSIGN_OR_RETURN(auto session, Session::LoadFromBytes(with, so));
-    KILN_RETURN_IF_ERROR(session->Run(batch, bytes == &impl_->model_bytes ? &a : &b));
+  // Both sessions live until the comparison is done: their outputs may be views of their memory.
+  std::unique_ptr<Session> sessions[2];
+  for (int i = 0; i < 2; ++i) {
+    KILN_ASSIGN_OR_RETURN(
+        std::string with,
+        onnxio::WithExtraOutputs(i == 0 ? impl_->model_bytes : impl_->written, names));
+    KILN_ASSIGN_OR_RETURN(sessions[i], Session::LoadFromBytes(with, so));
+    KILN_RETURN_IF_ERROR(sessions[i]->Run(batch, i == 0 ? &a : &b));
   }
   std::map<std::string, const Tensor*> got;
   for (const auto& o : b) got[o.name] = &o.tensor;
