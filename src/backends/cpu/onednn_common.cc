@@ -161,6 +161,12 @@ bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops) {
   return true;
 }
 
+bool Int8Vnni() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx512_core_vnni ||
+         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 bool Bf16Supported() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
@@ -244,17 +250,19 @@ std::string DescKey(const dnnl::memory::desc& d) {
 }  // namespace
 
 dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
-                         const dnnl::memory::desc& to, Tensor* storage,
-                         runtime::WeightCache* cache) {
+                         const dnnl::memory::desc& to, Tensor* storage, runtime::WeightCache* cache,
+                         const Tensor* transformed, const std::string& variant) {
   auto pack = [&]() -> StatusOr<Tensor> {
     Tensor t = Tensor::Empty(DataType::kUInt8, {static_cast<int64_t>(to.get_size())});
     dnnl::memory packed(to, Engine(), t.raw());
-    dnnl::memory src(from, Engine(), const_cast<void*>(source.raw()));
+    const Tensor& data = transformed != nullptr ? *transformed : source;
+    dnnl::memory src(from, Engine(), const_cast<void*>(data.raw()));
     dnnl::reorder(src, packed).execute(ThreadStream(), src, packed);
     ThreadStream().wait();
     return t;
   };
-  StatusOr<Tensor> t = cache ? cache->GetOrPack(source, DescKey(from) + DescKey(to), pack) : pack();
+  StatusOr<Tensor> t =
+      cache ? cache->GetOrPack(source, DescKey(from) + DescKey(to) + variant, pack) : pack();
   if (!t.ok()) throw dnnl::error(dnnl_runtime_error, t.status().message().c_str());
   *storage = *t;
   return dnnl::memory(to, Engine(), storage->raw());

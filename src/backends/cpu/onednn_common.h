@@ -141,9 +141,14 @@ const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have
 // layout `to`, held in `*storage` (which must outlive the returned memory). With a cache (the
 // session's, PrepareContext::weights) every plan asking for the same source in the same layout
 // gets the one packed copy; without, a private one.
+// `transformed` (with `variant` naming the transformation in the cache key), when given, is what
+// is reordered instead of `source`, which still identifies the weights in the cache.
 dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
-                         const dnnl::memory::desc& to, Tensor* storage,
-                         runtime::WeightCache* cache);
+                         const dnnl::memory::desc& to, Tensor* storage, runtime::WeightCache* cache,
+                         const Tensor* transformed = nullptr, const std::string& variant = "");
+// Whether oneDNN's int8 kernels have VNNI-class dot products here (AVX-VNNI, AVX512-VNNI,
+// AMX); without them a uint8 x int8 product pair summed in 16 bits (vpmaddubsw) can saturate.
+bool Int8Vnni();
 
 // Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
 // and a scratchpad, on the calling thread's stream, and waits.

@@ -7,11 +7,14 @@
 //
 // oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
 // reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
-// and on CPUs without VNNI the halved weights that keep vpmaddubsw from saturating, compensated
-// in the output scales). The source arrives from QuantizeLinear, plain or in the layout of the
-// float value it quantized (cpu.quantizelinear.loop keeps it), and is reordered at run time only
-// when the primitive wants another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's
-// fast int8 convolutions take none; fuse_qdq_conv only fuses such inputs), 1-3 spatial dims.
+// with halved weights on CPUs without VNNI). With a uint8 source on a CPU without VNNI, kiln
+// halves the weights itself (7 bits, scales doubled): vpmaddubsw's 16-bit pair sums would
+// saturate otherwise (ONNX Runtime's "reduce_range" does the same for this reason). The source
+// arrives from QuantizeLinear, plain or in the layout of the float value it quantized
+// (cpu.quantizelinear.loop keeps it), and is reordered at run time only when the primitive wants
+// another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's fast int8 convolutions take none;
+// fuse_qdq_conv only fuses such inputs), 1-3 spatial dims.
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
@@ -91,8 +94,13 @@ class QConvOneDnn final : public runtime::Kernel {
 
     const float sx = ctx->constants[1]->data<float>()[0];
     const float* sw = ctx->constants[4]->data<float>();
+    // Without VNNI, oneDNN multiplies uint8 by int8 with vpmaddubsw, whose 16-bit pair sums
+    // saturate for 255 * 127 * 2: the weights are halved (rounded to even, 7 bits) and their
+    // scales doubled. (An int8 source is oneDNN's own case: it halves the weights itself.)
+    const bool halve = x.dtype == DataType::kUInt8 && !Int8Vnni();
+    const float wmul = halve ? 2.f : 1.f;
     std::vector<float> scales(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i];
+    for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i] * wmul;
     // A quantized output: the result is divided by y_scale, rounded and saturated by oneDNN.
     const bool quantized = node_.HasInput(7);
     const float sy = quantized ? ctx->constants[7]->data<float>()[0] : 1.f;
@@ -138,7 +146,16 @@ class QConvOneDnn final : public runtime::Kernel {
                                                     : ws.size() == 4 ? memory::format_tag::goihw
                                                                      : memory::format_tag::goidhw)
                                      : PlainDesc(ws, memory::data_type::s8);
-    weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights);
+    Tensor halved;
+    if (halve) {
+      halved = Tensor::Empty(DataType::kInt8, w.shape());
+      const int8_t* src = w.data<int8_t>();
+      int8_t* dst = halved.data<int8_t>();
+      for (int64_t i = 0; i < w.numel(); ++i)
+        dst[i] = static_cast<int8_t>(std::nearbyint(static_cast<float>(src[i]) * 0.5f));
+    }
+    weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights,
+                           halve ? &halved : nullptr, halve ? "halved" : "");
     if (has_bias) {
       // oneDNN 2.6 scales (accumulator + bias): the bias goes in divided by the output scale.
       bias_copy_ = Tensor::Empty(DataType::kFloat, {m});

@@ -49,8 +49,8 @@ class QuantizeLoop final : public runtime::Kernel {
     n_ = NumElements(x.shape);
     if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
       if (l->desc().data_type() != dnnl::memory::data_type::f32)
-        return Unsupported("failed to run " + node_.Describe() + ": the input layout " +
-                           l->name() + " is not float32");
+        return Unsupported("failed to run " + node_.Describe() + ": the input layout " + l->name() +
+                           " is not float32");
       dnnl_memory_desc_t d = l->desc().data;
       d.data_type = out_ == DataType::kUInt8 ? dnnl_u8 : dnnl_s8;
       const dnnl::memory::desc q(d);
