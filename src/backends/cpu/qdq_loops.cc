@@ -91,13 +91,23 @@ void DequantizeRange(const Q* x, float* y, int64_t b, int64_t e, float scale, in
     y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
 }
 
+// Elementwise too: a uint8/int8 input in a oneDNN layout gives a float32 output in that layout.
 class DequantizeLoop final : public runtime::Kernel {
  public:
   explicit DequantizeLoop(const ir::Node&) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
   Status Prepare(runtime::PrepareContext* ctx) override {
     scale_ = ctx->constants[1]->data<float>()[0];
     zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
     in_ = ctx->inputs[0].dtype;
+    const runtime::TensorInfo& x = ctx->inputs[0];
+    n_ = NumElements(x.shape);
+    if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
+      dnnl_memory_desc_t d = l->desc().data;
+      d.data_type = dnnl_f32;
+      n_ = static_cast<int64_t>(l->desc().get_size());  // one byte per element, padding included
+      ctx->outputs[0].layout = LayoutFor(dnnl::memory::desc(d), x.shape);
+    }
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
@@ -106,7 +116,7 @@ class DequantizeLoop final : public runtime::Kernel {
     const float s = scale_;
     const int32_t z = zp_;
     const bool u8 = in_ == DataType::kUInt8;
-    ParallelFor(ctx.in(0).numel(), kGrain, [&](int64_t b, int64_t e) {
+    ParallelFor(n_, kGrain, [&](int64_t b, int64_t e) {
       if (u8)
         DequantizeRange(static_cast<const uint8_t*>(x), y, b, e, s, z);
       else
@@ -119,6 +129,7 @@ class DequantizeLoop final : public runtime::Kernel {
   float scale_ = 1.f;
   int32_t zp_ = 0;
   DataType in_ = DataType::kUInt8;
+  int64_t n_ = 0;  // elements in the buffer (a blocked layout's padding included)
 };
 
 bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
@@ -146,7 +157,6 @@ KernelSupport SupportsQuantize(const ir::Node& node, const ir::Op&,
 KernelSupport SupportsDequantize(const ir::Node& node, const ir::Op&,
                                  const std::vector<TensorInfo>& in) {
   if (!Is8Bit(in[0].dtype)) return {false, "needs uint8/int8 X"};
-  if (in[0].layout != nullptr) return {false, "needs a plain input"};
   std::string why = PerTensor(node, in);
   return {why.empty(), why};
 }
