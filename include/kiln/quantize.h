@@ -33,6 +33,10 @@ struct QuantizeOptions {
   std::vector<std::string> keep_float;
   // Also quantize the first and last quantizable nodes.
   bool quantize_all = false;
+  // Fast bias correction: one more pass over the calibration data runs the float model and the
+  // quantized one and adds to each quantized convolution's bias the mean (per output channel) of
+  // float output minus int8 output, removing the quantization's systematic shift.
+  bool bias_correction = false;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -57,6 +61,7 @@ struct QuantizeSummary {
   bool per_channel = true;
   int64_t model_bytes = 0;  // of the written model
   bool from_cache = false;  // the ranges came from the calibration cache
+  int bias_corrected = 0;   // convolutions whose bias was corrected
 };
 
 // A key for calibration data: a content hash of the first `count` samples (rows along dim 0) of
@@ -81,7 +86,8 @@ class Quantizer {
 
   // The calibration model's inputs (the original model's).
   const std::vector<TensorSpec>& inputs() const;
-  // 1 for minmax, 2 otherwise (ranges, then histograms).
+  // 1 for minmax, 2 otherwise (ranges, then histograms), 0 with a matching cache; plus 1 with
+  // bias_correction (the last pass).
   int passes() const;
   Status BeginPass(int pass);
   // Runs one calibration batch and updates the statistics of every quantized tensor.

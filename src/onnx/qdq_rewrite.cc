@@ -243,6 +243,25 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     KILN_RETURN_IF_ERROR(quantize_weight(*it->second));
     nodes[i].set_input(0, act_dq[it->second->activation]);
     nodes[i].set_input(1, weight_dq[it->second->weight]);
+    auto shift = plan.bias_shift.find(it->first);
+    if (shift == plan.bias_shift.end() || it->second->op_type != "Conv") continue;
+    // A new bias initializer: the old one (if any) plus the shift.
+    std::vector<float> b = shift->second;
+    if (nodes[i].input_size() > 2 && !nodes[i].input(2).empty()) {
+      auto bi = inits.find(nodes[i].input(2));
+      if (bi == inits.end())
+        return Unsupported("node '" + it->first + "': its bias is not an initializer");
+      KILN_ASSIGN_OR_RETURN(Tensor old, TensorFromProto(g->initializer(bi->second), model_dir,
+                                                        "initializer " + nodes[i].input(2)));
+      if (old.dtype() != DataType::kFloat || old.numel() != static_cast<int64_t>(b.size()))
+        return InvalidArgument("node '" + it->first + "': the bias shift does not fit its bias");
+      for (size_t k = 0; k < b.size(); ++k) b[k] += old.data<float>()[k];
+    }
+    const std::string bn = fresh(it->first + "_corrected_bias");
+    new_inits.push_back(ScalarOrVector(bn, onnx::TensorProto::FLOAT,
+                                       {static_cast<int64_t>(b.size())}, b.data(), b.size() * 4));
+    while (nodes[i].input_size() < 3) nodes[i].add_input("");
+    nodes[i].set_input(2, bn);
   }
 
   g->clear_node();
@@ -265,7 +284,8 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
   std::set<std::string> dropped;
   auto* list = g->mutable_initializer();
   for (int i = list->size() - 1; i >= 0; --i)
-    if (weight_dq.count(list->Get(i).name()) && !read.count(list->Get(i).name())) {
+    if (!read.count(list->Get(i).name()) &&
+        (weight_dq.count(list->Get(i).name()) || !plan.bias_shift.empty())) {
       dropped.insert(list->Get(i).name());
       list->DeleteSubrange(i, 1);
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct QdqPlan {
   std::vector<std::string> nodes;            // QdqCandidate::node of the nodes to quantize
   // Weights: symmetric int8 per output channel (needs opset 13); false: one scale per tensor.
   bool per_channel = true;
+  // Bias correction: per planned Conv node, a value per output channel added to its bias (a bias
+  // is created when the node has none).
+  std::map<std::string, std::vector<float>> bias_shift;
 };
 
 // Weight quantization as RewriteQdq does it (shared with tests): symmetric int8, scale per channel

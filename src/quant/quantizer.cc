@@ -43,6 +43,59 @@ struct Quantizer::Impl {
   };
   std::map<std::string, Range> ranges;  // filled by Write (or the cache)
   std::string written;                  // the QDQ model Write wrote
+  // Bias correction (the last pass): both models with the convolutions' outputs, and per
+  // output the per-channel sum of float minus int8 and the count of values summed per channel.
+  std::unique_ptr<Session> float_session, quant_session;
+  std::map<std::string, std::vector<double>> bias_sum;
+  std::map<std::string, int64_t> bias_count;
+  bool bias_done = false;
+
+  int range_passes() const {
+    if (from_cache) return 0;
+    return method == quant::Method::kMinMax ? 1 : 2;
+  }
+  Status ComputeRanges() {
+    if (from_cache || !ranges.empty()) return OkStatus();
+    for (const auto& t : tensors) {
+      const quant::TensorStats& s = stats.at(t);
+      if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
+      const bool is_signed = s.min() < 0.f;
+      ranges[t] = {s.min(), s.max(),
+                   quant::Threshold(s, method, options.percentile, is_signed ? 128 : 256)};
+    }
+    return OkStatus();
+  }
+  // The QDQ plan from the ranges; `summary` (optional) gets the activations and nodes.
+  onnxio::QdqPlan BuildPlan(QuantizeSummary* summary) const {
+    onnxio::QdqPlan plan;
+    plan.per_channel = opset >= 13;
+    std::set<std::string> used;
+    for (const auto& c : selected) used.insert(c.activation);
+    for (const auto& t : tensors) {
+      if (!used.count(t)) continue;
+      const Range& r = ranges.at(t);
+      onnxio::ActivationQuant a;
+      a.tensor = t;
+      a.is_signed = r.min < 0.f;
+      a.scale = r.threshold > 0.f ? r.threshold / (a.is_signed ? 127.f : 255.f) : 1.f;
+      plan.activations.push_back(a);
+      if (summary)
+        summary->activations.push_back(
+            {t, a.is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max, r.threshold});
+    }
+    for (const auto& c : selected) {
+      plan.nodes.push_back(c.node);
+      if (summary) summary->quantized_nodes.push_back(c.node);
+    }
+    return plan;
+  }
+  // The convolutions' outputs whose bias the correction adjusts.
+  std::vector<std::string> ConvOutputs() const {
+    std::vector<std::string> v;
+    for (const auto& c : selected)
+      if (c.op_type == "Conv" && !c.output.empty()) v.push_back(c.output);
+    return v;
+  }
 };
 
 std::string CalibrationDataKey(const Tensor& samples, int64_t count) {
@@ -145,8 +198,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
 const std::vector<TensorSpec>& Quantizer::inputs() const { return impl_->session->inputs(); }
 
 int Quantizer::passes() const {
-  if (impl_->from_cache) return 0;
-  return impl_->method == quant::Method::kMinMax ? 1 : 2;
+  return impl_->range_passes() + (impl_->options.bias_correction ? 1 : 0);
 }
 
 StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& data_key) {
@@ -272,8 +324,21 @@ Status Quantizer::BeginPass(int pass) {
     return InvalidArgument("calibration passes run in order 0.." + std::to_string(passes() - 1) +
                            "; got pass " + std::to_string(pass) + " after " +
                            std::to_string(impl_->pass));
-  if (pass == 0) impl_->samples = 0;
-  if (pass == 1) {
+  if (pass == 0 && !impl_->from_cache) impl_->samples = 0;
+  if (pass == impl_->range_passes()) {  // the bias-correction pass
+    if (impl_->range_passes() > 0 && impl_->samples == 0)
+      return InvalidArgument("the first calibration pass observed no sample");
+    KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
+    KILN_ASSIGN_OR_RETURN(std::string qdq, onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir,
+                                                              impl_->BuildPlan(nullptr)));
+    SessionOptions so;
+    so.num_threads = impl_->options.num_threads;
+    const std::vector<std::string> outs = impl_->ConvOutputs();
+    KILN_ASSIGN_OR_RETURN(std::string f, onnxio::WithExtraOutputs(impl_->model_bytes, outs));
+    KILN_ASSIGN_OR_RETURN(std::string q, onnxio::WithExtraOutputs(qdq, outs));
+    KILN_ASSIGN_OR_RETURN(impl_->float_session, Session::LoadFromBytes(f, so));
+    KILN_ASSIGN_OR_RETURN(impl_->quant_session, Session::LoadFromBytes(q, so));
+  } else if (pass == 1) {
     if (impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");
     for (auto& [name, s] : impl_->stats) s.BeginHistogram(impl_->options.histogram_bins);
@@ -284,6 +349,36 @@ Status Quantizer::BeginPass(int pass) {
 
 Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
   if (impl_->pass < 0) return InvalidArgument("Observe before BeginPass(0)");
+  if (impl_->pass == impl_->range_passes()) {  // bias correction
+    std::vector<NamedTensor> f, q;
+    KILN_RETURN_IF_ERROR(impl_->float_session->Run(batch, &f));
+    KILN_RETURN_IF_ERROR(impl_->quant_session->Run(batch, &q));
+    std::map<std::string, const Tensor*> got;
+    for (const auto& o : q) got[o.name] = &o.tensor;
+    for (const std::string& name : impl_->ConvOutputs()) {
+      const Tensor* ft = nullptr;
+      for (const auto& o : f)
+        if (o.name == name) ft = &o.tensor;
+      auto qt = got.find(name);
+      if (ft == nullptr || qt == got.end() || ft->rank() < 2 || qt->second->shape() != ft->shape())
+        continue;
+      const int64_t n = ft->shape()[0], c = ft->shape()[1], inner = ft->numel() / (n * c);
+      auto& sum = impl_->bias_sum[name];
+      sum.resize(static_cast<size_t>(c), 0.0);
+      const float* a = ft->data<float>();
+      const float* b = qt->second->data<float>();
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double d = 0;
+          const int64_t base = (i * c + ch) * inner;
+          for (int64_t k = 0; k < inner; ++k) d += double(a[base + k]) - b[base + k];
+          sum[ch] += d;
+        }
+      impl_->bias_count[name] += n * inner;
+    }
+    impl_->bias_done = true;
+    return OkStatus();
+  }
   std::vector<NamedTensor> outs;
   KILN_RETURN_IF_ERROR(impl_->session->Run(batch, &outs));
   for (const auto& o : outs) {
@@ -304,7 +399,7 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
 }
 
 StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
-  if (!impl_->from_cache && impl_->pass != passes() - 1)
+  if (passes() > 0 && impl_->pass != passes() - 1)
     return InvalidArgument("Write before the last calibration pass (" + std::to_string(passes()) +
                            " passes; completed up to " + std::to_string(impl_->pass) + ")");
   QuantizeSummary summary;
@@ -312,36 +407,19 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.samples = impl_->samples;
   summary.float_nodes = impl_->float_nodes;
   summary.per_channel = impl_->opset >= 13;
-  onnxio::QdqPlan plan;
-  plan.per_channel = summary.per_channel;
-  if (!impl_->from_cache) {
-    for (const auto& t : impl_->tensors) {
-      const quant::TensorStats& s = impl_->stats.at(t);
-      if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
-      const bool is_signed = s.min() < 0.f;
-      impl_->ranges[t] = {
-          s.min(), s.max(),
-          quant::Threshold(s, impl_->method, impl_->options.percentile, is_signed ? 128 : 256)};
+  KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
+  onnxio::QdqPlan plan = impl_->BuildPlan(&summary);
+  if (impl_->bias_done) {
+    for (const auto& c : impl_->selected) {
+      auto s = impl_->bias_sum.find(c.output);
+      const int64_t count = impl_->bias_count[c.output];
+      if (c.op_type != "Conv" || s == impl_->bias_sum.end() || count == 0) continue;
+      std::vector<float> shift(s->second.size());
+      for (size_t k = 0; k < shift.size(); ++k)
+        shift[k] = static_cast<float>(s->second[k] / static_cast<double>(count));
+      plan.bias_shift[c.node] = std::move(shift);
+      ++summary.bias_corrected;
     }
-  }
-  std::set<std::string> used;
-  for (const auto& c : impl_->selected) used.insert(c.activation);
-  for (const auto& t : impl_->tensors) {
-    if (!used.count(t)) continue;
-    const Impl::Range& r = impl_->ranges.at(t);
-    const bool is_signed = r.min < 0.f;
-    const float threshold = r.threshold;
-    onnxio::ActivationQuant a;
-    a.tensor = t;
-    a.is_signed = is_signed;
-    a.scale = threshold > 0.f ? threshold / (is_signed ? 127.f : 255.f) : 1.f;
-    plan.activations.push_back(a);
-    summary.activations.push_back(
-        {t, is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max, threshold});
-  }
-  for (const auto& c : impl_->selected) {
-    plan.nodes.push_back(c.node);
-    summary.quantized_nodes.push_back(c.node);
   }
   KILN_ASSIGN_OR_RETURN(std::string out,
                         onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir, plan));

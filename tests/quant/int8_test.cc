@@ -190,6 +190,55 @@ TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
   }
 }
 
+// The mean of float minus int8 per channel of conv2's output over `data`, largest magnitude.
+double LargestChannelShift(const std::string& fp, const std::string& q, const Tensor& data) {
+  auto load = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), {});
+    auto with = onnxio::WithExtraOutputs(bytes, {"c2"});
+    return Session::LoadFromBytes(*with);
+  };
+  auto a = load(fp), b = load(q);
+  std::vector<NamedTensor> ya, yb;
+  EXPECT_TRUE((*a)->Run({{"x", data}}, &ya).ok());
+  EXPECT_TRUE((*b)->Run({{"x", data}}, &yb).ok());
+  auto c2 = [](const std::vector<NamedTensor>& v) {
+    for (const auto& t : v)
+      if (t.name == "c2") return t.tensor.data<float>();
+    return static_cast<const float*>(nullptr);
+  };
+  const float* fa = c2(ya);
+  const float* fb = c2(yb);
+  double worst = 0;
+  for (int ch = 0; ch < 8; ++ch) {
+    double d = 0;
+    for (int n = 0; n < 8; ++n)
+      for (int k = 0; k < 100; ++k) d += fa[(n * 8 + ch) * 100 + k] - fb[(n * 8 + ch) * 100 + k];
+    worst = std::max(worst, std::fabs(d / 800));
+  }
+  return worst;
+}
+
+TEST_F(QuantizerTest, BiasCorrectionRemovesTheMeanShift) {
+  QuantizeOptions o;
+  o.quantize_all = true;
+  o.method = "percentile";
+  o.percentile = 99.0;  // clips: a systematic shift the correction must remove
+  auto plain = Quantize(o, (dir_ / "plain.onnx").string());
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->bias_corrected, 0);
+  o.bias_correction = true;
+  auto corrected = Quantize(o, (dir_ / "corrected.onnx").string());
+  ASSERT_TRUE(corrected.ok()) << corrected.status().ToString();
+  EXPECT_EQ(corrected->bias_corrected, 2);  // conv1 (has a bias) and conv2 (gets one)
+  // On the calibration data (what the correction was measured on, the first batch of it).
+  const Tensor data = Tensor::FromVector<float>(Uniform(8 * 400, 10), {8, 4, 10, 10});
+  const double before = LargestChannelShift(model_, (dir_ / "plain.onnx").string(), data);
+  const double after = LargestChannelShift(model_, (dir_ / "corrected.onnx").string(), data);
+  EXPECT_GT(before, 1e-3) << "no shift to correct: the test does not test anything";
+  EXPECT_LT(after, 0.5 * before) << "before " << before << ", after " << after;
+}
+
 TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
   auto s = Quantize(QuantizeOptions{}, (dir_ / "a.onnx").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -188,6 +188,7 @@ Status RunQuantize(const QuantizeArgs& a) {
   std::printf("quantized %zu nodes to int8 (%s, %lld samples, weights %s) in %.1f s\n",
               s.quantized_nodes.size(), s.method.c_str(), static_cast<long long>(s.samples),
               s.per_channel ? "per channel" : "per tensor (opset < 13)", secs);
+  if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
   for (const auto& [node, why] : s.float_nodes)
     std::printf("  kept float: %s: %s\n", node.c_str(), why.c_str());
   if (a.verbose) {
@@ -250,6 +251,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                   "kiln version (no calibration); refused when it differs; written when absent");
   cmd->add_option("--trt-cache", a->trt_cache,
                   "Also write the activation scales as a TensorRT calibration table");
+  cmd->add_flag("--bias-correction", a->options.bias_correction,
+                "One more pass: shift each quantized convolution's bias by the mean difference "
+                "of its float and int8 outputs (per channel)");
   cmd->add_flag("--report", a->report,
                 "Compare each quantized node's output and the model's outputs, float32 against "
                 "int8, on --batch held-out samples (cosine, max abs difference)");
