@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""INT8 accuracy of the demo's Fashion-MNIST CNN: kiln quantize with each calibration method,
-first/last layers float (the default) and all layers int8 (--quantize-all), top-1 on the 10,000
-test images run by kiln (int8 kernels) against float32.
+"""INT8 accuracy of a Fashion-MNIST model (the demo's CNN by default; demo/train_int8_nets.py makes
+the ResNet- and MobileNetV2-style ones): kiln quantize with each calibration method, first/last
+layers float (the default) and all layers int8 (--quantize-all), without and with
+--bias-correction, top-1 on the 10,000 test images run by kiln (int8 kernels) against float32.
 
-usage: /usr/bin/python3 demo/int8_accuracy.py [--kiln build/release/tools/kiln/kiln] [--work DIR]
-       [--ort-python bench/.venv/bin/python]
+usage: /usr/bin/python3 demo/int8_accuracy.py [--model demo/fashion_mnist_cnn.onnx]
+       [--methods minmax,percentile,entropy,mse] [--kiln build/release/tools/kiln/kiln]
+       [--work DIR] [--ort-python bench/.venv/bin/python]
 Calibration: 300 training images (seeded choice, never the test set). With --ort-python, ONNX
 Runtime also runs each QDQ model (its int8 kernels, and with graph optimizations off: the QDQ
 graph's float arithmetic).
@@ -46,11 +48,13 @@ def top1(kiln, model, images, labels, work):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kiln", default=os.path.join(REPO, "build/release/tools/kiln/kiln"))
+    p.add_argument("--model", default=os.path.join(HERE, "fashion_mnist_cnn.onnx"))
+    p.add_argument("--methods", default="minmax,percentile,entropy,mse")
     p.add_argument("--work")
     p.add_argument("--ort-python")
     a = p.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="kiln_int8_")
-    model = os.path.join(HERE, "fashion_mnist_cnn.onnx")
+    model = a.model
     xt, yt = load_split("t10k")
     images, labels = os.path.join(work, "images.npy"), os.path.join(work, "labels.npy")
     np.save(images, normalize(xt))
@@ -60,13 +64,15 @@ def main():
     calib = os.path.join(work, "calib.npy")
     np.save(calib, normalize(xc[idx]))
     base = top1(a.kiln, model, images, labels, work)
-    print(f"float32: {base:.2f}%")
+    print(f"{os.path.basename(model)}: float32 {base:.2f}%")
     header = "scheme, method: kiln int8 top-1 (drop)"
     if a.ort_python:
         header += " | ONNX Runtime int8 kernels, ORT QDQ float arithmetic"
     print(header)
-    for scheme, flags in (("first/last float", []), ("all int8", ["--quantize-all"])):
-        for method in ("minmax", "percentile", "entropy", "mse"):
+    schemes = (("first/last float", []), ("all int8", ["--quantize-all"]),
+               ("all int8 + bias correction", ["--quantize-all", "--bias-correction"]))
+    for scheme, flags in schemes:
+        for method in a.methods.split(","):
             q = os.path.join(work, f"q_{method}_{len(flags)}.onnx")
             subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,
                             "--method", method] + flags, check=True, capture_output=True)
