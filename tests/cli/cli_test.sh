@@ -196,6 +196,11 @@ check quantize-trt-table 0 "TRT-8600-EntropyCalibration2" -- sh -c "'$KILN' quan
 check quantize-all-kept-float 11 "nothing to quantize.*--keep-float Conv" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q5.onnx" --keep-float Conv --keep-float Gemm
 check quantize-no-data 14 "does not exist" -- "$KILN" quantize "$D" --calibrate "$W/none.npy" --out "$W/q6.onnx"
 check quantize-bad-method 11 "unknown calibration method 'kl'" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q7.onnx" --method kl
+/usr/bin/python3 -c "import numpy as np; np.save('$W/calib_labels.npy', np.random.default_rng(0).integers(0, 10, 40))"
+check quantize-max-drop 0 "accuracy control: within 100.00 pt" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/calib_labels.npy" --max-drop 100 --out "$W/qm.onnx"
+check quantize-max-drop-negative 1 "" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --max-drop -0.5 --out "$W/qm2.onnx"
+check quantize-max-drop-needs-labels 11 "needs --labels" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --max-drop 1 --out "$W/qm3.onnx"
+check quantize-max-drop-needs-held-out 11 "all used" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --labels "$W/calib_labels.npy" --max-drop 1 --out "$W/qm4.onnx"
 mkdir -p "$W/imgs" "$W/noimgs"
 /usr/bin/python3 -c "
 import numpy as np, zlib, struct, sys

@@ -33,6 +33,9 @@ struct QuantizeArgs {
   int64_t batch = 32;
   bool verbose = false;
   bool report = false;
+  double max_drop = -1;  // accuracy control (percentage points); < 0: off
+  std::string labels;
+  int64_t eval_samples = 1000;
 };
 
 // Rows [begin, end) of `t` along dim 0, copied.
@@ -96,6 +99,8 @@ class Samples {
     return s;
   }
   int64_t count() const { return count_; }
+  // The tensor file's samples (nullptr for images).
+  const Tensor* data() const { return images_ ? nullptr : &data_; }
   const std::string& key() const { return key_; }
   const std::string& what() const { return what_; }
   // Up to `k` samples not used for calibration (rows after them; images next to them), or, when
@@ -130,36 +135,16 @@ class Samples {
   std::string key_, what_;
 };
 
-Status RunQuantize(const QuantizeArgs& a) {
-  if (a.samples < 1)
-    return InvalidArgument("--samples must be >= 1; got " + std::to_string(a.samples));
-  if (a.batch < 1) return InvalidArgument("--batch must be >= 1; got " + std::to_string(a.batch));
-  // Tensor files are read before any work on the model; image sources need the model's input.
-  if (!IsImageSource(a.calibrate) && !std::filesystem::exists(a.calibrate))
-    return NotFound("calibration data '" + a.calibrate + "' does not exist");
-  KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(a.model, a.options));
-  if (q->inputs().size() != 1)
-    return Unsupported("calibration from one tensor file needs a one-input model; '" + a.model +
-                       "' has " + std::to_string(q->inputs().size()) + " inputs");
-  const TensorSpec& in = q->inputs()[0];
-  KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, in));
+// Runs every pass of `q` over the samples; images that fail (first pass) go to `failures`.
+Status Calibrate(const QuantizeArgs& a, const TensorSpec& in, Samples* samples, Quantizer* q,
+                 std::vector<std::string>* failures) {
   const int64_t n = samples->count();
-  std::fprintf(stderr, "calibration data: %s\n", samples->what().c_str());
-  std::vector<std::string> failures;
-  if (!a.cache.empty()) {
-    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(a.cache, samples->key()));
-    std::fprintf(stderr,
-                 hit ? "calibration cache %s: ranges read, no calibration\n"
-                     : "calibration cache %s: none yet, written after calibrating\n",
-                 a.cache.c_str());
-  }
-  const auto t0 = std::chrono::steady_clock::now();
   const bool tty = isatty(2) != 0;  // a progress line only on a terminal
   for (int pass = 0; pass < q->passes(); ++pass) {
     KILN_RETURN_IF_ERROR(q->BeginPass(pass));
     for (int64_t b = 0; b < n; b += a.batch) {
       const int64_t e = std::min(n, b + a.batch);
-      KILN_ASSIGN_OR_RETURN(Tensor batch, samples->Batch(b, e, pass == 0 ? &failures : nullptr));
+      KILN_ASSIGN_OR_RETURN(Tensor batch, samples->Batch(b, e, pass == 0 ? failures : nullptr));
       if (batch.shape()[0] == 0) continue;  // every image of this batch failed
       Status s = q->Observe({{in.name, std::move(batch)}});
       if (!s.ok())
@@ -173,6 +158,139 @@ Status RunQuantize(const QuantizeArgs& a) {
     std::fprintf(stderr, "%scalibration pass %d/%d: %lld samples\n", tty ? "\r" : "", pass + 1,
                  q->passes(), static_cast<long long>(n));
   }
+  return OkStatus();
+}
+
+// Top-1 of `model` on `x` against `labels`: argmax of the first output over its last dim.
+StatusOr<double> Top1(const std::string& model, const std::string& input, const Tensor& x,
+                      const std::vector<int64_t>& labels, int64_t batch, int threads) {
+  SessionOptions so;
+  so.num_threads = threads;
+  KILN_ASSIGN_OR_RETURN(auto session, Session::Load(model, so));
+  int64_t right = 0;
+  const int64_t n = x.shape()[0];
+  for (int64_t b = 0; b < n; b += batch) {
+    const int64_t e = std::min(n, b + batch);
+    std::vector<NamedTensor> out;
+    KILN_RETURN_IF_ERROR(session->Run({{input, Rows(x, b, e)}}, &out));
+    const Tensor& y = out[0].tensor;
+    if (y.dtype() != DataType::kFloat || y.rank() != 2 || y.shape()[0] != e - b)
+      return InvalidArgument("--max-drop measures top-1 on a [N, classes] float32 output; got " +
+                             ShapeToString(y.shape()));
+    const int64_t k = y.shape()[1];
+    for (int64_t i = 0; i < e - b; ++i) {
+      const float* row = y.data<float>() + i * k;
+      right += std::max_element(row, row + k) - row == labels[b + i];
+    }
+  }
+  return 100.0 * static_cast<double>(right) / static_cast<double>(n);
+}
+
+// --max-drop: while top-1 on held-out labelled samples drops more than allowed, the quantized
+// node adding the most error (the largest fall in output cosine from the node before it, on
+// held-out samples) is kept float and the model re-quantized from the calibration cache.
+Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* samples,
+                       const std::string& cache, std::unique_ptr<Quantizer>* q,
+                       QuantizeSummary* summary) {
+  const Tensor* data = samples->data();
+  if (data == nullptr || a.labels.empty())
+    return InvalidArgument(
+        "--max-drop needs --labels FILE.npy (one class per row of a tensor "
+        "file given to --calibrate)");
+  KILN_ASSIGN_OR_RETURN(Tensor lt, ReadTensorFile(a.labels));
+  const int64_t rows = data->shape()[0], n = samples->count();
+  if (lt.numel() != rows || (lt.dtype() != DataType::kInt64 && lt.dtype() != DataType::kInt32))
+    return InvalidArgument("--labels must hold one int64/int32 class per sample (" +
+                           std::to_string(rows) + "); got " + DataTypeName(lt.dtype()) +
+                           ShapeToString(lt.shape()));
+  const int64_t m = std::min(rows - n, a.eval_samples);
+  if (m < 1)
+    return InvalidArgument(
+        "--max-drop evaluates on labelled samples after the --samples used "
+        "for calibration; '" +
+        a.calibrate + "' has " + std::to_string(rows) + " rows, all used");
+  std::vector<int64_t> labels;
+  for (int64_t i = n; i < n + m; ++i)
+    labels.push_back(lt.dtype() == DataType::kInt64 ? lt.data<int64_t>()[i]
+                                                    : lt.data<int32_t>()[i]);
+  const Tensor held = Rows(*data, n, n + m);
+  const int threads = a.options.num_threads;
+  KILN_ASSIGN_OR_RETURN(double base, Top1(a.model, in.name, held, labels, a.batch, threads));
+  KILN_ASSIGN_OR_RETURN(double cur, Top1(a.out, in.name, held, labels, a.batch, threads));
+  std::printf(
+      "accuracy control on %lld held-out samples: float32 top-1 %.2f %%, int8 %.2f %% "
+      "(drop %.2f pt, allowed %.2f)\n",
+      static_cast<long long>(m), base, cur, base - cur, a.max_drop);
+  QuantizeOptions options = a.options;
+  const Tensor probe = Rows(held, 0, std::min<int64_t>(m, a.batch));
+  while (base - cur > a.max_drop) {
+    KILN_ASSIGN_OR_RETURN(auto errs, (*q)->Compare({{in.name, probe}}));
+    std::string worst;
+    double worst_fall = -1, prev = 0;
+    for (const auto& e : errs) {
+      if (e.node == "(model output)") continue;
+      const double fall = (1 - e.cosine) - prev;
+      prev = 1 - e.cosine;
+      if (fall > worst_fall) worst_fall = fall, worst = e.node;
+    }
+    if (worst.empty() || summary->quantized_nodes.size() <= 1)
+      return InvalidArgument("--max-drop " + std::to_string(a.max_drop) +
+                             " not reached: the int8 model (" + a.out + ", " +
+                             std::to_string(summary->quantized_nodes.size()) +
+                             " nodes int8) loses " + std::to_string(base - cur) + " pt");
+    options.keep_float.push_back(worst);
+    KILN_ASSIGN_OR_RETURN(*q, Quantizer::Create(a.model, options));
+    KILN_ASSIGN_OR_RETURN(bool hit, (*q)->UseCache(cache, samples->key()));
+    if (!hit) return Internal("the calibration cache '" + cache + "' was not reused");
+    std::vector<std::string> ignored;
+    KILN_RETURN_IF_ERROR(Calibrate(a, in, samples, q->get(), &ignored));
+    KILN_ASSIGN_OR_RETURN(*summary, (*q)->Write(a.out));
+    KILN_ASSIGN_OR_RETURN(cur, Top1(a.out, in.name, held, labels, a.batch, threads));
+    std::printf("  kept %s float: int8 top-1 %.2f %% (drop %.2f pt), %zu nodes int8\n",
+                worst.c_str(), cur, base - cur, summary->quantized_nodes.size());
+  }
+  std::printf("accuracy control: within %.2f pt; wrote %s\n", a.max_drop, a.out.c_str());
+  return OkStatus();
+}
+
+Status RunQuantize(const QuantizeArgs& a) {
+  if (a.samples < 1)
+    return InvalidArgument("--samples must be >= 1; got " + std::to_string(a.samples));
+  if (a.batch < 1) return InvalidArgument("--batch must be >= 1; got " + std::to_string(a.batch));
+  // Tensor files are read before any work on the model; image sources need the model's input.
+  if (!IsImageSource(a.calibrate) && !std::filesystem::exists(a.calibrate))
+    return NotFound("calibration data '" + a.calibrate + "' does not exist");
+  KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(a.model, a.options));
+  if (q->inputs().size() != 1)
+    return Unsupported("calibration from one tensor file needs a one-input model; '" + a.model +
+                       "' has " + std::to_string(q->inputs().size()) + " inputs");
+  const TensorSpec in = q->inputs()[0];
+  KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, in));
+  const int64_t n = samples->count();
+  std::fprintf(stderr, "calibration data: %s\n", samples->what().c_str());
+  std::vector<std::string> failures;
+  // Accuracy control re-quantizes with more nodes kept float: from a cache, without calibrating.
+  std::string cache = a.cache;
+  if (cache.empty() && a.max_drop >= 0)
+    cache = (std::filesystem::temp_directory_path() /
+             ("kiln_quantize_" + std::to_string(getpid()) + ".json"))
+                .string();
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      if (!path.empty()) std::filesystem::remove(path);
+    }
+  } cleanup{a.cache.empty() ? cache : ""};
+  if (!cache.empty()) {
+    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(cache, samples->key()));
+    if (!a.cache.empty())
+      std::fprintf(stderr,
+                   hit ? "calibration cache %s: ranges read, no calibration\n"
+                       : "calibration cache %s: none yet, written after calibrating\n",
+                   a.cache.c_str());
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(Calibrate(a, in, samples.get(), q.get(), &failures));
   if (!failures.empty()) {
     std::fprintf(stderr, "%zu of %lld calibration images could not be read and were skipped:\n",
                  failures.size(), static_cast<long long>(n));
@@ -213,6 +331,7 @@ Status RunQuantize(const QuantizeArgs& a) {
   }
   if (!a.trt_cache.empty())
     std::printf("wrote %s (TensorRT calibration table)\n", a.trt_cache.c_str());
+  if (a.max_drop >= 0) KILN_RETURN_IF_ERROR(AccuracyControl(a, in, samples.get(), cache, &q, &s));
   return OkStatus();
 }
 
@@ -254,6 +373,14 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--bias-correction", a->options.bias_correction,
                 "One more pass: shift each quantized convolution's bias by the mean difference "
                 "of its float and int8 outputs (per channel)");
+  cmd->add_option("--max-drop", a->max_drop,
+                  "Accuracy control: keep the most damaging nodes float until top-1 on held-out "
+                  "labelled samples drops at most this many points (needs --labels)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--labels", a->labels,
+                  "For --max-drop: a .npy of one class per row of the --calibrate tensor file; "
+                  "the rows after --samples (up to --eval-samples) are the held-out set");
+  cmd->add_option("--eval-samples", a->eval_samples, "For --max-drop")->capture_default_str();
   cmd->add_flag("--report", a->report,
                 "Compare each quantized node's output and the model's outputs, float32 against "
                 "int8, on --batch held-out samples (cosine, max abs difference)");
