@@ -54,17 +54,7 @@ class ConvOneDnn final : public runtime::Kernel {
       char* scratch = static_cast<char*>(ctx.scratch);
       const void* src_data =
           InputAs(src_reorder_, src_in_desc_, descs_.src, ctx.in(0).raw(), scratch);
-      if (has_sum_) {
-        const Tensor& z = ctx.in(3);
-        if (z.raw() == ctx.out(0).raw()) {
-          // Z already in the output buffer (planned in place): the sum post-op reads it there.
-        } else if (z_desc_ == descs_.dst) {
-          std::memcpy(ctx.out(0).raw(), z.raw(), descs_.dst.get_size());
-        } else {
-          RunMemory zm(z_desc_, z.raw()), zdst(descs_.dst, ctx.out(0).raw());
-          Execute(z_reorder_, {{DNNL_ARG_FROM, zm.get()}, {DNNL_ARG_TO, zdst.get()}});
-        }
-      }
+      if (has_sum_) StageResidual(ctx.in(3), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       if (use_matmul_) {
         RunMemory msrc(mm_descs_.src, src_data), mdst(mm_descs_.dst, ctx.out(0).raw()),
             sp(mm_descs_.scratchpad, scratch + SrcTmpBytes());
@@ -84,22 +74,11 @@ class ConvOneDnn final : public runtime::Kernel {
     const TensorInfo& x = ctx->inputs[0];
     const Shape& ws = ctx->inputs[1].shape;
     const Shape& ys = ctx->outputs[0].shape;
-    ops::nn::Window win;
-    std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()), kernel(ws.begin() + 2, ws.end());
-    std::string rule = ops::nn::ForwardWindow(a_.conv.window, in, kernel, false, &win);
-    if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+    const ConvGeometry geo = ConvGeometryFor(a_.conv, x.shape, ws);
     const int64_t group = a_.conv.group;
-    memory::dims wdims;
-    if (group > 1) {
-      wdims = {group, ws[0] / group, ws[1]};
-      wdims.insert(wdims.end(), ws.begin() + 2, ws.end());
-    } else {
-      wdims = Dims(ws);
-    }
-    memory::dims strides(win.strides.begin(), win.strides.end());
-    memory::dims dil, pl(win.pad_begin.begin(), win.pad_begin.end()),
-        pr(win.pad_end.begin(), win.pad_end.end());
-    for (int64_t d : win.dilations) dil.push_back(d - 1);
+    const memory::dims& wdims = geo.wdims;
+    const memory::dims &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
+                       &pr = geo.pad_end;
 
     dnnl::post_ops ops;
     has_sum_ = node_.domain == "kiln" && node_.HasInput(3);
@@ -130,11 +109,7 @@ class ConvOneDnn final : public runtime::Kernel {
 
     // Prepack the constant weights into the layout the primitive chose.
     const Tensor& w = *ctx->constants[1];
-    memory::desc w_plain = group > 1 ? memory::desc(wdims, memory::data_type::f32,
-                                                    ws.size() == 3   ? memory::format_tag::goiw
-                                                    : ws.size() == 4 ? memory::format_tag::goihw
-                                                                     : memory::format_tag::goidhw)
-                                     : PlainDesc(ws);
+    const memory::desc w_plain = geo.PlainWeights(ws, group, memory::data_type::f32);
     packed_src_w_ = w;  // the plain weights, for the matmul variant (tune)
     weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights);
     if (has_bias) {

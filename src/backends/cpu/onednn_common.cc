@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -159,6 +160,45 @@ bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops) {
   if (!EltwiseOf(act, &alg, &alpha, &beta)) return false;
   ops->append_eltwise(1.f, alg, alpha, beta);
   return true;
+}
+
+ConvGeometry ConvGeometryFor(const ops::nn::ConvParams& conv, const Shape& x, const Shape& ws) {
+  ops::nn::Window win;
+  std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(ws.begin() + 2, ws.end());
+  std::string rule = ops::nn::ForwardWindow(conv.window, in, kernel, false, &win);
+  if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+  ConvGeometry g;
+  if (conv.group > 1) {
+    g.wdims = {conv.group, ws[0] / conv.group, ws[1]};
+    g.wdims.insert(g.wdims.end(), ws.begin() + 2, ws.end());
+  } else {
+    g.wdims = Dims(ws);
+  }
+  g.strides.assign(win.strides.begin(), win.strides.end());
+  for (int64_t d : win.dilations) g.dilations.push_back(d - 1);
+  g.pad_begin.assign(win.pad_begin.begin(), win.pad_begin.end());
+  g.pad_end.assign(win.pad_end.begin(), win.pad_end.end());
+  return g;
+}
+
+dnnl::memory::desc ConvGeometry::PlainWeights(const Shape& ws, int64_t group,
+                                              dnnl::memory::data_type dt) const {
+  if (group <= 1) return PlainDesc(ws, dt);
+  return dnnl::memory::desc(wdims, dt,
+                            ws.size() == 3   ? dnnl::memory::format_tag::goiw
+                            : ws.size() == 4 ? dnnl::memory::format_tag::goihw
+                                             : dnnl::memory::format_tag::goidhw);
+}
+
+void StageResidual(const Tensor& z, Tensor* out, const dnnl::memory::desc& z_desc,
+                   const dnnl::memory::desc& dst, const dnnl::reorder& reorder) {
+  if (z.raw() == out->raw()) return;  // planned in place: the sum post-op reads it there
+  if (z_desc == dst) {
+    std::memcpy(out->raw(), z.raw(), dst.get_size());
+    return;
+  }
+  RunMemory zm(z_desc, z.raw()), zdst(dst, out->raw());
+  Execute(reorder, {{DNNL_ARG_FROM, zm.get()}, {DNNL_ARG_TO, zdst.get()}});
 }
 
 bool Int8Vnni() {

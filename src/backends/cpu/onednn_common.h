@@ -13,6 +13,7 @@
 #include "ir/graph.h"
 #include "kiln/status.h"
 #include "ops/activation.h"
+#include "ops/nn/conv.h"
 #include "runtime/kernel.h"
 
 namespace kiln::backends::cpu {
@@ -146,6 +147,22 @@ const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have
 dnnl::memory PackWeights(const dnnl::memory::desc& from, const Tensor& source,
                          const dnnl::memory::desc& to, Tensor* storage, runtime::WeightCache* cache,
                          const Tensor* transformed = nullptr, const std::string& variant = "");
+// Convolution geometry for oneDNN from kiln's Conv attributes and concrete X/W shapes: weight
+// dims (with a leading group dim when grouped), strides, dilations (oneDNN counts from 0) and
+// pads. Throws dnnl::error when the window does not fit (a rule of ops/nn/spatial.h).
+struct ConvGeometry {
+  dnnl::memory::dims wdims, strides, dilations, pad_begin, pad_end;
+  // The plain layout of W (oi..., or goi... when grouped) in `dt`.
+  dnnl::memory::desc PlainWeights(const Shape& w_shape, int64_t group,
+                                  dnnl::memory::data_type dt) const;
+};
+ConvGeometry ConvGeometryFor(const ops::nn::ConvParams& conv, const Shape& x, const Shape& w);
+// The residual summand Z of a convolution with a sum post-op, staged into the output buffer
+// before the primitive runs: nothing when the planner placed Z there already, a copy when it
+// has the output's layout, else `reorder` (from `z_desc` to `dst`).
+void StageResidual(const Tensor& z, Tensor* out, const dnnl::memory::desc& z_desc,
+                   const dnnl::memory::desc& dst, const dnnl::reorder& reorder);
+
 // Whether oneDNN's int8 kernels have VNNI-class dot products here (AVX-VNNI, AVX512-VNNI,
 // AMX); without them a uint8 x int8 product pair summed in 16 bits (vpmaddubsw) can saturate.
 bool Int8Vnni();

@@ -49,16 +49,7 @@ class QConvOneDnn final : public runtime::Kernel {
       char* scratch = static_cast<char*>(ctx.scratch);
       const void* src_data =
           InputAs(src_reorder_, src_in_desc_, descs_.src, ctx.in(0).raw(), scratch);
-      if (has_sum_) {
-        const Tensor& z = ctx.in(6);
-        if (z.raw() == ctx.out(0).raw()) {
-        } else if (z_desc_ == descs_.dst) {
-          std::memcpy(ctx.out(0).raw(), z.raw(), descs_.dst.get_size());
-        } else {
-          RunMemory zm(z_desc_, z.raw()), zdst(descs_.dst, ctx.out(0).raw());
-          Execute(z_reorder_, {{DNNL_ARG_FROM, zm.get()}, {DNNL_ARG_TO, zdst.get()}});
-        }
-      }
+      if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
       ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
@@ -70,27 +61,16 @@ class QConvOneDnn final : public runtime::Kernel {
     const TensorInfo& x = ctx->inputs[0];
     const Shape& ws = ctx->inputs[3].shape;
     const Shape& ys = ctx->outputs[0].shape;
-    ops::nn::Window win;
-    std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end()), kernel(ws.begin() + 2, ws.end());
-    std::string rule = ops::nn::ForwardWindow(a_.conv.window, in, kernel, false, &win);
-    if (!rule.empty()) throw dnnl::error(dnnl_invalid_arguments, rule.c_str());
+    const ConvGeometry geo = ConvGeometryFor(a_.conv, x.shape, ws);
     if (ctx->constants[2] != nullptr && ctx->constants[2]->numel() == 1) {
       const Tensor& zp = *ctx->constants[2];
       const int z = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
       if (z != 0) throw dnnl::error(dnnl_unimplemented, "x_zero_point must be 0");
     }
     const int64_t group = a_.conv.group, m = ws[0];
-    memory::dims wdims;
-    if (group > 1) {
-      wdims = {group, m / group, ws[1]};
-      wdims.insert(wdims.end(), ws.begin() + 2, ws.end());
-    } else {
-      wdims = Dims(ws);
-    }
-    memory::dims strides(win.strides.begin(), win.strides.end());
-    memory::dims dil, pl(win.pad_begin.begin(), win.pad_begin.end()),
-        pr(win.pad_end.begin(), win.pad_end.end());
-    for (int64_t d : win.dilations) dil.push_back(d - 1);
+    const memory::dims& wdims = geo.wdims;
+    const memory::dims &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
+                       &pr = geo.pad_end;
 
     const float sx = ctx->constants[1]->data<float>()[0];
     const float* sw = ctx->constants[4]->data<float>();
@@ -141,11 +121,7 @@ class QConvOneDnn final : public runtime::Kernel {
     if (pd_.src_desc() != src_in_desc_) src_reorder_ = MakeReorder(src_in_desc_, pd_.src_desc());
 
     const Tensor& w = *ctx->constants[3];
-    memory::desc w_plain = group > 1 ? memory::desc(wdims, memory::data_type::s8,
-                                                    ws.size() == 3   ? memory::format_tag::goiw
-                                                    : ws.size() == 4 ? memory::format_tag::goihw
-                                                                     : memory::format_tag::goidhw)
-                                     : PlainDesc(ws, memory::data_type::s8);
+    const memory::desc w_plain = geo.PlainWeights(ws, group, memory::data_type::s8);
     Tensor halved;
     if (halve) {
       halved = Tensor::Empty(DataType::kInt8, w.shape());

@@ -56,17 +56,8 @@ class FusedConvOp : public Op {
     std::string err =
         nn::ConvReference(a_.conv, ctx.in(0), ctx.in(1), ctx.has(2) ? &ctx.in(2) : nullptr, &y);
     if (!err.empty()) return RunError(err);
-    const int64_t n = y.numel();
-    float* yp = y.data<float>();
-    if (ctx.has(3)) {
-      if (ctx.in(3).shape() != y.shape())
-        return RunError("Z must have exactly the output shape " + ShapeToString(y.shape()) +
-                        "; got " + ShapeToString(ctx.in(3).shape()));
-      const float* z = ctx.in(3).data<float>();
-      for (int64_t i = 0; i < n; ++i) yp[i] += z[i];
-    }
-    ApplyActivation(a_.act, yp, n);
-    return OkStatus();
+    err = nn::AddResidualAndActivate(a_.act, ctx.has(3) ? &ctx.in(3) : nullptr, &y);
+    return err.empty() ? OkStatus() : RunError(err);
   }
 
  private:

@@ -152,6 +152,20 @@ std::string ConvReference(const ConvParams& params, const Tensor& xt, const Tens
                   });
 }
 
+std::string AddResidualAndActivate(const Activation& act, const Tensor* z, Tensor* y) {
+  float* yp = y->data<float>();
+  const int64_t n = y->numel();
+  if (z != nullptr) {
+    if (z->shape() != y->shape())
+      return "Z must have exactly the output shape " + ShapeToString(y->shape()) + "; got " +
+             ShapeToString(z->shape());
+    const float* zp = z->data<float>();
+    for (int64_t i = 0; i < n; ++i) yp[i] += zp[i];
+  }
+  ApplyActivation(act, yp, n);
+  return "";
+}
+
 std::string ConvReferenceF64(const ConvParams& params, const Shape& xs, const double* x,
                              const Shape& ws, const double* w, const double* bias, double* y,
                              int64_t out_plane) {

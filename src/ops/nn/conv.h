@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "ops/activation.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::ops::nn {
@@ -35,5 +36,9 @@ std::string ConvReference(const ConvParams& params, const Tensor& x, const Tenso
 std::string ConvReferenceF64(const ConvParams& params, const Shape& xs, const double* x,
                              const Shape& ws, const double* w, const double* bias, double* y,
                              int64_t out_plane);
+
+// FusedConv's epilogue, shared with QConv: y += z (when `z` is given; it must have y's shape),
+// then the activation. Returns the violated rule, "" when fine.
+std::string AddResidualAndActivate(const Activation& act, const Tensor* z, Tensor* y);
 
 }  // namespace kiln::ops::nn

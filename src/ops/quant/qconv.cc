@@ -103,14 +103,8 @@ class QConvOp : public Op {
     if (!err.empty()) return RunError(err);
     float* yp = y.data<float>();
     const int64_t n = y.numel();
-    if (ctx.has(6)) {
-      if (ctx.in(6).shape() != y.shape())
-        return RunError("Z must have exactly the output shape " + ShapeToString(y.shape()) +
-                        "; got " + ShapeToString(ctx.in(6).shape()));
-      const float* z = ctx.in(6).data<float>();
-      for (int64_t i = 0; i < n; ++i) yp[i] += z[i];
-    }
-    ApplyActivation(a_.act, yp, n);
+    err = nn::AddResidualAndActivate(a_.act, ctx.has(6) ? &ctx.in(6) : nullptr, &y);
+    if (!err.empty()) return RunError(err);
     if (quantized) {
       const float sy = ctx.in(7).data<float>()[0];
       const int32_t zy = quant::ReadQuant(ctx.in(8), 0);
