@@ -317,6 +317,7 @@ struct QConvCase {
   int64_t m, k, stride, pad, group;
   bool x_signed, per_channel, bias, residual;
   bool requantize = false;  // Relu -> QuantizeLinear -> DequantizeLinear: QConv writes uint8
+  bool relu6 = false;       // Clip(0, 6) instead of Relu: not scale-invariant
 };
 
 class QConvKernelTest : public ::testing::TestWithParam<QConvCase> {};
@@ -378,7 +379,13 @@ TEST_P(QConvKernelTest, MatchesReference) {
     zy->set_name("zy");
     zy->set_data_type(onnx::TensorProto::UINT8);
     zy->set_raw_data(std::string(1, '\0'));
-    mb.Node("Relu", {last}, {"r"});
+    if (c.relu6) {
+      mb.FloatInit("lo", {}, {0.f});
+      mb.FloatInit("hi", {}, {6.f});
+      mb.Node("Clip", {last, "lo", "hi"}, {"r"});
+    } else {
+      mb.Node("Relu", {last}, {"r"});
+    }
     mb.Node("QuantizeLinear", {"r", "sy", "zy"}, {"rq"});
     mb.Node("DequantizeLinear", {"rq", "sy", "zy"}, {"y"});
   } else {
@@ -438,7 +445,12 @@ INSTANTIATE_TEST_SUITE_P(
                       QConvCase{{1, 6, 8, 8}, 12, 3, 1, 1, 2, true, false, true, false},
                       QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true},
                       QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false, true},
-                      QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, true, true, true, false, true}));
+                      QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, true, true, true, false, true},
+                      // ReLU6 before the absorbed QuantizeLinear (MobileNetV2): its bound is
+                      // in float units, so the division by y_scale must come after it.
+                      QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false, true, true},
+                      QConvCase{
+                          {1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false, true, true}));
 
 }  // namespace
 }  // namespace kiln

@@ -1,7 +1,7 @@
 // cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
 // uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
-// QuantizeLinear: output scales then divided by y_scale, oneDNN rounds to nearest even and
-// saturates), output scales x_scale * w_scale[m] per output channel, float32 bias (divided by those
+// QuantizeLinear: a last linear post-op divides by y_scale after the activation, oneDNN rounds
+// to nearest even and saturates), output scales x_scale * w_scale[m] per output channel, float32 bias (divided by those
 // scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum post-op and the
 // activation as an eltwise post-op.
 //
@@ -81,18 +81,19 @@ class QConvOneDnn final : public runtime::Kernel {
     const float wmul = halve ? 2.f : 1.f;
     std::vector<float> scales(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i] * wmul;
-    // A quantized output: the result is divided by y_scale, rounded and saturated by oneDNN.
+    // A quantized output: after the activation (which works on float values: Clip's bounds,
+    // SiLU, ... are not scale-invariant) a linear post-op divides by y_scale; oneDNN then rounds
+    // to nearest even and saturates.
     const bool quantized = node_.HasInput(7);
     const float sy = quantized ? ctx->constants[7]->data<float>()[0] : 1.f;
-    std::vector<float> oscales = scales;
-    for (float& v : oscales) v /= sy;
 
     dnnl::post_ops ops;
     has_sum_ = node_.HasInput(6);
     if (has_sum_) ops.append_sum(1.f);
     AppendActivation(a_.act, &ops);
+    if (quantized) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / sy, 0.f);
     dnnl::primitive_attr attr;
-    attr.set_output_scales(1 << 1, oscales);
+    attr.set_output_scales(1 << 1, scales);
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
