@@ -48,45 +48,72 @@ class FuseQdqConvPass : public Pass {
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
     int fused = 0, per_tensor = 0, requantized = 0;
+    std::vector<std::string> declined;  // dequantized-input convolutions left float, and why
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
       if (!IsOnnxOp(n, "Conv") && !IsKilnOp(n, "FusedConv")) continue;
       if (n.inputs.size() < 2 || n.outputs.size() != 1) continue;
       const int dx = ed.Producer(n.inputs[0]), dw = ed.Producer(n.inputs[1]);
-      if (dx < 0 || dw < 0 || dx == dw) continue;
+      if (dx < 0 || dx == dw || !IsOnnxOp(ed.node(dx), "DequantizeLinear")) continue;
+      // From here on the input is dequantized: a convolution left in float32 says why.
+      auto left = [&](const std::string& why) {
+        declined.push_back("'" + n.name + "' (" + why + ")");
+      };
+      if (dw < 0 || !IsOnnxOp(ed.node(dw), "DequantizeLinear")) {
+        left("its weight is not dequantized int8");
+        continue;
+      }
       const ir::Node& xn = ed.node(dx);
       const ir::Node& wn = ed.node(dw);
-      if (!IsOnnxOp(xn, "DequantizeLinear") || !IsOnnxOp(wn, "DequantizeLinear")) continue;
       // X: uint8/int8 per tensor.
-      if (xn.inputs.size() < 2) continue;
-      const DataType xt = probe.dtype(xn.inputs[0]);
-      if (xt != DataType::kUInt8 && xt != DataType::kInt8) continue;
+      const DataType xt = xn.inputs.size() >= 2 ? probe.dtype(xn.inputs[0]) : DataType::kUndefined;
+      if (xt != DataType::kUInt8 && xt != DataType::kInt8) {
+        left("its input is not uint8/int8");
+        continue;
+      }
       if (!ScalarConstant(ed, xn.inputs[1], {DataType::kFloat}, false) ||
-          !ScalarConstant(ed, xn.HasInput(2) ? xn.inputs[2] : -1, {xt}, true))
+          !ScalarConstant(ed, xn.HasInput(2) ? xn.inputs[2] : -1, {xt}, true)) {
+        left("its input scale or zero point is not one constant");
         continue;
+      }
       // oneDNN 2.6's fast int8 convolutions take no source zero point.
-      if (xn.HasInput(2) && static_cast<const char*>(ed.ConstantOf(xn.inputs[2])->raw())[0] != 0)
+      if (xn.HasInput(2) && static_cast<const char*>(ed.ConstantOf(xn.inputs[2])->raw())[0] != 0) {
+        left("its input zero point is not 0");
         continue;
+      }
       // W: an int8 constant, symmetric, per tensor or per output channel.
-      if (wn.inputs.size() < 2) continue;
+      if (wn.inputs.size() < 2) {
+        left("its weight has no scale");
+        continue;
+      }
       const Tensor* wq = ed.ConstantOf(wn.inputs[0]);
       const Tensor* ws = ed.ConstantOf(wn.inputs[1]);
       if (wq == nullptr || ws == nullptr || wq->dtype() != DataType::kInt8 || wq->rank() < 3 ||
-          ws->dtype() != DataType::kFloat)
+          ws->dtype() != DataType::kFloat) {
+        left("its weight is not an int8 constant with float32 scales");
         continue;
+      }
       const int64_t m = wq->shape()[0];
       const int64_t axis = wn.GetInt("axis", 1);
       const bool channel_scales =
           ws->numel() == m && ws->rank() == 1 && (axis == 0 || axis == -wq->rank());
-      if (ws->numel() != 1 && !channel_scales) continue;
+      if (ws->numel() != 1 && !channel_scales) {
+        left("its weight scales are neither per tensor nor per output channel");
+        continue;
+      }
       if (wn.HasInput(2)) {
         const Tensor* wz = ed.ConstantOf(wn.inputs[2]);
         if (wz == nullptr || wz->dtype() != DataType::kInt8 || wz->numel() != ws->numel() ||
-            !AllZero(*wz))
+            !AllZero(*wz)) {
+          left("its weight zero points are not 0");
           continue;
+        }
       }
-      if (n.HasInput(2) && probe.dtype(n.inputs[2]) != DataType::kFloat) continue;
+      if (n.HasInput(2) && probe.dtype(n.inputs[2]) != DataType::kFloat) {
+        left("its bias is not float32");
+        continue;
+      }
       if (!ImportKilnDomain(graph)) return false;
 
       int scale_v = wn.inputs[1];
@@ -146,6 +173,11 @@ class FuseQdqConvPass : public Pass {
                                   " writing int8 for the QuantizeLinear they absorbed"
                             : std::string()) +
                ")";
+    if (!declined.empty()) {
+      summary_ += "; " + std::to_string(declined.size()) + " left in float32:";
+      for (size_t i = 0; i < declined.size() && i < 3; ++i) summary_ += " " + declined[i];
+      if (declined.size() > 3) summary_ += " ...";
+    }
     return true;
   }
 };
