@@ -52,6 +52,51 @@ def evaluate(model, x, y, batch=1000):
     return correct / x.shape[0]
 
 
+def setup(seed):
+    """One CPU thread, fixed seeds, deterministic algorithms; the normalised train and test sets
+    as tensors (xtr, ytr, xte, yte)."""
+    torch.set_num_threads(1)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)
+    tr_img, tr_lab = load_split("train")
+    te_img, te_lab = load_split("t10k")
+    return (torch.from_numpy(normalize(tr_img)), torch.from_numpy(tr_lab),
+            torch.from_numpy(normalize(te_img)), torch.from_numpy(te_lab))
+
+
+def train(model, xtr, ytr, xte, yte, epochs, batch, lr, seed, flip=False):
+    """Adam with a one-cycle schedule (max 2 * lr); `flip`: random horizontal flips (drawn from
+    the same seeded generator as the batch order). Prints each epoch's loss and test accuracy."""
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    steps_per_epoch = (xtr.shape[0] + batch - 1) // batch
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr * 2, epochs=epochs,
+                                                steps_per_epoch=steps_per_epoch)
+    loss_fn = nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(seed)
+    t0 = time.time()
+    for ep in range(epochs):
+        model.train()
+        perm = torch.randperm(xtr.shape[0], generator=gen)
+        total = 0.0
+        for i in range(0, xtr.shape[0], batch):
+            idx = perm[i:i + batch]
+            xb = xtr[idx]
+            if flip:
+                f = torch.rand(xb.shape[0], generator=gen) < 0.5
+                xb = torch.where(f[:, None, None, None], xb.flip(3), xb)
+            opt.zero_grad()
+            loss = loss_fn(model(xb), ytr[idx])
+            loss.backward()
+            opt.step()
+            sched.step()
+            total += float(loss) * idx.shape[0]
+        acc = evaluate(model, xte, yte)
+        print(f"epoch {ep + 1}/{epochs}: train loss {total / xtr.shape[0]:.4f}, "
+              f"test acc {acc * 100:.2f}%, elapsed {time.time() - t0:.1f}s", flush=True)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     p = argparse.ArgumentParser()
@@ -62,44 +107,13 @@ def main():
     p.add_argument("--out", default=os.path.join(here, "fashion_mnist_cnn.onnx"))
     a = p.parse_args()
 
-    torch.set_num_threads(1)
-    random.seed(a.seed)
-    np.random.seed(a.seed)
-    torch.manual_seed(a.seed)
-    torch.use_deterministic_algorithms(True)
-
-    tr_img, tr_lab = load_split("train")
-    te_img, te_lab = load_split("t10k")
-    xtr, ytr = torch.from_numpy(normalize(tr_img)), torch.from_numpy(tr_lab)
-    xte, yte = torch.from_numpy(normalize(te_img)), torch.from_numpy(te_lab)
+    xtr, ytr, xte, yte = setup(a.seed)
     print(f"train {tuple(xtr.shape)}, test {tuple(xte.shape)}", flush=True)
 
     model = SmallCNN()
     nparams = sum(p.numel() for p in model.parameters())
     print(f"parameters: {nparams}", flush=True)
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
-    steps_per_epoch = (xtr.shape[0] + a.batch - 1) // a.batch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr * 2, epochs=a.epochs,
-                                                steps_per_epoch=steps_per_epoch)
-    loss_fn = nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(a.seed)
-
-    t0 = time.time()
-    for ep in range(a.epochs):
-        model.train()
-        perm = torch.randperm(xtr.shape[0], generator=gen)
-        total = 0.0
-        for i in range(0, xtr.shape[0], a.batch):
-            idx = perm[i:i + a.batch]
-            opt.zero_grad()
-            loss = loss_fn(model(xtr[idx]), ytr[idx])
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss) * idx.shape[0]
-        acc = evaluate(model, xte, yte)
-        print(f"epoch {ep + 1}/{a.epochs}: train loss {total / xtr.shape[0]:.4f}, "
-              f"test acc {acc * 100:.2f}%, elapsed {time.time() - t0:.1f}s", flush=True)
+    train(model, xtr, ytr, xte, yte, a.epochs, a.batch, a.lr, a.seed)
 
     model.eval()
     acc = evaluate(model, xte, yte)

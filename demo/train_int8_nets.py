@@ -16,18 +16,14 @@ horizontal flips), BatchNorm folded by the exporter.
 """
 import argparse
 import os
-import random
 import sys
-import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from fmnist_data import load_split, normalize  # noqa: E402
-from train_fashion_mnist import evaluate  # noqa: E402
+from train_fashion_mnist import evaluate, setup, train  # noqa: E402
 
 
 def conv_bn(cin, cout, k=3, stride=1, groups=1, act=nn.ReLU):
@@ -111,43 +107,10 @@ def main():
     p.add_argument("--out")
     a = p.parse_args()
     out = a.out or os.path.join(HERE, f"fmnist_{a.arch}.onnx")
-    torch.set_num_threads(1)
-    random.seed(a.seed)
-    np.random.seed(a.seed)
-    torch.manual_seed(a.seed)
-    torch.use_deterministic_algorithms(True)
-
-    tr_img, tr_lab = load_split("train")
-    te_img, te_lab = load_split("t10k")
-    xtr, ytr = torch.from_numpy(normalize(tr_img)), torch.from_numpy(tr_lab)
-    xte, yte = torch.from_numpy(normalize(te_img)), torch.from_numpy(te_lab)
+    xtr, ytr, xte, yte = setup(a.seed)
     model = ResNetStyle() if a.arch == "resnet" else MobileNetV2Style()
     print(f"{a.arch}: {sum(p.numel() for p in model.parameters())} parameters", flush=True)
-    opt = torch.optim.Adam(model.parameters(), lr=a.lr)
-    steps = (xtr.shape[0] + a.batch - 1) // a.batch
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr * 2, epochs=a.epochs,
-                                                steps_per_epoch=steps)
-    loss_fn = nn.CrossEntropyLoss()
-    gen = torch.Generator().manual_seed(a.seed)
-    t0 = time.time()
-    for ep in range(a.epochs):
-        model.train()
-        perm = torch.randperm(xtr.shape[0], generator=gen)
-        total = 0.0
-        for i in range(0, xtr.shape[0], a.batch):
-            idx = perm[i:i + a.batch]
-            xb = xtr[idx]
-            flip = torch.rand(xb.shape[0], generator=gen) < 0.5
-            xb = torch.where(flip[:, None, None, None], xb.flip(3), xb)
-            opt.zero_grad()
-            loss = loss_fn(model(xb), ytr[idx])
-            loss.backward()
-            opt.step()
-            sched.step()
-            total += float(loss) * idx.shape[0]
-        acc = evaluate(model, xte, yte)
-        print(f"epoch {ep + 1}/{a.epochs}: train loss {total / xtr.shape[0]:.4f}, "
-              f"test acc {acc * 100:.2f}%, elapsed {time.time() - t0:.1f}s", flush=True)
+    train(model, xtr, ytr, xte, yte, a.epochs, a.batch, a.lr, a.seed, flip=True)
     model.eval()
     acc = evaluate(model, xte, yte)
     print(f"final torch test accuracy: {acc * 100:.2f}% ({round(acc * 10000)}/10000)")

@@ -48,6 +48,7 @@ struct Quantizer::Impl {
   std::unique_ptr<Session> float_session, quant_session;
   std::map<std::string, std::vector<double>> bias_sum;
   std::map<std::string, int64_t> bias_count;
+  std::set<std::string> bias_outputs;  // ConvOutputs(), looked up per batch
   bool bias_done = false;
 
   int range_passes() const {
@@ -334,6 +335,7 @@ Status Quantizer::BeginPass(int pass) {
     SessionOptions so;
     so.num_threads = impl_->options.num_threads;
     const std::vector<std::string> outs = impl_->ConvOutputs();
+    impl_->bias_outputs = std::set<std::string>(outs.begin(), outs.end());
     KILN_ASSIGN_OR_RETURN(std::string f, onnxio::WithExtraOutputs(impl_->model_bytes, outs));
     KILN_ASSIGN_OR_RETURN(std::string q, onnxio::WithExtraOutputs(qdq, outs));
     KILN_ASSIGN_OR_RETURN(impl_->float_session, Session::LoadFromBytes(f, so));
@@ -355,12 +357,13 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
     KILN_RETURN_IF_ERROR(impl_->quant_session->Run(batch, &q));
     std::map<std::string, const Tensor*> got;
     for (const auto& o : q) got[o.name] = &o.tensor;
-    for (const std::string& name : impl_->ConvOutputs()) {
-      const Tensor* ft = nullptr;
-      for (const auto& o : f)
-        if (o.name == name) ft = &o.tensor;
+    for (const auto& o : f) {
+      const Tensor* ft = &o.tensor;
+      const std::string& name = o.name;
       auto qt = got.find(name);
-      if (ft == nullptr || qt == got.end() || ft->rank() < 2 || qt->second->shape() != ft->shape())
+      // Only the convolutions' outputs are summed (not the other model outputs).
+      if (!impl_->bias_outputs.count(name) || qt == got.end() || ft->rank() < 2 ||
+          qt->second->shape() != ft->shape())
         continue;
       const int64_t n = ft->shape()[0], c = ft->shape()[1], inner = ft->numel() / (n * c);
       auto& sum = impl_->bias_sum[name];

@@ -200,6 +200,10 @@ check quantize-bad-method 11 "unknown calibration method 'kl'" -- "$KILN" quanti
 check quantize-max-drop 0 "accuracy control: within 100.00 pt" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/calib_labels.npy" --max-drop 100 --out "$W/qm.onnx"
 check quantize-max-drop-negative 1 "" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --max-drop -0.5 --out "$W/qm2.onnx"
 check quantize-max-drop-needs-labels 11 "needs --labels" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --max-drop 1 --out "$W/qm3.onnx"
+/usr/bin/python3 -c "import numpy as np; np.save('$W/short_labels.npy', np.zeros(7, dtype=np.int64)); np.save('$W/float_labels.npy', np.zeros(40, dtype=np.float32))"
+check quantize-max-drop-labels-count 11 "one int64/int32 class per sample \(40\); got int64\[7\]" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/short_labels.npy" --max-drop 1 --out "$W/qm5.onnx"
+check quantize-max-drop-labels-dtype 11 "got float32\[40\]" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/float_labels.npy" --max-drop 1 --out "$W/qm6.onnx"
+check quantize-max-drop-labels-missing 14 "" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/none_labels.npy" --max-drop 1 --out "$W/qm7.onnx"
 check quantize-max-drop-needs-held-out 11 "all used" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --labels "$W/calib_labels.npy" --max-drop 1 --out "$W/qm4.onnx"
 mkdir -p "$W/imgs" "$W/noimgs"
 /usr/bin/python3 -c "
@@ -213,6 +217,7 @@ for i in range(6): png(f'$W/imgs/{i}.png', rng.integers(0, 256, (28, 28), dtype=
 "
 printf 'not an image' > "$W/imgs/broken.png"
 check quantize-images 0 "1 of 7 calibration images could not be read" -- "$KILN" quantize "$D" --calibrate "$W/imgs" --recipe fashion-mnist --out "$W/q8.onnx"
+check quantize-bad-recipe 11 "recipe" -- "$KILN" quantize "$D" --calibrate "$W/imgs" --recipe no-such-recipe --out "$W/qm8.onnx"
 check quantize-images-empty 11 "no .jpg, .jpeg or .png files found" -- "$KILN" quantize "$D" --calibrate "$W/noimgs" --recipe fashion-mnist --out "$W/q9.onnx"
 check quantize-images-empty-no-output 1 "" -- test -f "$W/q9.onnx"
 for sub in run inspect bench doctor selftest serve quantize; do

@@ -166,7 +166,6 @@ TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
   QuantizeOptions o;
   o.quantize_all = true;
-  o.method = "minmax";  // no clipping: the errors are rounding errors only
   auto q = Quantizer::Create(model_, o);
   ASSERT_TRUE(q.ok());
   const Tensor data = Tensor::FromVector<float>(Uniform(8 * 400, 10), {8, 4, 10, 10});

@@ -35,30 +35,50 @@ void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e, float scale, floa
   }
 }
 
-// Quantization is elementwise with one scale, so the input may be in any oneDNN layout: the
-// output keeps it (as uint8/int8), and the int8 convolution after it reads it without a reorder.
-class QuantizeLoop final : public runtime::Kernel {
+// How a oneDNN layout stores a value of type t (float32 values may also be stored as bf16).
+dnnl::memory::data_type StorageOf(DataType t) {
+  return t == DataType::kUInt8  ? dnnl::memory::data_type::u8
+         : t == DataType::kInt8 ? dnnl::memory::data_type::s8
+                                : dnnl::memory::data_type::f32;
+}
+
+// What both loops prepare: the one scale and zero point, and, when the input arrives in a oneDNN
+// layout, the same layout for the output in its own type (both are elementwise with one scale,
+// so an int8 convolution after QuantizeLinear reads its input without a reorder).
+class PerTensorLoop : public runtime::Kernel {
  public:
-  explicit QuantizeLoop(const ir::Node& node) : node_(node) {}
+  explicit PerTensorLoop(const ir::Node& node) : node_(node) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
   Status Prepare(runtime::PrepareContext* ctx) override {
     scale_ = ctx->constants[1]->data<float>()[0];
     zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
+    in_ = ctx->inputs[0].dtype;
     out_ = ctx->outputs[0].dtype;
     const runtime::TensorInfo& x = ctx->inputs[0];
     n_ = NumElements(x.shape);
     if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
-      if (l->desc().data_type() != dnnl::memory::data_type::f32)
+      if (l->desc().data_type() != StorageOf(in_))
         return Unsupported("failed to run " + node_.Describe() + ": the input layout " + l->name() +
-                           " is not float32");
+                           " does not store " + DataTypeName(in_));
       dnnl_memory_desc_t d = l->desc().data;
-      d.data_type = out_ == DataType::kUInt8 ? dnnl_u8 : dnnl_s8;
-      const dnnl::memory::desc q(d);
-      n_ = static_cast<int64_t>(l->desc().get_size() / sizeof(float));  // padding included
-      ctx->outputs[0].layout = LayoutFor(q, x.shape);
+      d.data_type = static_cast<dnnl_data_type_t>(StorageOf(out_));
+      n_ = static_cast<int64_t>(l->desc().get_size() / DataTypeSize(in_));  // padding included
+      ctx->outputs[0].layout = LayoutFor(dnnl::memory::desc(d), x.shape);
     }
     return OkStatus();
   }
+
+ protected:
+  ir::Node node_;
+  float scale_ = 1.f;
+  int32_t zp_ = 0;
+  DataType in_ = DataType::kFloat, out_ = DataType::kFloat;
+  int64_t n_ = 0;  // elements in the buffer (a blocked layout's padding included)
+};
+
+class QuantizeLoop final : public PerTensorLoop {
+ public:
+  using PerTensorLoop::PerTensorLoop;
   Status Run(const ir::ComputeContext& ctx) const override {
     const float* x = ctx.in(0).data<float>();
     void* y = ctx.out(0).raw();
@@ -76,13 +96,6 @@ class QuantizeLoop final : public runtime::Kernel {
     });
     return OkStatus();
   }
-
- private:
-  ir::Node node_;
-  float scale_ = 1.f;
-  int32_t zp_ = 0;
-  DataType out_ = DataType::kUInt8;
-  int64_t n_ = 0;  // elements in the buffer (a blocked layout's padding included)
 };
 
 template <typename Q>
@@ -91,25 +104,9 @@ void DequantizeRange(const Q* x, float* y, int64_t b, int64_t e, float scale, in
     y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
 }
 
-// Elementwise too: a uint8/int8 input in a oneDNN layout gives a float32 output in that layout.
-class DequantizeLoop final : public runtime::Kernel {
+class DequantizeLoop final : public PerTensorLoop {
  public:
-  explicit DequantizeLoop(const ir::Node&) {}
-  bool AcceptsLayout(size_t input) const override { return input == 0; }
-  Status Prepare(runtime::PrepareContext* ctx) override {
-    scale_ = ctx->constants[1]->data<float>()[0];
-    zp_ = ZeroPoint(ctx->constants.size() > 2 ? ctx->constants[2] : nullptr);
-    in_ = ctx->inputs[0].dtype;
-    const runtime::TensorInfo& x = ctx->inputs[0];
-    n_ = NumElements(x.shape);
-    if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
-      dnnl_memory_desc_t d = l->desc().data;
-      d.data_type = dnnl_f32;
-      n_ = static_cast<int64_t>(l->desc().get_size());  // one byte per element, padding included
-      ctx->outputs[0].layout = LayoutFor(dnnl::memory::desc(d), x.shape);
-    }
-    return OkStatus();
-  }
+  using PerTensorLoop::PerTensorLoop;
   Status Run(const ir::ComputeContext& ctx) const override {
     const void* x = ctx.in(0).raw();
     float* y = ctx.out(0).data<float>();
@@ -124,18 +121,16 @@ class DequantizeLoop final : public runtime::Kernel {
     });
     return OkStatus();
   }
-
- private:
-  float scale_ = 1.f;
-  int32_t zp_ = 0;
-  DataType in_ = DataType::kUInt8;
-  int64_t n_ = 0;  // elements in the buffer (a blocked layout's padding included)
 };
 
 bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-// One scale (and zero point) element.
+// One scale (and zero point) element; an input layout storing X's own type (not bf16 storage of
+// a float32 value, which the reference kernel then gets converted to plain).
 std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
+  if (auto* l = dynamic_cast<const OneDnnLayout*>(in[0].layout.get()))
+    if (l->desc().data_type() != StorageOf(in[0].dtype))
+      return "needs X stored in its own type; got layout " + l->name();
   if (NumElements(in[1].shape) != 1 || in[1].dtype != DataType::kFloat)
     return "needs one float32 scale (per-axis scales run on the reference kernel)";
   if (node.HasInput(2) && NumElements(in[2].shape) != 1) return "needs one zero point";
