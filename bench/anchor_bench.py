@@ -23,7 +23,7 @@ Runtimes (the same thread count N for all):
 Inputs: every input generated like kiln bench and ort_bench.js do: the 32-bit LCG
 s = s * 1103515245 + 12345 (mod 2^32) from seed 12345, restarted per input; float32 values
 s / 2^31 - 1, integer inputs (s >> 16) % 4, bool ((s >> 16) & 1). The shape is the model input's
-with a symbolic first dim set to --batch. Timing: wall clock (perf_counter) of one run call with
+with a symbolic first dim set to --batch, or the full shape given with --shape NAME=AxBxC. Timing: wall clock (perf_counter) of one run call with
 the inputs already in memory; percentiles by nearest rank at round(p / 100 * (n - 1)) and the
 population standard deviation, the estimators of kiln bench. Exit status: 0, 1 on a failed run,
 2 on bad options.
@@ -76,8 +76,14 @@ def seeded_input(dtype, shape):
     return values.reshape(shape)
 
 
+SHAPES = {}  # --shape NAME=AxBxC: full shapes given on the command line
+
+
 def concrete_shape(name, dims, batch):
-    """The model's declared dims with a symbolic first dim set to batch (None or str: symbolic)."""
+    """The model's declared dims with a symbolic first dim set to batch (None or str: symbolic),
+    or the full shape given with --shape (as kiln bench --shape)."""
+    if name in SHAPES:
+        return SHAPES[name]
     shape = []
     for i, d in enumerate(dims):
         if isinstance(d, int) and d >= 0:
@@ -87,8 +93,8 @@ def concrete_shape(name, dims, batch):
         elif i == 0:
             shape.append(batch)
         else:
-            raise ValueError(f"input '{name}' {dims}: dim {i} is symbolic; only the first (batch) "
-                             f"dim is set here")
+            raise ValueError(f"input '{name}' {dims}: dim {i} is symbolic; give the full shape "
+                             f"with --shape {name}=AxBxC")
     return shape
 
 
@@ -209,7 +215,18 @@ def parse_args(argv):
                    "1, else 3: kiln bench's defaults)")
     p.add_argument("--iterations", type=int, help="timed runs (default 100 at batch 1, else 10)")
     p.add_argument("--save-output", help="write the first output of the first run (.npy)")
+    p.add_argument("--shape", action="append", default=[],
+                   help="NAME=AxBxC: full shape of a generated input (repeatable), as kiln bench "
+                   "--shape; needed for symbolic dims other than the first")
     a = p.parse_args(argv)
+    for spec in a.shape:
+        name, _, dims = spec.partition("=")
+        try:
+            SHAPES[name] = [int(d) for d in dims.split("x")]
+        except ValueError:
+            p.error(f"--shape {spec}: expected NAME=AxBxC")
+        if not name or min(SHAPES[name]) < 0:
+            p.error(f"--shape {spec}: expected NAME=AxBxC")
     if a.warmup is None:
         a.warmup = 20 if a.batch == 1 else 3
     if a.iterations is None:

@@ -142,6 +142,45 @@ std::optional<ActivationMatch> MatchGelu(const GraphEditor& ed, int x) {
   return std::nullopt;
 }
 
+// Hard-swish as PaddlePaddle exports it (PP-OCR, PP-LCNet): x * Clip(x + 3, 0, 6) / 6, the
+// Mul's operands either way round, the last step Div by 6 or Mul by 1/6.
+std::optional<ActivationMatch> MatchHardSwishArithmetic(const GraphEditor& ed, int x) {
+  const auto& cons = ed.Consumers(x);
+  if (cons.size() != 2) return std::nullopt;
+  for (int add : cons) {
+    if (!IsOp(ed, add, "Add") || !OnlyOutput0(ed, add) ||
+        !IsScalarNear(ed, OtherOperand(ed, add, x), 3.0))
+      continue;
+    const int clip = NextOp(ed, ed.node(add).outputs[0], "Clip");
+    if (clip < 0) continue;
+    std::vector<const Tensor*> constants;
+    for (int id : ed.node(clip).inputs) constants.push_back(id >= 0 ? ed.ConstantOf(id) : nullptr);
+    ops::Activation clip_act;
+    if (!ops::ActivationOfNode(ed.node(clip), constants, &clip_act) ||
+        clip_act.kind != ops::ActivationKind::kClip || clip_act.alpha != 0.f ||
+        clip_act.beta != 6.f)
+      continue;
+    const int gate = ed.node(clip).outputs[0];
+    const int mul = NextOp(ed, gate, "Mul");
+    if (mul < 0 || OtherOperand(ed, mul, gate) != x || !ConsumersAre(ed, x, {add, mul})) continue;
+    const int prod = ed.node(mul).outputs[0];
+    if (ed.IsGraphOutput(prod)) continue;
+    const int c = ed.SoleConsumer(prod);
+    if (c < 0 || !OnlyOutput0(ed, c)) continue;
+    const ir::Node& cn = ed.node(c);
+    const bool div = IsOp(ed, c, "Div") && cn.inputs.size() == 2 && cn.inputs[0] == prod &&
+                     IsScalarNear(ed, cn.inputs[1], 6.0);
+    const bool scale = IsOp(ed, c, "Mul") && IsScalarNear(ed, OtherOperand(ed, c, prod), 1 / 6.0);
+    if (!div && !scale) continue;
+    ActivationMatch m;
+    m.act = ops::DefaultActivation(ops::ActivationKind::kHardSwish);
+    m.nodes = {add, clip, mul, c};
+    m.output = cn.outputs[0];
+    return m;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool IsScalarNear(const GraphEditor& ed, int v, double want, double tol) {
@@ -156,6 +195,7 @@ std::optional<ActivationMatch> MatchActivation(const GraphEditor& ed, int x) {
   if (x < 0 || ed.IsGraphOutput(x)) return std::nullopt;
   if (auto m = MatchUnary(ed, x)) return m;
   if (auto m = MatchGated(ed, x)) return m;
+  if (auto m = MatchHardSwishArithmetic(ed, x)) return m;
   return MatchGelu(ed, x);
 }
 

@@ -6,7 +6,8 @@
 // LeakyRelu, Sigmoid, HardSigmoid, HardSwish, Tanh, each as x's only consumer; Silu as
 // Mul(x, Sigmoid(x)); HardSwish also as Mul(x, HardSigmoid(x, alpha=1/6, beta=0.5)); Gelu in
 // PyTorch's erf form 0.5 * x * (1 + Erf(x / 1.4142135)) (Div by sqrt(2) or Mul by 1/sqrt(2); the
-// two Muls in any order; operands of Add/Mul either way round). Every intermediate value must be
+// two Muls in any order; operands of Add/Mul either way round); HardSwish also as PaddlePaddle
+// writes it, x * Clip(x + 3, 0, 6) / 6 (or * (1/6)). Every intermediate value must be
 // read only inside the pattern and must not be a graph output; x itself must not be a graph output.
 // Float32 only (the caller checks the producer's dtype).
 #pragma once
