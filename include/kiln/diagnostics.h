@@ -62,6 +62,7 @@ struct SelfTestCase {
   std::string name;
   std::string model;                  // serialized ONNX ModelProto
   bool positive_inputs = false;       // inputs in [0.1, 2] (Log, Sqrt, Reciprocal, Pow)
+  bool host_only = false;             // control flow: device backends refuse it (skipped there)
   std::vector<std::string> op_types;  // the ops its nodes use
 };
 std::vector<SelfTestCase> SelfTestCases();

@@ -25,14 +25,49 @@ size_t NodeInputs::Bytes() const {
 }
 
 bool NeedsRuntimeValues(const Node& node, const Op& op, const NodeInputs& in) {
+  if (op.ShapesFromRun()) return !in.AllValues();
   for (int si : op.ShapeInputs())
     if (node.HasInput(si) && (static_cast<size_t>(si) >= in.values.size() || !in.values[si]))
       return true;
   return false;
 }
 
+namespace {
+
+// Control flow: nothing is known before the node runs; it runs only when every input is known and
+// the policy sets no limits (the limits cannot be checked ahead of running a subgraph).
+Status EvaluateByRunning(const Node& node, const Op& op, const NodeInputs& in,
+                         const EvalPolicy& policy, NodeEvaluation* out) {
+  const bool limited = policy.max_input_elements >= 0 || policy.max_output_elements >= 0 ||
+                       policy.max_growth_bytes >= 0;
+  if (!policy.compute || limited || !in.AllValues())
+    return Unsupported(node.Describe() + ": its output shapes are known only by running it");
+  const size_t n = node.outputs.size();
+  std::vector<Tensor> outs(n);
+  ComputeContext cc;
+  cc.inputs = in.values;
+  for (size_t o = 0; o < n; ++o) cc.outputs.push_back(node.outputs[o] < 0 ? nullptr : &outs[o]);
+  KILN_RETURN_IF_ERROR(op.Compute(cc));
+  out->dtypes.assign(n, DataType::kUndefined);
+  out->shapes.assign(n, Shape{});
+  for (size_t o = 0; o < n; ++o) {
+    if (node.outputs[o] < 0) continue;
+    if (!outs[o].defined())
+      return Internal(node.Describe() + ": output " + std::to_string(o) + " was not produced");
+    out->dtypes[o] = outs[o].dtype();
+    out->shapes[o] = outs[o].shape();
+  }
+  out->values = std::move(outs);
+  out->all_values = true;
+  out->computed = true;
+  return OkStatus();
+}
+
+}  // namespace
+
 Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const EvalPolicy& policy,
                     NodeEvaluation* out) {
+  if (op.ShapesFromRun()) return EvaluateByRunning(node, op, in, policy, out);
   InferContext ctx(node, in.dtypes, in.shapes, in.values);
   KILN_RETURN_IF_ERROR(op.Infer(ctx));
   const size_t n = node.outputs.size();

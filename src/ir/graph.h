@@ -24,6 +24,8 @@ struct Dim {
   bool fixed() const { return value >= 0; }
 };
 
+struct Graph;
+
 struct Attribute {
   enum class Type { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph, kOther };
   Type type = Type::kOther;
@@ -34,6 +36,8 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  // kGraph: a control-flow body (If's branches, Loop's and Scan's body), immutable once loaded.
+  std::shared_ptr<const Graph> g;
 };
 
 struct Value {
@@ -52,6 +56,12 @@ struct Node {
   std::vector<int> inputs;   // value ids; -1 marks an omitted optional input
   std::vector<int> outputs;  // value ids; -1 marks an omitted optional output
   std::map<std::string, Attribute> attrs;
+  // The last `implicit_inputs` entries of `inputs` are values of the enclosing graph that the
+  // node's subgraphs read by name (ONNX's outer-scope references), in the order of every
+  // subgraph's Graph::captures. They make the dependency visible to ordering, liveness and
+  // passes; ops count only the explicit inputs before them.
+  int implicit_inputs = 0;
+  size_t num_explicit_inputs() const { return inputs.size() - implicit_inputs; }
 
   bool HasAttr(const std::string& n) const { return attrs.count(n) != 0; }
   int64_t GetInt(const std::string& n, int64_t def) const;
@@ -78,6 +88,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;  // graph inputs that are not initializers
   std::vector<int> outputs;
+  // Subgraphs only: values read from the enclosing scope (no producer here), bound in order to
+  // the owning node's implicit inputs; every subgraph of one node lists the same names.
+  std::vector<int> captures;
 
   int FindValue(const std::string& name) const;
   // Returns the id of the value named `name`, creating it if needed.

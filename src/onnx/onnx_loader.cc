@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "onnx/tensor_proto_internal.h"
@@ -33,8 +35,23 @@ void FillType(const onnx::TypeProto& type, ir::Value* v) {
   v->shape = std::move(dims);
 }
 
-StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::string& model_dir,
-                                     const std::string& what) {
+// The names visible from a subgraph: those of every enclosing graph (ONNX's lexical scoping).
+using Scope = std::set<std::string>;
+
+// Initializers' bytes are moved out of `gp` as they are read (peak memory: one copy of weights).
+StatusOr<std::unique_ptr<ir::Graph>> ConvertGraph(onnx::GraphProto& gp,
+                                                  const std::map<std::string, int>& opsets,
+                                                  const std::string& model_dir, const Scope* outer,
+                                                  int depth);
+
+// Subgraphs nest (a Loop body holding an If): deeper than this is refused, so a hostile file
+// cannot exhaust the stack.
+constexpr int kMaxSubgraphDepth = 16;
+
+StatusOr<Attribute> ConvertAttribute(onnx::AttributeProto& a, const std::string& model_dir,
+                                     const std::string& what,
+                                     const std::map<std::string, int>& opsets, const Scope* scope,
+                                     int depth) {
   Attribute out;
   switch (a.type()) {
     case onnx::AttributeProto::FLOAT:
@@ -66,9 +83,16 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::s
       out.type = Attribute::Type::kStrings;
       out.strings.assign(a.strings().begin(), a.strings().end());
       break;
-    case onnx::AttributeProto::GRAPH:
+    case onnx::AttributeProto::GRAPH: {
       out.type = Attribute::Type::kGraph;
+      if (depth >= kMaxSubgraphDepth)
+        return InvalidModel(what + ": subgraphs nest deeper than " +
+                            std::to_string(kMaxSubgraphDepth) + " levels");
+      auto sub = ConvertGraph(*a.mutable_g(), opsets, model_dir, scope, depth + 1);
+      if (!sub.ok()) return Status(sub.status()).AddContext("in the subgraph of " + what);
+      out.g = std::move(sub).value();
       break;
+    }
     default:
       out.type = Attribute::Type::kOther;
       break;
@@ -76,28 +100,14 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const std::s
   return out;
 }
 
-StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
-                                             const std::string& model_dir) {
+StatusOr<std::unique_ptr<ir::Graph>> ConvertGraph(onnx::GraphProto& gp,
+                                                  const std::map<std::string, int>& opsets,
+                                                  const std::string& model_dir, const Scope* outer,
+                                                  int depth) {
   auto g = std::make_unique<ir::Graph>();
-  const onnx::GraphProto& gp = model.graph();
   g->name = gp.name();
-  g->ir_version = model.ir_version();
-  g->producer = model.producer_name() +
-                (model.producer_version().empty() ? "" : " " + model.producer_version());
-  g->producer_name = model.producer_name();
-  g->producer_version = model.producer_version();
-  g->domain = model.domain();
-  g->model_version = model.model_version();
-  g->doc_string = model.doc_string();
+  g->opset_imports = opsets;
   g->graph_doc_string = gp.doc_string();
-  for (const auto& kv : model.metadata_props())
-    g->metadata_props.emplace_back(kv.key(), kv.value());
-  for (const auto& op : model.opset_import()) {
-    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
-    g->opset_imports[d] = static_cast<int>(op.version());
-  }
-  if (model.opset_import_size() == 0) g->opset_imports[""] = 1;  // IR v1/v2 default
-
   for (int ii = 0; ii < gp.initializer_size(); ++ii) {
     const onnx::TensorProto& init = gp.initializer(ii);
     int id = g->GetOrAddValue(init.name());
@@ -111,9 +121,7 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
     for (int64_t d : t.shape()) dims.push_back(ir::Dim{d, ""});
     v.shape = dims;
     v.constant = std::make_shared<const Tensor>(std::move(t));
-    // The bytes now live in the Tensor; drop the protobuf copy so peak memory at load is about
-    // one copy of the weights, not two.
-    model.mutable_graph()->mutable_initializer(ii)->clear_raw_data();
+    gp.mutable_initializer(ii)->clear_raw_data();
   }
   for (const auto& in : gp.input()) {
     int id = g->GetOrAddValue(in.name());
@@ -125,9 +133,23 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
     int id = g->GetOrAddValue(vi.name());
     if (!g->values[id].constant) FillType(vi.type(), &g->values[id]);
   }
+  // What a subgraph of this graph may read: the enclosing scope plus everything defined here.
+  Scope visible;
+  bool has_subgraphs = false;
+  for (const auto& np : gp.node())
+    for (const auto& a : np.attribute())
+      has_subgraphs = has_subgraphs || a.type() == onnx::AttributeProto::GRAPH;
+  if (has_subgraphs) {
+    if (outer) visible = *outer;
+    for (const auto& init : gp.initializer()) visible.insert(init.name());
+    for (const auto& in : gp.input()) visible.insert(in.name());
+    for (const auto& np : gp.node())
+      for (const auto& o : np.output())
+        if (!o.empty()) visible.insert(o);
+  }
 
   for (int ni = 0; ni < gp.node_size(); ++ni) {
-    const auto& np = gp.node(ni);
+    auto& np = *gp.mutable_node(ni);
     ir::Node node;
     node.op_type = np.op_type();
     node.domain = np.domain() == "ai.onnx" ? "" : np.domain();
@@ -160,11 +182,34 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
       v.producer = static_cast<int>(g->nodes.size());
       node.outputs.push_back(id);
     }
-    for (const auto& a : np.attribute()) {
+    std::vector<std::string> captured;  // outer names the node's subgraphs read, first use first
+    for (auto& a : *np.mutable_attribute()) {
       KILN_ASSIGN_OR_RETURN(
           node.attrs[a.name()],
-          ConvertAttribute(a, model_dir,
-                           "attribute '" + a.name() + "' of node '" + node.name + "'"));
+          ConvertAttribute(a, model_dir, "attribute '" + a.name() + "' of node '" + node.name + "'",
+                           opsets, &visible, depth));
+      const ir::Attribute& at = node.attrs[a.name()];
+      if (at.g)
+        for (int c : at.g->captures)
+          if (std::find(captured.begin(), captured.end(), at.g->values[c].name) == captured.end())
+            captured.push_back(at.g->values[c].name);
+    }
+    if (!captured.empty()) {
+      // Every subgraph of the node binds the same list, in the same order, to the node's
+      // implicit inputs (a branch that does not read a name gets an unused value for it).
+      for (auto& [name, at] : node.attrs) {
+        if (!at.g) continue;
+        auto sub = std::make_shared<ir::Graph>(*at.g);
+        sub->captures.clear();
+        for (const std::string& c : captured) sub->captures.push_back(sub->GetOrAddValue(c));
+        at.g = std::move(sub);
+      }
+      for (const std::string& c : captured) {
+        int id = g->FindValue(c);
+        if (id < 0) id = g->GetOrAddValue(c);
+        node.inputs.push_back(id);
+      }
+      node.implicit_inputs = static_cast<int>(captured.size());
     }
     g->nodes.push_back(std::move(node));
   }
@@ -173,19 +218,53 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
       if (id < 0) continue;
       const ir::Value& v = g->values[id];
       bool is_input = std::find(g->inputs.begin(), g->inputs.end(), id) != g->inputs.end();
-      if (v.producer < 0 && !v.constant && !is_input)
-        return InvalidModel(node.Describe() + " reads '" + v.name +
-                            "', which is not a graph input, an initializer or any node's output");
+      if (v.producer >= 0 || v.constant || is_input) continue;
+      if (outer != nullptr && outer->count(v.name)) {
+        if (std::find(g->captures.begin(), g->captures.end(), id) == g->captures.end())
+          g->captures.push_back(id);
+        continue;
+      }
+      return InvalidModel(node.Describe() + " reads '" + v.name + "', which is not " +
+                          (outer ? "defined in this subgraph or an enclosing graph"
+                                 : "a graph input, an initializer or any node's output"));
     }
   }
   for (const auto& out : gp.output()) {
     int id = g->FindValue(out.name());
+    if (id < 0 && outer != nullptr && outer->count(out.name())) {
+      // A body may pass an outer value straight through as its output.
+      id = g->GetOrAddValue(out.name());
+      g->captures.push_back(id);
+    }
     if (id < 0)
       return InvalidModel("graph output '" + out.name() + "' is not produced by any node");
     ir::Value& v = g->values[id];
     if (v.dtype == DataType::kUndefined || !v.shape) FillType(out.type(), &v);
     g->outputs.push_back(id);
   }
+  return g;
+}
+
+StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
+                                             const std::string& model_dir) {
+  std::map<std::string, int> opsets;
+  for (const auto& op : model.opset_import()) {
+    std::string d = op.domain() == "ai.onnx" ? "" : op.domain();
+    opsets[d] = static_cast<int>(op.version());
+  }
+  if (model.opset_import_size() == 0) opsets[""] = 1;  // IR v1/v2 default
+  KILN_ASSIGN_OR_RETURN(auto g,
+                        ConvertGraph(*model.mutable_graph(), opsets, model_dir, nullptr, 0));
+  g->ir_version = model.ir_version();
+  g->producer = model.producer_name() +
+                (model.producer_version().empty() ? "" : " " + model.producer_version());
+  g->producer_name = model.producer_name();
+  g->producer_version = model.producer_version();
+  g->domain = model.domain();
+  g->model_version = model.model_version();
+  g->doc_string = model.doc_string();
+  for (const auto& kv : model.metadata_props())
+    g->metadata_props.emplace_back(kv.key(), kv.value());
   return g;
 }
 
@@ -204,7 +283,12 @@ StatusOr<std::unique_ptr<ir::Graph>> LoadModelProto(onnx::ModelProto& model,
   for (const auto& op : model.opset_import()) opsets[op.domain()] = static_cast<int>(op.version());
   ctx.set_opset_imports(opsets);
   ctx.set_model_dir(model_dir);
+  // Outer-scope names, so If/Loop/Scan bodies that read them pass the checker's subgraph check.
   onnx::checker::LexicalScopeContext lex;
+  for (const auto& init : model.graph().initializer()) lex.add(init.name());
+  for (const auto& in : model.graph().input()) lex.add(in.name());
+  for (const auto& node : model.graph().node())
+    for (const auto& o : node.output()) lex.add(o);
   // Debian's libonnx knows each domain's schemas up to some opset (ai.onnx 17 for 1.12): a node of
   // a newer opset would be checked against an older schema (ReduceMean-13 for a ReduceMean-18
   // with `axes` as an input) and wrongly refused. Such nodes are validated by kiln's own op

@@ -174,6 +174,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     Step step;
     step.node = ni;
     step.dynamic = dynamic;
+    step.self_shaped = dynamic && op.ShapesFromRun();
     PrepareContext pc;
     pc.num_threads = p.num_threads;
     pc.precision = options.precision;
@@ -192,8 +193,10 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
                                  : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
       pc.constants.push_back(id < 0 ? nullptr : p.constants[id].get());
     }
+    // Dynamic steps take the reference kernel, except control flow, whose backend kernel plans
+    // its bodies for the shapes it meets.
     SelectedKernel sel = SelectKernel(node, op, pc.inputs, pc.constants, options.backend,
-                                      dynamic || options.reference_only);
+                                      (dynamic && !step.self_shaped) || options.reference_only);
     if (strict_device && (dynamic || sel.reference)) {
       no_kernel.push_back(
           {node.name, node.op_type, node.domain, node.opset,
@@ -211,6 +214,11 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
         pc.inputs[i].layout = nullptr;
       }
       step.in_slots.push_back(slot);
+    }
+    if (step.self_shaped) {
+      pc.outputs.assign(node.outputs.size(), TensorInfo{});
+      Status s = step.kernel->Prepare(&pc);
+      if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
     }
     if (!dynamic) {
       for (int id : node.outputs)
@@ -459,7 +467,10 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
       if (step.in_slots[j] >= 0 && (cc.inputs[j] == nullptr || !cc.inputs[j]->defined()))
         return Internal("slot " + std::to_string(step.in_slots[j]) + " missing when running " +
                         what());
-    if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
+    if (step.self_shaped) {  // control flow: the kernel assigns its outputs
+      for (int slot : step.out_slots)
+        if (slot >= 0) env[slot] = Tensor();
+    } else if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
       const ir::Node& node = g.nodes[step.node];
       ir::NodeInputs in;
       for (const Tensor* t : cc.inputs)

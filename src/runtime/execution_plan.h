@@ -64,6 +64,9 @@ struct Step {
   std::unique_ptr<Kernel> kernel;
   std::string kernel_name;
   bool dynamic = false;
+  // Control flow (ir::Op::ShapesFromRun): the kernel assigns its outputs; nothing is inferred
+  // or allocated for them. Always dynamic.
+  bool self_shaped = false;
   std::vector<int> in_slots, out_slots;  // -1 marks an omitted optional input/output
 };
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -122,7 +123,11 @@ const std::set<std::string> kInScopeOps = {"Conv",
                                            "QLinearConv",
                                            "ConvInteger",
                                            "QLinearMatMul",
-                                           "MatMulInteger"};
+                                           "MatMulInteger",
+                                           "If",
+                                           "Loop",
+                                           "Scan",
+                                           "LSTM"};
 
 const std::set<int> kInScopeTypes = {1, 6, 7, 9};  // float, int32, int64, bool
 // The quantization ops' tests also bring uint8, int8, uint16 and int16 (other ops' tests of these
@@ -154,16 +159,30 @@ bool InScope(const fs::path& model_path) {
   auto TypeInScope = [&](const onnx::TypeProto& t) {
     return t.has_tensor_type() && types.count(t.tensor_type().elem_type());
   };
-  for (const auto& n : g.node()) {
-    if (!(n.domain().empty() || n.domain() == "ai.onnx") || !kInScopeOps.count(n.op_type()))
-      return false;
-    for (const auto& a : n.attribute())
-      if (a.type() == onnx::AttributeProto::TENSOR && !types.count(a.t().data_type())) return false;
-    if (n.op_type() == "Cast" || n.op_type() == "ConstantOfShape") {
-      for (const auto& a : n.attribute())
-        if (a.name() == "to" && !types.count(static_cast<int>(a.i()))) return false;
+  // Every node, those of If/Loop/Scan bodies included, and the bodies' inputs and outputs.
+  std::function<bool(const onnx::GraphProto&)> nodes_in_scope = [&](const onnx::GraphProto& gp) {
+    for (const auto& n : gp.node()) {
+      if (!(n.domain().empty() || n.domain() == "ai.onnx") || !kInScopeOps.count(n.op_type()))
+        return false;
+      for (const auto& a : n.attribute()) {
+        if (a.type() == onnx::AttributeProto::TENSOR && !types.count(a.t().data_type()))
+          return false;
+        if (a.type() == onnx::AttributeProto::GRAPH) {
+          for (const auto& v : a.g().input())
+            if (!TypeInScope(v.type())) return false;
+          for (const auto& v : a.g().output())
+            if (!TypeInScope(v.type())) return false;
+          if (!nodes_in_scope(a.g())) return false;
+        }
+      }
+      if (n.op_type() == "Cast" || n.op_type() == "ConstantOfShape") {
+        for (const auto& a : n.attribute())
+          if (a.name() == "to" && !types.count(static_cast<int>(a.i()))) return false;
+      }
     }
-  }
+    return true;
+  };
+  if (!nodes_in_scope(g)) return false;
   for (const auto& v : g.input())
     if (!TypeInScope(v.type())) return false;
   for (const auto& v : g.output())

