@@ -215,6 +215,9 @@ def parse_args(argv):
                    "1, else 3: kiln bench's defaults)")
     p.add_argument("--iterations", type=int, help="timed runs (default 100 at batch 1, else 10)")
     p.add_argument("--save-output", help="write the first output of the first run (.npy)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="use this tensor instead of generated values (repeatable), as kiln bench "
+                   "--input")
     p.add_argument("--shape", action="append", default=[],
                    help="NAME=AxBxC: full shape of a generated input (repeatable), as kiln bench "
                    "--shape; needed for symbolic dims other than the first")
@@ -246,7 +249,12 @@ def main(argv=None):
         else:
             runner = OvRunner(a.model, a.threads, "f32" if a.runtime == "ov-f32" else None)
         specs = runner.input_specs(a.batch)
-        feeds = {name: seeded_input(dtype, shape) for name, dtype, shape in specs}
+        given = {}
+        for spec in a.input:
+            name, _, path = spec.partition("=")
+            given[name] = np.load(path)
+        feeds = {name: given[name] if name in given else seeded_input(dtype, shape)
+                 for name, dtype, shape in specs}
         runner.bind(feeds)  # OpenVINO compiles here: part of the load, as kiln's Load + options
         load_ms = ms(t0)
         t0 = time.perf_counter()

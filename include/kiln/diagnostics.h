@@ -60,9 +60,9 @@ std::vector<OpInfo> RegisteredOps();
 // that exercise every kernel of a backend.
 struct SelfTestCase {
   std::string name;
-  std::string model;                  // serialized ONNX ModelProto
-  bool positive_inputs = false;       // inputs in [0.1, 2] (Log, Sqrt, Reciprocal, Pow)
-  bool host_only = false;             // control flow: device backends refuse it (skipped there)
+  std::string model;             // serialized ONNX ModelProto
+  bool positive_inputs = false;  // inputs in [0.1, 2] (Log, Sqrt, Reciprocal, Pow)
+  bool host_only = false;        // control flow, LSTM: no device backend runs it (skipped there)
   std::vector<std::string> op_types;  // the ops its nodes use
 };
 std::vector<SelfTestCase> SelfTestCases();

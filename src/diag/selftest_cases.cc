@@ -373,6 +373,23 @@ std::string ControlFlow() {
   return b.Bytes();
 }
 
+// A bidirectional LSTM over 4 steps with bias and initial state (the CPU's float loop).
+std::string Lstm() {
+  ModelBuilder b(14);
+  const int64_t seq = 4, batch = 2, in = 5, h = 6;
+  b.Input("x", kF32, {seq, batch, in}).Input("h0", kF32, {2, batch, h});
+  b.Input("c0", kF32, {2, batch, h});
+  Weight(b, "w", {2, 4 * h, in}, 51);
+  Weight(b, "r", {2, 4 * h, h}, 52);
+  Weight(b, "bias", {2, 8 * h}, 53);
+  auto& n = b.Node("LSTM", {"x", "w", "r", "bias", "", "h0", "c0"}, {"y", "yh", "yc"});
+  ModelBuilder::StringAttr(n, "direction", "bidirectional");
+  ModelBuilder::IntAttr(n, "hidden_size", h);
+  b.Output("y", kF32, {seq, 2, batch, h}).Output("yh", kF32, {2, batch, h});
+  b.Output("yc", kF32, {2, batch, h});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -442,6 +459,9 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw flow{"control flow: Loop, If, Scan", ControlFlow()};
   flow.host_only = true;
   c.push_back(flow);
+  Raw lstm{"lstm bidirectional", Lstm()};
+  lstm.host_only = true;
+  c.push_back(lstm);
   std::vector<SelfTestCase> out;
   for (Raw& r : c) {
     SelfTestCase k;

@@ -128,4 +128,27 @@ struct ActivationAttrs : ir::OpAttrs {
   Activation act;
 };
 
+// LSTM: one gate activation per position (f, g, h) per direction.
+struct RnnActivation {
+  enum Kind { kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu } kind = kSigmoid;
+  double alpha = 0, beta = 0;
+};
+struct LstmAttrs : ir::OpAttrs {
+  int64_t directions = 1;  // 2: bidirectional
+  bool reverse = false;    // direction "reverse"
+  int64_t hidden_size = -1;
+  int64_t layout = 0;  // 1: batch first
+  bool input_forget = false;
+  double clip = 0;                  // 0: none
+  std::vector<RnnActivation> acts;  // 3 per direction
+  // The ONNX defaults: Sigmoid, Tanh, Tanh everywhere, no clip, no coupled input/forget gate.
+  bool DefaultMath() const {
+    if (clip > 0 || input_forget) return false;
+    for (size_t i = 0; i < acts.size(); ++i)
+      if (acts[i].kind != (i % 3 == 0 ? RnnActivation::kSigmoid : RnnActivation::kTanh))
+        return false;
+    return true;
+  }
+};
+
 }  // namespace kiln::ops

@@ -762,5 +762,31 @@ TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {
   EXPECT_NE(plan->find("cpu.sub.onednn"), std::string::npos) << *plan;
 }
 
+// LSTM's float loop against the double reference: both directions, bias, peepholes, initial
+// state, both layouts, several steps and batch rows, all three outputs.
+TEST(OneDnnKernelTest, LstmLoop) {
+  const int64_t seq = 5, batch = 3, in = 7, h = 6, dirs = 2;
+  for (int64_t layout : {0, 1}) {
+    ModelBuilder mb(14);
+    const Shape xs = layout ? Shape{batch, seq, in} : Shape{seq, batch, in};
+    const Shape ss = layout ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
+    mb.Input("x", kF32, xs).Input("h0", kF32, ss).Input("c0", kF32, ss);
+    mb.Output("y", kF32, {}).Output("yh", kF32, {}).Output("yc", kF32, {});
+    mb.FloatInit("w", {dirs, 4 * h, in}, Random(dirs * 4 * h * in, 40));
+    mb.FloatInit("r", {dirs, 4 * h, h}, Random(dirs * 4 * h * h, 41));
+    mb.FloatInit("b", {dirs, 8 * h}, Random(dirs * 8 * h, 42));
+    mb.FloatInit("p", {dirs, 3 * h}, Random(dirs * 3 * h, 43));
+    auto& n = mb.Node("LSTM", {"x", "w", "r", "b", "", "h0", "c0", "p"}, {"y", "yh", "yc"});
+    ModelBuilder::StringAttr(n, "direction", "bidirectional");
+    ModelBuilder::IntAttr(n, "hidden_size", h);
+    ModelBuilder::IntAttr(n, "layout", layout);
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    CheckAgainstReference(
+        mb.Bytes(),
+        {{"x", RandomTensor(xs, 44)}, {"h0", RandomTensor(ss, 45)}, {"c0", RandomTensor(ss, 46)}},
+        {"cpu.lstm.loop"});
+  }
+}
+
 }  // namespace
 }  // namespace kiln

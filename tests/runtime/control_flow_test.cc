@@ -9,6 +9,8 @@
 
 #include "kiln/session.h"
 #include "model_builder.h"
+#include "onnx/onnx_loader.h"
+#include "passes/inline_if.h"
 
 namespace kiln {
 namespace {
@@ -302,6 +304,74 @@ TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
       ExpectFloats((*out)[1].tensor, partial, {3, 2});
     }
     EXPECT_NE(b.plan.find("cpu.scan.subplan"), std::string::npos) << b.plan;
+  }
+}
+
+// y = If(Gather(Shape(x), 0) == 1) then Neg(x) else Relu(x), as exporters write shape checks.
+std::string ShapeCheckIfModel() {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {-1, 2}).Output("y", kF32, {-1, 2});
+  m.Int64Init("zero", {}, {0});
+  m.Int64Init("one", {}, {1});
+  m.Node("Shape", {"x"}, {"s"});
+  m.Node("Gather", {"s", "zero"}, {"n"});
+  m.Node("Equal", {"n", "one"}, {"single"});
+  auto& n = m.Node("If", {"single"}, {"y"}, "check");
+  GraphAttr(n, "then_branch", OneNode("Neg", {"x"}, "t"));
+  GraphAttr(n, "else_branch", OneNode("Relu", {"x"}, "e"));
+  return m.Bytes();
+}
+
+TEST(ControlFlowTest, IfsDecidedByInputShapesAreInlined) {
+  for (int64_t rows : {1, 3}) {
+    auto g = onnxio::LoadModelFromBytes(ShapeCheckIfModel(), "");
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    auto inlined = passes::InlineStaticIfs(**g, {Shape{rows, 2}});
+    ASSERT_TRUE(inlined.ok()) << inlined.status().ToString();
+    EXPECT_EQ(*inlined, 1);
+    std::string ops;
+    for (const auto& node : (*g)->nodes) ops += node.op_type + " ";
+    EXPECT_EQ(ops.find("If"), std::string::npos) << ops;
+    EXPECT_NE(ops.find(rows == 1 ? "Neg" : "Relu"), std::string::npos) << ops;
+    EXPECT_EQ(ops.find(rows == 1 ? "Relu" : "Neg"), std::string::npos) << ops;
+  }
+  // A shape the condition cannot be read from (x's rank unknown to the caller: no shapes) keeps
+  // the If.
+  auto g = onnxio::LoadModelFromBytes(ShapeCheckIfModel(), "");
+  ASSERT_TRUE(g.ok());
+  auto inlined = passes::InlineStaticIfs(**g, {});
+  ASSERT_TRUE(inlined.ok());
+  EXPECT_EQ(*inlined, 0);
+}
+
+// The same check inside an If branch: the branch is planned per shape with the inner If inlined,
+// and the results are those of the interpreted branch for both shapes.
+TEST(ControlFlowTest, ShapeCheckInsideABodyGivesTheInterpretedResults) {
+  for (int64_t rows : {1, 3}) {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {-1, 2}).Input("c", kBool, {}).Output("y", kF32, {-1, 2});
+    m.Int64Init("zero", {}, {0});
+    m.Int64Init("one", {}, {1});
+    Body checked;
+    checked.Out("r", kF32, {-1, 2});
+    checked.Node("Shape", {"x"}, {"s"});
+    checked.Node("Gather", {"s", "zero"}, {"n"});
+    checked.Node("Equal", {"n", "one"}, {"single"});
+    auto& in_if = checked.Node("If", {"single"}, {"r"});
+    GraphAttr(in_if, "then_branch", OneNode("Neg", {"x"}, "t"));
+    GraphAttr(in_if, "else_branch", OneNode("Relu", {"x"}, "e"));
+    auto& n = m.Node("If", {"c"}, {"y"});
+    GraphAttr(n, "then_branch", checked);
+    GraphAttr(n, "else_branch", OneNode("Abs", {"x"}, "a"));
+    std::vector<float> xv;
+    for (int64_t i = 0; i < rows * 2; ++i) xv.push_back(i % 2 ? 1.5f : -2.f);
+    Both b = RunBoth(m.Bytes(), {{"x", Floats(xv, {rows, 2})}, {"c", Bool(true)}});
+    ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+    ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+    std::vector<float> want;
+    for (float v : xv) want.push_back(rows == 1 ? -v : std::max(v, 0.f));
+    ExpectFloats(b.ref[0].tensor, want, {rows, 2});
+    ExpectFloats(b.fast[0].tensor, want, {rows, 2});
   }
 }
 

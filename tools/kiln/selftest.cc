@@ -202,7 +202,7 @@ int RunSelftest(const SelftestArgs& a) {
   uint32_t seed = 1;
   for (const SelfTestCase& c : SelfTestCases()) {
     if (c.host_only && a.device != "cpu") {
-      std::printf("  SKIP  %-34s control flow runs on the CPU backend only\n", c.name.c_str());
+      std::printf("  SKIP  %-34s runs on the CPU backend only\n", c.name.c_str());
       ++seed;
       continue;
     }

@@ -4,16 +4,19 @@
 // reference kernel, which interprets bodies node by node on reference kernels.
 //
 // At Prepare each body is copied, captured values that are constant in the enclosing plan are
-// baked into it as constants (so weights a body reads from outside are prepacked), the default
-// passes optimize it, and it is checked like a model. A plan is made for each signature of input
-// shapes a body meets (a Loop's carried values usually keep theirs, so one plan serves every
-// iteration), at most kMaxPlans per body; a body seeing more signatures than that runs the
-// extra ones with a plan made for the call. Plans are shared by concurrent runs.
+// baked into it as constants (so weights a body reads from outside are prepacked), and it is
+// checked like a model. For each signature of input shapes a body meets (a Loop's carried values
+// usually keep theirs, so one plan serves every iteration), the Ifs those shapes decide are
+// inlined (passes/inline_if.h: exporters' shape checks, 24 in Silero VAD's bodies, would
+// otherwise leave everything after them on reference kernels), the default passes optimize the
+// result, and it is planned; at most kMaxPlans per body are kept, a body seeing more signatures
+// runs the extra ones with a plan made for the call. Plans are shared by concurrent runs.
 #include "ops/control/control_flow.h"
 
 #include <map>
 #include <mutex>
 
+#include "passes/inline_if.h"
 #include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
 
@@ -47,17 +50,45 @@ class SubPlanRunner final : public ops::BodyRunner {
       r->input_map_.push_back(static_cast<int>(formal + k));
     }
     g->captures.clear();
-    if (options.optimize) {
-      Status s = passes::RunDefaultPasses(*g, options, nullptr);
-      if (!s.ok()) return s.AddContext("while optimizing " + what);
-    }
-    auto model = runtime::BuildModel(std::move(g));
+    // Checked once as it is (unsupported nodes were already refused when the op was created).
+    auto model = runtime::BuildModel(std::make_unique<ir::Graph>(*g));
     if (!model.ok()) return Status(model.status()).AddContext("in " + what);
     if (!(*model)->unsupported.empty())
       return runtime::UnsupportedNodesError((*model)->unsupported).AddContext("in " + what);
-    r->model_ = std::move(model).value();
+    r->graph_ = std::move(g);
+    r->what_ = what;
     r->resources_ = std::make_shared<runtime::SessionResources>();
     return r;
+  }
+
+  // A plan for one signature of input shapes: the body with the Ifs its shapes decide inlined
+  // (passes/inline_if.h), optimized, checked and planned.
+  struct Specialized {
+    std::unique_ptr<runtime::Model> model;
+    std::unique_ptr<runtime::ExecutionPlan> plan;
+  };
+  StatusOr<std::shared_ptr<const Specialized>> Specialize(const std::vector<Tensor>& inputs) const {
+    auto g = std::make_unique<ir::Graph>(*graph_);
+    std::vector<Shape> shapes;
+    for (size_t k = 0; k < g->inputs.size(); ++k) {
+      shapes.push_back(inputs[k].shape());
+      std::vector<ir::Dim> dims;
+      for (int64_t d : inputs[k].shape()) dims.push_back(ir::Dim{d, ""});
+      g->values[g->inputs[k]].shape = dims;
+      g->values[g->inputs[k]].dtype = inputs[k].dtype();
+    }
+    KILN_RETURN_IF_ERROR(passes::InlineStaticIfs(*g, shapes).status());
+    if (options_.optimize) {
+      Status s = passes::RunDefaultPasses(*g, options_, nullptr);
+      if (!s.ok()) return s.AddContext("while optimizing " + what_);
+    }
+    auto spec = std::make_shared<Specialized>();
+    KILN_ASSIGN_OR_RETURN(spec->model, runtime::BuildModel(std::move(g)));
+    if (!spec->model->unsupported.empty())
+      return runtime::UnsupportedNodesError(spec->model->unsupported).AddContext("in " + what_);
+    KILN_ASSIGN_OR_RETURN(spec->plan, runtime::ExecutionPlan::Create(*spec->model, inputs, options_,
+                                                                     nullptr, nullptr, resources_));
+    return std::shared_ptr<const Specialized>(std::move(spec));
   }
 
   Status Run(const std::vector<const Tensor*>& inputs,
@@ -73,31 +104,29 @@ class SubPlanRunner final : public ops::BodyRunner {
       key += std::to_string(static_cast<int>(inputs[i]->dtype())) +
              ShapeToString(inputs[i]->shape()) + ";";
     }
-    std::shared_ptr<const runtime::ExecutionPlan> plan;
+    std::shared_ptr<const Specialized> spec;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = plans_.find(key);
-      if (it != plans_.end()) plan = it->second;
+      if (it != plans_.end()) spec = it->second;
     }
-    if (!plan) {
-      KILN_ASSIGN_OR_RETURN(
-          auto made,
-          runtime::ExecutionPlan::Create(*model_, shapes, options_, nullptr, nullptr, resources_));
-      plan = std::move(made);
+    if (!spec) {
+      KILN_ASSIGN_OR_RETURN(spec, Specialize(shapes));
       std::lock_guard<std::mutex> lock(mu_);
-      if (plans_.size() < kMaxPlans) plans_.emplace(key, plan);
+      if (plans_.size() < kMaxPlans) plans_.emplace(key, spec);
     }
     outputs->clear();
-    return plan->Execute(*model_, feed, outputs);
+    return spec->plan->Execute(*spec->model, feed, outputs);
   }
 
  private:
   SessionOptions options_;
-  std::unique_ptr<runtime::Model> model_;
+  std::unique_ptr<ir::Graph> graph_;  // the body, captured constants baked in, captures as inputs
+  std::string what_;
   std::vector<int> input_map_;  // per nested graph input: the index into Run's inputs
-  std::shared_ptr<runtime::SessionResources> resources_;
+  std::shared_ptr<runtime::SessionResources> resources_;  // shared by the plans (packed weights)
   mutable std::mutex mu_;
-  mutable std::map<std::string, std::shared_ptr<const runtime::ExecutionPlan>> plans_;
+  mutable std::map<std::string, std::shared_ptr<const Specialized>> plans_;
 };
 
 class ControlFlowSubplan final : public runtime::Kernel {
