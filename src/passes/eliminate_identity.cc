@@ -2,9 +2,11 @@
 // consumers to the input: Identity; Dropout in inference (opset < 12, or training_mode absent or
 // constant false) whose mask output is absent or unused; Cast / CastLike to the dtype the input
 // already has (dtypes from ShapeProbe); Pad whose pads are all zero (a constant input from opset
-// 11, the attribute before; PyTorch writes one before some pooling layers). Also collapses Reshape -> Reshape into the last Reshape
-// when the first one's output feeds nothing else and the last shape is a constant without 0
-// entries (a 0 copies a dim of the intermediate shape, unless allowzero=1).
+// 11, the attribute before; PyTorch writes one before some pooling layers). Also collapses Reshape
+// -> Reshape into the last Reshape when the first one's output feeds nothing else and the last
+// shape is a constant without 0 entries (a 0 copies a dim of the intermediate shape, unless
+// allowzero=1). And Pow(x, 2) with a constant one-element exponent becomes Mul(x, x) (the same
+// single rounding; Silero VAD's STFT magnitude squares ran on Pow's reference kernel).
 //
 // Graph output names never change: when the removed node's output is a graph output, the node
 // producing its input is made to produce the graph output instead; when the input is a graph
@@ -95,7 +97,7 @@ class EliminateIdentityPass : public Pass {
     std::optional<ShapeProbe> probe;
     if (HasOnnxOp(graph, {"Cast", "CastLike"})) probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int identity = 0, dropout = 0, cast = 0, reshape = 0, pad = 0;
+    int identity = 0, dropout = 0, cast = 0, reshape = 0, pad = 0, square = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
@@ -119,14 +121,25 @@ class EliminateIdentityPass : public Pass {
         reshape += CollapseReshape(ed, ni);
       } else if (n.op_type == "Pad") {
         if (NoOpPad(ed, n)) pad += Bypass(ed, ni, in, out);
+      } else if (n.op_type == "Pow" && n.opset >= 7 && n.inputs.size() == 2 && in >= 0) {
+        const Tensor* e = ed.ConstantOf(n.inputs[1]);
+        if (e != nullptr && e->numel() == 1 && ed.ScalarOf(n.inputs[1]) == 2.0) {
+          ir::Node mul = n;
+          mul.op_type = "Mul";
+          mul.inputs = {in, in};
+          mul.attrs.clear();
+          mul.opset = std::max(n.opset, 7);
+          ed.ReplaceNode(ni, std::move(mul));
+          ++square;
+        }
       }
     }
-    if (identity + dropout + cast + reshape + pad == 0) return false;
+    if (identity + dropout + cast + reshape + pad + square == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "removed " + std::to_string(identity) + " Identity, " + std::to_string(dropout) +
                " Dropout, " + std::to_string(cast) + " no-op Cast, " + std::to_string(pad) +
-               " no-op Pad; collapsed " +
-               std::to_string(reshape) + " Reshape chains";
+               " no-op Pad; collapsed " + std::to_string(reshape) + " Reshape chains; " +
+               std::to_string(square) + " Pow(x, 2) -> Mul(x, x)";
     return true;
   }
 };

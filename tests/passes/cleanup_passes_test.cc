@@ -93,6 +93,27 @@ TEST(EliminateIdentityTest, RemovesNoOpPads) {
   ExpectSameOutputs(old.Bytes(), {{"x", RandomTensor({1, 2, 4, 4}, 5)}});
 }
 
+// Pow(x, 2) with a constant exponent becomes Mul(x, x); another exponent, or one that is not a
+// constant, stays Pow.
+TEST(EliminateIdentityTest, SquaresBecomeMultiplies) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {2, 5}).Input("e", kF32, {});
+  m.Output("y", kF32, {}).Output("z", kF32, {}).Output("w", kF32, {});
+  m.FloatInit("two", {}, {2.f});
+  m.FloatInit("three", {}, {3.f});
+  m.Node("Pow", {"x", "two"}, {"y"});
+  m.Node("Pow", {"x", "three"}, {"z"});
+  m.Node("Pow", {"x", "e"}, {"w"});
+  std::vector<std::string> log;
+  auto h = OptimizedOps(m.Bytes(), {}, &log);
+  EXPECT_EQ(Ops(h, "Pow"), 2);
+  EXPECT_EQ(Ops(h, "Mul"), 1);
+  ASSERT_FALSE(log.empty());
+  EXPECT_NE(log[0].find("1 Pow(x, 2) -> Mul(x, x)"), std::string::npos) << log[0];
+  ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({2, 5}, 6)},
+                                {"e", Tensor::FromVector<float>({2.f}, {})}});
+}
+
 TEST(EliminateIdentityTest, CollapsesReshapeChains) {
   ModelBuilder m(13);
   m.Input("x", kF32, {-1, 2, 6}).Output("y", kF32, {-1, 4, 3});
