@@ -98,9 +98,9 @@ class Op {
   virtual Status Infer(InferContext& ctx) const = 0;
   // Inputs whose values (not just shapes) determine output shapes, e.g. Reshape's `shape`.
   virtual std::vector<int> ShapeInputs() const { return {}; }
-  // Control flow (If, Loop, Scan): output shapes are known only by running the node, so Infer is
-  // not asked for them; Compute (and a backend's kernel) assigns each output itself, and the
-  // executor allocates nothing for them.
+  // Control flow (If, Loop, Scan) and NonMaxSuppression: output shapes are known only by running
+  // the node, so Infer is not asked for them; Compute (and a backend's kernel) assigns each
+  // output itself, and the executor allocates nothing for them.
   virtual bool ShapesFromRun() const { return false; }
   // The reference kernel.
   virtual Status Compute(const ComputeContext& ctx) const = 0;

@@ -127,7 +127,9 @@ const std::set<std::string> kInScopeOps = {"Conv",
                                            "If",
                                            "Loop",
                                            "Scan",
-                                           "LSTM"};
+                                           "LSTM",
+                                           "NonMaxSuppression",
+                                           "RoiAlign"};
 
 const std::set<int> kInScopeTypes = {1, 6, 7, 9};  // float, int32, int64, bool
 // The quantization ops' tests also bring uint8, int8, uint16 and int16 (other ops' tests of these

@@ -51,6 +51,7 @@ TYPES_ONLY = {
     # control flow: the bodies' value types widened (float8, int4, float4, float8e8m0); the body
     # nodes refuse those types at load
     "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22],
+    "RoiAlign": [22],
 }
 def main():
     kiln = sys.argv[1]
