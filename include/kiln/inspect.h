@@ -17,6 +17,7 @@ namespace kiln {
 struct ModelReport {
   ModelMetadata metadata;
   std::vector<TensorSpec> inputs, outputs;
+  // Parameters, op counts and nodes include those of control-flow bodies (If, Loop, Scan).
   int64_t parameters = 0;  // elements of every initializer and Constant value
   int64_t parameter_bytes = 0;
   std::vector<std::pair<std::string, int>> op_counts;  // "Conv" / "kiln.FusedConv", as loaded

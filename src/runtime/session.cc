@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <new>
@@ -531,18 +532,26 @@ StatusOr<ModelReport> InspectModel(const std::string& path) {
                          r.metadata = MetadataOf(g);
                          for (int id : g.inputs) r.inputs.push_back(SpecOf(g.values[id]));
                          for (int id : g.outputs) r.outputs.push_back(SpecOf(g.values[id]));
-                         for (const auto& v : g.values)
-                           if (v.constant) {
-                             r.parameters += v.constant->numel();
-                             r.parameter_bytes += static_cast<int64_t>(v.constant->bytes());
+                         std::map<std::string, int> ops;
+                         std::function<void(const ir::Graph&)> count = [&](const ir::Graph& sg) {
+                           for (const auto& v : sg.values)
+                             if (v.constant) {
+                               r.parameters += v.constant->numel();
+                               r.parameter_bytes += static_cast<int64_t>(v.constant->bytes());
+                             }
+                           for (const auto& n : sg.nodes) {
+                             if (const Tensor* t = n.GetTensor("value")) {
+                               r.parameters += t->numel();
+                               r.parameter_bytes += static_cast<int64_t>(t->bytes());
+                             }
+                             ++ops[(n.domain.empty() ? "" : n.domain + ".") + n.op_type];
+                             ++r.nodes;
+                             for (const auto& [name, a] : n.attrs)
+                               if (a.g) count(*a.g);  // control-flow bodies
                            }
-                         for (const auto& n : g.nodes)
-                           if (const Tensor* t = n.GetTensor("value")) {
-                             r.parameters += t->numel();
-                             r.parameter_bytes += static_cast<int64_t>(t->bytes());
-                           }
-                         r.op_counts = OpCounts(g);
-                         r.nodes = static_cast<int>(g.nodes.size());
+                         };
+                         count(g);
+                         r.op_counts.assign(ops.begin(), ops.end());
                          KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph)));
                          if (!model->unsupported.empty())
                            r.unsupported =
