@@ -69,6 +69,27 @@ class OptionsTest(unittest.TestCase):
                 compare.parse_args(argv)
             self.assertEqual(e.exception.code, 2, argv)
 
+    def test_model_files_shapes_and_inputs(self):
+        with tempfile.TemporaryDirectory() as d:
+            model, sr = os.path.join(d, "m.onnx"), os.path.join(d, "sr.npy")
+            open(model, "wb").close()
+            np.save(sr, np.array(16000, dtype=np.int64))
+            a = compare.parse_args(["--model-file", f"vad={model}", "--shape",
+                                    "vad:state=2x1x128", "--input", f"vad:sr={sr}"])
+            self.assertEqual(a.models, ["vad"])
+            self.assertEqual(a.files, {"vad": model})
+            # Full shapes, whatever the batch; the file fed as given.
+            self.assertEqual(compare.shape_args(a, "vad", 4),
+                             ["--input", f"sr={sr}", "--shape", "state=2x1x128"])
+            self.assertEqual(compare.shape_args(a, "other", 1), [])
+            for argv in (["--model-file", "vad"], ["--model-file", f"vad={d}/missing.onnx"],
+                         ["--shape", "vad:state=2xax128"], ["--input", "vad:sr=/no/such.npy"],
+                         ["--input", f"vad={sr}"]):
+                with self.assertRaises(SystemExit) as e, redirect_stdout(io.StringIO()), \
+                        mock.patch("sys.stderr", io.StringIO()):
+                    compare.parse_args(argv)
+                self.assertEqual(e.exception.code, 2, argv)
+
     def test_comparisons(self):
         self.assertEqual(compare.comparisons(compare.RUNTIMES, "fp32"),
                          [("kiln", "ort"), ("kiln", "ov-f32"), ("kiln", "ov-default")])
@@ -222,6 +243,14 @@ class AnchorInputTest(unittest.TestCase):
             anchor.concrete_shape("x", [1, 3], 4)
         with self.assertRaises(ValueError):
             anchor.concrete_shape("x", ["N", "C"], 1)
+        with mock.patch.dict(anchor.SHAPES, {"x": [1, 3, 48, 320]}):  # --shape x=1x3x48x320
+            self.assertEqual(anchor.concrete_shape("x", ["N", 3, "H", "W"], 1), [1, 3, 48, 320])
+        for argv in (["m.onnx", "--runtime", "ort", "--shape", "x=1xbx3"],
+                     ["m.onnx", "--runtime", "ort", "--shape", "=1x3"]):
+            with self.assertRaises(SystemExit) as e, redirect_stdout(io.StringIO()), \
+                    mock.patch("sys.stderr", io.StringIO()):
+                anchor.parse_args(argv)
+            self.assertEqual(e.exception.code, 2, argv)
 
     def test_stats_are_kiln_benchs(self):
         # Nearest rank at round-half-away-from-zero(p/100*(n-1)): for 6 samples the p50 index is

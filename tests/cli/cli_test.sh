@@ -116,6 +116,12 @@ check bench-bad-precision 1 "--precision: fp8 not in" -- "$KILN" bench "$D" --pr
 check bench-fp16-on-cpu 11 "precision must be fp32 or bf16 on the CPU; got .fp16. \(fp16 runs on --device cuda\)" -- "$KILN" bench "$D" --precision fp16
 check bench-symbolic-dim 11 "input 'x' \(float32\[N,3,H\]\): dim 2 \('H'\) is symbolic" -- "$KILN" bench "$W/sym.onnx"
 check bench-symbolic-dim-shape 0 "input x: float32\[2,3,5\]" -- "$KILN" bench "$W/sym.onnx" --shape x=2x3x5 --iterations 1 --warmup 0
+# --batch sizes inputs with a symbolic first dim only: a scalar or a fixed-first-dim input given
+# with --input or --shape is not checked against it; a batched one still is.
+check bench-batch-scalar-input 0 "batch 4" -- "$KILN" bench "$W/scalar.onnx" --batch 4 --input s="$W/s.npy" --input st="$W/st.npy" --iterations 1 --warmup 0
+check bench-batch-fixed-dim-shape 0 "batch 4" -- "$KILN" bench "$W/scalar.onnx" --batch 4 --shape st=2x3 --iterations 1 --warmup 0
+check bench-batch-input-disagrees 11 "--input x=.*a.npy is float32\[2,3\] but --batch is 4; make them agree" -- "$KILN" bench "$W/scalar.onnx" --batch 4 --input x="$W/a.npy" --iterations 1 --warmup 0
+check bench-batch-shape-disagrees 11 "--shape x=2x3 has first dim 2 but --batch is 4" -- "$KILN" bench "$W/scalar.onnx" --batch 4 --shape x=2x3 --iterations 1 --warmup 0
 check bench-missing-model 14 "cannot open model file" -- "$KILN" bench "$W/none.onnx"
 check doctor-ok 0 "kiln doctor" -- "$KILN" doctor
 check doctor-cpu-section 0 "oneDNN ISA" -- "$KILN" doctor

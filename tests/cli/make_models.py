@@ -34,6 +34,21 @@ g = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, "H"])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/sym.onnx")
 
+# A batched input beside a scalar one and one with a fixed first dim (as Silero VAD's input, sample
+# rate and state): --batch sizes only the first.
+g = helper.make_graph(
+    [helper.make_node("Mul", ["x", "s"], ["m"], name="scale"),
+     helper.make_node("ReduceSum", ["st"], ["r"], name="sum", keepdims=0),
+     helper.make_node("Add", ["m", "r"], ["y"], name="add")],
+    "scalar_inputs",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3]),
+     helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+     helper.make_tensor_value_info("st", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/scalar.onnx")
+np.save(f"{out}/s.npy", np.array(2, dtype=np.float32))
+np.save(f"{out}/st.npy", np.ones((2, 3), dtype=np.float32))
+
 np.save(f"{out}/a.npy", np.arange(6, dtype=np.float32).reshape(2, 3))
 np.save(f"{out}/b.npy", np.ones((2, 3), dtype=np.float32))
 np.save(f"{out}/b_int.npy", np.ones((2, 3), dtype=np.int64))

@@ -275,6 +275,31 @@ TEST(ControlFlowTest, BranchOutputCountMustMatchTheNode) {
       << s.status().ToString();
 }
 
+// Ifs nested 17 deep (a hostile file could nest thousands): refused at load, not a stack overflow.
+TEST(ControlFlowTest, SubgraphsNestedTooDeepAreRefused) {
+  for (int depth : {16, 17}) {
+    Body inner = OneNode("Neg", {"x"}, "t0");
+    for (int level = 1; level < depth; ++level) {
+      Body b;
+      const std::string out = "t" + std::to_string(level);
+      b.Out(out, kF32, {2});
+      auto& n = b.Node("If", {"c"}, {out});
+      GraphAttr(n, "then_branch", inner);
+      GraphAttr(n, "else_branch", OneNode("Relu", {"x"}, "e" + std::to_string(level)));
+      inner = b;
+    }
+    auto s = Session::LoadFromBytes(IfModel(inner, OneNode("Abs", {"x"}, "a")));
+    if (depth == 16) {
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidModel) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("subgraphs nest deeper than 16 levels"), std::string::npos)
+        << s.status().ToString();
+  }
+}
+
 // Scan-9: running sum over the rows of x (forward) and of its reversed rows (direction 1).
 TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
   for (int direction : {0, 1}) {

@@ -210,6 +210,12 @@ StatusOr<Tensor> RandomTensor(const TensorSpec& spec, const Shape& shape) {
   return t;
 }
 
+// Whether --batch sizes this input: its first dim is symbolic (or its rank unknown). A scalar
+// (Silero VAD's sample rate) or a fixed first dim (its state, [2,N,128]) has no batch dim.
+bool BatchedInput(const TensorSpec& spec) {
+  return !spec.rank_known || (!spec.dims.empty() && spec.dims[0] < 0);
+}
+
 // The concrete shape of a generated input: --shape if given (checked against the declared rank
 // and fixed dims), else the declared dims with a symbolic first dim set to the batch. Any other
 // symbolic dim is an error naming the input and the dim.
@@ -231,7 +237,7 @@ StatusOr<Shape> InputShape(const TensorSpec& spec, const std::map<std::string, s
                                  std::to_string(spec.dims[i]) + " (" + spec.ToString() + "), got " +
                                  std::to_string(s[i]));
     }
-    if (a.batch_given && !s.empty() && s[0] != a.batch)
+    if (a.batch_given && BatchedInput(spec) && !s.empty() && s[0] != a.batch)
       return InvalidArgument("--shape " + spec.name + "=" + it->second + " has first dim " +
                              std::to_string(s[0]) + " but --batch is " + std::to_string(a.batch) +
                              "; make them agree or leave one out");
@@ -557,7 +563,7 @@ Status DoBench(BenchArgs a) {
     if (f != files.end()) {
       auto t = ReadTensorFile(f->second);
       if (!t.ok()) return Status(t.status()).AddContext("while reading input '" + spec.name + "'");
-      if (a.batch_given && (t->rank() == 0 || t->shape()[0] != a.batch))
+      if (a.batch_given && BatchedInput(spec) && (t->rank() == 0 || t->shape()[0] != a.batch))
         return InvalidArgument("--input " + spec.name + "=" + f->second + " is " +
                                DataTypeName(t->dtype()) + ShapeToString(t->shape()) +
                                " but --batch is " + std::to_string(a.batch) +
