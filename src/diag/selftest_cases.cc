@@ -313,29 +313,7 @@ std::string QdqConv() {
 // up (add x while i < 2, then halve), then a Scan summing the rows of the result: the subplan
 // kernels against the interpreted bodies.
 std::string ControlFlow() {
-  auto value = [](onnx::ValueInfoProto* v, const std::string& name, int type,
-                  const std::vector<int64_t>& dims) {
-    v->set_name(name);
-    auto* tt = v->mutable_type()->mutable_tensor_type();
-    tt->set_elem_type(type);
-    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
-  };
-  auto node = [](onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
-                 std::vector<std::string> out) -> onnx::NodeProto& {
-    auto* n = g->add_node();
-    n->set_op_type(op);
-    n->set_name(op + "_" + out[0]);
-    for (auto& i : in) n->add_input(i);
-    for (auto& o : out) n->add_output(o);
-    return *n;
-  };
-  auto graph_attr = [](onnx::NodeProto& n, const std::string& name, const onnx::GraphProto& g) {
-    auto* a = n.add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::GRAPH);
-    *a->mutable_g() = g;
-    a->mutable_g()->set_name(name);
-  };
+  using Body = ModelBuilder::Subgraph;
   constexpr int kBool = onnx::TensorProto::BOOL, kI64 = onnx::TensorProto::INT64;
   ModelBuilder b(13);
   b.Input("x", kF32, {4, 3});
@@ -343,31 +321,24 @@ std::string ControlFlow() {
   b.Int64Init("two", {}, {2});
   b.FloatInit("half", {}, {0.5f});
   b.FloatInit("zeros", {3}, {0.f, 0.f, 0.f});
-  onnx::GraphProto add_b, half_b, body, scan;
-  value(add_b.add_output(), "a", kF32, {4, 3});
-  node(&add_b, "Add", {"s_in", "x"}, {"a"});
-  value(half_b.add_output(), "h", kF32, {4, 3});
-  node(&half_b, "Mul", {"s_in", "half"}, {"h"});
-  value(body.add_input(), "i", kI64, {});
-  value(body.add_input(), "cin", kBool, {});
-  value(body.add_input(), "s_in", kF32, {4, 3});
-  value(body.add_output(), "cout", kBool, {});
-  value(body.add_output(), "s_out", kF32, {4, 3});
-  node(&body, "Identity", {"cin"}, {"cout"});
-  node(&body, "Less", {"i", "two"}, {"early"});
-  auto& branch = node(&body, "If", {"early"}, {"s_out"});
-  graph_attr(branch, "then_branch", add_b);
-  graph_attr(branch, "else_branch", half_b);
-  value(scan.add_input(), "acc", kF32, {3});
-  value(scan.add_input(), "row", kF32, {3});
-  value(scan.add_output(), "acc_out", kF32, {3});
-  value(scan.add_output(), "partial", kF32, {3});
-  node(&scan, "Add", {"acc", "row"}, {"acc_out"});
-  node(&scan, "Relu", {"acc_out"}, {"partial"});
+  Body add_b, half_b, body, scan;
+  add_b.Output("a", kF32, {4, 3}).Node("Add", {"s_in", "x"}, {"a"});
+  half_b.Output("h", kF32, {4, 3}).Node("Mul", {"s_in", "half"}, {"h"});
+  body.Input("i", kI64, {}).Input("cin", kBool, {}).Input("s_in", kF32, {4, 3});
+  body.Output("cout", kBool, {}).Output("s_out", kF32, {4, 3});
+  body.Node("Identity", {"cin"}, {"cout"});
+  body.Node("Less", {"i", "two"}, {"early"});
+  auto& branch = body.Node("If", {"early"}, {"s_out"});
+  ModelBuilder::GraphAttr(branch, "then_branch", add_b);
+  ModelBuilder::GraphAttr(branch, "else_branch", half_b);
+  scan.Input("acc", kF32, {3}).Input("row", kF32, {3});
+  scan.Output("acc_out", kF32, {3}).Output("partial", kF32, {3});
+  scan.Node("Add", {"acc", "row"}, {"acc_out"});
+  scan.Node("Relu", {"acc_out"}, {"partial"});
   b.Node("Greater", {"m", "two"}, {"go"});
-  graph_attr(b.Node("Loop", {"m", "go", "x"}, {"s"}), "body", body);
+  ModelBuilder::GraphAttr(b.Node("Loop", {"m", "go", "x"}, {"s"}), "body", body);
   auto& sc = b.Node("Scan", {"zeros", "s"}, {"sum", "y"});
-  graph_attr(sc, "body", scan);
+  ModelBuilder::GraphAttr(sc, "body", scan);
   ModelBuilder::IntAttr(sc, "num_scan_inputs", 1);
   b.Output("sum", kF32, {3}).Output("y", kF32, {4, 3});
   return b.Bytes();

@@ -91,6 +91,50 @@ class ModelBuilder {
     for (auto x : v) a->add_ints(x);
   }
 
+  // A control-flow body (If's branches, Loop's and Scan's body), built like the model's graph
+  // and attached to a node with GraphAttr. Names a body reads and does not define come from the
+  // enclosing graphs.
+  class Subgraph {
+   public:
+    Subgraph& Input(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+      FillValue(g_.add_input(), name, elem_type, dims);
+      return *this;
+    }
+    Subgraph& Output(const std::string& name, int elem_type, const std::vector<int64_t>& dims) {
+      FillValue(g_.add_output(), name, elem_type, dims);
+      return *this;
+    }
+    // Named "<op_type>_<first output>".
+    onnx::NodeProto& Node(const std::string& op_type, const std::vector<std::string>& inputs,
+                          const std::vector<std::string>& outputs) {
+      auto* n = g_.add_node();
+      n->set_op_type(op_type);
+      n->set_name(op_type + "_" + outputs.at(0));
+      for (const auto& i : inputs) n->add_input(i);
+      for (const auto& o : outputs) n->add_output(o);
+      return *n;
+    }
+    void Int64Init(const std::string& name, const std::vector<int64_t>& dims,
+                   const std::vector<int64_t>& values) {
+      auto* t = g_.add_initializer();
+      t->set_name(name);
+      t->set_data_type(onnx::TensorProto::INT64);
+      for (auto d : dims) t->add_dims(d);
+      for (int64_t v : values) t->add_int64_data(v);
+    }
+    const onnx::GraphProto& proto() const { return g_; }
+
+   private:
+    onnx::GraphProto g_;
+  };
+  static void GraphAttr(onnx::NodeProto& n, const std::string& name, const Subgraph& body) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    *a->mutable_g() = body.proto();
+    a->mutable_g()->set_name(name);
+  }
+
  private:
   static void FillValue(onnx::ValueInfoProto* v, const std::string& name, int elem_type,
                         const std::vector<int64_t>& dims) {

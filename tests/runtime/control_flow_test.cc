@@ -20,48 +20,8 @@ constexpr int kF32 = onnx::TensorProto::FLOAT;
 constexpr int kI64 = onnx::TensorProto::INT64;
 constexpr int kBool = onnx::TensorProto::BOOL;
 
-void ValueInfo(onnx::ValueInfoProto* v, const std::string& name, int type, Shape dims) {
-  v->set_name(name);
-  auto* tt = v->mutable_type()->mutable_tensor_type();
-  tt->set_elem_type(type);
-  auto* sh = tt->mutable_shape();
-  for (int64_t d : dims) {
-    if (d >= 0)
-      sh->add_dim()->set_dim_value(d);
-    else
-      sh->add_dim()->set_dim_param("N");
-  }
-}
-
-// A body graph under construction.
-struct Body {
-  onnx::GraphProto g;
-  Body& In(const std::string& n, int type, Shape dims) {
-    ValueInfo(g.add_input(), n, type, dims);
-    return *this;
-  }
-  Body& Out(const std::string& n, int type, Shape dims) {
-    ValueInfo(g.add_output(), n, type, dims);
-    return *this;
-  }
-  onnx::NodeProto& Node(const std::string& op, std::vector<std::string> in,
-                        std::vector<std::string> out) {
-    auto* n = g.add_node();
-    n->set_op_type(op);
-    n->set_name(op + "_" + std::to_string(g.node_size()) + "_" + out[0]);
-    for (auto& i : in) n->add_input(i);
-    for (auto& o : out) n->add_output(o);
-    return *n;
-  }
-};
-
-void GraphAttr(onnx::NodeProto& n, const std::string& name, const Body& b) {
-  auto* a = n.add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::GRAPH);
-  *a->mutable_g() = b.g;
-  a->mutable_g()->set_name(name);
-}
+using Body = ModelBuilder::Subgraph;
+constexpr auto& GraphAttr = ModelBuilder::GraphAttr;
 
 Tensor Floats(std::vector<float> v, Shape s) { return Tensor::FromVector<float>(v, s); }
 Tensor Scalar64(int64_t v) { return Tensor::FromVector<int64_t>({v}, {}); }
@@ -105,7 +65,7 @@ void ExpectFloats(const Tensor& t, const std::vector<float>& want, Shape shape) 
 // A body of one node `op`(inputs) whose output `out` is the body's output.
 Body OneNode(const std::string& op, std::vector<std::string> inputs, const std::string& out) {
   Body b;
-  b.Out(out, kF32, {2});
+  b.Output(out, kF32, {2});
   b.Node(op, std::move(inputs), {out});
   return b;
 }
@@ -148,14 +108,11 @@ std::string LoopModel(bool nested) {
   m.Input("m", kI64, {}).Input("s0", kF32, {2}).Input("x", kF32, {2});
   m.Output("s", kF32, {2}).Output("trace", kF32, {-1, 2});
   Body body;
-  body.In("i", kI64, {}).In("cin", kBool, {}).In("s_in", kF32, {2});
-  body.Out("cout", kBool, {}).Out("s_out", kF32, {2}).Out("scan", kF32, {2});
+  body.Input("i", kI64, {}).Input("cin", kBool, {}).Input("s_in", kF32, {2});
+  body.Output("cout", kBool, {}).Output("s_out", kF32, {2}).Output("scan", kF32, {2});
   body.Node("Identity", {"cin"}, {"cout"});
   if (nested) {
-    auto* two = body.g.add_initializer();
-    two->set_name("two");
-    two->set_data_type(onnx::TensorProto::INT64);
-    two->add_int64_data(2);
+    body.Int64Init("two", {}, {2});
     body.Node("Less", {"i", "two"}, {"early"});
     auto& n = body.Node("If", {"early"}, {"s_out"});
     GraphAttr(n, "then_branch", OneNode("Add", {"s_in", "x"}, "a"));
@@ -267,7 +224,7 @@ TEST(ControlFlowTest, BodyReadingAnUndefinedNameIsInvalidModel) {
 
 TEST(ControlFlowTest, BranchOutputCountMustMatchTheNode) {
   Body two_outputs = OneNode("Neg", {"x"}, "t");
-  two_outputs.Out("t2", kF32, {2});
+  two_outputs.Output("t2", kF32, {2});
   two_outputs.Node("Neg", {"x"}, {"t2"});
   auto s = Session::LoadFromBytes(IfModel(two_outputs, OneNode("Neg", {"x"}, "e")));
   ASSERT_FALSE(s.ok());
@@ -282,7 +239,7 @@ TEST(ControlFlowTest, SubgraphsNestedTooDeepAreRefused) {
     for (int level = 1; level < depth; ++level) {
       Body b;
       const std::string out = "t" + std::to_string(level);
-      b.Out(out, kF32, {2});
+      b.Output(out, kF32, {2});
       auto& n = b.Node("If", {"c"}, {out});
       GraphAttr(n, "then_branch", inner);
       GraphAttr(n, "else_branch", OneNode("Relu", {"x"}, "e" + std::to_string(level)));
@@ -307,8 +264,8 @@ TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
     m.Input("init", kF32, {2}).Input("x", kF32, {3, 2});
     m.Output("sum", kF32, {2}).Output("partial", kF32, {3, 2});
     Body body;
-    body.In("acc", kF32, {2}).In("row", kF32, {2});
-    body.Out("acc_out", kF32, {2}).Out("scan_out", kF32, {2});
+    body.Input("acc", kF32, {2}).Input("row", kF32, {2});
+    body.Output("acc_out", kF32, {2}).Output("scan_out", kF32, {2});
     body.Node("Add", {"acc", "row"}, {"acc_out"});
     body.Node("Identity", {"acc_out"}, {"scan_out"});
     auto& n = m.Node("Scan", {"init", "x"}, {"sum", "partial"});
@@ -378,7 +335,7 @@ TEST(ControlFlowTest, ShapeCheckInsideABodyGivesTheInterpretedResults) {
     m.Int64Init("zero", {}, {0});
     m.Int64Init("one", {}, {1});
     Body checked;
-    checked.Out("r", kF32, {-1, 2});
+    checked.Output("r", kF32, {-1, 2});
     checked.Node("Shape", {"x"}, {"s"});
     checked.Node("Gather", {"s", "zero"}, {"n"});
     checked.Node("Equal", {"n", "one"}, {"single"});

@@ -76,6 +76,26 @@ Tensor EmptyScanOutput(const ir::Graph& body, int id) {
   return Tensor::Empty(v.dtype == DataType::kUndefined ? DataType::kFloat : v.dtype, shape);
 }
 
+// Appends one iteration's slice of scan output k; RunError when it differs from the first
+// slice in shape or dtype (`step` names the iteration: "iteration 3").
+Status AppendScanSlice(const ir::Op& op, size_t k, const std::string& step, Tensor slice,
+                       std::vector<Tensor>* slices) {
+  if (!slices->empty() &&
+      (slice.shape() != (*slices)[0].shape() || slice.dtype() != (*slices)[0].dtype()))
+    return op.RunError("scan output " + std::to_string(k) + " is " + DataTypeName(slice.dtype()) +
+                       ShapeToString(slice.shape()) + " at " + step + ", after " +
+                       DataTypeName((*slices)[0].dtype()) + ShapeToString((*slices)[0].shape()) +
+                       "; the iterations must agree");
+  slices->push_back(std::move(slice));
+  return OkStatus();
+}
+
+// A state variable's final value: its own storage, or a copy when no iteration replaced the
+// caller's input tensor.
+Tensor FinalState(Tensor state, const Tensor& input) {
+  return state.raw() == input.raw() ? state.Clone() : state;
+}
+
 bool ReadCond(const Tensor& t, bool* value) {
   if (t.dtype() != DataType::kBool || t.numel() != 1) return false;
   *value = t.data<bool>()[0];
@@ -192,21 +212,13 @@ class LoopOp final : public ControlFlowOp {
                           DataTypeName(outs[1 + k].dtype()) + " at iteration " + std::to_string(i));
         state[k] = std::move(outs[1 + k]);
       }
-      for (size_t k = 0; k < scans_; ++k) {
-        Tensor& s = outs[1 + carried_ + k];
-        if (!scan[k].empty() &&
-            (s.shape() != scan[k][0].shape() || s.dtype() != scan[k][0].dtype()))
-          return RunError("scan output " + std::to_string(k) + " is " + DataTypeName(s.dtype()) +
-                          ShapeToString(s.shape()) + " at iteration " + std::to_string(i) +
-                          ", after " + DataTypeName(scan[k][0].dtype()) +
-                          ShapeToString(scan[k][0].shape()) + "; the iterations must agree");
-        scan[k].push_back(std::move(s));
-      }
+      for (size_t k = 0; k < scans_; ++k)
+        KILN_RETURN_IF_ERROR(AppendScanSlice(*this, k, "iteration " + std::to_string(i),
+                                             std::move(outs[1 + carried_ + k]), &scan[k]));
     }
     for (size_t k = 0; k < carried_; ++k)
       if (ctx.outputs[k] != nullptr)
-        *ctx.outputs[k] =
-            state[k].raw() == ctx.in(2 + k).raw() ? state[k].Clone() : std::move(state[k]);
+        *ctx.outputs[k] = FinalState(std::move(state[k]), ctx.in(2 + k));
     for (size_t k = 0; k < scans_; ++k) {
       Tensor* out = ctx.outputs[carried_ + k];
       if (out == nullptr) continue;
@@ -295,20 +307,12 @@ class ScanOp final : public ControlFlowOp {
       for (size_t k = 0; k < captures.size(); ++k) inputs[n_ + m_ + k] = captures[k];
       KILN_RETURN_IF_ERROR(runners[0]->Run(inputs, &outs));
       for (size_t k = 0; k < n_; ++k) state[k] = std::move(outs[k]);
-      for (size_t k = 0; k < k_; ++k) {
-        Tensor& s = outs[n_ + k];
-        if (!scan[k].empty() &&
-            (s.shape() != scan[k][0].shape() || s.dtype() != scan[k][0].dtype()))
-          return RunError("scan output " + std::to_string(k) + " changes shape from " +
-                          ShapeToString(scan[k][0].shape()) + " to " + ShapeToString(s.shape()) +
-                          " at step " + std::to_string(t));
-        scan[k].push_back(std::move(s));
-      }
+      for (size_t k = 0; k < k_; ++k)
+        KILN_RETURN_IF_ERROR(AppendScanSlice(*this, k, "step " + std::to_string(t),
+                                             std::move(outs[n_ + k]), &scan[k]));
     }
     for (size_t k = 0; k < n_; ++k)
-      if (ctx.outputs[k] != nullptr)
-        *ctx.outputs[k] =
-            state[k].raw() == ctx.in(k).raw() ? state[k].Clone() : std::move(state[k]);
+      if (ctx.outputs[k] != nullptr) *ctx.outputs[k] = FinalState(std::move(state[k]), ctx.in(k));
     const ir::Graph& body = *bodies()[0].graph;
     for (size_t k = 0; k < k_; ++k) {
       Tensor* out = ctx.outputs[n_ + k];
