@@ -117,6 +117,7 @@ struct ResizeAttrs : ir::OpAttrs {
   std::vector<int64_t> axes;                                 // Resize-18; empty: every dim
   ResizeRounding rounding = ResizeRounding::kRoundPreferFloor;
   bool exclude_outside = false;
+  bool antialias = false;  // Resize-18: linear/cubic filters widened by 1/scale when shrinking
   double cubic_a = -0.75;
   double extrapolation_value = 0.0;
   std::vector<float> scales;  // Upsample-7's attribute

@@ -18,7 +18,7 @@ REVIEWED = {
     # implemented
     ("Pad", 18): "axes input", ("Pad", 19): "wrap mode",
     ("Split", 18): "num_outputs attribute",
-    ("Resize", 18): "axes, keep_aspect_ratio_policy; antialias=1 refused with a reason",
+    ("Resize", 18): "axes, keep_aspect_ratio_policy, antialias (linear and cubic)",
     ("Resize", 19): "half_pixel_symmetric",
     **{(f"Reduce{k}", 18): "axes input, noop_with_empty_axes"
        for k in ("L1", "L2", "LogSum", "LogSumExp", "Max", "Mean", "Min", "Prod", "SumSquare")},
@@ -35,6 +35,10 @@ REVIEWED = {
     ("DequantizeLinear", 21): "int16/uint16; block_size > 0 refused",
     ("DequantizeLinear", 23): "output_dtype: float32 only, others refused",
     ("DequantizeLinear", 24): "float8e8m0 only (refused)",
+    ("GridSample", 20): "N-D inputs, modes renamed linear/cubic (16's bilinear/bicubic kept at 16)",
+    ("AffineGrid", 20): "new op: 2-D and 3-D, align_corners",
+    ("Col2Im", 18): "new op: N-D, dilations/pads/strides",
+    ("DeformConv", 19): "new op: 2-D (1-D/3-D refused with a reason), mask, groups, offset groups",
     ("QLinearMatMul", 21): "float16/bfloat16 scales (refused: float32 only)",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
@@ -51,7 +55,7 @@ TYPES_ONLY = {
     # control flow: the bodies' value types widened (float8, int4, float4, float8e8m0); the body
     # nodes refuse those types at load
     "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22],
-    "RoiAlign": [22],
+    "RoiAlign": [22], "GridSample": [22], "DeformConv": [22],
 }
 def main():
     kiln = sys.argv[1]

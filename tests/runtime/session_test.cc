@@ -259,11 +259,11 @@ TEST(SessionTest, NewerOpsetFormsRefuseBadValues) {
     ModelBuilder::StringAttr(m.Node("Pad", {"x", "pads"}, {"y"}), "mode", "wrap");
     expect(m.Bytes(), "wrap from opset 19");
   }
-  {  // Resize-18: an unknown keep_aspect_ratio_policy, and antialias
+  {  // Resize-18: an unknown keep_aspect_ratio_policy, and antialias with mode nearest
     for (const auto& [attr, text] :
          {std::pair<std::string, std::string>{"keep_aspect_ratio_policy",
                                               "keep_aspect_ratio_policy must be stretch"},
-          {"antialias", "antialias=1 (Resize-18) is not implemented"}}) {
+          {"antialias", "antialias=1 applies to modes linear and cubic; got nearest"}}) {
       ModelBuilder m(18);
       m.Input("x", kF32, {4, 3}).Output("y", kF32, {-1, -1});
       m.FloatInit("scales", {2}, {1.f, 2.f});
@@ -314,6 +314,83 @@ TEST(SessionTest, NewerOpsetFormsRefuseBadValues) {
     Status st = (*s2)->Run({{"x", Iota({4, 4})}}, &out);
     EXPECT_NE(st.message().find("must have shape [4] (the channels, opset 21)"), std::string::npos)
         << st.ToString();
+  }
+}
+
+// GridSample, AffineGrid, Col2Im and DeformConv refuse inconsistent shapes (when the plan is made
+// at the first run) and attributes (at load), naming the rule; a grid of NaN and huge
+// coordinates samples zeros (no crash).
+TEST(SessionTest, SamplingOpsRefuseBadShapes) {
+  auto expect = [](const std::string& bytes, const std::string& text,
+                   std::vector<NamedTensor> inputs = {}) {
+    auto s = Session::LoadFromBytes(bytes);
+    Status st = s.ok() ? Status(OkStatus()) : s.status();
+    if (s.ok()) {
+      std::vector<NamedTensor> out;
+      st = (*s)->Run(std::move(inputs), &out);
+    }
+    EXPECT_FALSE(st.ok()) << text;
+    EXPECT_NE(st.message().find(text), std::string::npos) << st.ToString();
+  };
+  {  // GridSample: the grid's last dim must be the spatial rank
+    ModelBuilder m(16);
+    m.Input("x", kF32, {1, 2, 4, 4}).Input("g", kF32, {1, 3, 3, 3}).Output("y", kF32, {-1});
+    m.Node("GridSample", {"x", "g"}, {"y"});
+    expect(m.Bytes(), "grid must be [N, O1..O2, 2] with X's N",
+           {{"x", Iota({1, 2, 4, 4})}, {"g", Iota({1, 3, 3, 3})}});
+  }
+  {  // GridSample-16 is 4-D only; 20's mode names are not 16's
+    ModelBuilder m(16);
+    m.Input("x", kF32, {1, 2, 4, 4, 4}).Input("g", kF32, {1, 2, 2, 2, 3}).Output("y", kF32, {-1});
+    m.Node("GridSample", {"x", "g"}, {"y"});
+    expect(m.Bytes(), "X must be 4-D [N, C, H, W] before opset 20",
+           {{"x", Iota({1, 2, 4, 4, 4})}, {"g", Iota({1, 2, 2, 2, 3})}});
+    ModelBuilder m2(16);
+    m2.Input("x", kF32, {1, 2, 4, 4}).Input("g", kF32, {1, 2, 2, 2}).Output("y", kF32, {-1});
+    ModelBuilder::StringAttr(m2.Node("GridSample", {"x", "g"}, {"y"}), "mode", "linear");
+    expect(m2.Bytes(), "mode must be bilinear, nearest or bicubic at this opset; got 'linear'");
+  }
+  {  // AffineGrid: theta must fit the size's rank
+    ModelBuilder m(20);
+    m.Input("theta", kF32, {2, 2, 3}).Output("y", kF32, {-1});
+    m.Int64Init("size", {5}, {2, 1, 3, 4, 5});
+    m.Node("AffineGrid", {"theta", "size"}, {"y"});
+    expect(m.Bytes(), "theta must be [N, 3, 4] for a 3-D size; got [2,2,3]",
+           {{"theta", Iota({2, 2, 3})}});
+  }
+  {  // Col2Im: the columns must hold one entry per block
+    ModelBuilder m(18);
+    m.Input("x", kF32, {1, 4, 10}).Output("y", kF32, {-1});
+    m.Int64Init("image", {2}, {4, 4});
+    m.Int64Init("block", {2}, {2, 2});
+    m.Node("Col2Im", {"x", "image", "block"}, {"y"});
+    expect(m.Bytes(), "input dim 2 must equal the number of blocks [3,3] = 9; got 10",
+           {{"x", Iota({1, 4, 10})}});
+  }
+  {  // DeformConv: offset must be [N, offset_group * kH * kW * 2, oH, oW]
+    ModelBuilder m(19);
+    m.Input("x", kF32, {1, 2, 5, 5}).Input("off", kF32, {1, 9, 3, 3}).Output("y", kF32, {-1});
+    m.FloatInit("w", {4, 2, 3, 3}, std::vector<float>(72, 0.1f));
+    m.Node("DeformConv", {"x", "w", "off"}, {"y"});
+    expect(m.Bytes(), "offset must be [1,18,3,3]; got [1,9,3,3]",
+           {{"x", Iota({1, 2, 5, 5})}, {"off", Iota({1, 9, 3, 3})}});
+  }
+  {  // NaN and huge grid coordinates read zero padding
+    ModelBuilder m(16);
+    m.Input("x", kF32, {1, 1, 2, 2}).Input("g", kF32, {1, 1, 3, 2}).Output("y", kF32, {-1});
+    m.Node("GridSample", {"x", "g"}, {"y"});
+    auto s = Session::LoadFromBytes(m.Bytes());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    Tensor g = Iota({1, 1, 3, 2});
+    const float vals[] = {NAN, 0.f, 1e30f, -1e30f, 0.f, 0.f};
+    std::copy(vals, vals + 6, g.data<float>());
+    std::vector<NamedTensor> out;
+    Status st = (*s)->Run({{"x", Iota({1, 1, 2, 2})}, {"g", g}}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(out[0].tensor.data<float>()[0], 0.f);
+    EXPECT_EQ(out[0].tensor.data<float>()[1], 0.f);
+    // The centre of [[0, 1], [2, 3]] with bilinear, align_corners 0: the mean, 1.5.
+    EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[2], 1.5f);
   }
 }
 

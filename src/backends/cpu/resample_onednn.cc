@@ -30,6 +30,7 @@ std::string CheckModes(const ir::Node& node, const ops::ResizeAttrs& a) {
   using ops::ResizeInterp;
   using ops::ResizeRounding;
   if (!a.axes.empty()) return "the axes attribute (Resize-18)";
+  if (a.antialias) return "antialias (Resize-18)";
   if (a.policy != ops::ResizeAspectPolicy::kStretch)
     return "keep_aspect_ratio_policy other than stretch";
   // Resize-10 and Upsample: asymmetric coordinates, truncation (= floor when upscaling).

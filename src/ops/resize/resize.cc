@@ -27,8 +27,13 @@
 // zero-weight taps dropped; per output element, sum the product of weights over the cartesian
 // product of the dims' taps (double accumulation). Integer outputs are rounded and saturated.
 // Dtypes: float32, int32, int64, uint8, int8. Resize-18/19 (opsets 18..24): axes,
-// keep_aspect_ratio_policy and half_pixel_symmetric are implemented; antialias=1 is refused with
-// a reason.
+// keep_aspect_ratio_policy, half_pixel_symmetric and antialias are implemented.
+// antialias=1 (linear and cubic; refused for nearest, as ONNX's reference does): when a dim
+// shrinks (scale s < 1) the filter is stretched by 1/s, so every input pixel contributes; the
+// taps are base + i for i in [start, 2 - start) with start = floor(-support / s) + 1 (support 1
+// for linear, 2 for cubic), base = ceil(x) - 1 (x an integer: x - 1, as ONNX's reference frames
+// it), weight kernel((base + i - x) * s), normalised to sum 1. Taps outside the input are
+// clamped to the edge (or dropped with exclude_outside).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -50,13 +55,12 @@ using Coord = ResizeCoord;
 using Rounding = ResizeRounding;
 using AspectPolicy = ResizeAspectPolicy;
 
-constexpr int kMaxTaps = 4;
-
 // Taps of every output coordinate along one dim.
 struct DimTaps {
+  int64_t stride = 4;          // the most taps any output coordinate has (4; more with antialias)
   std::vector<int> count;      // taps per output coordinate; 0 marks extrapolation
-  std::vector<int64_t> index;  // [out * kMaxTaps], clamped into [0, in)
-  std::vector<double> weight;  // [out * kMaxTaps]
+  std::vector<int64_t> index;  // [out * stride], clamped into [0, in)
+  std::vector<double> weight;  // [out * stride]
 };
 
 template <typename T>
@@ -215,8 +219,12 @@ class ResizeOp : public Op {
     }
     // Resize-18/19 additions, taken at their defaults only (refused otherwise, naming them).
     if (node.opset >= 18) {
-      if (node.GetInt("antialias", 0) != 0)
-        return ir::AttrError(node, "antialias=1 (Resize-18) is not implemented in kiln");
+      const int64_t antialias = node.GetInt("antialias", 0);
+      if (antialias != 0 && antialias != 1)
+        return ir::AttrError(node, "antialias must be 0 or 1; got " + std::to_string(antialias));
+      if (antialias == 1 && op->a_.interp == Interp::kNearest)
+        return ir::AttrError(node, "antialias=1 applies to modes linear and cubic; got nearest");
+      op->a_.antialias = antialias == 1;
       op->a_.axes = node.GetInts("axes");
       const std::string policy = node.GetString("keep_aspect_ratio_policy", "stretch");
       if (policy == "not_larger")
@@ -447,41 +455,68 @@ class ResizeOp : public Op {
     return 0;
   }
 
+  // Keys' cubic kernel at distance |d| (0 beyond 2).
+  static double Cubic(double d, double a) {
+    d = std::abs(d);
+    if (d <= 1.0) return ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+    if (d < 2.0) return ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+    return 0.0;
+  }
+
   DimTaps BuildTaps(int64_t in, int64_t out, double scale, double roi_start, double roi_end) const {
     DimTaps t;
+    // Antialiasing shrinks the filter's argument by s = min(scale, 1): taps base + i for i in
+    // [start, 2 - start).
+    const bool wide = a_.antialias && a_.interp != Interp::kNearest;
+    const double s = std::min(scale, 1.0);
+    const double support = a_.interp == Interp::kCubic ? 2.0 : 1.0;
+    const int64_t start = wide ? static_cast<int64_t>(std::floor(-support / s)) + 1 : 0;
+    if (wide) t.stride = std::max<int64_t>(2 - 2 * start, 1);
     t.count.assign(static_cast<size_t>(out), 0);
-    t.index.assign(static_cast<size_t>(out) * kMaxTaps, 0);
-    t.weight.assign(static_cast<size_t>(out) * kMaxTaps, 0.0);
+    t.index.assign(static_cast<size_t>(out * t.stride), 0);
+    t.weight.assign(static_cast<size_t>(out * t.stride), 0.0);
     const double a = a_.cubic_a;
+    std::vector<int64_t> idx(static_cast<size_t>(t.stride));
+    std::vector<double> w(static_cast<size_t>(t.stride));
     for (int64_t o = 0; o < out; ++o) {
       const double x = Original(o, in, out, scale, roi_start, roi_end);
       if (a_.coord == Coord::kTfCropAndResize && (x < 0.0 || x > static_cast<double>(in - 1)))
         continue;  // count 0: extrapolation_value
-      int64_t idx[kMaxTaps];
-      double w[kMaxTaps];
       int n = 0;
       if (a_.interp == Interp::kNearest) {
         idx[0] = NearestIndex(x, scale);
         w[0] = 1.0;
         n = 1;
       } else {
-        const double fl = std::floor(x);
-        const double r = x - fl;
-        const int64_t base = static_cast<int64_t>(fl);
-        if (a_.interp == Interp::kLinear) {
-          idx[0] = base;
-          w[0] = 1.0 - r;
-          idx[1] = base + 1;
-          w[1] = r;
-          n = 2;
-        } else {  // Keys cubic kernel at distances 1 + r, r, 1 - r, 2 - r
-          const double d0 = 1.0 + r, d3 = 2.0 - r, s = 1.0 - r;
-          w[0] = ((a * d0 - 5.0 * a) * d0 + 8.0 * a) * d0 - 4.0 * a;
-          w[1] = ((a + 2.0) * r - (a + 3.0)) * r * r + 1.0;
-          w[2] = ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0;
-          w[3] = ((a * d3 - 5.0 * a) * d3 + 8.0 * a) * d3 - 4.0 * a;
-          for (int j = 0; j < 4; ++j) idx[j] = base - 1 + j;
-          n = 4;
+        if (wide) {
+          const double fl = std::floor(x);
+          const double base = fl == x ? x - 1.0 : fl;  // ONNX's ratio is in (0, 1]
+          double sum = 0.0;
+          for (int64_t i = start; i < 2 - start; ++i, ++n) {
+            const double d = (base + static_cast<double>(i) - x) * s;
+            idx[n] = static_cast<int64_t>(base) + i;
+            w[n] = a_.interp == Interp::kLinear ? std::max(0.0, 1.0 - std::abs(d)) : Cubic(d, a);
+            sum += w[n];
+          }
+          if (sum != 0.0)
+            for (int j = 0; j < n; ++j) w[j] /= sum;
+        } else {
+          const double fl = std::floor(x);
+          const double r = x - fl;
+          const int64_t base = static_cast<int64_t>(fl);
+          if (a_.interp == Interp::kLinear) {
+            idx[0] = base;
+            w[0] = 1.0 - r;
+            idx[1] = base + 1;
+            w[1] = r;
+            n = 2;
+          } else {  // Keys cubic kernel at distances 1 + r, r, 1 - r, 2 - r
+            for (int j = 0; j < 4; ++j) {
+              idx[j] = base - 1 + j;
+              w[j] = Cubic(static_cast<double>(j - 1) - r, a);
+            }
+            n = 4;
+          }
         }
         if (a_.exclude_outside) {
           double sum = 0.0;
@@ -496,8 +531,8 @@ class ResizeOp : public Op {
       int kept = 0;
       for (int j = 0; j < n; ++j) {
         if (w[j] == 0.0 && !(j == n - 1 && kept == 0)) continue;
-        t.index[o * kMaxTaps + kept] = std::clamp<int64_t>(idx[j], 0, std::max<int64_t>(in - 1, 0));
-        t.weight[o * kMaxTaps + kept] = w[j];
+        t.index[o * t.stride + kept] = std::clamp<int64_t>(idx[j], 0, std::max<int64_t>(in - 1, 0));
+        t.weight[o * t.stride + kept] = w[j];
         ++kept;
       }
       t.count[o] = kept;
@@ -529,7 +564,7 @@ class ResizeOp : public Op {
           double w = 1.0;
           int64_t off = 0;
           for (int64_t d = 0; d < rank; ++d) {
-            const int64_t k = oi[d] * kMaxTaps + ci[d];
+            const int64_t k = oi[d] * taps[d].stride + ci[d];
             w *= taps[d].weight[k];
             off += taps[d].index[k] * in_strides[d];
           }

@@ -151,6 +151,7 @@ KernelSupport SupportsResize(const ir::Node& node, const ir::Op& op,
             "coordinate_transformation_mode other than half_pixel, pytorch_half_pixel, "
             "align_corners or asymmetric"};
   if (a.exclude_outside) return {false, "exclude_outside"};
+  if (a.antialias) return {false, "antialias (Resize-18)"};
   if (!a.axes.empty() || a.policy != ops::ResizeAspectPolicy::kStretch)
     return {false, "axes or keep_aspect_ratio_policy (Resize-18)"};
   return {true, ""};

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""kiln's sampling ops against PyTorch's own functions (Debian's torch and torchvision), beyond
+ONNX's node tests: GridSample (16: 4-D, every mode x padding x align_corners; 20: 5-D),
+AffineGrid (20, 2-D and 3-D), Col2Im (18, against torch's fold), DeformConv (19, against
+torchvision.ops.deform_conv2d: mask, groups, offset groups, stride, dilation, padding) and
+Resize-18 antialias (against F.interpolate(antialias=True): exclude_outside=1 and, for cubic,
+cubic_coeff_a=-0.5, which is how PyTorch and PIL filter).
+
+Each case is a one-node ONNX model written with the pinned onnx package, run by `kiln run` with
+the default (optimized) plan, and compared with PyTorch's output at rtol 1e-4 / atol 1e-5
+(PyTorch computes in float32, kiln's reference kernels in double).
+
+usage: tests/models/torch_ops_check.py KILN_BINARY WORKDIR   (exit 0 and "ok: ..." when all match;
+77 when the check venv cannot be made)
+"""
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "pyenv"))
+import check_venv  # noqa: E402
+
+check_venv.reexec_in_venv()
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torchvision  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+kiln, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+RTOL, ATOL = 1e-4, 1e-5
+failures, worst, count = [], 0.0, 0
+rng = np.random.default_rng(7)
+
+
+def run_case(name, opset, op, inputs, want, attrs, consts=None):
+    """inputs: [(name, array)] fed at run time; consts: [(name, array)] as initializers."""
+    global worst, count
+    consts = consts or []
+    node = helper.make_node(op, [n for n, _ in inputs] + [n for n, _ in consts], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node], name,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * want.ndim)],
+        [numpy_helper.from_array(a, n) for n, a in consts])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    onnx.checker.check_model(model, full_check=True)
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(model, path)
+    args = [kiln, "run", path, "-o", os.path.join(d, "out")]
+    for n, a in inputs:
+        np.save(os.path.join(d, n + ".npy"), a)
+        args += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        failures.append(f"{name}: kiln run failed ({r.returncode}): {r.stderr.strip()[-600:]}")
+        return
+    got = np.load(os.path.join(d, "out", "y.npy"))
+    count += 1
+    if got.shape != want.shape:
+        failures.append(f"{name}: shape {got.shape}, PyTorch {want.shape}")
+        return
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    worst = max(worst, float(err.max()) if err.size else 0.0)
+    bad = err > ATOL + RTOL * np.abs(want)
+    if bad.any():
+        failures.append(f"{name}: {int(bad.sum())} of {bad.size} values differ, max abs err "
+                        f"{float(err.max()):.3g}")
+
+
+def f32(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+# GridSample-16 (4-D, ONNX names = PyTorch's) and GridSample-20 (5-D, volumetric: PyTorch has
+# bilinear and nearest there); grids reach past [-1, 1] so every padding mode matters.
+for opset, x, grid, modes in (
+        (16, f32(2, 3, 7, 9), rng.uniform(-1.3, 1.3, (2, 5, 6, 2)),
+         (("bilinear", "bilinear"), ("nearest", "nearest"), ("bicubic", "bicubic"))),
+        (20, f32(1, 2, 4, 5, 6), rng.uniform(-1.2, 1.2, (1, 3, 4, 2, 3)),
+         (("bilinear", "linear"), ("nearest", "nearest")))):
+    grid = grid.astype(np.float32)
+    for mode, onnx_mode in modes:
+        for pad in ("zeros", "border", "reflection"):
+            for align in (0, 1):
+                want = F.grid_sample(torch.from_numpy(x), torch.from_numpy(grid), mode=mode,
+                                     padding_mode=pad, align_corners=bool(align)).numpy()
+                run_case(f"gridsample{opset}_{onnx_mode}_{pad}_{align}", opset, "GridSample",
+                         [("x", x), ("grid", grid)], want,
+                         dict(mode=onnx_mode, padding_mode=pad, align_corners=align))
+
+# AffineGrid-20.
+for size in ((2, 3, 5, 7), (2, 1, 3, 4, 6)):
+    r = len(size) - 2
+    theta = f32(2, r, r + 1)
+    for align in (0, 1):
+        want = F.affine_grid(torch.from_numpy(theta), list(size), align_corners=bool(align)).numpy()
+        run_case(f"affinegrid_{r}d_{align}", 20, "AffineGrid", [("theta", theta)], want,
+                 dict(align_corners=align), consts=[("size", np.array(size, np.int64))])
+
+# Col2Im-18 against fold (torch pads symmetrically).
+for image, block, dil, pad, stride in (((6, 7), (2, 3), (1, 1), (0, 0), (1, 1)),
+                                       ((9, 8), (3, 2), (2, 1), (1, 2), (2, 1)),
+                                       ((5, 5), (1, 1), (1, 1), (1, 1), (3, 3))):
+    blocks = [(image[i] + 2 * pad[i] - dil[i] * (block[i] - 1) - 1) // stride[i] + 1
+              for i in range(2)]
+    cols = f32(2, 3 * block[0] * block[1], blocks[0] * blocks[1])
+    want = F.fold(torch.from_numpy(cols), image, block, dilation=dil, padding=pad,
+                  stride=stride).numpy()
+    run_case(f"col2im_{image[0]}x{image[1]}_k{block[0]}{block[1]}_d{dil[0]}{dil[1]}"
+             f"_p{pad[0]}{pad[1]}_s{stride[0]}{stride[1]}", 18, "Col2Im", [("cols", cols)], want,
+             dict(dilations=list(dil), pads=list(pad) * 2, strides=list(stride)),
+             consts=[("image_shape", np.array(image, np.int64)),
+                     ("block_shape", np.array(block, np.int64))])
+
+# DeformConv-19 against torchvision.ops.deform_conv2d.
+for name, c, m, k, groups, og, stride, pad, dil, use_mask, use_bias in (
+        ("basic", 3, 4, (3, 3), 1, 1, (1, 1), (1, 1), (1, 1), False, True),
+        ("mask_groups", 4, 6, (3, 2), 2, 2, (2, 1), (1, 0), (1, 2), True, True),
+        ("offset_groups", 6, 3, (2, 2), 1, 3, (1, 2), (0, 1), (2, 1), True, False)):
+    x = f32(2, c, 8, 7)
+    w = f32(m, c // groups, *k, scale=0.5)
+    oh = (8 + 2 * pad[0] - dil[0] * (k[0] - 1) - 1) // stride[0] + 1
+    ow = (7 + 2 * pad[1] - dil[1] * (k[1] - 1) - 1) // stride[1] + 1
+    off = f32(2, og * k[0] * k[1] * 2, oh, ow, scale=1.5)  # reaches outside the image
+    b = f32(m)
+    mask = rng.uniform(0, 1, (2, og * k[0] * k[1], oh, ow)).astype(np.float32)
+    want = torchvision.ops.deform_conv2d(
+        torch.from_numpy(x), torch.from_numpy(off), torch.from_numpy(w),
+        torch.from_numpy(b) if use_bias else None, stride=stride, padding=pad, dilation=dil,
+        mask=torch.from_numpy(mask) if use_mask else None).numpy()
+    inputs = [("x", x), ("w", w), ("offset", off)]
+    if use_bias or use_mask:
+        inputs.append(("b", b if use_bias else np.zeros(m, np.float32)))
+    if use_mask:
+        inputs.append(("mask", mask))
+    run_case(f"deformconv_{name}", 19, "DeformConv", inputs, want,
+             dict(group=groups, offset_group=og, strides=list(stride), pads=list(pad) * 2,
+                  dilations=list(dil), kernel_shape=list(k)))
+
+# Resize-18 antialias against F.interpolate(antialias=True): shrinking (and one dim growing).
+xr = f32(2, 3, 32, 27)
+for mode, onnx_mode, a in (("bilinear", "linear", -0.75), ("bicubic", "cubic", -0.5)):
+    for size in ((13, 9), (8, 30), (5, 5)):
+        want = F.interpolate(torch.from_numpy(xr), size=size, mode=mode, align_corners=False,
+                             antialias=True).numpy()
+        run_case(f"resize_antialias_{onnx_mode}_{size[0]}x{size[1]}", 18, "Resize",
+                 [("x", xr)], want,
+                 dict(mode=onnx_mode, antialias=1, exclude_outside=1, cubic_coeff_a=a,
+                      coordinate_transformation_mode="half_pixel"),
+                 consts=[("roi", np.zeros(0, np.float32)), ("scales", np.zeros(0, np.float32)),
+                         ("sizes", np.array((2, 3) + size, np.int64))])
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print(f"ok: {count} cases match PyTorch (rtol {RTOL}, atol {ATOL}); worst abs err {worst:.3g}")
