@@ -103,6 +103,25 @@ bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& co
   return true;
 }
 
+bool UnaryOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                 Activation* act) {
+  static const std::pair<const char*, ActivationKind> kMath[] = {
+      {"Erf", ActivationKind::kErf},
+      {"Exp", ActivationKind::kExp},
+      {"Log", ActivationKind::kLog},
+      {"Sqrt", ActivationKind::kSqrt},
+      {"Neg", ActivationKind::kNeg},
+      {"Abs", ActivationKind::kAbs},
+      {"Reciprocal", ActivationKind::kReciprocal}};
+  if (node.domain.empty() || node.domain == "ai.onnx")
+    for (const auto& [op, kind] : kMath)
+      if (node.op_type == op) {
+        *act = DefaultActivation(kind);
+        return true;
+      }
+  return ActivationOfNode(node, constants, act);
+}
+
 void ApplyActivation(const Activation& act, float* data, int64_t n) {
   switch (act.kind) {
     case ActivationKind::kNone:

@@ -28,6 +28,12 @@ Status ParseActivation(const ir::Node& node, Activation* act);
 bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
                       Activation* act);
 
+// ActivationOfNode, or the kind of a parameterless unary math op (Erf, Exp, Log, Sqrt, Neg, Abs,
+// Reciprocal): what the elementwise kernels (oneDNN eltwise, cpu small loops, CUDA) compute for a
+// standalone node. False when the node is neither.
+bool UnaryOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
+                 Activation* act);
+
 // The attribute spelling of `kind` ("" for kNone and for the non-fusable math kinds).
 const char* ActivationName(ActivationKind kind);
 

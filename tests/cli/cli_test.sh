@@ -39,7 +39,8 @@ check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$
 check inspect-bad-precision 1 "--precision: fp16 not in" -- "$KILN" inspect --optimized --precision fp16 "$M"
 check inspect-io 0 "a: float32\[N,3\]" -- "$KILN" inspect "$M"
 check inspect-unsupported 0 "'nz1' NonZero \(ai.onnx opset 13\)" -- "$KILN" inspect "$W/unsupported.onnx"
-check inspect-optimized 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"
+check inspect-optimized 0 "cpu.add.small" -- "$KILN" inspect --optimized --shape a=4x3 --shape b=4x3 "$M"
+check inspect-optimized-large 0 "cpu.add.onednn" -- "$KILN" inspect --optimized --shape a=8192x3 --shape b=8192x3 "$M"
 "$KILN" ops --markdown > "$W/matrix.md"
 CUDA_BUILD=$("$KILN" doctor --json | /usr/bin/python3 -c 'import json,sys; print(int(json.load(sys.stdin)["build"]["cuda_enabled"]))')
 # The committed matrix comes from a build with CUDA (its CUDA column, listed from the CUDA

@@ -51,10 +51,15 @@ void CheckAgainstReference(const std::string& bytes, const std::vector<NamedTens
   ASSERT_TRUE(fast.ok()) << fast.status().ToString();
   auto plan = (*fast)->DescribePlan(inputs);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  for (const auto& k : expect_kernels) {
-    if (!testing::KernelMayBeDeclinedForBlockedLayout(*plan, k)) {
-      EXPECT_NE(plan->find(k), std::string::npos) << "kernel " << k << " not selected:\n" << *plan;
+  for (const auto& k : expect_kernels) {  // "a|b": either kernel
+    if (testing::KernelMayBeDeclinedForBlockedLayout(*plan, k)) continue;
+    bool found = false;
+    for (size_t at = 0; at <= k.size();) {
+      const size_t bar = std::min(k.find('|', at), k.size());
+      found = found || plan->find(k.substr(at, bar - at)) != std::string::npos;
+      at = bar + 1;
     }
+    EXPECT_TRUE(found) << "kernel " << k << " not selected:\n" << *plan;
   }
   std::vector<NamedTensor> want, got;
   ASSERT_TRUE((*ref)->Run(inputs, &want).ok());
@@ -114,9 +119,11 @@ TEST_P(ConvKernelTest, MatchesReference) {
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(c.auto_pad);
   }
-  mb.Node("Relu", {"c"}, {"y"});  // consumes the blocked output: eltwise on a oneDNN layout
+  // Consumes the output: eltwise on oneDNN's layout when the convolution wrote a blocked one,
+  // cpu.relu.small when it wrote a small plain one.
+  mb.Node("Relu", {"c"}, {"y"});
   CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(c.x, 3)}},
-                        {"cpu.conv.onednn", "cpu.relu.onednn"});
+                        {"cpu.conv.onednn", "cpu.relu.onednn|cpu.relu.small"});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -138,10 +145,10 @@ TEST(OneDnnKernelTest, GeluBothForms) {
   for (const char* approximate : {"none", "tanh"}) {
     SCOPED_TRACE(approximate);
     ModelBuilder mb(20);
-    mb.Input("x", kF32, {3, 40}).Output("y", kF32, {});
+    mb.Input("x", kF32, {3, 400}).Output("y", kF32, {});  // above cpu.gelu.small's limit
     auto& g = mb.Node("Gelu", {"x"}, {"y"});
     ModelBuilder::StringAttr(g, "approximate", approximate);
-    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({3, 40}, 7)}}, {"cpu.gelu.onednn"});
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({3, 400}, 7)}}, {"cpu.gelu.onednn"});
 
     ModelBuilder mm(20);
     mm.Input("x", kF32, {4, 16}).Output("y", kF32, {});
@@ -493,21 +500,25 @@ TEST(OneDnnKernelTest, ConcatLayoutsAndAxes) {
     CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({2, 8, 7, 9}, 62)}},
                           {"cpu.concat.onednn"});
   }
-  for (int64_t axis : {2, -1, 0}) {
-    ModelBuilder mb;
-    mb.Input("a", kF32, {3, 4, 5}).Input("b", kF32, {3, 4, 5}).Output("y", kF32, {});
-    ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "a"}, {"y"}), "axis", axis);
-    SCOPED_TRACE(axis);
-    CheckAgainstReference(mb.Bytes(),
-                          {{"a", RandomTensor({3, 4, 5}, 63)}, {"b", RandomTensor({3, 4, 5}, 64)}},
-                          {"cpu.concat.onednn"});
+  // Plain inputs: oneDNN above 64 KiB, block copies below (its fixed cost dominates there).
+  for (const Shape& shape : {Shape{12, 40, 50}, Shape{3, 4, 5}}) {
+    const bool big = shape[0] == 12;
+    for (int64_t axis : {2, -1, 0}) {
+      ModelBuilder mb;
+      mb.Input("a", kF32, shape).Input("b", kF32, shape).Output("y", kF32, {});
+      ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "a"}, {"y"}), "axis", axis);
+      SCOPED_TRACE(axis);
+      CheckAgainstReference(mb.Bytes(),
+                            {{"a", RandomTensor(shape, 63)}, {"b", RandomTensor(shape, 64)}},
+                            {big ? "cpu.concat.onednn" : "cpu.concat.copy"});
+    }
   }
   ModelBuilder mb;
   mb.Input("a", kF32, {7}).Input("b", kF32, {2}).Output("y", kF32, {}).Output("z", kF32, {});
   ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b"}, {"y"}), "axis", 0);
   ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "a", "b", "a"}, {"z"}), "axis", 0);
   CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({7}, 65)}, {"b", RandomTensor({2}, 66)}},
-                        {"cpu.concat.onednn", "cpu.concat.copy"});
+                        {"cpu.concat.copy"});
   // More than 4 inputs, some from convolutions: converted to plain and block-copied (measured
   // faster, see the kernel), also along an inner axis.
   ModelBuilder many;
@@ -728,14 +739,18 @@ TEST(OneDnnKernelTest, SplitLayoutsAndAxes) {
     // One conversion only: the graph output's (none around the Split).
     EXPECT_NE(plan->find("1 layout conversions"), std::string::npos) << *plan;
   }
-  for (int64_t axis : {0, 2, -1}) {
-    ModelBuilder mb(11);
-    mb.Input("x", kF32, {4, 3, 6}).Output("p", kF32, {}).Output("q", kF32, {});
-    auto& n = mb.Node("Split", {"x"}, {"p", "q"});
-    ModelBuilder::IntAttr(n, "axis", axis);
-    if (axis == 2) ModelBuilder::IntsAttr(n, "split", {1, 5});
-    SCOPED_TRACE(axis);
-    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({4, 3, 6}, 143)}}, {"cpu.split.onednn"});
+  // Plain input: oneDNN above 64 KiB, the reference's copies below.
+  for (const Shape& shape : {Shape{80, 60, 6}, Shape{4, 3, 6}}) {
+    for (int64_t axis : {0, 2, -1}) {
+      ModelBuilder mb(11);
+      mb.Input("x", kF32, shape).Output("p", kF32, {}).Output("q", kF32, {});
+      auto& n = mb.Node("Split", {"x"}, {"p", "q"});
+      ModelBuilder::IntAttr(n, "axis", axis);
+      if (axis == 2) ModelBuilder::IntsAttr(n, "split", {1, 5});
+      SCOPED_TRACE(axis);
+      CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(shape, 143)}},
+                            {shape[0] == 80 ? "cpu.split.onednn" : "cpu.split.ref"});
+    }
   }
 }
 
@@ -747,19 +762,20 @@ TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {
   mb.Node("Sub", {"a", "b"}, {"y"});
   const std::vector<NamedTensor> in = {{"a", RandomTensor({2, 8, 5, 5}, 30)},
                                        {"b", RandomTensor({2, 8, 1, 1}, 31)}};
-  ASSERT_EQ(setenv("KILN_DISABLE_KERNELS", "cpu.mul.onednn,cpu.sub.onednn", 1), 0);
+  ASSERT_EQ(setenv("KILN_DISABLE_KERNELS", "cpu.mul.onednn,cpu.sub.onednn,cpu.sub.small", 1), 0);
   CheckAgainstReference(mb.Bytes(), in, {"cpu.sub.ref"});
   auto s = Session::LoadFromBytes(mb.Bytes());
   ASSERT_TRUE(s.ok());
   auto plan = (*s)->DescribePlan(in);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(plan->find("cpu.sub.onednn"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("cpu.sub.small"), std::string::npos) << *plan;
   unsetenv("KILN_DISABLE_KERNELS");
   auto again = Session::LoadFromBytes(mb.Bytes());
   ASSERT_TRUE(again.ok());
   plan = (*again)->DescribePlan(in);
   ASSERT_TRUE(plan.ok());
-  EXPECT_NE(plan->find("cpu.sub.onednn"), std::string::npos) << *plan;
+  EXPECT_NE(plan->find("cpu.sub.small"), std::string::npos) << *plan;
 }
 
 // LSTM's float loop against the double reference: both directions, bias, peepholes, initial
@@ -785,6 +801,59 @@ TEST(OneDnnKernelTest, LstmLoop) {
         mb.Bytes(),
         {{"x", RandomTensor(xs, 44)}, {"h0", RandomTensor(ss, 45)}, {"c0", RandomTensor(ss, 46)}},
         {"cpu.lstm.loop"});
+  }
+}
+
+// cpu.<op>.small (plain loops for small plain tensors, where a oneDNN call's fixed cost dominates)
+// against the reference: every activation and unary math kind they take, chained so each reads
+// the previous one's output (in place where the planner allows), and Add/Sub/Mul/Div with equal
+// shapes, a one-element operand on either side and a general broadcast. Above the size limit the
+// oneDNN kernels run instead.
+TEST(OneDnnKernelTest, SmallLoops) {
+  {
+    ModelBuilder mb(20);
+    mb.Input("x", kF32, {2, 3, 17}).Output("y", kF32, {});
+    mb.FloatInit("lo", {}, {-0.3f});
+    mb.FloatInit("hi", {}, {0.4f});
+    mb.Node("Tanh", {"x"}, {"t"});
+    ModelBuilder::FloatAttr(mb.Node("LeakyRelu", {"t"}, {"l"}), "alpha", 0.2f);
+    mb.Node("Sigmoid", {"l"}, {"s"});
+    mb.Node("Exp", {"s"}, {"e"});
+    mb.Node("HardSwish", {"e"}, {"h"});
+    ModelBuilder::FloatAttr(mb.Node("Elu", {"x"}, {"el"}), "alpha", 0.7f);
+    mb.Node("Gelu", {"el"}, {"g"});
+    mb.Node("Abs", {"g"}, {"a"});
+    mb.Node("Sqrt", {"a"}, {"q"});
+    mb.Node("Clip", {"x", "lo", "hi"}, {"c"});
+    mb.Node("Relu", {"x"}, {"r"});
+    mb.Node("Add", {"h", "q"}, {"s1"});  // equal shapes
+    mb.Node("Mul", {"s1", "c"}, {"s2"});
+    mb.Node("Sub", {"s2", "hi"}, {"s3"});  // one element on the right
+    mb.Node("Div", {"lo", "s3"}, {"s4"});  // one element on the left
+    mb.Node("Add", {"s4", "r"}, {"y"});
+    CheckAgainstReference(
+        mb.Bytes(), {{"x", RandomTensor({2, 3, 17}, 150)}},
+        {"cpu.tanh.small", "cpu.leakyrelu.small", "cpu.sigmoid.small", "cpu.exp.small",
+         "cpu.hardswish.small", "cpu.elu.small", "cpu.gelu.small", "cpu.abs.small",
+         "cpu.sqrt.small", "cpu.clip.small", "cpu.relu.small", "cpu.add.small", "cpu.mul.small",
+         "cpu.sub.small", "cpu.div.small"});
+  }
+  {  // general broadcast: [2,1,5] op [3,1]
+    ModelBuilder mb;
+    mb.Input("a", kF32, {2, 1, 5}).Input("b", kF32, {3, 1}).Output("y", kF32, {});
+    mb.Node("Sub", {"a", "b"}, {"d"});
+    mb.Node("Div", {"d", "b"}, {"y"});
+    CheckAgainstReference(mb.Bytes(),
+                          {{"a", RandomTensor({2, 1, 5}, 151)}, {"b", RandomTensor({3, 1}, 152)}},
+                          {"cpu.sub.small", "cpu.div.small"});
+  }
+  {  // above the limits: oneDNN
+    ModelBuilder mb;
+    mb.Input("x", kF32, {4, 8192}).Output("y", kF32, {});
+    mb.Node("Sigmoid", {"x"}, {"s"});
+    mb.Node("Mul", {"s", "x"}, {"y"});
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({4, 8192}, 153)}},
+                          {"cpu.sigmoid.onednn", "cpu.mul.onednn"});
   }
 }
 

@@ -31,6 +31,8 @@ using runtime::TensorInfo;
 // inputs plain and copies blocks in parallel (oneDNN's concat of many plain inputs was slower
 // still: 6.9 ms; the single-threaded reference spent 106 ms per run at batch 32).
 constexpr size_t kMaxConcatInputs = 4;
+// Up to this many bytes a copy on the calling thread beats a oneDNN call or a thread hand-off.
+constexpr int64_t kSmallCopyBytes = 64 << 10;
 
 // The op's axis (ops::AxisAttrs, as written) normalized against `rank`.
 int64_t AxisOf(const ops::AxisAttrs& a, size_t rank) {
@@ -59,6 +61,16 @@ KernelSupport ConcatShapes(const ir::Op& op, const std::vector<TensorInfo>& in,
 
 KernelSupport SupportsConcat(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
   if (in.size() > kMaxConcatInputs) return {false, "more than 4 inputs: cpu.concat.copy"};
+  // Small plain inputs: cpu.concat.copy's memcpys beat a oneDNN call's fixed cost (Silero VAD's
+  // [1, 128] state stack: 12 us in oneDNN, `kiln bench --profile`, AMD EPYC, 2026-11-24).
+  bool plain = true;
+  int64_t bytes = 0;
+  for (const TensorInfo& t : in) {
+    plain = plain && !t.layout;
+    bytes += NumElements(t.shape) * static_cast<int64_t>(DataTypeSize(t.dtype));
+  }
+  if (plain && bytes <= kSmallCopyBytes)
+    return {false, "small plain inputs (cpu.concat.copy copies them)"};
   return ConcatShapes(op, in, false);
 }
 
@@ -103,12 +115,17 @@ class ConcatCopy final : public runtime::Kernel {
 
   Status Run(const ir::ComputeContext& ctx) const override {
     char* y = static_cast<char*>(ctx.out(0).raw());
-    ParallelFor(static_cast<int64_t>(pieces_.size()), 1, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) {
-        const Piece& p = pieces_[static_cast<size_t>(k)];
-        std::memcpy(y + p.dst, static_cast<const char*>(ctx.in(p.input).raw()) + p.src, p.bytes);
-      }
-    });
+    // Small copies stay on this thread (handing them to the pool costs more than the copy).
+    const auto n = static_cast<int64_t>(pieces_.size());
+    const size_t bytes = ctx.out(0).numel() * DataTypeSize(ctx.out(0).dtype());
+    ParallelFor(n, bytes <= kSmallCopyBytes ? std::max<int64_t>(n, 1) : 1,
+                [&](int64_t b, int64_t e) {
+                  for (int64_t k = b; k < e; ++k) {
+                    const Piece& p = pieces_[static_cast<size_t>(k)];
+                    std::memcpy(y + p.dst, static_cast<const char*>(ctx.in(p.input).raw()) + p.src,
+                                p.bytes);
+                  }
+                });
     return OkStatus();
   }
 

@@ -12,21 +12,12 @@ using dnnl::memory;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
-// The node's activation (ops::ActivationOfNode: kiln's one definition of the activations and
-// their defaults; Clip's bounds from its constant inputs) or unary math kind, as one eltwise.
+// The node's activation or unary math kind (ops::UnaryOfNode: kiln's one definition of the
+// activations and their defaults; Clip's bounds from its constant inputs), as one eltwise.
 bool EltwiseAlg(const ir::Node& node, const std::vector<const Tensor*>& constants,
                 dnnl::algorithm* alg, float* alpha, float* beta) {
-  const std::string& t = node.op_type;
   ops::Activation act;
-  if (t == "Exp")
-    act.kind = ops::ActivationKind::kExp;
-  else if (t == "Sqrt")
-    act.kind = ops::ActivationKind::kSqrt;
-  else if (t == "Abs")
-    act.kind = ops::ActivationKind::kAbs;
-  else if (!ops::ActivationOfNode(node, constants, &act))
-    return false;
-  return EltwiseOf(act, alg, alpha, beta);
+  return ops::UnaryOfNode(node, constants, &act) && EltwiseOf(act, alg, alpha, beta);
 }
 
 class EltwiseOneDnn final : public runtime::Kernel {

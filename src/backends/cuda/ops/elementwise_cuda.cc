@@ -14,43 +14,15 @@
 namespace kiln::cuda {
 namespace {
 
-using cuda_math::Activation;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
-
-// The unary math ops (no parameters); the activations come from ops::ActivationOfNode.
-struct UnaryEntry {
-  const char* op;
-  Activation act;
-};
-constexpr UnaryEntry kUnaryMath[] = {
-    {"Erf", Activation::kErf},
-    {"Exp", Activation::kExp},
-    {"Log", Activation::kLog},
-    {"Sqrt", Activation::kSqrt},
-    {"Neg", Activation::kNeg},
-    {"Abs", Activation::kAbs},
-    {"Reciprocal", Activation::kReciprocal},
-};
-
-// kiln's one activation type for the node: its defaults and attributes (ops/activation.h),
-// Clip's bounds from its constant inputs; false when the node is neither.
-bool UnaryOf(const ir::Node& node, const std::vector<const Tensor*>& constants,
-             ops::Activation* act) {
-  for (const UnaryEntry& e : kUnaryMath)
-    if (node.op_type == e.op) {
-      *act = ops::DefaultActivation(e.act);
-      return true;
-    }
-  return ops::ActivationOfNode(node, constants, act);
-}
 
 class UnaryCuda final : public runtime::Kernel {
  public:
   explicit UnaryCuda(const ir::Node& node) : node_(node) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    if (!UnaryOf(node_, ctx->constants, &act_))
+    if (!ops::UnaryOfNode(node_, ctx->constants, &act_))
       return Unsupported(node_.Describe() + ": not a unary op this kernel runs");
     return OkStatus();
   }
