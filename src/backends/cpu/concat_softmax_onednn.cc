@@ -31,8 +31,6 @@ using runtime::TensorInfo;
 // inputs plain and copies blocks in parallel (oneDNN's concat of many plain inputs was slower
 // still: 6.9 ms; the single-threaded reference spent 106 ms per run at batch 32).
 constexpr size_t kMaxConcatInputs = 4;
-// Up to this many bytes a copy on the calling thread beats a oneDNN call or a thread hand-off.
-constexpr int64_t kSmallCopyBytes = 64 << 10;
 
 // The op's axis (ops::AxisAttrs, as written) normalized against `rank`.
 int64_t AxisOf(const ops::AxisAttrs& a, size_t rank) {
@@ -110,22 +108,21 @@ class ConcatCopy final : public runtime::Kernel {
         dst += row;
       }
     }
+    // Small copies stay on this thread (handing them to the pool costs more than the copy).
+    const int64_t bytes = NumElements(ys) * static_cast<int64_t>(esz);
+    grain_ =
+        bytes <= kSmallCopyBytes ? std::max<int64_t>(static_cast<int64_t>(pieces_.size()), 1) : 1;
     return OkStatus();
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     char* y = static_cast<char*>(ctx.out(0).raw());
-    // Small copies stay on this thread (handing them to the pool costs more than the copy).
-    const auto n = static_cast<int64_t>(pieces_.size());
-    const size_t bytes = ctx.out(0).numel() * DataTypeSize(ctx.out(0).dtype());
-    ParallelFor(n, bytes <= kSmallCopyBytes ? std::max<int64_t>(n, 1) : 1,
-                [&](int64_t b, int64_t e) {
-                  for (int64_t k = b; k < e; ++k) {
-                    const Piece& p = pieces_[static_cast<size_t>(k)];
-                    std::memcpy(y + p.dst, static_cast<const char*>(ctx.in(p.input).raw()) + p.src,
-                                p.bytes);
-                  }
-                });
+    ParallelFor(static_cast<int64_t>(pieces_.size()), grain_, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const Piece& p = pieces_[static_cast<size_t>(k)];
+        std::memcpy(y + p.dst, static_cast<const char*>(ctx.in(p.input).raw()) + p.src, p.bytes);
+      }
+    });
     return OkStatus();
   }
 
@@ -136,6 +133,7 @@ class ConcatCopy final : public runtime::Kernel {
   ir::Node node_;
   ops::AxisAttrs a_;
   std::vector<Piece> pieces_;
+  int64_t grain_ = 1;  // pieces per thread before ParallelFor splits (all: serial)
 };
 
 class ConcatOneDnn final : public runtime::Kernel {

@@ -193,6 +193,10 @@ std::unique_ptr<runtime::Kernel> CreateKernel(const ir::Node& node, const ir::Op
     return std::make_unique<K>(node);
 }
 
+// Up to this many bytes, a copy on the calling thread beats a oneDNN call's fixed cost or a
+// hand-off to the thread pool (Split and Concat of small plain tensors copy instead).
+constexpr int64_t kSmallCopyBytes = 64 << 10;
+
 // Input 0 is float32 with rank 1..12 (oneDNN's limit) and no empty dim; "" or the reason not.
 std::string DenseFloatInput(const std::vector<runtime::TensorInfo>& in);
 

@@ -44,7 +44,7 @@ KernelSupport SupportsSplit(const ir::Node& node, const ir::Op&,
   if (!Unblocked(InputDesc(in[0]))) return {false, "blocked input layout"};
   // Small plain inputs: the reference kernel's memcpys beat a oneDNN call's fixed cost (Silero
   // VAD's gate split: 17-21 us in oneDNN, `kiln bench --profile`, AMD EPYC, 2026-11-24).
-  if (!in[0].layout && NumElements(in[0].shape) * 4 <= (64 << 10))
+  if (!in[0].layout && NumElements(in[0].shape) * 4 <= kSmallCopyBytes)
     return {false, "small plain input (the reference kernel's copies are faster)"};
   return {true, ""};
 }
