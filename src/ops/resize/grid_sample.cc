@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "ops/common.h"
+#include "ops/resize/keys_cubic.h"
 
 namespace kiln::ops {
 namespace {
@@ -48,14 +49,6 @@ double Reflect(double x, double lo, double hi) {
     return std::fmod(n, 2.0) == 0.0 ? hi - r : lo + r;
   }
   return x;
-}
-
-double Keys(double d) {
-  constexpr double a = -0.75;
-  d = std::abs(d);
-  if (d <= 1.0) return ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
-  if (d < 2.0) return ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
-  return 0.0;
 }
 
 class GridSampleOp final : public ir::Op {
@@ -204,7 +197,7 @@ class GridSampleOp final : public ir::Op {
     for (int64_t k = 0; k < taps; ++k) {
       double w = 1.0;
       if (mode_ == GridMode::kLinear) w = k == 0 ? 1.0 - t : t;
-      if (mode_ == GridMode::kCubic) w = Keys(static_cast<double>(k - 1) - t);
+      if (mode_ == GridMode::kCubic) w = KeysCubic(static_cast<double>(k - 1) - t, -0.75);
       int64_t i = first + k;
       if (i < 0 || i >= len) {
         if (padding_ == GridPadding::kZeros) continue;

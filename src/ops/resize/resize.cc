@@ -41,6 +41,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/resize/keys_cubic.h"
 
 namespace kiln::ops {
 namespace {
@@ -455,14 +456,6 @@ class ResizeOp : public Op {
     return 0;
   }
 
-  // Keys' cubic kernel at distance |d| (0 beyond 2).
-  static double Cubic(double d, double a) {
-    d = std::abs(d);
-    if (d <= 1.0) return ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
-    if (d < 2.0) return ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
-    return 0.0;
-  }
-
   DimTaps BuildTaps(int64_t in, int64_t out, double scale, double roi_start, double roi_end) const {
     DimTaps t;
     // Antialiasing shrinks the filter's argument by s = min(scale, 1): taps base + i for i in
@@ -495,7 +488,8 @@ class ResizeOp : public Op {
           for (int64_t i = start; i < 2 - start; ++i, ++n) {
             const double d = (base + static_cast<double>(i) - x) * s;
             idx[n] = static_cast<int64_t>(base) + i;
-            w[n] = a_.interp == Interp::kLinear ? std::max(0.0, 1.0 - std::abs(d)) : Cubic(d, a);
+            w[n] =
+                a_.interp == Interp::kLinear ? std::max(0.0, 1.0 - std::abs(d)) : KeysCubic(d, a);
             sum += w[n];
           }
           if (sum != 0.0)
@@ -513,7 +507,7 @@ class ResizeOp : public Op {
           } else {  // Keys cubic kernel at distances 1 + r, r, 1 - r, 2 - r
             for (int j = 0; j < 4; ++j) {
               idx[j] = base - 1 + j;
-              w[j] = Cubic(static_cast<double>(j - 1) - r, a);
+              w[j] = KeysCubic(static_cast<double>(j - 1) - r, a);
             }
             n = 4;
           }
