@@ -13,7 +13,7 @@ PKGS=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libonnx-testdata
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
-  libturbojpeg0-dev libpng-dev python3-pil python3-skimage
+  libturbojpeg0-dev libpng-dev python3-pil python3-skimage fonts-dejavu-core wamerican
   libboost-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc
   dataset-fashion-mnist
 )

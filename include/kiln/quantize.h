@@ -59,6 +59,12 @@ struct QuantizeSummary {
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<QuantizedActivation> activations;
   bool per_channel = true;
+  // Non-zero: the model imported this opset (10-12) and was converted to opset 13 before
+  // calibration (onnx/opset_convert.h), because per-channel weight scales need
+  // DequantizeLinear-13; the output imports 13.
+  int64_t converted_from_opset = 0;
+  // Why weights are per tensor when per_channel is false (the conversion's error).
+  std::string per_tensor_reason;
   int64_t model_bytes = 0;  // of the written model
   bool from_cache = false;  // the ranges came from the calibration cache
   int bias_corrected = 0;   // convolutions whose bias was corrected

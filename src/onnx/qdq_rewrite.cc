@@ -15,9 +15,33 @@
 namespace kiln::onnxio {
 namespace {
 
+// Constant nodes that hold a tensor (`value`) become initializers of the same name: exporters
+// such as Paddle2ONNX write every weight that way, and the quantizer finds weights among the
+// initializers. Node order stays topological (an initializer precedes every node).
+void HoistConstants(onnx::GraphProto* g) {
+  auto* nodes = g->mutable_node();
+  int kept = 0;
+  for (int i = 0; i < nodes->size(); ++i) {
+    onnx::NodeProto* n = nodes->Mutable(i);
+    const bool is_value_constant =
+        n->op_type() == "Constant" && (n->domain().empty() || n->domain() == "ai.onnx") &&
+        n->output_size() == 1 && n->attribute_size() == 1 && n->attribute(0).name() == "value";
+    if (is_value_constant) {
+      onnx::TensorProto* t = g->add_initializer();
+      *t = n->attribute(0).t();
+      t->set_name(n->output(0));
+      continue;
+    }
+    if (kept != i) nodes->SwapElements(kept, i);
+    ++kept;
+  }
+  while (nodes->size() > kept) nodes->RemoveLast();
+}
+
 StatusOr<onnx::ModelProto> Parse(const std::string& bytes) {
   onnx::ModelProto m;
   if (!m.ParseFromString(bytes)) return InvalidModel("failed to parse the ONNX model (protobuf)");
+  HoistConstants(m.mutable_graph());
   return m;
 }
 

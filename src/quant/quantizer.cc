@@ -16,6 +16,7 @@
 
 #include "kiln/quantize.h"
 #include "kiln/version.h"
+#include "onnx/opset_convert.h"
 #include "onnx/qdq_rewrite.h"
 #include "quant/calibration.h"
 #include "runtime/plan_cache.h"
@@ -24,6 +25,9 @@ namespace kiln {
 
 struct Quantizer::Impl {
   std::string model_bytes, model_dir;
+  std::string model_hash;  // of the file as given (before any opset conversion)
+  int64_t converted_from_opset = 0;
+  std::string per_tensor_reason;
   QuantizeOptions options;
   quant::Method method = quant::Method::kPercentile;
   int64_t opset = 0;
@@ -146,9 +150,24 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   if (!info.ok())
     return Status(info.status().code(), info.status().message() + " (" + model_path + ")");
   impl->opset = info->opset;
+  impl->model_hash = runtime::ContentHash(impl->model_bytes);
   if (impl->opset < 10)
     return Unsupported("INT8 QDQ models need opset 10 or newer; '" + model_path +
                        "' imports opset " + std::to_string(impl->opset));
+  if (impl->opset < 13) {
+    // Per-tensor weight scales collapse depthwise layers (one outlier channel sets the scale of
+    // all): convert to opset 13 for per-channel ones, as ONNX Runtime's quantizer does.
+    auto converted = onnxio::ConvertToOpset13(impl->model_bytes);
+    auto converted_info = converted.ok() ? onnxio::InspectForQdq(*converted) : converted.status();
+    if (converted_info.ok()) {
+      impl->converted_from_opset = impl->opset;
+      impl->model_bytes = std::move(*converted);
+      impl->opset = converted_info->opset;
+      info = std::move(converted_info);
+    } else {
+      impl->per_tensor_reason = converted_info.status().message();
+    }
+  }
 
   std::vector<const onnxio::QdqCandidate*> valid;
   for (const auto& c : info->candidates) {
@@ -206,7 +225,7 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
   if (impl_->pass >= 0) return InvalidArgument("UseCache must come before the first pass");
   nlohmann::json keys = {{"format", "kiln calibration cache 1"},
                          {"kiln_version", KILN_VERSION_TEXT},
-                         {"model_hash", runtime::ContentHash(impl_->model_bytes)},
+                         {"model_hash", impl_->model_hash},
                          {"calibration_data", data_key},
                          {"method", quant::MethodName(impl_->method)},
                          {"percentile", impl_->options.percentile},
@@ -410,6 +429,8 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.samples = impl_->samples;
   summary.float_nodes = impl_->float_nodes;
   summary.per_channel = impl_->opset >= 13;
+  summary.converted_from_opset = impl_->converted_from_opset;
+  summary.per_tensor_reason = impl_->per_tensor_reason;
   KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
   onnxio::QdqPlan plan = impl_->BuildPlan(&summary);
   if (impl_->bias_done) {

@@ -13,6 +13,7 @@
 #include "../runtime/model_builder.h"
 #include "kiln/quantize.h"
 #include "kiln/session.h"
+#include "onnx/opset_convert.h"
 #include "onnx/qdq_rewrite.h"
 #include "quant/calibration.h"
 
@@ -79,14 +80,44 @@ TEST(Calibration, SymmetricWeightsPerChannel) {
   EXPECT_EQ(q[4], 127);
 }
 
-// Conv(3x3, 4->8) -> Relu -> Conv(1x1, 8->8) -> Relu -> GlobalAveragePool -> Flatten -> Gemm.
-std::string SmallCnn() {
-  ModelBuilder mb(13);
+// Largest |want - got| and largest |want| over float32 tensors of equal size.
+std::pair<double, double> MaxAbsError(const Tensor& want, const Tensor& got) {
+  double err = 0, ref = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    err = std::max(err, double(std::fabs(want.data<float>()[i] - got.data<float>()[i])));
+    ref = std::max(ref, double(std::fabs(want.data<float>()[i])));
+  }
+  return {err, ref};
+}
+
+// A Constant node holding a float tensor (how Paddle2ONNX writes weights).
+void ConstantNode(ModelBuilder& mb, const std::string& name, const std::vector<int64_t>& dims,
+                  const std::vector<float>& values) {
+  auto* a = mb.Node("Constant", {}, {name}, name + "_constant").add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  onnx::TensorProto* t = a->mutable_t();
+  t->set_data_type(kF32);
+  for (int64_t d : dims) t->add_dims(d);
+  for (float v : values) t->add_float_data(v);
+}
+
+// Conv(3x3, 4->8) -> Relu -> Conv(1x1, 8->8) -> Relu -> GlobalAveragePool -> Flatten -> Gemm,
+// weights as initializers or (`constants`) Constant nodes.
+std::string SmallCnn(int opset = 13, bool constants = false) {
+  ModelBuilder mb(opset);
   mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
-  mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
-  mb.FloatInit("b1", {8}, Uniform(8, 3, -0.1f, 0.1f));
-  mb.FloatInit("w2", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
-  mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+  auto weight = [&](const std::string& name, const std::vector<int64_t>& dims,
+                    const std::vector<float>& v) {
+    if (constants)
+      ConstantNode(mb, name, dims, v);
+    else
+      mb.FloatInit(name, dims, v);
+  };
+  weight("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+  weight("b1", {8}, Uniform(8, 3, -0.1f, 0.1f));
+  weight("w2", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
+  weight("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
   ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
   mb.Node("Relu", {"c1"}, {"r1"});
   mb.Node("Conv", {"r1", "w2"}, {"c2"}, "conv2");
@@ -118,6 +149,24 @@ class QuantizerTest : public ::testing::Test {
     return q->Write(out);
   }
 
+  // Held-out data: the int8 model's outputs stay within a few quantization steps of float's
+  // (checked); returns the largest absolute difference.
+  double ErrorAgainstFloat(const std::string& int8_model) {
+    auto fp = Session::Load(model_);
+    auto q = Session::Load(int8_model);
+    EXPECT_TRUE(fp.ok() && q.ok()) << q.status().ToString();
+    if (!fp.ok() || !q.ok()) return -1;
+    std::vector<NamedTensor> in = {{"x", Tensor::FromVector<float>(Uniform(16 * 400, 77),
+                                                                   {16, 4, 10, 10})}},
+                             a, b;
+    EXPECT_TRUE((*fp)->Run(in, &a).ok());
+    EXPECT_TRUE((*q)->Run(in, &b).ok());
+    if (a.empty() || b.empty()) return -1;
+    const auto [err, ref] = MaxAbsError(a[0].tensor, b[0].tensor);
+    EXPECT_LT(err, 0.03 * ref) << "max abs error " << err << " against max |y| " << ref;
+    return err;
+  }
+
   std::filesystem::path dir_;
   std::string model_;
 };
@@ -137,9 +186,8 @@ TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
   EXPECT_EQ(s->activations[1].dtype, "uint8");  // after Relu
   EXPECT_FLOAT_EQ(s->activations[1].scale, s->activations[1].max / 255);
 
-  auto fp = Session::Load(model_);
   auto q = Session::Load(out);
-  ASSERT_TRUE(fp.ok() && q.ok());
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
   auto plan =
       (*q)->DescribePlan({{"x", Tensor::FromVector<float>(Uniform(400, 99), {1, 4, 10, 10})}});
   ASSERT_TRUE(plan.ok());
@@ -147,20 +195,8 @@ TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
   EXPECT_EQ(plan->find("DequantizeLinear '"), plan->find("DequantizeLinear 'f_"))
       << "only the Gemm's input may stay dequantized:\n"
       << *plan;
-  // Held-out data: the int8 model's outputs stay within a few quantization steps of float's.
-  std::vector<NamedTensor> in = {{"x", Tensor::FromVector<float>(Uniform(16 * 400, 77),
-                                                                 {16, 4, 10, 10})}},
-                           a, b;
-  ASSERT_TRUE((*fp)->Run(in, &a).ok());
-  ASSERT_TRUE((*q)->Run(in, &b).ok());
-  double err = 0, ref = 0;
-  for (int64_t i = 0; i < a[0].tensor.numel(); ++i) {
-    err = std::max(err,
-                   double(std::fabs(a[0].tensor.data<float>()[i] - b[0].tensor.data<float>()[i])));
-    ref = std::max(ref, double(std::fabs(a[0].tensor.data<float>()[i])));
-  }
-  EXPECT_LT(err, 0.03 * ref) << "max abs error " << err << " against max |y| " << ref;
-  EXPECT_GT(err, 0.0) << "the int8 model computed exactly float's outputs: was it quantized?";
+  EXPECT_GT(ErrorAgainstFloat(out), 0.0)
+      << "the int8 model computed exactly float's outputs: was it quantized?";
 }
 
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
@@ -236,6 +272,70 @@ TEST_F(QuantizerTest, BiasCorrectionRemovesTheMeanShift) {
   const double after = LargestChannelShift(model_, (dir_ / "corrected.onnx").string(), data);
   EXPECT_GT(before, 1e-3) << "no shift to correct: the test does not test anything";
   EXPECT_LT(after, 0.5 * before) << "before " << before << ", after " << after;
+}
+
+// Opset 12 cannot hold per-channel weight scales (DequantizeLinear-13): the quantizer converts
+// the model to 13 first; Constant-node weights count as weights.
+TEST_F(QuantizerTest, ConvertsOpset12WithConstantWeightsForPerChannelScales) {
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << SmallCnn(12, true);
+  const std::string out = (dir_ / "cnn12.int8.onnx").string();
+  QuantizeOptions o;
+  o.quantize_all = true;
+  auto s = Quantize(o, out);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->per_channel);
+  EXPECT_EQ(s->converted_from_opset, 12);
+  EXPECT_EQ(s->quantized_nodes, (std::vector<std::string>{"conv1", "conv2", "fc"}));
+  ErrorAgainstFloat(out);
+}
+
+// The ops whose meaning changed at opset 13, converted from 12: same outputs from kiln on both
+// models. Softmax-12 with axis 1 on a 4-D input normalizes over 60 values, Softmax-13 over 3.
+TEST(OpsetConvert, Opset12OpsKeepTheirMeaningAt13) {
+  ModelBuilder mb(12);
+  mb.Input("x", kF32, {2, 3, 4, 5});
+  for (const char* y : {"s1", "s2", "s3", "h", "p1", "p2", "u", "r"}) mb.Output(y, kF32, {});
+  ModelBuilder::IntAttr(mb.Node("Softmax", {"x"}, {"s1"}), "axis", 1);
+  mb.Node("LogSoftmax", {"x"}, {"s2"});  // default axis 1
+  ModelBuilder::IntAttr(mb.Node("Softmax", {"x"}, {"s3"}), "axis", -1);
+  ModelBuilder::IntAttr(mb.Node("Hardmax", {"x"}, {"h"}), "axis", 2);
+  auto& split = mb.Node("Split", {"x"}, {"p1", "p2"});
+  ModelBuilder::IntAttr(split, "axis", 3);
+  ModelBuilder::IntsAttr(split, "split", {2, 3});
+  ModelBuilder::IntsAttr(mb.Node("Unsqueeze", {"x"}, {"x5"}), "axes", {0});
+  ModelBuilder::IntsAttr(mb.Node("Squeeze", {"x5"}, {"u"}), "axes", {0});
+  ModelBuilder::IntsAttr(mb.Node("ReduceSum", {"x"}, {"r"}), "axes", {1, 2});
+  const std::string v12 = mb.Bytes();
+  auto v13 = onnxio::ConvertToOpset13(v12);
+  ASSERT_TRUE(v13.ok()) << v13.status().ToString();
+  onnx::ModelProto m13;
+  ASSERT_TRUE(m13.ParseFromString(*v13));
+  EXPECT_EQ(m13.opset_import(0).version(), 13);
+  auto unchanged = onnxio::ConvertToOpset13(*v13);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(*unchanged, *v13);
+
+  auto a = Session::LoadFromBytes(v12);
+  auto b = Session::LoadFromBytes(*v13);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::vector<NamedTensor> in = {{"x",
+                                  Tensor::FromVector<float>(Uniform(120, 5, -3, 3), {2, 3, 4, 5})}},
+                           ya, yb;
+  ASSERT_TRUE((*a)->Run(in, &ya).ok());
+  ASSERT_TRUE((*b)->Run(in, &yb).ok());
+  ASSERT_EQ(ya.size(), 8u);
+  ASSERT_EQ(yb.size(), 8u);
+  for (size_t k = 0; k < ya.size(); ++k) {
+    const Tensor &p = ya[k].tensor, &q = yb[k].tensor;
+    ASSERT_EQ(p.shape(), q.shape()) << ya[k].name;
+    for (int64_t i = 0; i < p.numel(); ++i)
+      ASSERT_NEAR(p.data<float>()[i], q.data<float>()[i], 1e-6) << ya[k].name << "[" << i << "]";
+  }
+  // Softmax-12 over 60 values: the 60 sum to 1 (not each group of 3).
+  double sum = 0;
+  for (int i = 0; i < 60; ++i) sum += ya[0].tensor.data<float>()[i];
+  EXPECT_NEAR(sum, 1.0, 1e-5);
 }
 
 TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
@@ -317,6 +417,11 @@ struct QConvCase {
   bool x_signed, per_channel, bias, residual;
   bool requantize = false;  // Relu -> QuantizeLinear -> DequantizeLinear: QConv writes uint8
   bool relu6 = false;       // Clip(0, 6) instead of Relu: not scale-invariant
+  // Full-range uint8 source (up to 255) and odd weights up to +-127: exact only when the kernel
+  // neither halves the weights nor saturates (depthwise convolutions, whose 32-bit products do
+  // not overflow on any ISA). Not for int8 sources: without VNNI oneDNN's own s8 compensation
+  // halves the weights, depthwise too.
+  bool full_range = false;
 };
 
 class QConvKernelTest : public ::testing::TestWithParam<QConvCase> {};
@@ -340,7 +445,8 @@ TEST_P(QConvKernelTest, MatchesReference) {
   for (int64_t d : ws) wq->add_dims(d);
   std::string raw;
   for (int64_t i = 0; i < NumElements(ws); ++i)
-    raw.push_back(static_cast<char>(2 * static_cast<int>(rng() % 127) - 126));
+    raw.push_back(static_cast<char>(c.full_range ? static_cast<int>(rng() % 255) - 127
+                                                 : 2 * static_cast<int>(rng() % 127) - 126));
   wq->set_raw_data(raw);
   if (c.per_channel) {
     std::vector<float> sw(static_cast<size_t>(c.m));
@@ -401,8 +507,10 @@ TEST_P(QConvKernelTest, MatchesReference) {
     for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
   }
   const std::string bytes = mb.Bytes();
-  const Tensor x = Tensor::FromVector<float>(
-      Uniform(static_cast<size_t>(NumElements(c.x)), 9, c.x_signed ? -2.f : 0.f, 2.f), c.x);
+  const Tensor x =
+      Tensor::FromVector<float>(Uniform(static_cast<size_t>(NumElements(c.x)), 9,
+                                        c.x_signed ? -2.f : 0.f, c.full_range ? 5.1f : 2.f),
+                                c.x);
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   ref_opts.optimize = false;
@@ -438,18 +546,21 @@ TEST_P(QConvKernelTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, QConvKernelTest,
-    ::testing::Values(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false},
-                      QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, false, true, true, false},
-                      QConvCase{{1, 8, 7, 7}, 24, 1, 1, 0, 1, true, true, false, false},
-                      QConvCase{{1, 6, 8, 8}, 12, 3, 1, 1, 2, true, false, true, false},
-                      QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true},
-                      QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false, true},
-                      QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, true, true, true, false, true},
-                      // ReLU6 before the absorbed QuantizeLinear (MobileNetV2): its bound is
-                      // in float units, so the division by y_scale must come after it.
-                      QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false, true, true},
-                      QConvCase{
-                          {1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false, true, true}));
+    ::testing::Values(
+        QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false},
+        QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, false, true, true, false},
+        QConvCase{{1, 8, 7, 7}, 24, 1, 1, 0, 1, true, true, false, false},
+        QConvCase{{1, 6, 8, 8}, 12, 3, 1, 1, 2, true, false, true, false},
+        QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true},
+        QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false, true},
+        QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, true, true, true, false, true},
+        // ReLU6 before the absorbed QuantizeLinear (MobileNetV2): its bound is
+        // in float units, so the division by y_scale must come after it.
+        QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false, true, true},
+        QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false, true, true},
+        QConvCase{{2, 24, 10, 10}, 24, 3, 1, 1, 24, false, true, true, false, false, false, true},
+        QConvCase{
+            {1, 16, 11, 11}, 16, 5, 2, 2, 16, false, true, false, false, false, false, true}));
 
 }  // namespace
 }  // namespace kiln

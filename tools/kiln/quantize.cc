@@ -161,95 +161,194 @@ Status Calibrate(const QuantizeArgs& a, const TensorSpec& in, Samples* samples, 
   return OkStatus();
 }
 
-// Top-1 of `model` on `x` against `labels`: argmax of the first output over its last dim.
-StatusOr<double> Top1(const std::string& model, const std::string& input, const Tensor& x,
-                      const std::vector<int64_t>& labels, int64_t batch, int threads) {
+// Argmax over the last axis of `model`'s first output on the rows of `x`, in order: one index
+// per sample for a [N, classes] output, one per time step for a [N, T, symbols] one.
+StatusOr<std::vector<int64_t>> ArgmaxRows(const std::string& model, const std::string& input,
+                                          const Tensor& x, int64_t batch, int threads) {
   SessionOptions so;
   so.num_threads = threads;
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(model, so));
-  int64_t right = 0;
+  std::vector<int64_t> idx;
   const int64_t n = x.shape()[0];
   for (int64_t b = 0; b < n; b += batch) {
     const int64_t e = std::min(n, b + batch);
     std::vector<NamedTensor> out;
     KILN_RETURN_IF_ERROR(session->Run({{input, Rows(x, b, e)}}, &out));
     const Tensor& y = out[0].tensor;
-    if (y.dtype() != DataType::kFloat || y.rank() != 2 || y.shape()[0] != e - b)
-      return InvalidArgument("--max-drop measures top-1 on a [N, classes] float32 output; got " +
-                             ShapeToString(y.shape()));
-    const int64_t k = y.shape()[1];
-    for (int64_t i = 0; i < e - b; ++i) {
-      const float* row = y.data<float>() + i * k;
-      right += std::max_element(row, row + k) - row == labels[b + i];
+    if (y.dtype() != DataType::kFloat || y.rank() < 2 || y.shape()[0] != e - b)
+      return InvalidArgument(
+          "--max-drop compares the argmax over the last axis of a float32 output of "
+          "shape [N, ..., classes]; got " +
+          ShapeToString(y.shape()));
+    const int64_t k = y.shape().back();
+    for (int64_t r = 0; r < y.numel() / k; ++r) {
+      const float* row = y.data<float>() + r * k;
+      idx.push_back(std::max_element(row, row + k) - row);
     }
   }
-  return 100.0 * static_cast<double>(right) / static_cast<double>(n);
+  return idx;
 }
 
-// --max-drop: while top-1 on held-out labelled samples drops more than allowed, the quantized
-// node adding the most error (the largest fall in output cosine from the node before it, on
-// held-out samples) is kept float and the model re-quantized from the calibration cache.
+// Accuracy control's measure on held-out rows: with labels, top-1 (%) against them; without,
+// the share (%) of argmax positions equal to the float32 model's (a classifier's class, a CTC
+// recognizer's symbol per time step), so the float32 model scores 100.
+class HeldOutScore {
+ public:
+  HeldOutScore(const QuantizeArgs& a, std::string input, Tensor x, std::vector<int64_t> labels)
+      : a_(a), input_(std::move(input)), x_(std::move(x)), labels_(std::move(labels)) {}
+
+  Status Init() {
+    KILN_ASSIGN_OR_RETURN(ref_, Argmax(a_.model, x_));
+    if (!labels_.empty() && ref_.size() != labels_.size())
+      return InvalidArgument("--labels gives one class per sample; the model's first output has " +
+                             std::to_string(ref_.size() / labels_.size()) +
+                             " argmax positions per sample");
+    return OkStatus();
+  }
+  double float_score() const { return labels_.empty() ? 100.0 : Percent(ref_, labels_); }
+  StatusOr<double> Of(const std::string& model) const { return Of(model, x_); }
+  // Agreement with float32 on the first rows of `probe` (for ranking nodes).
+  StatusOr<double> AgreementOn(const std::string& model, int64_t rows) const {
+    const Tensor probe = Rows(x_, 0, std::min(rows, x_.shape()[0]));
+    KILN_ASSIGN_OR_RETURN(auto got, Argmax(model, probe));
+    return Percent(got, std::vector<int64_t>(ref_.begin(), ref_.begin() + got.size()));
+  }
+  const char* what() const { return labels_.empty() ? "argmax agreement with float32" : "top-1"; }
+
+ private:
+  StatusOr<std::vector<int64_t>> Argmax(const std::string& model, const Tensor& x) const {
+    return ArgmaxRows(model, input_, x, a_.batch, a_.options.num_threads);
+  }
+  StatusOr<double> Of(const std::string& model, const Tensor& x) const {
+    KILN_ASSIGN_OR_RETURN(auto got, Argmax(model, x));
+    return Percent(got, labels_.empty() ? ref_ : labels_);
+  }
+  static double Percent(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+    int64_t same = 0;
+    for (size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+    return 100.0 * static_cast<double>(same) / static_cast<double>(std::max<size_t>(1, a.size()));
+  }
+  const QuantizeArgs& a_;
+  std::string input_;
+  Tensor x_;
+  std::vector<int64_t> labels_, ref_;
+};
+
+// --max-drop: each quantized node's sensitivity is measured alone (only it int8, on up to
+// --batch held-out samples: how far the argmax agreement with float32 falls); then the fewest
+// most sensitive nodes are kept float (found by doubling, then bisection, each candidate
+// re-quantized from the calibration cache and scored on all held-out samples) so that the drop
+// is within the budget.
 Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* samples,
                        const std::string& cache, std::unique_ptr<Quantizer>* q,
                        QuantizeSummary* summary) {
   const Tensor* data = samples->data();
-  if (data == nullptr || a.labels.empty())
+  if (data == nullptr)
     return InvalidArgument(
-        "--max-drop needs --labels FILE.npy (one class per row of a tensor "
-        "file given to --calibrate)");
-  KILN_ASSIGN_OR_RETURN(Tensor lt, ReadTensorFile(a.labels));
+        "--max-drop needs held-out samples: the rows after --samples of a tensor file given to "
+        "--calibrate");
   const int64_t rows = data->shape()[0], n = samples->count();
-  if (lt.numel() != rows || (lt.dtype() != DataType::kInt64 && lt.dtype() != DataType::kInt32))
-    return InvalidArgument("--labels must hold one int64/int32 class per sample (" +
-                           std::to_string(rows) + "); got " + DataTypeName(lt.dtype()) +
-                           ShapeToString(lt.shape()));
   const int64_t m = std::min(rows - n, a.eval_samples);
   if (m < 1)
     return InvalidArgument(
-        "--max-drop evaluates on labelled samples after the --samples used "
-        "for calibration; '" +
+        "--max-drop evaluates on samples after the --samples used for calibration; '" +
         a.calibrate + "' has " + std::to_string(rows) + " rows, all used");
   std::vector<int64_t> labels;
-  for (int64_t i = n; i < n + m; ++i)
-    labels.push_back(lt.dtype() == DataType::kInt64 ? lt.data<int64_t>()[i]
-                                                    : lt.data<int32_t>()[i]);
-  const Tensor held = Rows(*data, n, n + m);
-  const int threads = a.options.num_threads;
-  KILN_ASSIGN_OR_RETURN(double base, Top1(a.model, in.name, held, labels, a.batch, threads));
-  KILN_ASSIGN_OR_RETURN(double cur, Top1(a.out, in.name, held, labels, a.batch, threads));
+  if (!a.labels.empty()) {
+    KILN_ASSIGN_OR_RETURN(Tensor lt, ReadTensorFile(a.labels));
+    if (lt.numel() != rows || (lt.dtype() != DataType::kInt64 && lt.dtype() != DataType::kInt32))
+      return InvalidArgument("--labels must hold one int64/int32 class per sample (" +
+                             std::to_string(rows) + "); got " + DataTypeName(lt.dtype()) +
+                             ShapeToString(lt.shape()));
+    for (int64_t i = n; i < n + m; ++i)
+      labels.push_back(lt.dtype() == DataType::kInt64 ? lt.data<int64_t>()[i]
+                                                      : lt.data<int32_t>()[i]);
+  }
+  HeldOutScore score(a, in.name, Rows(*data, n, n + m), std::move(labels));
+  KILN_RETURN_IF_ERROR(score.Init());
+  const double base = score.float_score();
+  KILN_ASSIGN_OR_RETURN(double cur, score.Of(a.out));
   std::printf(
-      "accuracy control on %lld held-out samples: float32 top-1 %.2f %%, int8 %.2f %% "
+      "accuracy control on %lld held-out samples (%s): float32 %.2f %%, int8 %.2f %% "
       "(drop %.2f pt, allowed %.2f)\n",
-      static_cast<long long>(m), base, cur, base - cur, a.max_drop);
-  QuantizeOptions options = a.options;
-  const Tensor probe = Rows(held, 0, std::min<int64_t>(m, a.batch));
-  while (base - cur > a.max_drop) {
-    KILN_ASSIGN_OR_RETURN(auto errs, (*q)->Compare({{in.name, probe}}));
-    std::string worst;
-    double worst_fall = -1, prev = 0;
-    for (const auto& e : errs) {
-      if (e.node == "(model output)") continue;
-      const double fall = (1 - e.cosine) - prev;
-      prev = 1 - e.cosine;
-      if (fall > worst_fall) worst_fall = fall, worst = e.node;
-    }
-    if (worst.empty() || summary->quantized_nodes.size() <= 1)
-      return InvalidArgument("--max-drop " + std::to_string(a.max_drop) +
-                             " not reached: the int8 model (" + a.out + ", " +
-                             std::to_string(summary->quantized_nodes.size()) +
-                             " nodes int8) loses " + std::to_string(base - cur) + " pt");
-    options.keep_float.push_back(worst);
+      static_cast<long long>(m), score.what(), base, cur, base - cur, a.max_drop);
+  if (base - cur <= a.max_drop) {
+    std::printf("accuracy control: within %.2f pt; wrote %s\n", a.max_drop, a.out.c_str());
+    return OkStatus();
+  }
+
+  // Writes the model with `keep` (besides the user's --keep-float) float to `path`.
+  auto write = [&](const std::vector<std::string>& keep,
+                   const std::string& path) -> StatusOr<QuantizeSummary> {
+    QuantizeOptions options = a.options;
+    options.keep_float.insert(options.keep_float.end(), keep.begin(), keep.end());
     KILN_ASSIGN_OR_RETURN(*q, Quantizer::Create(a.model, options));
     KILN_ASSIGN_OR_RETURN(bool hit, (*q)->UseCache(cache, samples->key()));
     if (!hit) return Internal("the calibration cache '" + cache + "' was not reused");
     std::vector<std::string> ignored;
     KILN_RETURN_IF_ERROR(Calibrate(a, in, samples, q->get(), &ignored));
-    KILN_ASSIGN_OR_RETURN(*summary, (*q)->Write(a.out));
-    KILN_ASSIGN_OR_RETURN(cur, Top1(a.out, in.name, held, labels, a.batch, threads));
-    std::printf("  kept %s float: int8 top-1 %.2f %% (drop %.2f pt), %zu nodes int8\n",
-                worst.c_str(), cur, base - cur, summary->quantized_nodes.size());
+    return (*q)->Write(path);
+  };
+  const std::vector<std::string> nodes = summary->quantized_nodes;
+  const std::string probe_path = a.out + ".probe.onnx";
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove(path); }
+  } remove_probe{probe_path};
+  std::vector<std::pair<double, std::string>> sensitivity;
+  std::printf("  sensitivity of %zu int8 nodes, each alone, on %lld samples:", nodes.size(),
+              static_cast<long long>(std::min(m, a.batch)));
+  for (const auto& node : nodes) {
+    std::vector<std::string> others;
+    for (const auto& o : nodes)
+      if (o != node) others.push_back(o);
+    KILN_RETURN_IF_ERROR(write(others, probe_path).status());
+    KILN_ASSIGN_OR_RETURN(double agree, score.AgreementOn(probe_path, a.batch));
+    sensitivity.emplace_back(100.0 - agree, node);
+    std::printf(".");
+    std::fflush(stdout);
   }
-  std::printf("accuracy control: within %.2f pt; wrote %s\n", a.max_drop, a.out.c_str());
+  std::stable_sort(sensitivity.begin(), sensitivity.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::printf("\n  most sensitive:");
+  for (size_t i = 0; i < sensitivity.size() && i < 8; ++i)
+    std::printf(" %s (%.2f %%)", sensitivity[i].second.c_str(), sensitivity[i].first);
+  std::printf("\n");
+  // drop(k): the k most sensitive nodes float. drop(0) = base - cur is over the budget.
+  size_t written = 0;  // the k of the model now at a.out, and its drop
+  double last_drop = 0;
+  auto try_k = [&](size_t k) -> StatusOr<double> {
+    written = k;
+    std::vector<std::string> keep;
+    for (size_t i = 0; i < k; ++i) keep.push_back(sensitivity[i].second);
+    KILN_ASSIGN_OR_RETURN(*summary, write(keep, a.out));
+    KILN_ASSIGN_OR_RETURN(double s, score.Of(a.out));
+    std::printf("  %zu most sensitive float: int8 %.2f %% (drop %.2f pt), %zu nodes int8\n", k, s,
+                base - s, summary->quantized_nodes.size());
+    last_drop = base - s;
+    return last_drop;
+  };
+  size_t lo = 0, hi = 1;  // drop(lo) over the budget; find hi within it
+  while (true) {
+    hi = std::min(hi, nodes.size() - 1);
+    if (hi <= lo)
+      return InvalidArgument("--max-drop " + std::to_string(a.max_drop) +
+                             " not reached: it would keep every node float (" + a.out +
+                             ", the last candidate, has " +
+                             std::to_string(summary->quantized_nodes.size()) + " nodes int8)");
+    KILN_ASSIGN_OR_RETURN(double d, try_k(hi));
+    if (d <= a.max_drop) break;
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    KILN_ASSIGN_OR_RETURN(double d, try_k(mid));
+    (d <= a.max_drop ? hi : lo) = mid;
+  }
+  KILN_ASSIGN_OR_RETURN(double d, written == hi ? StatusOr<double>(last_drop) : try_k(hi));
+  std::printf("accuracy control: %zu nodes kept float, drop %.2f pt within %.2f; wrote %s\n", hi, d,
+              a.max_drop, a.out.c_str());
   return OkStatus();
 }
 
@@ -305,7 +404,12 @@ Status RunQuantize(const QuantizeArgs& a) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("quantized %zu nodes to int8 (%s, %lld samples, weights %s) in %.1f s\n",
               s.quantized_nodes.size(), s.method.c_str(), static_cast<long long>(s.samples),
-              s.per_channel ? "per channel" : "per tensor (opset < 13)", secs);
+              s.per_channel ? "per channel" : "per tensor", secs);
+  if (s.converted_from_opset != 0)
+    std::printf("  converted from opset %lld to 13 (per-channel weight scales need it)\n",
+                static_cast<long long>(s.converted_from_opset));
+  if (!s.per_channel)
+    std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
   for (const auto& [node, why] : s.float_nodes)
     std::printf("  kept float: %s: %s\n", node.c_str(), why.c_str());
@@ -374,12 +478,14 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                 "One more pass: shift each quantized convolution's bias by the mean difference "
                 "of its float and int8 outputs (per channel)");
   cmd->add_option("--max-drop", a->max_drop,
-                  "Accuracy control: keep the most damaging nodes float until top-1 on held-out "
-                  "labelled samples drops at most this many points (needs --labels)")
+                  "Accuracy control: keep the most sensitive nodes float until the held-out score "
+                  "drops at most this many points: top-1 with --labels, else the argmax agreement "
+                  "(%) with float32 over the first output's last axis")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--labels", a->labels,
                   "For --max-drop: a .npy of one class per row of the --calibrate tensor file; "
-                  "the rows after --samples (up to --eval-samples) are the held-out set");
+                  "the rows after --samples (up to --eval-samples) are the held-out set either "
+                  "way");
   cmd->add_option("--eval-samples", a->eval_samples, "For --max-drop")->capture_default_str();
   cmd->add_flag("--report", a->report,
                 "Compare each quantized node's output and the model's outputs, float32 against "

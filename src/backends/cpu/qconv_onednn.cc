@@ -1,9 +1,9 @@
 // cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
 // uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
 // QuantizeLinear: a last linear post-op divides by y_scale after the activation, oneDNN rounds
-// to nearest even and saturates), output scales x_scale * w_scale[m] per output channel, float32 bias (divided by those
-// scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum post-op and the
-// activation as an eltwise post-op.
+// to nearest even and saturates), output scales x_scale * w_scale[m] per output channel, float32
+// bias (divided by those scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum
+// post-op and the activation as an eltwise post-op.
 //
 // oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
 // reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
@@ -77,7 +77,10 @@ class QConvOneDnn final : public runtime::Kernel {
     // Without VNNI, oneDNN multiplies uint8 by int8 with vpmaddubsw, whose 16-bit pair sums
     // saturate for 255 * 127 * 2: the weights are halved (rounded to even, 7 bits) and their
     // scales doubled. (An int8 source is oneDNN's own case: it halves the weights itself.)
-    const bool halve = x.dtype == DataType::kUInt8 && !Int8Vnni();
+    // Depthwise convolutions (one input channel per group) are exempt: oneDNN's depthwise int8
+    // kernels widen to 32 bits before multiplying (QConvKernelTest's full-range cases).
+    const bool depthwise = group > 1 && ws[1] == 1 && m == group;
+    const bool halve = x.dtype == DataType::kUInt8 && !Int8Vnni() && !depthwise;
     const float wmul = halve ? 2.f : 1.f;
     std::vector<float> scales(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i] * wmul;
