@@ -5,14 +5,17 @@ list (wamerican); the ground truth is the rendered string.
 
 usage: /usr/bin/python3 demo/ocr_int8_accuracy.py [--kiln build/release/tools/kiln/kiln]
        [--lines 1000] [--pages 40] [--calib-lines 300] [--calib-pages 60] [--method percentile]
-       [--max-drop X] [--work DIR] [--only rec|det] [--ort-python bench/.venv/bin/python]
+       [--max-drop X] [--exact] [--work DIR] [--only rec|det] [--ort-python bench/.venv/bin/python]
 
 Recognizer: each line is 1-4 words (dictionary words in lower, Title or UPPER case, sometimes a
 number or punctuation) in one of 21 DejaVu faces at 22-34 px, dark on a light noisy background,
 rendered 48 px high (RapidOCR's recognizer height, so no resize) and padded right with zeros to
 480 px (ratio 10, as RapidOCR pads a batch to its widest line), (x/255 - 0.5)/0.5. Decoded as
 RapidOCR does (greedy CTC over the model's own character list, blank 0, space last). Reported:
-exact-match rate and character error rate (Levenshtein / truth length) of float32 and int8.
+exact-match rate and character error rate (Levenshtein / truth length) of float32, of int8 on
+kiln's int8 kernels, and with --exact of the QDQ model's exact integer arithmetic (`kiln run
+--reference`: what a CPU with VNNI computes; without VNNI, oneDNN's kernels use 7-bit weights in
+most convolutions).
 Detector: 640x640 pages with 6-14 lines at random places and sizes; probability map thresholded at
 0.3 (RapidOCR's thresh), dilated 2x2, connected components kept when their mean probability is
 >= 0.5 (box_thresh) and at least 3 px a side; box F1 of the int8 boxes against the float32 boxes
@@ -122,7 +125,7 @@ def det_batch(rng, words, faces, n):
     return x.transpose(0, 3, 1, 2).copy(), [b for _, b in pages]
 
 
-def kiln_run(kiln, model, x, work, chunk):
+def kiln_run(kiln, model, x, work, chunk, flags=()):
     """Runs the model on x in chunks of `chunk` rows with `kiln run`; returns the first output."""
     outs = []
     for i in range(0, len(x), chunk):
@@ -130,7 +133,7 @@ def kiln_run(kiln, model, x, work, chunk):
         np.save(path, x[i:i + chunk])
         od = os.path.join(work, "out")
         subprocess.run(["rm", "-rf", od], check=True)
-        r = subprocess.run([kiln, "run", model, "--input", path, "--output-dir", od],
+        r = subprocess.run([kiln, "run", model, "--input", path, "--output-dir", od, *flags],
                            capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"kiln run {model} failed: {r.stderr[-800:]}")
@@ -251,6 +254,9 @@ def main():
                    help="kiln quantize --max-drop for the recognizer (argmax agreement with "
                         "float32 per time step, on --held-out lines after the calibration ones)")
     p.add_argument("--held-out", type=int, default=200)
+    p.add_argument("--exact", action="store_true",
+                   help="also the QDQ model's exact arithmetic (kiln run --reference: one thread, "
+                        "minutes)")
     p.add_argument("--only", choices=["rec", "det"])
     p.add_argument("--work")
     p.add_argument("--ort-python")
@@ -284,6 +290,8 @@ def main():
         x, truth = rec_batch(np.random.default_rng(2), words, faces, a.lines)
         rows = [("float32", kiln_run(a.kiln, model, x, work, 100)),
                 ("int8", kiln_run(a.kiln, q, x, work, 100))]
+        if a.exact:
+            rows.append(("int8 QDQ exact", kiln_run(a.kiln, q, x, work, 100, ["--reference"])))
         if a.ort_python:
             rows.append(("ORT int8 (same QDQ)", ort_first_output(a.ort_python, q, x, work)))
         print(f"recognizer, {a.lines} lines: exact match, character error rate")
