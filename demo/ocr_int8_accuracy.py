@@ -250,6 +250,9 @@ def main():
     p.add_argument("--calib-pages", type=int, default=60)
     p.add_argument("--method", default="percentile")
     p.add_argument("--quantize-all", action="store_true")
+    p.add_argument("--channel-activations", action="store_true",
+                   help="kiln quantize --channel-activations (per-channel scales on depthwise "
+                        "convolutions' inputs)")
     p.add_argument("--max-drop", type=float,
                    help="kiln quantize --max-drop for the recognizer (argmax agreement with "
                         "float32 per time step, on --held-out lines after the calibration ones)")
@@ -268,9 +271,11 @@ def main():
     work = a.work or tempfile.mkdtemp(prefix="kiln_ocr_int8_")
     os.makedirs(work, exist_ok=True)
     words, faces = word_list(), fonts()
-    extra = ["--quantize-all"] if a.quantize_all else []
+    extra = (["--quantize-all"] if a.quantize_all else []) + (
+        ["--channel-activations"] if a.channel_activations else [])
     print(f"{len(words)} words, {len(faces)} DejaVu faces, method {a.method}"
-          f"{', all layers int8' if a.quantize_all else ', first/last layers float'}")
+          f"{', all layers int8' if a.quantize_all else ', first/last layers float'}"
+          f"{', per-channel depthwise input scales' if a.channel_activations else ''}")
 
     if a.only in (None, "rec"):
         model = os.path.join(root, "ch_PP-OCRv4_rec_infer.onnx")
@@ -285,7 +290,7 @@ def main():
         log = quantize(a.kiln, model, os.path.join(work, "rec_calib.npy"), q, a.method,
                        extra + control)
         for line in log.splitlines():
-            if line.startswith(("quantized", "accuracy control", "  converted")):
+            if line.startswith(("quantized", "accuracy control", "  converted", "  per-channel")):
                 print(line)
         x, truth = rec_batch(np.random.default_rng(2), words, faces, a.lines)
         rows = [("float32", kiln_run(a.kiln, model, x, work, 100)),

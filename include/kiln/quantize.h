@@ -11,7 +11,8 @@
 //
 // Use: Create, then for pass in 0..passes()-1: BeginPass(pass) and Observe() every calibration
 // batch (the same batches in every pass), then Write(). Memory is the calibration model's plus
-// (quantized tensors x histogram bins), independent of the number of samples. Not thread-safe.
+// (quantized tensors x histogram bins; with channel_activations also channels x bins for each
+// per-channel tensor), independent of the number of samples. Not thread-safe.
 #pragma once
 
 #include <memory>
@@ -37,6 +38,13 @@ struct QuantizeOptions {
   // quantized one and adds to each quantized convolution's bias the mean (per output channel) of
   // float output minus int8 output, removing the quantization's systematic shift.
   bool bias_correction = false;
+  // Depthwise convolutions' inputs get one scale per channel (QuantizeLinear/DequantizeLinear
+  // with axis 1, zero points 0), each channel's range from the calibration method: one scale per
+  // tensor spans channels whose ranges differ by 100x in MobileNet-style blocks. A tensor gets
+  // them only when every quantizable node reading it is depthwise; needs opset 13 (per-channel
+  // Q/DQ). kiln's int8 depthwise convolutions fold them into their per-channel output scales at
+  // no cost; ONNX Runtime and TensorRT run a convolution with such an input in float.
+  bool channel_activations = false;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -49,6 +57,9 @@ struct QuantizedActivation {
   int zero_point = 0;
   float min = 0.f, max = 0.f;  // observed in calibration
   float threshold = 0.f;       // the clipping point the method chose
+  // With per-channel scales (QuantizeOptions::channel_activations): one per channel; `scale`
+  // is then the largest.
+  std::vector<float> channel_scales;
 };
 
 struct QuantizeSummary {

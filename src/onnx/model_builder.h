@@ -28,6 +28,13 @@ class ModelBuilder {
     FillValue(model_.mutable_graph()->add_output(), name, elem_type, dims);
     return *this;
   }
+  // A graph output of unknown shape (left to shape inference).
+  ModelBuilder& OutputAnyShape(const std::string& name, int elem_type) {
+    Output(name, elem_type, {});
+    auto* g = model_.mutable_graph();
+    g->mutable_output(g->output_size() - 1)->mutable_type()->mutable_tensor_type()->clear_shape();
+    return *this;
+  }
   onnx::NodeProto& Node(const std::string& op_type, const std::vector<std::string>& inputs,
                         const std::vector<std::string>& outputs, const std::string& name = "",
                         const std::string& domain = "") {

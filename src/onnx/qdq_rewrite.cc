@@ -100,6 +100,9 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
       if (op == "Conv") {
         c.weight_axis = 0;
         if (rank < 3) c.reason = "its weight has rank " + std::to_string(rank);
+        const int64_t group = IntAttr(n, "group", 1);
+        c.depthwise =
+            rank >= 3 && group > 1 && w->second->dims(0) == group && w->second->dims(1) == 1;
       } else if (op == "Gemm") {
         c.weight_axis = IntAttr(n, "transB", 0) != 0 ? 0 : 1;
         if (rank != 2) c.reason = "its weight has rank " + std::to_string(rank);
@@ -198,14 +201,25 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     const ActivationQuant& a = *it->second;
     const std::string s = fresh(t + "_scale"), z = fresh(t + "_zero_point");
     const std::string q = fresh(t + "_quantized"), dq = fresh(t + "_dequantized");
-    new_inits.push_back(ScalarOrVector(s, onnx::TensorProto::FLOAT, {}, &a.scale, 4));
-    if (a.is_signed) {
-      const int8_t zp = static_cast<int8_t>(a.zero_point);
-      new_inits.push_back(ScalarOrVector(z, onnx::TensorProto::INT8, {}, &zp, 1));
-    } else {
-      const uint8_t zp = static_cast<uint8_t>(a.zero_point);
-      new_inits.push_back(ScalarOrVector(z, onnx::TensorProto::UINT8, {}, &zp, 1));
-    }
+    const bool per_channel = !a.channel_scales.empty();
+    if (per_channel && info.opset < 13)
+      return Unsupported("per-channel scales of activation '" + t +
+                         "' need opset 13 or newer; the model imports " +
+                         std::to_string(info.opset));
+    const int64_t channels = static_cast<int64_t>(a.channel_scales.size());
+    const std::vector<int64_t> dims =
+        per_channel ? std::vector<int64_t>{channels} : std::vector<int64_t>{};
+    if (per_channel)
+      new_inits.push_back(ScalarOrVector(s, onnx::TensorProto::FLOAT, dims, a.channel_scales.data(),
+                                         a.channel_scales.size() * 4));
+    else
+      new_inits.push_back(ScalarOrVector(s, onnx::TensorProto::FLOAT, dims, &a.scale, 4));
+    // Per-channel zero points are 0 (a.zero_point is the per-tensor one).
+    const std::vector<char> zps(static_cast<size_t>(per_channel ? channels : 1),
+                                per_channel ? 0 : static_cast<char>(a.zero_point));
+    new_inits.push_back(
+        ScalarOrVector(z, a.is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8, dims,
+                       zps.data(), zps.size()));
     onnx::NodeProto qn, dqn;
     qn.set_op_type("QuantizeLinear");
     qn.set_name(fresh(t + "_QuantizeLinear"));
@@ -213,6 +227,13 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     dqn.set_op_type("DequantizeLinear");
     dqn.set_name(fresh(t + "_DequantizeLinear"));
     dqn.add_input(q), dqn.add_input(s), dqn.add_input(z), dqn.add_output(dq);
+    if (per_channel)
+      for (onnx::NodeProto* node : {&qn, &dqn}) {
+        auto* ax = node->add_attribute();
+        ax->set_name("axis");
+        ax->set_type(onnx::AttributeProto::INT);
+        ax->set_i(1);
+      }
     auto& dst = graph_inputs.count(t) ? head : after[t];
     dst.push_back(qn);
     dst.push_back(dqn);

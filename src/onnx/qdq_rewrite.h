@@ -22,6 +22,7 @@ struct QdqCandidate {
   std::string output;      // output 0
   std::string weight;      // the weight initializer
   int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
+  bool depthwise = false;  // a Conv with one input channel per group and one output per group
   std::string reason;      // non-empty when the node cannot be quantized: why
 };
 
@@ -42,6 +43,8 @@ struct ActivationQuant {
   float scale = 1.f;
   int32_t zero_point = 0;
   bool is_signed = false;  // int8 (else uint8)
+  // Non-empty: one scale per channel (axis 1; zero points 0), which needs opset 13.
+  std::vector<float> channel_scales;
 };
 
 struct QdqPlan {

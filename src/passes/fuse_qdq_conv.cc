@@ -47,7 +47,7 @@ class FuseQdqConvPass : public Pass {
     if (!HasOnnxOp(graph, {"DequantizeLinear"})) return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int fused = 0, per_tensor = 0, requantized = 0;
+    int fused = 0, per_tensor = 0, requantized = 0, channel_inputs = 0;
     std::vector<std::string> declined;  // dequantized-input convolutions left float, and why
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
@@ -72,13 +72,29 @@ class FuseQdqConvPass : public Pass {
         left("its input is not uint8/int8");
         continue;
       }
-      if (!ScalarConstant(ed, xn.inputs[1], {DataType::kFloat}, false) ||
-          !ScalarConstant(ed, xn.HasInput(2) ? xn.inputs[2] : -1, {xt}, true)) {
-        left("its input scale or zero point is not one constant");
+      // A depthwise convolution (one input channel per group, one output per group) may have
+      // one input scale per channel: output channel c reads only input channel c, so the scale
+      // folds into the weight's.
+      const Tensor* xs = ed.ConstantOf(xn.inputs[1]);
+      const Tensor* xz = xn.HasInput(2) ? ed.ConstantOf(xn.inputs[2]) : nullptr;
+      const int64_t group = n.GetInt("group", 1);
+      const Tensor* wq0 = ed.ConstantOf(wn.inputs.size() >= 2 ? wn.inputs[0] : -1);
+      const bool depthwise = wq0 != nullptr && wq0->rank() >= 3 && group > 1 &&
+                             wq0->shape()[0] == group && wq0->shape()[1] == 1;
+      const int64_t x_axis = xn.GetInt("axis", 1);
+      const bool x_channels = xs != nullptr && xs->dtype() == DataType::kFloat && xs->rank() == 1 &&
+                              xs->numel() == group && depthwise &&
+                              (x_axis == 1 || x_axis == 1 - probe.rank(xn.inputs[0]).value_or(0)) &&
+                              (xz == nullptr || (xz->dtype() == xt && xz->numel() == group));
+      if (!x_channels && (!ScalarConstant(ed, xn.inputs[1], {DataType::kFloat}, false) ||
+                          !ScalarConstant(ed, xn.HasInput(2) ? xn.inputs[2] : -1, {xt}, true))) {
+        left(depthwise ? "its input scale or zero point is neither one constant nor one per "
+                         "channel"
+                       : "its input scale or zero point is not one constant");
         continue;
       }
       // oneDNN 2.6's fast int8 convolutions take no source zero point.
-      if (xn.HasInput(2) && static_cast<const char*>(ed.ConstantOf(xn.inputs[2])->raw())[0] != 0) {
+      if (xn.HasInput(2) && (xz == nullptr || !AllZero(*xz))) {
         left("its input zero point is not 0");
         continue;
       }
@@ -116,12 +132,28 @@ class FuseQdqConvPass : public Pass {
       }
       if (!ImportKilnDomain(graph)) return false;
 
-      int scale_v = wn.inputs[1];
-      if (ws->numel() != m || ws->rank() != 1) {  // one scale: repeated per channel
+      int scale_v = wn.inputs[1], x_scale_v = xn.inputs[1],
+          x_zero_v = xn.HasInput(2) ? xn.inputs[2] : -1;
+      if (ws->numel() != m || ws->rank() != 1) ++per_tensor;
+      if (ws->numel() != m || ws->rank() != 1 || x_channels) {
+        // One weight scale per channel, times the input's per-channel scale (depthwise).
         Tensor s = Tensor::Empty(DataType::kFloat, {m});
-        for (int64_t i = 0; i < m; ++i) s.data<float>()[i] = ws->data<float>()[0];
-        scale_v = ed.AddConstant(ed.value(wn.inputs[1]).name + "_per_channel", std::move(s));
-        ++per_tensor;
+        for (int64_t i = 0; i < m; ++i)
+          s.data<float>()[i] = ws->data<float>()[ws->numel() == 1 ? 0 : i] *
+                               (x_channels ? xs->data<float>()[i] : 1.f);
+        scale_v = ed.AddConstant(
+            ed.value(wn.inputs[1]).name + (x_channels ? "_times_input_scales" : "_per_channel"),
+            std::move(s));
+      }
+      if (x_channels) {
+        Tensor one = Tensor::Empty(DataType::kFloat, {});
+        one.data<float>()[0] = 1.f;
+        x_scale_v = ed.AddConstant(ed.value(xn.inputs[1]).name + "_folded", std::move(one));
+        Tensor zero = Tensor::Empty(xt, {});
+        static_cast<char*>(zero.raw())[0] = 0;
+        x_zero_v =
+            ed.AddConstant(ed.value(xn.inputs[1]).name + "_folded_zero_point", std::move(zero));
+        ++channel_inputs;
       }
       ir::Node q;
       q.name = n.name;
@@ -130,23 +162,30 @@ class FuseQdqConvPass : public Pass {
       q.opset = 1;
       q.attrs = n.attrs;
       q.inputs = {xn.inputs[0],
-                  xn.inputs[1],
-                  xn.HasInput(2) ? xn.inputs[2] : -1,
+                  x_scale_v,
+                  x_zero_v,
                   wn.inputs[0],
                   scale_v,
                   n.HasInput(2) ? n.inputs[2] : -1,
                   n.HasInput(3) ? n.inputs[3] : -1};
       q.outputs = n.outputs;
-      // A QuantizeLinear that alone reads the result (per tensor, zero point 0) moves into the
-      // convolution: it then writes uint8/int8 directly (not with a residual Z).
+      // A QuantizeLinear that alone reads the result (zero point 0; per tensor, or per output
+      // channel along axis 1) moves into the convolution: it then writes uint8/int8 directly
+      // (not with a residual Z).
       const int qn = ed.SoleConsumer(n.outputs[0]);
       if (qn >= 0 && !n.HasInput(3) && IsOnnxOp(ed.node(qn), "QuantizeLinear")) {
         const ir::Node& qz = ed.node(qn);
         const int zv = qz.HasInput(2) ? qz.inputs[2] : -1;
-        if (qz.outputs.size() == 1 && qz.inputs[0] == n.outputs[0] &&
-            ScalarConstant(ed, qz.inputs[1], {DataType::kFloat}, false) &&
-            ScalarConstant(ed, zv, {DataType::kUInt8, DataType::kInt8}, false) &&
-            static_cast<const char*>(ed.ConstantOf(zv)->raw())[0] == 0 &&
+        const Tensor* ys = ed.ConstantOf(qz.inputs.size() >= 2 ? qz.inputs[1] : -1);
+        const Tensor* yz = ed.ConstantOf(zv);
+        const int64_t y_axis = qz.GetInt("axis", 1);
+        const bool y_ok = ys != nullptr && yz != nullptr && ys->dtype() == DataType::kFloat &&
+                          (yz->dtype() == DataType::kUInt8 || yz->dtype() == DataType::kInt8) &&
+                          ((ys->numel() == 1 && yz->numel() == 1) ||
+                           (ys->rank() == 1 && ys->numel() == m && yz->numel() == m &&
+                            (y_axis == 1 || y_axis == 1 - probe.rank(n.outputs[0]).value_or(0)))) &&
+                          AllZero(*yz);
+        if (qz.outputs.size() == 1 && qz.inputs[0] == n.outputs[0] && y_ok &&
             qz.GetInt("output_dtype", 0) == 0) {
           q.inputs.resize(9, -1);
           q.inputs[7] = qz.inputs[1];
@@ -169,6 +208,10 @@ class FuseQdqConvPass : public Pass {
                " DequantizeLinear+Conv pairs into QConv (int8 convolutions" +
                (per_tensor ? ", " + std::to_string(per_tensor) + " with per-tensor weight scales"
                            : std::string()) +
+               (channel_inputs ? ", " + std::to_string(channel_inputs) +
+                                     " depthwise with per-channel input scales folded into "
+                                     "their weights'"
+                               : std::string()) +
                (requantized ? ", " + std::to_string(requantized) +
                                   " writing int8 for the QuantizeLinear they absorbed"
                             : std::string()) +

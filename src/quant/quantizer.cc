@@ -35,6 +35,10 @@ struct Quantizer::Impl {
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<std::string> tensors;  // quantized activations, in graph order
   std::map<std::string, quant::TensorStats> stats;
+  // Tensors with per-channel scales (options.channel_activations), their statistics per channel
+  // (axis 1; sized at the first batch).
+  std::set<std::string> channel_tensors;
+  std::map<std::string, std::vector<quant::TensorStats>> channel_stats;
   std::unique_ptr<Session> session;
   int pass = -1;
   int64_t samples = 0;
@@ -44,6 +48,7 @@ struct Quantizer::Impl {
   bool from_cache = false;
   struct Range {
     float min = 0, max = 0, threshold = 0;
+    std::vector<float> channel_thresholds;  // per-channel tensors only
   };
   std::map<std::string, Range> ranges;  // filled by Write (or the cache)
   std::string written;                  // the QDQ model Write wrote
@@ -65,8 +70,16 @@ struct Quantizer::Impl {
       const quant::TensorStats& s = stats.at(t);
       if (!s.has_range()) return Internal("tensor '" + t + "' was never observed");
       const bool is_signed = s.min() < 0.f;
-      ranges[t] = {s.min(), s.max(),
-                   quant::Threshold(s, method, options.percentile, is_signed ? 128 : 256)};
+      const int levels = is_signed ? 128 : 256;
+      Range r{s.min(), s.max(), quant::Threshold(s, method, options.percentile, levels), {}};
+      auto ch = channel_stats.find(t);
+      if (ch != channel_stats.end()) {
+        if (ch->second.empty()) return Internal("tensor '" + t + "' had no channels");
+        for (const auto& c : ch->second)
+          r.channel_thresholds.push_back(
+              c.has_range() ? quant::Threshold(c, method, options.percentile, levels) : 0.f);
+      }
+      ranges[t] = std::move(r);
     }
     return OkStatus();
   }
@@ -82,11 +95,17 @@ struct Quantizer::Impl {
       onnxio::ActivationQuant a;
       a.tensor = t;
       a.is_signed = r.min < 0.f;
-      a.scale = r.threshold > 0.f ? r.threshold / (a.is_signed ? 127.f : 255.f) : 1.f;
+      const float top = a.is_signed ? 127.f : 255.f;
+      a.scale = r.threshold > 0.f ? r.threshold / top : 1.f;
+      // A channel calibration saw all zero keeps the tensor's scale.
+      for (float ct : r.channel_thresholds)
+        a.channel_scales.push_back(ct > 0.f ? ct / top : a.scale);
+      if (!a.channel_scales.empty())
+        a.scale = *std::max_element(a.channel_scales.begin(), a.channel_scales.end());
       plan.activations.push_back(a);
       if (summary)
-        summary->activations.push_back(
-            {t, a.is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max, r.threshold});
+        summary->activations.push_back({t, a.is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max,
+                                        r.threshold, a.channel_scales});
     }
     for (const auto& c : selected) {
       plan.nodes.push_back(c.node);
@@ -201,6 +220,18 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   for (const auto* c : valid)
     if (seen.insert(c->activation).second) impl->tensors.push_back(c->activation);
   for (const auto& t : impl->tensors) impl->stats[t];
+  if (options.channel_activations && impl->opset >= 13) {
+    std::map<std::string, bool> all_depthwise;
+    for (const auto* c : valid) {
+      auto [it, added] = all_depthwise.emplace(c->activation, c->depthwise);
+      if (!added) it->second = it->second && c->depthwise;
+    }
+    for (const auto& [t, dw] : all_depthwise)
+      if (dw) {
+        impl->channel_tensors.insert(t);
+        impl->channel_stats[t];
+      }
+  }
 
   KILN_ASSIGN_OR_RETURN(std::string calib,
                         onnxio::WithExtraOutputs(impl->model_bytes, impl->tensors));
@@ -230,6 +261,8 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
                          {"method", quant::MethodName(impl_->method)},
                          {"percentile", impl_->options.percentile},
                          {"histogram_bins", impl_->options.histogram_bins}};
+  // Only when on, so that caches written without it stay valid.
+  if (impl_->options.channel_activations) keys["channel_activations"] = "depthwise";
   impl_->cache_path = path;
   impl_->cache_keys = keys;
   std::ifstream f(path);
@@ -248,12 +281,16 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
       !doc.contains("tensors") || !doc["tensors"].is_object())
     return InvalidArgument("calibration cache '" + path +
                            "' is not a kiln calibration cache (no keys/tensors)");
-  for (auto it = keys.begin(); it != keys.end(); ++it) {
-    const nlohmann::json have =
-        doc["keys"].contains(it.key()) ? doc["keys"][it.key()] : nlohmann::json();
-    if (have != it.value())
-      return InvalidArgument("calibration cache '" + path + "' was made for another " + it.key() +
-                             ": the cache has " + have.dump() + ", this run " + it.value().dump() +
+  // Every key of either side must match (a key only one side has is null on the other).
+  std::set<std::string> names;
+  for (auto it = keys.begin(); it != keys.end(); ++it) names.insert(it.key());
+  for (auto it = doc["keys"].begin(); it != doc["keys"].end(); ++it) names.insert(it.key());
+  for (const auto& name : names) {
+    const nlohmann::json have = doc["keys"].contains(name) ? doc["keys"][name] : nlohmann::json();
+    const nlohmann::json want = keys.contains(name) ? keys[name] : nlohmann::json();
+    if (have != want)
+      return InvalidArgument("calibration cache '" + path + "' was made for another " + name +
+                             ": the cache has " + have.dump() + ", this run " + want.dump() +
                              "; delete it or pass another --cache file");
   }
   std::map<std::string, Impl::Range> ranges;
@@ -263,8 +300,10 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
                              "'");
     const auto& r = doc["tensors"][t];
     try {
-      ranges[t] = {r.at("min").get<float>(), r.at("max").get<float>(),
-                   r.at("threshold").get<float>()};
+      ranges[t] = {
+          r.at("min").get<float>(), r.at("max").get<float>(), r.at("threshold").get<float>(), {}};
+      if (impl_->channel_tensors.count(t))
+        ranges[t].channel_thresholds = r.at("channel_thresholds").get<std::vector<float>>();
     } catch (const nlohmann::json::exception& e) {
       return InvalidArgument("calibration cache '" + path + "': tensor '" + t + "': " + e.what());
     }
@@ -363,6 +402,8 @@ Status Quantizer::BeginPass(int pass) {
     if (impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");
     for (auto& [name, s] : impl_->stats) s.BeginHistogram(impl_->options.histogram_bins);
+    for (auto& [name, v] : impl_->channel_stats)
+      for (auto& s : v) s.BeginHistogram(impl_->options.histogram_bins);
   }
   impl_->pass = pass;
   return OkStatus();
@@ -414,6 +455,28 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
       it->second.UpdateRange(x, o.tensor.numel());
     else
       it->second.UpdateHistogram(x, o.tensor.numel());
+    auto ch = impl_->channel_stats.find(o.name);
+    if (ch == impl_->channel_stats.end()) continue;
+    // Per channel: each (sample, channel) slice of a [N, C, ...] tensor is contiguous.
+    const Shape& shape = o.tensor.shape();
+    if (shape.size() < 2 || shape[1] <= 0)
+      return InvalidArgument("tensor '" + o.name + "' is " + ShapeToString(shape) +
+                             ": per-channel scales need a channel axis 1");
+    const int64_t n = shape[0], c = shape[1],
+                  inner = o.tensor.numel() / std::max<int64_t>(1, n * c);
+    if (ch->second.empty() && impl_->pass == 0) ch->second.resize(static_cast<size_t>(c));
+    if (static_cast<int64_t>(ch->second.size()) != c)
+      return InvalidArgument("tensor '" + o.name + "' has " + std::to_string(c) +
+                             " channels in this batch and " + std::to_string(ch->second.size()) +
+                             " in the first");
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t k = 0; k < c; ++k) {
+        const float* p = x + (i * c + k) * inner;
+        if (impl_->pass == 0)
+          ch->second[k].UpdateRange(p, inner);
+        else
+          ch->second[k].UpdateHistogram(p, inner);
+      }
   }
   if (impl_->pass == 0 && !batch.empty() && batch[0].tensor.rank() > 0)
     impl_->samples += batch[0].tensor.shape()[0];
@@ -461,8 +524,10 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   if (!impl_->cache_path.empty() && !impl_->from_cache) {
     nlohmann::json doc = {{"keys", impl_->cache_keys}, {"samples", impl_->samples}};
     nlohmann::json& tensors = doc["tensors"] = nlohmann::json::object();
-    for (const auto& [t, r] : impl_->ranges)
+    for (const auto& [t, r] : impl_->ranges) {
       tensors[t] = {{"min", r.min}, {"max", r.max}, {"threshold", r.threshold}};
+      if (!r.channel_thresholds.empty()) tensors[t]["channel_thresholds"] = r.channel_thresholds;
+    }
     std::ofstream c(impl_->cache_path, std::ios::trunc);
     c << doc.dump(1) << "\n";
     if (!c.good())

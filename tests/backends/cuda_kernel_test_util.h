@@ -33,12 +33,7 @@ inline constexpr auto& StringAttr = ModelBuilder::StringAttr;
 
 // A graph output whose shape is left to kiln's shape inference.
 inline void OutputAnyShape(ModelBuilder& mb, const std::string& name) {
-  mb.Output(name, kF32, {});
-  auto* graph = mb.proto().mutable_graph();
-  graph->mutable_output(graph->output_size() - 1)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->clear_shape();
+  mb.OutputAnyShape(name, kF32);
 }
 
 // Runs the model on kiln's reference kernels (no graph passes); the outputs in graph order.

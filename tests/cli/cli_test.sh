@@ -199,6 +199,11 @@ check quantize-cache-same-model 0 "" -- cmp "$W/q.onnx" "$W/q2.onnx"
 check quantize-cache-other-method 11 "made for another method" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q3.onnx" --cache "$W/qc.json" --method minmax
 /usr/bin/python3 -c "import onnx; m = onnx.load('$D'); m.producer_name = 'another'; onnx.save(m, '$W/other.onnx')"
 check quantize-cache-other-model 11 "made for another model_hash" -- "$KILN" quantize "$W/other.onnx" --calibrate "$W/calib.npy" --out "$W/q3.onnx" --cache "$W/qc.json"
+# Per-channel scales on depthwise convolutions' inputs (the MobileNetV2-style net): fused into
+# its int8 depthwise convolutions; a cache made with them is refused without them.
+check quantize-channel-activations 0 "per-channel activation scales: 7 depthwise convolution inputs" -- "$KILN" quantize "$SRC/demo/fmnist_mobilenetv2.onnx" --calibrate "$W/calib.npy" --out "$W/qch.onnx" --channel-activations --cache "$W/qch.json"
+check quantize-channel-activations-fused 0 "7 depthwise with per-channel input scales folded" -- "$KILN" inspect "$W/qch.onnx" --optimized
+check quantize-channel-activations-cache 11 "made for another channel_activations: the cache has \"depthwise\", this run null" -- "$KILN" quantize "$SRC/demo/fmnist_mobilenetv2.onnx" --calibrate "$W/calib.npy" --out "$W/qch2.onnx" --cache "$W/qch.json"
 check quantize-trt-table 0 "TRT-8600-EntropyCalibration2" -- sh -c "'$KILN' quantize '$D' --calibrate '$W/calib.npy' --out '$W/q4.onnx' --method minmax --trt-cache '$W/trt.txt' > /dev/null && cat '$W/trt.txt'"
 check quantize-all-kept-float 11 "nothing to quantize.*--keep-float Conv" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q5.onnx" --keep-float Conv --keep-float Gemm
 check quantize-no-data 14 "does not exist" -- "$KILN" quantize "$D" --calibrate "$W/none.npy" --out "$W/q6.onnx"

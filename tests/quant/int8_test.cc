@@ -90,6 +90,15 @@ std::pair<double, double> MaxAbsError(const Tensor& want, const Tensor& got) {
   return {err, ref};
 }
 
+// The classifier tail of the test nets: GlobalAveragePool(in) -> Flatten -> Gemm 'fc' (weight w3,
+// transposed) -> y; the serialized model.
+std::string PoolAndGemm(ModelBuilder& mb, const std::string& in) {
+  mb.Node("GlobalAveragePool", {in}, {"g"});
+  mb.Node("Flatten", {"g"}, {"f"});
+  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "w3"}, {"y"}, "fc"), "transB", 1);
+  return mb.Bytes();
+}
+
 // A Constant node holding a float tensor (how Paddle2ONNX writes weights).
 void ConstantNode(ModelBuilder& mb, const std::string& name, const std::vector<int64_t>& dims,
                   const std::vector<float>& values) {
@@ -122,10 +131,7 @@ std::string SmallCnn(int opset = 13, bool constants = false) {
   mb.Node("Relu", {"c1"}, {"r1"});
   mb.Node("Conv", {"r1", "w2"}, {"c2"}, "conv2");
   mb.Node("Relu", {"c2"}, {"r2"});
-  mb.Node("GlobalAveragePool", {"r2"}, {"g"});
-  mb.Node("Flatten", {"g"}, {"f"});
-  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "w3"}, {"y"}, "fc"), "transB", 1);
-  return mb.Bytes();
+  return PoolAndGemm(mb, "r2");
 }
 
 class QuantizerTest : public ::testing::Test {
@@ -409,6 +415,119 @@ TEST_F(QuantizerTest, CalibrationCacheIsReusedAndRefusedWhenForeign) {
   EXPECT_EQ(bytes(cache), "{\"keys\": ");
 }
 
+// Conv(1x1, 4->8) -> Relu -> depthwise Conv(3x3, group 8) -> Relu -> Conv(1x1, 8->8) -> Relu ->
+// GlobalAveragePool -> Flatten -> Gemm. The first conv's output channels differ in range by up to
+// 300x (its weight rows scaled by 1, 10, 100, 300), as MobileNet blocks' do.
+std::string DepthwiseCnn() {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+  std::vector<float> w1 = Uniform(8 * 4, 2, -0.5f, 0.5f);
+  const float gain[4] = {1.f, 10.f, 100.f, 300.f};
+  for (size_t i = 0; i < w1.size(); ++i) w1[i] *= gain[(i / 4) % 4];
+  mb.FloatInit("w1", {8, 4, 1, 1}, w1);
+  mb.FloatInit("wd", {8, 1, 3, 3}, Uniform(8 * 9, 3, -0.5f, 0.5f));
+  mb.FloatInit("w2", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
+  mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+  mb.Node("Conv", {"x", "w1"}, {"c1"}, "conv1");
+  mb.Node("Relu", {"c1"}, {"r1"});
+  auto& dw = mb.Node("Conv", {"r1", "wd"}, {"c2"}, "dwconv");
+  ModelBuilder::IntAttr(dw, "group", 8);
+  ModelBuilder::IntsAttr(dw, "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c2"}, {"r2"});
+  mb.Node("Conv", {"r2", "w2"}, {"c3"}, "conv3");
+  mb.Node("Relu", {"c3"}, {"r3"});
+  return PoolAndGemm(mb, "r3");
+}
+
+TEST_F(QuantizerTest, PerChannelScalesOnDepthwiseInputsRunOnInt8KernelsAndCutTheError) {
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << DepthwiseCnn();
+  auto dwconv_error = [&](bool channels, QuantizeSummary* summary) -> double {
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    o.channel_activations = channels;
+    const std::string out = (dir_ / (channels ? "ch.onnx" : "t.onnx")).string();
+    auto s = Quantize(o, out);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return -1;
+    *summary = *s;
+    auto q = Session::Load(out);
+    EXPECT_TRUE(q.ok()) << q.status().ToString();
+    if (!q.ok()) return -1;
+    auto plan =
+        (*q)->DescribePlan({{"x", Tensor::FromVector<float>(Uniform(400, 99), {1, 4, 10, 10})}});
+    EXPECT_TRUE(plan.ok());
+    // Every convolution int8; QuantizeLinear only on the model input and the Gemm's input (the
+    // convolutions write the depthwise one's int8 input, per channel or not, themselves).
+    EXPECT_EQ(plan->find(" Conv '"), std::string::npos) << *plan;
+    EXPECT_NE(plan->find("QConv 'conv1' -> cpu.qconv.onednn uint8"), std::string::npos) << *plan;
+    size_t steps = 0;
+    for (size_t at = plan->find("QuantizeLinear '"); at != std::string::npos;
+         at = plan->find("QuantizeLinear '", at + 1))
+      ++steps;
+    EXPECT_EQ(steps, 2u) << *plan;
+    // The depthwise convolution's output, int8 model against float, on held-out data.
+    auto fp =
+        Session::LoadFromBytes(*onnxio::WithExtraOutputs(DepthwiseCnn(), {"c2"}), SessionOptions{});
+    std::ifstream f(out, std::ios::binary);
+    auto qc = Session::LoadFromBytes(
+        *onnxio::WithExtraOutputs(std::string(std::istreambuf_iterator<char>(f), {}), {"c2"}),
+        SessionOptions{});
+    EXPECT_TRUE(fp.ok() && qc.ok());
+    if (!fp.ok() || !qc.ok()) return -1;
+    std::vector<NamedTensor> in = {{"x", Tensor::FromVector<float>(Uniform(8 * 400, 77),
+                                                                   {8, 4, 10, 10})}},
+                             a, b;
+    EXPECT_TRUE((*fp)->Run(in, &a).ok());
+    EXPECT_TRUE((*qc)->Run(in, &b).ok());
+    for (const auto& o : a)
+      for (const auto& p : b)
+        if (o.name == "c2" && p.name == "c2") {
+          // Relative error per channel, worst channel: small channels are what one scale loses.
+          const int64_t n = o.tensor.shape()[0], c = o.tensor.shape()[1];
+          const int64_t inner = o.tensor.numel() / (n * c);
+          double worst = 0;
+          for (int64_t ch = 0; ch < c; ++ch) {
+            double err = 0, ref = 0;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t k = 0; k < inner; ++k) {
+                const int64_t at = (i * c + ch) * inner + k;
+                err = std::max(err, double(std::fabs(o.tensor.data<float>()[at] -
+                                                     p.tensor.data<float>()[at])));
+                ref = std::max(ref, double(std::fabs(o.tensor.data<float>()[at])));
+              }
+            worst = std::max(worst, ref > 0 ? err / ref : err);
+          }
+          return worst;
+        }
+    ADD_FAILURE() << "no output c2";
+    return -1;
+  };
+  QuantizeSummary per_tensor, per_channel;
+  const double tensor_err = dwconv_error(false, &per_tensor);
+  const double channel_err = dwconv_error(true, &per_channel);
+  // r1 (read only by the depthwise conv) gets 8 scales, spanning the weights' 300x; x, r2 and f
+  // (read by ordinary convolutions and the Gemm) keep one.
+  ASSERT_EQ(per_channel.activations.size(), 4u);
+  EXPECT_TRUE(per_channel.activations[3].channel_scales.empty());
+  EXPECT_TRUE(per_channel.activations[0].channel_scales.empty());
+  ASSERT_EQ(per_channel.activations[1].tensor, "r1");
+  ASSERT_EQ(per_channel.activations[1].channel_scales.size(), 8u);
+  const auto& cs = per_channel.activations[1].channel_scales;
+  EXPECT_GT(*std::max_element(cs.begin(), cs.end()), 50 * *std::min_element(cs.begin(), cs.end()));
+  EXPECT_FLOAT_EQ(per_channel.activations[1].scale, *std::max_element(cs.begin(), cs.end()));
+  EXPECT_TRUE(per_channel.activations[2].channel_scales.empty());
+  EXPECT_TRUE(per_tensor.activations[1].channel_scales.empty());
+  // One scale leaves the small channels a few levels: their error is large.
+  EXPECT_GT(tensor_err, 0.05);
+  EXPECT_LT(channel_err, 0.02);
+  EXPECT_LT(channel_err * 5, tensor_err);
+  std::printf(
+      "depthwise output, worst channel's max |error| / max |value|: one scale %.4f, "
+      "per channel %.4f\n",
+      tensor_err, channel_err);
+}
+
 // A QDQ convolution: Q/DQ on X, DQ on int8 weights (even values, so the halved weights oneDNN
 // uses on CPUs without VNNI are exact and the int8 kernel must match the reference closely).
 struct QConvCase {
@@ -422,20 +541,104 @@ struct QConvCase {
   // not overflow on any ISA). Not for int8 sources: without VNNI oneDNN's own s8 compensation
   // halves the weights, depthwise too.
   bool full_range = false;
+  // One X scale per channel (Q/DQ axis 1; depthwise only: fuse_qdq_conv folds them into the
+  // weights' scales), and one requantization scale per output channel (with `requantize`).
+  bool channel_x = false, channel_y = false;
 };
+
+// Scales 0.01 * (1 + i % 7) * base for i < n: a factor of 7 between channels.
+std::vector<float> ChannelScales(int64_t n, float base) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = base * static_cast<float>(1 + i % 7);
+  return v;
+}
+
+// A zero-point initializer of `count` zeros (none: a scalar).
+void ZeroPoints(ModelBuilder& mb, const std::string& name, bool is_signed, int64_t count) {
+  auto* z = mb.proto().mutable_graph()->add_initializer();
+  z->set_name(name);
+  z->set_data_type(is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+  if (count > 0) z->add_dims(count);
+  z->set_raw_data(std::string(static_cast<size_t>(std::max<int64_t>(count, 1)), '\0'));
+}
+
+// QuantizeLinear with one scale (and zero point) per channel after a float convolution, whose
+// output the CPU keeps in a oneDNN blocked layout (`after_conv`) or plain (a graph input): the
+// fast kernel against the reference, exact but for a value within float rounding of a step's
+// midpoint (the reorder multiplies by 1/scale).
+void CheckChannelQuantize(bool after_conv, bool zero_points, bool is_signed) {
+  SCOPED_TRACE(std::string(after_conv ? "after a conv" : "graph input") +
+               (zero_points ? ", zero points" : ", zero points 0") +
+               (is_signed ? ", int8" : ", uint8"));
+  ModelBuilder mb(13);
+  const int64_t c = 12;
+  mb.Input("x", kF32, {2, 4, 7, 7}).OutputAnyShape("y", kF32);
+  std::string q_in = "x";
+  if (after_conv) {
+    mb.FloatInit("w", {c, 4, 3, 3}, Uniform(c * 4 * 9, 21));
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w"}, {"c"}), "pads", {1, 1, 1, 1});
+    q_in = "c";
+  }
+  const int64_t channels = after_conv ? c : 4;
+  mb.FloatInit("s", {channels}, ChannelScales(channels, 0.004f));
+  auto* z = mb.proto().mutable_graph()->add_initializer();
+  z->set_name("z");
+  z->set_data_type(is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+  z->add_dims(channels);
+  std::string zp;
+  for (int64_t i = 0; i < channels; ++i)
+    zp.push_back(static_cast<char>(zero_points ? (is_signed ? 3 * i - 10 : 100 + 5 * i) : 0));
+  z->set_raw_data(zp);
+  ModelBuilder::IntAttr(mb.Node("QuantizeLinear", {q_in, "s", "z"}, {"q"}), "axis", 1);
+  ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"q", "s", "z"}, {"y"}), "axis", 1);
+  const std::string bytes = mb.Bytes();
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto ref = Session::LoadFromBytes(bytes, ref_opts);
+  auto fast = Session::LoadFromBytes(bytes, SessionOptions{});
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  const Tensor x = Tensor::FromVector<float>(Uniform(2 * 4 * 49, 22, -1.5f, 1.5f), {2, 4, 7, 7});
+  auto plan = (*fast)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("cpu.quantizelinear.channels"), std::string::npos) << *plan;
+  std::vector<NamedTensor> want, got;
+  ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+  ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+  const Tensor& w = want[0].tensor;
+  ASSERT_EQ(got[0].tensor.shape(), w.shape());
+  const int64_t inner = w.numel() / (2 * channels);
+  int64_t off_by_one = 0, bad = 0, clipped = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const float step = 0.004f * static_cast<float>(1 + (i / inner) % channels % 7);
+    const float d = std::fabs(got[0].tensor.data<float>()[i] - w.data<float>()[i]);
+    const float lo = -static_cast<float>(zp[(i / inner) % channels]) * step;
+    clipped += std::fabs(w.data<float>()[i] - lo) < 1e-6f;
+    if (d <= 1e-6f) continue;
+    if (std::fabs(d - step) < 1e-5f && !zero_points && after_conv)
+      ++off_by_one;
+    else if (bad++ < 3)
+      ADD_FAILURE() << "[" << i << "]: " << got[0].tensor.data<float>()[i] << " vs "
+                    << w.data<float>()[i];
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_LE(off_by_one, w.numel() / 200);
+  if (is_signed || zero_points) {  // (uint8 with zero point 0 clips every negative value)
+    EXPECT_LT(clipped, w.numel() / 2) << "the values should mostly lie inside the range";
+  }
+}
+
+TEST(QuantizeChannels, MatchesReferenceInEveryLayout) {
+  for (bool after_conv : {false, true})
+    for (bool zero_points : {false, true})
+      for (bool is_signed : {false, true}) CheckChannelQuantize(after_conv, zero_points, is_signed);
+}
 
 class QConvKernelTest : public ::testing::TestWithParam<QConvCase> {};
 
 TEST_P(QConvKernelTest, MatchesReference) {
   const QConvCase& c = GetParam();
   ModelBuilder mb(13);
-  mb.Input("x", kF32, c.x).Output("y", kF32, {});
-  mb.proto()
-      .mutable_graph()
-      ->mutable_output(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->clear_shape();
+  mb.Input("x", kF32, c.x).OutputAnyShape("y", kF32);
   const int64_t cin = c.x[1];
   Shape ws = {c.m, cin / c.group, c.k, c.k};
   std::mt19937 rng(5);
@@ -455,13 +658,13 @@ TEST_P(QConvKernelTest, MatchesReference) {
   } else {
     mb.FloatInit("sw", {}, {0.002f});
   }
-  mb.FloatInit("sx", {}, {0.02f});
-  auto* zx = mb.proto().mutable_graph()->add_initializer();
-  zx->set_name("zx");
-  zx->set_data_type(c.x_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
-  zx->set_raw_data(std::string(1, '\0'));
-  mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
-  mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  if (c.channel_x)
+    mb.FloatInit("sx", {cin}, ChannelScales(cin, 0.005f));
+  else
+    mb.FloatInit("sx", {}, {0.02f});
+  ZeroPoints(mb, "zx", c.x_signed, c.channel_x ? cin : 0);
+  ModelBuilder::IntAttr(mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}), "axis", 1);
+  ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"}), "axis", 1);
   auto& dq = mb.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
   if (c.per_channel) ModelBuilder::IntAttr(dq, "axis", 0);
   std::vector<std::string> ins = {"xd", "wd"};
@@ -479,11 +682,11 @@ TEST_P(QConvKernelTest, MatchesReference) {
     last = "s";
   }
   if (c.requantize) {
-    mb.FloatInit("sy", {}, {0.05f});
-    auto* zy = mb.proto().mutable_graph()->add_initializer();
-    zy->set_name("zy");
-    zy->set_data_type(onnx::TensorProto::UINT8);
-    zy->set_raw_data(std::string(1, '\0'));
+    if (c.channel_y)
+      mb.FloatInit("sy", {c.m}, ChannelScales(c.m, 0.01f));
+    else
+      mb.FloatInit("sy", {}, {0.05f});
+    ZeroPoints(mb, "zy", false, c.channel_y ? c.m : 0);
     if (c.relu6) {
       mb.FloatInit("lo", {}, {0.f});
       mb.FloatInit("hi", {}, {6.f});
@@ -491,8 +694,8 @@ TEST_P(QConvKernelTest, MatchesReference) {
     } else {
       mb.Node("Relu", {last}, {"r"});
     }
-    mb.Node("QuantizeLinear", {"r", "sy", "zy"}, {"rq"});
-    mb.Node("DequantizeLinear", {"rq", "sy", "zy"}, {"y"});
+    ModelBuilder::IntAttr(mb.Node("QuantizeLinear", {"r", "sy", "zy"}, {"rq"}), "axis", 1);
+    ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"rq", "sy", "zy"}, {"y"}), "axis", 1);
   } else {
     mb.Node("Relu", {last}, {"y"});
   }
@@ -507,10 +710,14 @@ TEST_P(QConvKernelTest, MatchesReference) {
     for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
   }
   const std::string bytes = mb.Bytes();
-  const Tensor x =
-      Tensor::FromVector<float>(Uniform(static_cast<size_t>(NumElements(c.x)), 9,
-                                        c.x_signed ? -2.f : 0.f, c.full_range ? 5.1f : 2.f),
-                                c.x);
+  Tensor x = Tensor::FromVector<float>(Uniform(static_cast<size_t>(NumElements(c.x)), 9,
+                                               c.x_signed ? -2.f : 0.f, c.full_range ? 5.1f : 2.f),
+                                       c.x);
+  if (c.channel_x) {  // each channel's values within its own scale's range (up to 2.5 x 0.005 x 7)
+    const int64_t inner = NumElements(c.x) / (c.x[0] * cin);
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] *= 0.3f * static_cast<float>(1 + (i / inner) % cin % 7);
+  }
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   ref_opts.optimize = false;
@@ -523,6 +730,12 @@ TEST_P(QConvKernelTest, MatchesReference) {
   EXPECT_NE(plan->find(c.requantize ? "cpu.qconv.onednn uint8" : "cpu.qconv.onednn float32"),
             std::string::npos)
       << *plan;
+  size_t quantize_steps = 0;
+  for (size_t at = plan->find("QuantizeLinear '"); at != std::string::npos;
+       at = plan->find("QuantizeLinear '", at + 1))
+    ++quantize_steps;
+  EXPECT_EQ(quantize_steps, 1u) << "only X's QuantizeLinear may run apart from the convolution:\n"
+                                << *plan;
   std::vector<NamedTensor> want, got;
   ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
   Status s = (*fast)->Run({{"x", x}}, &got);
@@ -533,7 +746,9 @@ TEST_P(QConvKernelTest, MatchesReference) {
     const float w = want[0].tensor.data<float>()[i], g = got[0].tensor.data<float>()[i];
     // Requantized, oneDNN and the reference may round a value lying within float rounding of a
     // step's midpoint differently: one step (0.05) off, rarely.
-    if (c.requantize && std::fabs(g - w) > 1e-4f && std::fabs(std::fabs(g - w) - 0.05f) < 1e-4f) {
+    const int64_t inner = want[0].tensor.numel() / (want[0].tensor.shape()[0] * c.m);
+    const float step = c.channel_y ? 0.01f * static_cast<float>(1 + (i / inner) % c.m % 7) : 0.05f;
+    if (c.requantize && std::fabs(g - w) > 1e-4f && std::fabs(std::fabs(g - w) - step) < 1e-4f) {
       ++off_by_one;
       continue;
     }
@@ -559,8 +774,30 @@ INSTANTIATE_TEST_SUITE_P(
         QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false, true, true},
         QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false, true, true},
         QConvCase{{2, 24, 10, 10}, 24, 3, 1, 1, 24, false, true, true, false, false, false, true},
+        QConvCase{{1, 16, 11, 11}, 16, 5, 2, 2, 16, false, true, false, false, false, false, true},
+        // Per-channel X scales on depthwise convolutions (uint8 and int8 sources), and
+        // per-channel requantization (ReLU6 before it: not scale-invariant).
         QConvCase{
-            {1, 16, 11, 11}, 16, 5, 2, 2, 16, false, true, false, false, false, false, true}));
+            {2, 24, 10, 10}, 24, 3, 1, 1, 24, false, true, true, false, false, false, false, true},
+        QConvCase{
+            {1, 16, 12, 12}, 16, 3, 2, 1, 16, true, true, true, false, false, false, false, true},
+        QConvCase{
+            {2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false, true, true, false, false, true},
+        QConvCase{{1, 16, 10, 10},
+                  16,
+                  3,
+                  1,
+                  1,
+                  16,
+                  true,
+                  true,
+                  true,
+                  false,
+                  true,
+                  false,
+                  false,
+                  true,
+                  true}));
 
 }  // namespace
 }  // namespace kiln

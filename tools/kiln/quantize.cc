@@ -411,14 +411,24 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (!s.per_channel)
     std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
+  int channel_scaled = 0;
+  for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
+  if (a.options.channel_activations)
+    std::printf("  per-channel activation scales: %d depthwise convolution inputs\n",
+                channel_scaled);
   for (const auto& [node, why] : s.float_nodes)
     std::printf("  kept float: %s: %s\n", node.c_str(), why.c_str());
   if (a.verbose) {
     std::printf("  %-40s %-6s %12s %12s %12s %12s\n", "activation", "type", "min", "max",
                 "threshold", "scale");
     for (const auto& t : s.activations)
-      std::printf("  %-40s %-6s %12.5g %12.5g %12.5g %12.5g\n", t.tensor.c_str(), t.dtype.c_str(),
-                  t.min, t.max, t.threshold, t.scale);
+      std::printf(
+          "  %-40s %-6s %12.5g %12.5g %12.5g %12.5g%s\n", t.tensor.c_str(), t.dtype.c_str(), t.min,
+          t.max, t.threshold, t.scale,
+          t.channel_scales.empty()
+              ? ""
+              : (" (largest of " + std::to_string(t.channel_scales.size()) + " per-channel scales)")
+                    .c_str());
   }
   std::printf("wrote %s (%lld bytes)\n", a.out.c_str(), static_cast<long long>(s.model_bytes));
   if (a.report) {
@@ -467,6 +477,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                   "repeatable");
   cmd->add_flag("--quantize-all", a->options.quantize_all,
                 "Also quantize the first and last layers (kept float by default)");
+  cmd->add_flag("--channel-activations", a->options.channel_activations,
+                "Depthwise convolutions' inputs get one scale per channel (Q/DQ axis 1): free "
+                "in kiln's int8 kernels; ONNX Runtime and TensorRT run those convolutions float");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
   cmd->add_option("--cache", a->cache,

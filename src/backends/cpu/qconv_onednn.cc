@@ -1,7 +1,8 @@
 // cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
 // uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
 // QuantizeLinear: a last linear post-op divides by y_scale after the activation, oneDNN rounds
-// to nearest even and saturates), output scales x_scale * w_scale[m] per output channel, float32
+// to nearest even and saturates; per-channel y_scale: a binary multiply post-op by 1/y_scale[m]
+// instead), output scales x_scale * w_scale[m] per output channel, float32
 // bias (divided by those scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum
 // post-op and the activation as an eltwise post-op.
 //
@@ -52,7 +53,17 @@ class QConvOneDnn final : public runtime::Kernel {
       if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
-      ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
+      if (y_inv_scales_)
+        Execute(prim_, {{DNNL_ARG_SRC, src.get()},
+                        {DNNL_ARG_WEIGHTS, weights_.get()},
+                        {DNNL_ARG_BIAS, bias_.get(true)},
+                        {DNNL_ARG_DST, dst.get()},
+                        {DNNL_ARG_SCRATCHPAD, sp.get()},
+                        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(y_post_op_) | DNNL_ARG_SRC_1,
+                         y_inv_scales_.get()}});
+      else
+        ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
+      if (y_inv_scales_) ThreadStream().wait();
     });
   }
 
@@ -88,13 +99,27 @@ class QConvOneDnn final : public runtime::Kernel {
     // SiLU, ... are not scale-invariant) a linear post-op divides by y_scale; oneDNN then rounds
     // to nearest even and saturates.
     const bool quantized = node_.HasInput(7);
+    const bool y_channels = quantized && ctx->constants[7]->numel() > 1;
     const float sy = quantized ? ctx->constants[7]->data<float>()[0] : 1.f;
 
     dnnl::post_ops ops;
     has_sum_ = node_.HasInput(6);
     if (has_sum_) ops.append_sum(1.f);
     AppendActivation(a_.act, &ops);
-    if (quantized) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / sy, 0.f);
+    if (y_channels) {
+      // One 1/y_scale per output channel, broadcast over the rest: [1, M, 1, ...].
+      memory::dims d(ys.size(), 1);
+      d[1] = m;
+      const memory::desc plain = PlainDesc(Shape(d.begin(), d.end()));
+      y_post_op_ = ops.len();
+      ops.append_binary(dnnl::algorithm::binary_mul, plain);
+      y_inv_copy_ = Tensor::Empty(DataType::kFloat, {m});
+      const float* syp = ctx->constants[7]->data<float>();
+      for (int64_t i = 0; i < m; ++i) y_inv_copy_.data<float>()[i] = 1.f / syp[i];
+      y_inv_scales_ = memory(plain, Engine(), y_inv_copy_.raw());
+    } else if (quantized) {
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / sy, 0.f);
+    }
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
     attr.set_post_ops(ops);
@@ -158,8 +183,9 @@ class QConvOneDnn final : public runtime::Kernel {
   dnnl::convolution_forward prim_;
   memory::desc src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
-  Tensor packed_w_, bias_copy_;
-  memory weights_, bias_;
+  Tensor packed_w_, bias_copy_, y_inv_copy_;
+  memory weights_, bias_, y_inv_scales_;
+  int y_post_op_ = -1;
   bool has_sum_ = false;
 };
 

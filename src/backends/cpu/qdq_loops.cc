@@ -3,7 +3,13 @@
 // the compiler vectorizes. Quantize computes x / scale in float32 and rounds half to even with
 // the 1.5 * 2^23 addition trick after clamping (exact for |v| < 2^22, which the clamp to the
 // integer range guarantees), so the results equal the reference kernel's bit for bit; NaN maps
-// to the zero point as there. Per-axis and 16-bit cases run on the reference kernels.
+// to the zero point as there. cpu.quantizelinear.channels: QuantizeLinear with one scale and
+// zero point per channel (axis 1; what `kiln quantize --channel-activations` writes), the same
+// loop per channel row; for an input in a oneDNN layout with zero points 0, a oneDNN reorder
+// with output scales 1/scale[c] into the same layout: x * (1/scale) rounded to nearest even and
+// saturated, which can land one step from the reference's x / scale for a value within float
+// rounding of a midpoint, and NaN becomes oneDNN's conversion of it, not the zero point. Other
+// per-axis and 16-bit cases run on the reference kernels.
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.h"
@@ -125,6 +131,110 @@ class DequantizeLoop final : public PerTensorLoop {
 
 bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
+// Per channel (axis 1). Plain X: an exact loop (x / scale[c], as the reference kernel). X in a
+// oneDNN layout with zero points 0: a reorder into the same layout with output scales
+// 1/scale[c]. X in a oneDNN layout with other zero points: converted to plain, then the loop.
+class QuantizeChannels final : public runtime::Kernel {
+ public:
+  explicit QuantizeChannels(const ir::Node& node) : node_(node) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+  size_t ScratchBytes() const override { return to_plain_ ? plain_bytes_ : 0; }
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const TensorInfo& x = ctx->inputs[0];
+    const Tensor& scale = *ctx->constants[1];
+    const Tensor& zp = *ctx->constants[2];
+    out_ = ctx->outputs[0].dtype;
+    channels_ = x.shape[1];
+    inner_ = NumElements(x.shape) / (x.shape[0] * channels_);
+    rows_ = x.shape[0] * channels_;
+    scales_.assign(scale.data<float>(), scale.data<float>() + channels_);
+    zps_.resize(static_cast<size_t>(channels_));
+    bool zero = true;
+    for (int64_t c = 0; c < channels_; ++c) {
+      zps_[c] = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[c] : zp.data<int8_t>()[c];
+      zero = zero && zps_[c] == 0;
+    }
+    layout_ = x.layout;
+    use_reorder_ = x.layout != nullptr && zero;
+    to_plain_ = x.layout != nullptr && !zero;
+    plain_bytes_ = static_cast<size_t>(NumElements(x.shape)) * sizeof(float);
+    if (!use_reorder_) return OkStatus();
+    return Guard(node_, [&] {
+      src_ = InputDesc(x);
+      dnnl_memory_desc_t d = src_.data;
+      d.data_type = static_cast<dnnl_data_type_t>(StorageOf(out_));
+      dst_ = dnnl::memory::desc(d);
+      std::vector<float> inv(static_cast<size_t>(channels_));
+      for (int64_t c = 0; c < channels_; ++c) inv[c] = 1.f / scales_[c];
+      dnnl::primitive_attr attr;
+      attr.set_output_scales(1 << 1, inv);
+      reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), src_, Engine(), dst_, attr));
+      ctx->outputs[0].layout = LayoutFor(dst_, x.shape);
+    });
+  }
+  Status Run(const ir::ComputeContext& ctx) const override {
+    if (use_reorder_)
+      return Guard(node_, [&] {
+        RunMemory s(src_, ctx.in(0).raw()), d(dst_, ctx.out(0).raw());
+        Execute(reorder_, {{DNNL_ARG_FROM, s.get()}, {DNNL_ARG_TO, d.get()}});
+        ThreadStream().wait();
+      });
+    const float* x = ctx.in(0).data<float>();
+    if (to_plain_) {
+      KILN_RETURN_IF_ERROR(layout_->ToPlain(x, ctx.scratch));
+      x = static_cast<const float*>(ctx.scratch);
+    }
+    void* y = ctx.out(0).raw();
+    const bool u8 = out_ == DataType::kUInt8;
+    const int64_t rows_per = std::max<int64_t>(1, kGrain / std::max<int64_t>(1, inner_));
+    ParallelFor(rows_, rows_per, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t c = r % channels_;
+        const float z = static_cast<float>(zps_[c]);
+        const float lo = (u8 ? 0.f : -128.f) - z, hi = (u8 ? 255.f : 127.f) - z;
+        const int64_t at = r * inner_;
+        if (u8)
+          QuantizeRange(x + at, static_cast<uint8_t*>(y) + at, 0, inner_, scales_[c], lo, hi, z);
+        else
+          QuantizeRange(x + at, static_cast<int8_t*>(y) + at, 0, inner_, scales_[c], lo, hi, z);
+      }
+    });
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  DataType out_ = DataType::kUInt8;
+  int64_t channels_ = 1, inner_ = 1, rows_ = 0;
+  std::vector<float> scales_;
+  std::vector<int32_t> zps_;
+  std::shared_ptr<const runtime::Layout> layout_;
+  bool use_reorder_ = false, to_plain_ = false;
+  size_t plain_bytes_ = 0;
+  dnnl::memory::desc src_, dst_;
+  dnnl::reorder reorder_;
+};
+
+KernelSupport SupportsQuantizeChannels(const ir::Node& node, const ir::Op&,
+                                       const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32 X"};
+  if (auto* l = dynamic_cast<const OneDnnLayout*>(in[0].layout.get()))
+    if (l->desc().data_type() != dnnl::memory::data_type::f32)
+      return {false, "needs X stored as float32; got layout " + l->name()};
+  const Shape& x = in[0].shape;
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const int64_t axis = node.GetInt("axis", 1);
+  if (rank < 2 || rank > 12 || (axis != 1 && axis != 1 - rank)) return {false, "needs axis 1"};
+  for (int64_t d : x)
+    if (d <= 0) return {false, "needs a non-empty X"};
+  if (in[1].dtype != DataType::kFloat || in[1].shape != Shape{x[1]})
+    return {false, "needs one float32 scale per channel"};
+  if (!node.HasInput(2) || !Is8Bit(in[2].dtype) || in[2].shape != Shape{x[1]})
+    return {false, "needs uint8/int8 zero points, one per channel"};
+  if (node.GetInt("block_size", 0) != 0) return {false, "blocked quantization"};
+  return {true, ""};
+}
+
 // One scale (and zero point) element; an input layout storing X's own type (not bf16 storage of
 // a float32 value, which the reference kernel then gets converted to plain).
 std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
@@ -165,6 +275,16 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.quantizelinear.loop",
                                         10,
                                         SupportsQuantize,
                                         CreateKernel<QuantizeLoop>,
+                                        {1, 2}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.quantizelinear.channels",
+                                        "QuantizeLinear",
+                                        "",
+                                        13,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsQuantizeChannels,
+                                        CreateKernel<QuantizeChannels>,
                                         {1, 2}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.dequantizelinear.loop",
                                         "DequantizeLinear",

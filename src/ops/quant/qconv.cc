@@ -8,7 +8,8 @@
 // scale per output channel), 5 B (optional float32 [M]), 6 Z (optional float32, Y's shape: the
 // residual summand), 7 y_scale and 8 y_zero_point (optional: the output is then quantized,
 // Y = QuantizeLinear(result, y_scale, y_zero_point), uint8/int8, the QuantizeLinear that
-// followed the convolution fused in; not together with Z). Attributes: Conv's, plus FusedConv's
+// followed the convolution fused in; not together with Z; one element each, or [M] each: one per
+// output channel, as QuantizeLinear with axis 1). Attributes: Conv's, plus FusedConv's
 // activation. Output float32, or y_zero_point's type.
 //
 // Reference kernel: dequantizes X and W to float32 (exactly the DequantizeLinear arithmetic),
@@ -69,11 +70,16 @@ class QConvOp : public Op {
     if (ctx.has_input(7)) {
       if (ctx.has_input(6)) return ctx.Error("a quantized output (y_scale) excludes Z");
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(7, {DataType::kFloat}));
+      const int64_t m = ctx.shape(3)[0];
+      const bool one =
+          NumElements(ctx.shape(7)) == 1 && ctx.has_input(8) && NumElements(ctx.shape(8)) == 1;
+      const bool per_channel =
+          ctx.shape(7) == Shape{m} && ctx.has_input(8) && ctx.shape(8) == Shape{m};
       if (!ctx.has_input(8) ||
           (ctx.dtype(8) != DataType::kUInt8 && ctx.dtype(8) != DataType::kInt8) ||
-          NumElements(ctx.shape(7)) != 1 || NumElements(ctx.shape(8)) != 1)
-        return ctx.Error(
-            "y_scale and y_zero_point must be one element each, uint8/int8 zero point");
+          (!one && !per_channel))
+        return ctx.Error("y_scale and y_zero_point must be one element each or [M] each (M = " +
+                         std::to_string(m) + "), uint8/int8 zero point");
       ctx.SetOutput(0, ctx.dtype(8), y);
       return OkStatus();
     }
@@ -106,14 +112,19 @@ class QConvOp : public Op {
     err = nn::AddResidualAndActivate(a_.act, ctx.has(6) ? &ctx.in(6) : nullptr, &y);
     if (!err.empty()) return RunError(err);
     if (quantized) {
-      const float sy = ctx.in(7).data<float>()[0];
-      const int32_t zy = quant::ReadQuant(ctx.in(8), 0);
+      const Tensor& sy = ctx.in(7);
+      const int64_t per_channel = sy.numel() > 1;
+      // Channel of element i of [N, M, ...]: (i / inner) % M.
+      const int64_t inner = n / std::max<int64_t>(1, y.shape()[0] * m_out);
       double lo, hi;
       quant::QuantRange(ctx.out(0).dtype(), &lo, &hi);
-      for (int64_t i = 0; i < n; ++i)
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = per_channel ? (i / inner) % m_out : 0;
         quant::WriteQuant(
             &ctx.out(0), i,
-            quant::QuantizeValue(yp[i], sy, zy, static_cast<float>(lo), static_cast<float>(hi)));
+            quant::QuantizeValue(yp[i], sy.data<float>()[c], quant::ReadQuant(ctx.in(8), c),
+                                 static_cast<float>(lo), static_cast<float>(hi)));
+      }
     }
     return OkStatus();
   }
