@@ -51,6 +51,9 @@ def main():
     p.add_argument("--model", default=os.path.join(HERE, "fashion_mnist_cnn.onnx"))
     p.add_argument("--methods", default="minmax,percentile,entropy,mse")
     p.add_argument("--work")
+    p.add_argument("--channel-activations", action="store_true",
+                   help="pass --channel-activations to every kiln quantize (per-channel scales "
+                        "on depthwise convolutions' inputs)")
     p.add_argument("--ort-python")
     a = p.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="kiln_int8_")
@@ -74,8 +77,9 @@ def main():
     for scheme, flags in schemes:
         for method in a.methods.split(","):
             q = os.path.join(work, f"q_{method}_{len(flags)}.onnx")
+            extra = ["--channel-activations"] if a.channel_activations else []
             subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,
-                            "--method", method] + flags, check=True, capture_output=True)
+                            "--method", method] + flags + extra, check=True, capture_output=True)
             acc = top1(a.kiln, q, images, labels, work)
             line = f"{scheme}, {method}: {acc:.2f}% ({acc - base:+.2f} pt)"
             if a.ort_python:
