@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """QDQ models from ONNX Runtime's quantizer run in kiln, and kiln's QDQ models run in ONNX Runtime.
 
-usage: ort_qdq_check.py KILN MODEL.onnx   (the demo's Fashion-MNIST CNN)
+usage: ort_qdq_check.py KILN MODEL.onnx [DEPTHWISE.onnx]
+       (the demo's Fashion-MNIST CNN, and the MobileNetV2-style one)
 
 1. onnxruntime.quantization.quantize_static on MODEL (QDQ format, per-channel int8 weights) with
    32 calibration images, twice: activations int8 symmetric (zero point 0: kiln fuses them into
    int8 convolutions, checked in `kiln inspect --optimized`) and ONNX Runtime's default uint8
    asymmetric (the image input's zero point is not 0: that convolution runs in float32 through
    kiln's Q/DQ kernels; after ReLU the zero points are 0 and kiln fuses).
-2. kiln quantize on MODEL (all layers int8).
+2. kiln quantize on MODEL (all layers int8), and on DEPTHWISE with --channel-activations (per-
+   channel scales on the depthwise convolutions' inputs: Q/DQ with axis 1).
 For each QDQ model, kiln's outputs on 64 held-out images are compared with ONNX Runtime's
 evaluation of the same QDQ graph without its int8 fusions (graph optimizations off: the QDQ
 arithmetic itself). Tolerance: max |diff| <= 2 % of the output range, and the same argmax for at
@@ -48,11 +50,11 @@ class Reader(CalibrationDataReader):
         return next(self.items, None)
 
 
-def kiln_run(kiln, model, x, work):
+def kiln_run(kiln, model, x, work, flags=()):
     np.save(os.path.join(work, "x.npy"), x)
     out = os.path.join(work, "out")
     subprocess.run([kiln, "run", model, "--input", os.path.join(work, "x.npy"), "--output-dir",
-                    out], check=True, capture_output=True)
+                    out] + list(flags), check=True, capture_output=True)
     return np.load(os.path.join(out, os.listdir(out)[0]))
 
 
@@ -76,6 +78,14 @@ def main():
     subprocess.run([kiln, "quantize", model, "--calibrate", os.path.join(work, "calib.npy"),
                     "--out", path, "--quantize-all"], check=True, capture_output=True)
     models["kiln-quantize"] = path
+    if len(sys.argv) > 3:
+        path = os.path.join(work, "kiln_channels.onnx")
+        r = subprocess.run([kiln, "quantize", sys.argv[3], "--calibrate",
+                            os.path.join(work, "calib.npy"), "--out", path, "--quantize-all",
+                            "--channel-activations"], check=True, capture_output=True, text=True)
+        check("per-channel activation scales: 7 depthwise" in r.stdout,
+              "kiln-channel-activations: 7 depthwise inputs get per-channel scales")
+        models["kiln-channel-activations"] = path
 
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -90,15 +100,26 @@ def main():
             check("cpu.conv.onednn" in plan and "its input zero point is not 0" in plan,
                   f"{label}: the convolution with a non-zero input zero point runs in float32, "
                   "and `kiln inspect --optimized` says why")
-        want = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
-            None, {name: held})[0]
-        got = kiln_run(kiln, path, held, work)
-        diff = float(np.abs(got - want).max())
+        if label == "kiln-channel-activations":
+            check("7 depthwise with per-channel input scales folded" in plan,
+                  f"{label}: kiln folds them into its int8 depthwise convolutions")
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        want = sess.run(None, {sess.get_inputs()[0].name: held})[0]
         span = float(want.max() - want.min())
-        agree = float((got.argmax(1) == want.argmax(1)).mean())
-        check(diff <= 0.02 * span, f"{label}: max |kiln - ORT QDQ arithmetic| {diff:.4g} "
-                                   f"<= 2 % of the output range {span:.4g}")
-        check(agree >= 0.98, f"{label}: same class for {agree * 100:.1f} % of 64 images")
+        # The depthwise net on a CPU without VNNI: kiln's int8 kernels (7-bit weights) differ by
+        # ~2.5 % of the range there with or without per-channel scales (measured 2026-11-24), so
+        # its QDQ arithmetic (--reference) is held to 1 % and its kernels to 4 %.
+        depthwise = label == "kiln-channel-activations"
+        runs = [("", [], 0.04 if depthwise else 0.02, 0.95 if depthwise else 0.98)]
+        if depthwise:
+            runs.append((" --reference", ["--reference"], 0.01, 0.98))
+        for how, flags, tol, share in runs:
+            got = kiln_run(kiln, path, held, work, flags)
+            diff = float(np.abs(got - want).max())
+            agree = float((got.argmax(1) == want.argmax(1)).mean())
+            check(diff <= tol * span, f"{label}{how}: max |kiln - ORT QDQ arithmetic| {diff:.4g} "
+                                      f"<= {tol * 100:g} % of the output range {span:.4g}")
+            check(agree >= share, f"{label}{how}: same class for {agree * 100:.1f} % of 64 images")
     print(f"ort_qdq_check: {len(FAILURES)} failed")
     return 1 if FAILURES else 0
 

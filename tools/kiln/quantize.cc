@@ -478,8 +478,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--quantize-all", a->options.quantize_all,
                 "Also quantize the first and last layers (kept float by default)");
   cmd->add_flag("--channel-activations", a->options.channel_activations,
-                "Depthwise convolutions' inputs get one scale per channel (Q/DQ axis 1): free "
-                "in kiln's int8 kernels; ONNX Runtime and TensorRT run those convolutions float");
+                "Depthwise convolutions' inputs get one scale per channel (Q/DQ axis 1), for "
+                "channels whose ranges differ widely; ONNX Runtime and TensorRT run those "
+                "convolutions float");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
   cmd->add_option("--cache", a->cache,
