@@ -5,7 +5,8 @@ list (wamerican); the ground truth is the rendered string.
 
 usage: /usr/bin/python3 demo/ocr_int8_accuracy.py [--kiln build/release/tools/kiln/kiln]
        [--lines 1000] [--pages 40] [--calib-lines 300] [--calib-pages 60] [--method percentile]
-       [--max-drop X] [--exact] [--work DIR] [--only rec|det] [--ort-python bench/.venv/bin/python]
+       [--max-drop X] [--exact] [--emulate-widths] [--channel-activations] [--work DIR]
+       [--only rec|det] [--ort-python bench/.venv/bin/python]
 
 Recognizer: each line is 1-4 words (dictionary words in lower, Title or UPPER case, sometimes a
 number or punctuation) in one of 21 DejaVu faces at 22-34 px, dark on a light noisy background,
@@ -15,7 +16,10 @@ RapidOCR does (greedy CTC over the model's own character list, blank 0, space la
 exact-match rate and character error rate (Levenshtein / truth length) of float32, of int8 on
 kiln's int8 kernels, and with --exact of the QDQ model's exact integer arithmetic (`kiln run
 --reference`: what a CPU with VNNI computes; without VNNI, oneDNN's kernels use 7-bit weights in
-most convolutions).
+most convolutions). --emulate-widths also evaluates (exact arithmetic, `kiln run --reference`) two
+copies of the recognizer's QDQ model: one with every weight rounded to an even value as oneDNN's
+kernels use them without VNNI (int8 sources, and uint8 sources of non-depthwise convolutions:
+7-bit weights), one with 8-bit weights and every activation scale doubled (7-bit activations).
 Detector: 640x640 pages with 6-14 lines at random places and sizes; probability map thresholded at
 0.3 (RapidOCR's thresh), dilated 2x2, connected components kept when their mean probability is
 >= 0.5 (box_thresh) and at least 3 px a side; box F1 of the int8 boxes against the float32 boxes
@@ -227,6 +231,42 @@ def quantize(kiln, model, calib, out, method, extra):
     return r.stdout
 
 
+def width_variants(q, work):
+    """The QDQ model `q` with 7-bit weights (halved as oneDNN does without VNNI) and, apart, with
+    7-bit activations (every QuantizeLinear scale doubled); their paths."""
+    import onnx
+    from onnx import numpy_helper as nh
+    out = {}
+    for kind in ("7-bit weights", "7-bit activations"):
+        m = onnx.load(q)
+        g = m.graph
+        inits = {t.name: t for t in g.initializer}
+        prod = {o: n for n in g.node for o in n.output}
+        done = set()
+        for n in g.node:
+            if kind == "7-bit activations" and n.op_type == "QuantizeLinear":
+                if n.input[1] in done:
+                    continue
+                t = inits[n.input[1]]
+                t.CopyFrom(nh.from_array(nh.to_array(t) * np.float32(2), t.name))
+                done.add(n.input[1])
+            elif kind == "7-bit weights" and n.op_type == "Conv":
+                dx, dw = prod.get(n.input[0]), prod.get(n.input[1])
+                if not (dx and dw and dx.op_type == dw.op_type == "DequantizeLinear"):
+                    continue
+                signed = inits[dx.input[2]].data_type == onnx.TensorProto.INT8
+                t = inits[dw.input[0]]
+                w = nh.to_array(t)
+                group = next((a.i for a in n.attribute if a.name == "group"), 1)
+                if group > 1 and w.shape[1] == 1 and w.shape[0] == group and not signed:
+                    continue  # depthwise with a uint8 source: kiln keeps 8 bits
+                half = (np.round(w.astype(np.float32) / 2) * 2).clip(-128, 126).astype(np.int8)
+                t.CopyFrom(nh.from_array(half, t.name))
+        out[kind] = os.path.join(work, f"rec.int8.{kind.replace(' ', '_')}.onnx")
+        onnx.save(m, out[kind])
+    return out
+
+
 def ort_first_output(ort_python, model, x, work):
     path = os.path.join(work, "ort_in.npy")
     out = os.path.join(work, "ort_out.npy")
@@ -260,6 +300,9 @@ def main():
     p.add_argument("--exact", action="store_true",
                    help="also the QDQ model's exact arithmetic (kiln run --reference: one thread, "
                         "minutes)")
+    p.add_argument("--emulate-widths", action="store_true",
+                   help="also the recognizer's exact arithmetic with 7-bit weights, and apart "
+                        "with 7-bit activations (needs the onnx module: Debian's python3-onnx)")
     p.add_argument("--only", choices=["rec", "det"])
     p.add_argument("--work")
     p.add_argument("--ort-python")
@@ -299,6 +342,9 @@ def main():
             rows.append(("int8 QDQ exact", kiln_run(a.kiln, q, x, work, 100, ["--reference"])))
         if a.ort_python:
             rows.append(("ORT int8 (same QDQ)", ort_first_output(a.ort_python, q, x, work)))
+        if a.emulate_widths:
+            for kind, path in width_variants(q, work).items():
+                rows.append((f"exact, {kind}", kiln_run(a.kiln, path, x, work, 100, ["--reference"])))
         print(f"recognizer, {a.lines} lines: exact match, character error rate")
         base = None
         for name, probs in rows:

@@ -44,7 +44,7 @@ struct QuantizeOptions {
   // them only when every quantizable node reading it is depthwise; needs opset 13 (per-channel
   // Q/DQ). kiln's int8 depthwise convolutions fold them into their per-channel output scales;
   // the convolution writing such a tensor divides per channel (a multiply post-op: MobileNetV2
-  // ran 0.90x as fast at batch 32 on an AVX2 CPU). ONNX Runtime and TensorRT run a convolution
+  // ran 10-15 % slower at batch 32 on an AVX2 CPU). ONNX Runtime and TensorRT run a convolution
   // with such an input in float.
   bool channel_activations = false;
   // Threads of the calibration session (0 = the machine's cores).

@@ -204,6 +204,8 @@ check quantize-cache-other-model 11 "made for another model_hash" -- "$KILN" qua
 check quantize-channel-activations 0 "per-channel activation scales: 7 depthwise convolution inputs" -- "$KILN" quantize "$SRC/demo/fmnist_mobilenetv2.onnx" --calibrate "$W/calib.npy" --out "$W/qch.onnx" --channel-activations --cache "$W/qch.json"
 check quantize-channel-activations-fused 0 "7 depthwise with per-channel input scales folded" -- "$KILN" inspect "$W/qch.onnx" --optimized
 check quantize-channel-activations-cache 11 "made for another channel_activations: the cache has \"depthwise\", this run null" -- "$KILN" quantize "$SRC/demo/fmnist_mobilenetv2.onnx" --calibrate "$W/calib.npy" --out "$W/qch2.onnx" --cache "$W/qch.json"
+/usr/bin/python3 -c "import json, sys; d = json.load(open(sys.argv[1])); [t.pop('channel_thresholds', None) for t in d['tensors'].values()]; json.dump(d, open(sys.argv[2], 'w'))" "$W/qch.json" "$W/qch_bad.json"
+check quantize-channel-activations-cache-damaged 11 "qch_bad.json': tensor '.*channel_thresholds' not found" -- "$KILN" quantize "$SRC/demo/fmnist_mobilenetv2.onnx" --calibrate "$W/calib.npy" --out "$W/qch3.onnx" --channel-activations --cache "$W/qch_bad.json"
 check quantize-trt-table 0 "TRT-8600-EntropyCalibration2" -- sh -c "'$KILN' quantize '$D' --calibrate '$W/calib.npy' --out '$W/q4.onnx' --method minmax --trt-cache '$W/trt.txt' > /dev/null && cat '$W/trt.txt'"
 check quantize-all-kept-float 11 "nothing to quantize.*--keep-float Conv" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q5.onnx" --keep-float Conv --keep-float Gemm
 check quantize-no-data 14 "does not exist" -- "$KILN" quantize "$D" --calibrate "$W/none.npy" --out "$W/q6.onnx"

@@ -411,11 +411,12 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (!s.per_channel)
     std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
-  int channel_scaled = 0;
-  for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
-  if (a.options.channel_activations)
+  if (a.options.channel_activations) {
+    int channel_scaled = 0;
+    for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
     std::printf("  per-channel activation scales: %d depthwise convolution inputs\n",
                 channel_scaled);
+  }
   for (const auto& [node, why] : s.float_nodes)
     std::printf("  kept float: %s: %s\n", node.c_str(), why.c_str());
   if (a.verbose) {

@@ -53,17 +53,15 @@ class QConvOneDnn final : public runtime::Kernel {
       if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
-      if (y_inv_scales_)
-        Execute(prim_, {{DNNL_ARG_SRC, src.get()},
-                        {DNNL_ARG_WEIGHTS, weights_.get()},
-                        {DNNL_ARG_BIAS, bias_.get(true)},
-                        {DNNL_ARG_DST, dst.get()},
-                        {DNNL_ARG_SCRATCHPAD, sp.get()},
-                        {DNNL_ARG_ATTR_MULTIPLE_POST_OP(y_post_op_) | DNNL_ARG_SRC_1,
-                         y_inv_scales_.get()}});
-      else
-        ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
-      if (y_inv_scales_) ThreadStream().wait();
+      if (!y_inv_scales_) return ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
+      Execute(prim_,
+              {{DNNL_ARG_SRC, src.get()},
+               {DNNL_ARG_WEIGHTS, weights_.get()},
+               {DNNL_ARG_BIAS, bias_.get(true)},
+               {DNNL_ARG_DST, dst.get()},
+               {DNNL_ARG_SCRATCHPAD, sp.get()},
+               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(y_post_op_) | DNNL_ARG_SRC_1, y_inv_scales_.get()}});
+      ThreadStream().wait();
     });
   }
 
