@@ -168,15 +168,20 @@ TEST(DynamicBatcherTest, FullQueueDeadlinesAndPriorities) {
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(0), {{}, /*priority=*/1}).ok());
   ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(1), {{}, /*priority=*/0}).ok());
+  // A deadline far enough off that the fourth Submit below comes before it even on a loaded
+  // machine (with 1 ms, a descheduled test thread let the worker expire request 2 first, so the
+  // fourth request found room: seen in a fresh-clone run under ctest -j2).
   RequestOptions soon;
-  soon.deadline = BatchClock::now() + milliseconds(1);
+  soon.deadline = BatchClock::now() + milliseconds(200);
   ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(2), soon).ok());
   // The queue holds 3: a fourth is refused at once, on this thread.
   const auto t0 = BatchClock::now();
   Status full = (*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(3));
   EXPECT_EQ(full.code(), StatusCode::kUnavailable);
-  EXPECT_LT(BatchClock::now() - t0, milliseconds(5));
-  std::this_thread::sleep_for(milliseconds(10));  // request 2's deadline passes while queued
+  // At once: not after the 500 ms the queue's oldest request may wait (a generous bound, not a
+  // speed measurement).
+  EXPECT_LT(BatchClock::now() - t0, milliseconds(250));
+  std::this_thread::sleep_for(milliseconds(300));  // request 2's deadline passes while queued
   (*b)->Shutdown();  // runs what is left (0 and 1, in one batch) without waiting 500 ms
   EXPECT_EQ((*b)->Submit({{"x", Rows(1, 2, 0)}}, answers.For(4)).code(), StatusCode::kUnavailable);
   ASSERT_EQ(answers.order.size(), 5u);
