@@ -309,6 +309,36 @@ std::string QdqConv() {
   return b.Bytes();
 }
 
+// An int8 QDQ Gemm (uint8 input with zero point 128, as ONNX Runtime's asymmetric activations;
+// int8 weights [N, K] per row, transB; bias; Relu): QMatMul's int8 kernel. The weights are even,
+// so the halved weights used on CPUs without VNNI are exact.
+std::string QdqGemm() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {4, 64});
+  auto* wq = b.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {12, 64}) wq->add_dims(d);
+  std::string raw;
+  for (float v : Random(12 * 64, 35, -63.f, 63.f))
+    raw.push_back(static_cast<char>(2 * static_cast<int>(v)));
+  wq->set_raw_data(raw);
+  b.FloatInit("sw", {12}, Random(12, 36, 0.001f, 0.004f));
+  b.FloatInit("sx", {}, {1.f / 64});
+  auto* zx = b.proto().mutable_graph()->add_initializer();
+  zx->set_name("zx");
+  zx->set_data_type(onnx::TensorProto::UINT8);
+  zx->set_raw_data(std::string(1, static_cast<char>(128)));
+  Weight(b, "bias", {12}, 37);
+  b.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  ModelBuilder::IntAttr(b.Node("DequantizeLinear", {"wq", "sw"}, {"wd"}), "axis", 0);
+  ModelBuilder::IntAttr(b.Node("Gemm", {"xd", "wd", "bias"}, {"g"}), "transB", 1);
+  b.Node("Relu", {"g"}, {"y"});
+  b.Output("y", kF32, {4, 12});
+  return b.Bytes();
+}
+
 // Control flow: a Loop (3 iterations) whose body holds an If reading the graph input two levels
 // up (add x while i < 2, then halve), then a Scan summing the rows of the result: the subplan
 // kernels against the interpreted bodies.
@@ -375,6 +405,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"conv grouped dilated + silu", ConvModel(8, 8, 12, 3, 1, 2, 2, 2, "silu")});
   c.push_back({"conv 7x7 stride 2 pad 3", ConvModel(3, 8, 23, 7, 2, 3, 1, 1, "")});
   c.push_back({"int8 QDQ conv 3x3 + relu, QDQ gemm input", QdqConv()});
+  c.push_back({"int8 QDQ gemm transB + relu, input zero point", QdqGemm()});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

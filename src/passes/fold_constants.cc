@@ -9,13 +9,12 @@
 // error in context), or whose outputs would exceed kMaxGrowthBytes more than its inputs (Expand,
 // Tile, ConstantOfShape blowing small tensors up) is left alone. Shape sub-graphs that start from
 // graph inputs are not constant here; the execution plan folds them once input shapes are known.
-// A DequantizeLinear of int8 weights read only by Conv nodes whose input is itself dequantized is
-// left alone (Conv or FusedConv): fuse_qdq_conv turns such a pair into an int8 convolution and
-// needs the int8 weights and their scales, which folding would turn into float32.
+// A DequantizeLinear of int8 weights read only by Conv nodes (Conv or FusedConv, as their weight)
+// or MatMul/Gemm nodes (as B) whose input is itself dequantized is left alone: fuse_qdq_conv and
+// fuse_qdq_matmul turn such a pair into an int8 convolution or matrix product and need the int8
+// weights and their scales, which folding would turn into float32.
 #include <memory>
 
-#include "ir/evaluate.h"
-#include "ir/op.h"
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
 
@@ -24,37 +23,17 @@ namespace {
 
 constexpr int64_t kMaxGrowthBytes = int64_t{16} << 20;
 
-// The node's output values, or nullopt when it cannot (or should not) be folded.
-std::optional<std::vector<Tensor>> Evaluate(const GraphEditor& ed, const ir::Node& node) {
-  const ir::OpDef* def = ir::OpRegistry::Global().Find(node.domain, node.op_type, node.opset);
-  if (def == nullptr) return std::nullopt;
-  auto op = def->create(node);
-  if (!op.ok()) return std::nullopt;
-  ir::NodeInputs in;
-  for (int id : node.inputs) {
-    const Tensor* t = ed.ConstantOf(id);
-    if (t == nullptr)
-      in.AddMissing();
-    else
-      in.Add(t->dtype(), t->shape(), t);
-  }
-  ir::EvalPolicy policy;
-  policy.max_growth_bytes = kMaxGrowthBytes;
-  ir::NodeEvaluation ev;
-  if (!ir::EvaluateNode(node, **op, in, policy, &ev).ok() || !ev.all_values) return std::nullopt;
-  return std::move(ev.values);
-}
-
-// QDQ weights that fuse_qdq_conv will take (see the file comment).
-bool KeptForQConv(const GraphEditor& ed, const ir::Node& node) {
+// QDQ weights that fuse_qdq_conv or fuse_qdq_matmul will take (see the file comment).
+bool KeptForInt8(const GraphEditor& ed, const ir::Node& node) {
   if (!IsOnnxOp(node, "DequantizeLinear") || node.outputs.size() != 1 || node.outputs[0] < 0)
     return false;
   const std::vector<int>& users = ed.Consumers(node.outputs[0]);
   if (users.empty() || ed.IsGraphOutput(node.outputs[0])) return false;
   for (int u : users) {
     const ir::Node& c = ed.node(u);
-    if (!(IsOnnxOp(c, "Conv") || IsKilnOp(c, "FusedConv")) || c.inputs.size() < 2 ||
-        c.inputs[1] != node.outputs[0] || c.inputs[0] == node.outputs[0])
+    if (!(IsOnnxOp(c, "Conv") || IsKilnOp(c, "FusedConv") || IsOnnxOp(c, "MatMul") ||
+          IsOnnxOp(c, "Gemm")) ||
+        c.inputs.size() < 2 || c.inputs[1] != node.outputs[0] || c.inputs[0] == node.outputs[0])
       return false;
     const int p = ed.Producer(c.inputs[0]);
     if (p < 0 || !IsOnnxOp(ed.node(p), "DequantizeLinear")) return false;
@@ -77,14 +56,9 @@ class FoldConstantsPass : public Pass {
       bool all_const = true, any_output = false;
       for (int id : node.inputs) all_const = all_const && (id < 0 || ed.ConstantOf(id));
       for (int id : node.outputs) any_output = any_output || id >= 0;
-      if (!all_const || !any_output || KeptForQConv(ed, node)) continue;
-      auto outs = Evaluate(ed, node);
-      if (!outs) continue;
-      const std::vector<int> outputs = node.outputs;
+      if (!all_const || !any_output || KeptForInt8(ed, node)) continue;
       const bool is_constant_node = IsOnnxOp(node, "Constant");
-      ed.RemoveNode(ni);
-      for (size_t o = 0; o < outputs.size(); ++o)
-        if (outputs[o] >= 0) ed.MakeConstant(outputs[o], std::move((*outs)[o]));
+      if (!FoldNode(ed, ni, kMaxGrowthBytes)) continue;
       ++(is_constant_node ? constants : computed);
     }
     if (constants + computed == 0) return false;

@@ -18,20 +18,6 @@
 namespace kiln::passes {
 namespace {
 
-// The bias as [n] when `v` broadcasts along the last dim of a rank-`out_rank` result.
-std::optional<Tensor> BiasVector(const GraphEditor& ed, int v, int64_t n, int64_t out_rank) {
-  const Tensor* t = ed.ConstantOf(v);
-  if (t == nullptr || t->dtype() != DataType::kFloat || t->rank() > out_rank) return std::nullopt;
-  const Shape& s = t->shape();
-  for (size_t i = 0; i + 1 < s.size(); ++i)
-    if (s[i] != 1) return std::nullopt;
-  const int64_t last = s.empty() ? 1 : s.back();
-  if (last != n && last != 1) return std::nullopt;
-  Tensor b = Tensor::Empty(DataType::kFloat, {n});
-  for (int64_t j = 0; j < n; ++j) b.data<float>()[j] = t->data<float>()[last == 1 ? 0 : j];
-  return b;
-}
-
 class FuseMatMulAddPass : public Pass {
  public:
   std::string name() const override { return "fuse_matmul_add"; }
@@ -57,7 +43,7 @@ class FuseMatMulAddPass : public Pass {
         const int bias_v = an.inputs[0] == out ? an.inputs[1] : an.inputs[0];
         const auto a_rank = probe->rank(n.inputs[0]);
         const int64_t out_rank = a_rank ? *a_rank : 1;  // B is 2-D: rank(A @ B) == rank(A)
-        auto bv = BiasVector(ed, bias_v, b->shape()[1], out_rank);
+        auto bv = RowBiasOf(ed, bias_v, b->shape()[1], out_rank);
         if (!bv) continue;
         if (!ImportKilnDomain(graph)) return false;
         const std::string base = n.name.empty() ? an.name : n.name;

@@ -15,6 +15,7 @@
 
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
+#include "passes/qdq_match.h"
 #include "passes/shape_probe.h"
 
 namespace kiln::passes {
@@ -31,13 +32,6 @@ bool ScalarConstant(const GraphEditor& ed, int v, std::initializer_list<DataType
   return false;
 }
 
-bool AllZero(const Tensor& t) {
-  const int8_t* p = t.data<int8_t>();
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (p[i] != 0) return false;
-  return true;
-}
-
 class FuseQdqConvPass : public Pass {
  public:
   std::string name() const override { return "fuse_qdq_conv"; }
@@ -48,30 +42,18 @@ class FuseQdqConvPass : public Pass {
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
     int fused = 0, per_tensor = 0, requantized = 0, channel_inputs = 0;
-    std::vector<std::string> declined;  // dequantized-input convolutions left float, and why
+    FloatLeftovers leftovers;  // dequantized-input convolutions left float, and why
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
       if (!IsOnnxOp(n, "Conv") && !IsKilnOp(n, "FusedConv")) continue;
-      if (n.inputs.size() < 2 || n.outputs.size() != 1) continue;
-      const int dx = ed.Producer(n.inputs[0]), dw = ed.Producer(n.inputs[1]);
-      if (dx < 0 || dx == dw || !IsOnnxOp(ed.node(dx), "DequantizeLinear")) continue;
-      // From here on the input is dequantized: a convolution left in float32 says why.
-      auto left = [&](const std::string& why) {
-        declined.push_back("'" + n.name + "' (" + why + ")");
-      };
-      if (dw < 0 || !IsOnnxOp(ed.node(dw), "DequantizeLinear")) {
-        left("its weight is not dequantized int8");
-        continue;
-      }
-      const ir::Node& xn = ed.node(dx);
+      QdqOperands ops;
+      if (!MatchQdqOperands(ed, probe, n, &leftovers, &ops)) continue;
+      const int dw = ops.w_dq;
+      auto left = [&](const std::string& why) { leftovers.Decline(ed, n, dw, why); };
+      const ir::Node& xn = ed.node(ops.x_dq);
       const ir::Node& wn = ed.node(dw);
-      // X: uint8/int8 per tensor.
-      const DataType xt = xn.inputs.size() >= 2 ? probe.dtype(xn.inputs[0]) : DataType::kUndefined;
-      if (xt != DataType::kUInt8 && xt != DataType::kInt8) {
-        left("its input is not uint8/int8");
-        continue;
-      }
+      const DataType xt = ops.x_type;
       // A depthwise convolution (one input channel per group, one output per group) may have
       // one input scale per channel: output channel c reads only input channel c, so the scale
       // folds into the weight's.
@@ -196,13 +178,10 @@ class FuseQdqConvPass : public Pass {
         }
       }
       ed.ReplaceNode(ni, std::move(q));
-      for (int d : {dx, dw})
-        if (ed.alive(d) && ed.Consumers(ed.node(d).outputs[0]).empty() &&
-            !ed.IsGraphOutput(ed.node(d).outputs[0]))
-          ed.RemoveNode(d);
+      RemoveUnreadDequantize(ed, ops);
       ++fused;
     }
-    if (fused == 0) return false;
+    if (fused + leftovers.folded() == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "fused " + std::to_string(fused) +
                " DequantizeLinear+Conv pairs into QConv (int8 convolutions" +
@@ -216,11 +195,7 @@ class FuseQdqConvPass : public Pass {
                                   " writing int8 for the QuantizeLinear they absorbed"
                             : std::string()) +
                ")";
-    if (!declined.empty()) {
-      summary_ += "; " + std::to_string(declined.size()) + " left in float32:";
-      for (size_t i = 0; i < declined.size() && i < 3; ++i) summary_ += " " + declined[i];
-      if (declined.size() > 3) summary_ += " ...";
-    }
+    summary_ += leftovers.Summary();
     return true;
   }
 };

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <memory>
 
+#include "ir/evaluate.h"
+#include "ir/op.h"
+
 namespace kiln::passes {
 
 GraphEditor::GraphEditor(ir::Graph& graph) : g_(graph) { Init(); }
@@ -264,6 +267,47 @@ bool ImportKilnDomain(ir::Graph& graph) {
   if (it != graph.opset_imports.end()) return it->second == 1;
   graph.opset_imports["kiln"] = 1;
   return true;
+}
+
+// See graph_edit.h.
+bool FoldNode(GraphEditor& ed, int node, int64_t max_growth_bytes) {
+  const ir::Node& n = ed.node(node);
+  const ir::OpDef* def = ir::OpRegistry::Global().Find(n.domain, n.op_type, n.opset);
+  if (def == nullptr) return false;
+  auto op = def->create(n);
+  if (!op.ok()) return false;
+  ir::NodeInputs in;
+  for (int id : n.inputs) {
+    const Tensor* t = ed.ConstantOf(id);
+    if (id >= 0 && t == nullptr) return false;
+    if (t == nullptr)
+      in.AddMissing();
+    else
+      in.Add(t->dtype(), t->shape(), t);
+  }
+  ir::EvalPolicy policy;
+  policy.max_growth_bytes = max_growth_bytes;
+  ir::NodeEvaluation ev;
+  if (!ir::EvaluateNode(n, **op, in, policy, &ev).ok() || !ev.all_values) return false;
+  const std::vector<int> outputs = n.outputs;
+  ed.RemoveNode(node);
+  for (size_t o = 0; o < outputs.size(); ++o)
+    if (outputs[o] >= 0) ed.MakeConstant(outputs[o], std::move(ev.values[o]));
+  return true;
+}
+
+// See graph_edit.h.
+std::optional<Tensor> RowBiasOf(const GraphEditor& ed, int v, int64_t n, int64_t out_rank) {
+  const Tensor* t = ed.ConstantOf(v);
+  if (t == nullptr || t->dtype() != DataType::kFloat || t->rank() > out_rank) return std::nullopt;
+  const Shape& s = t->shape();
+  for (size_t i = 0; i + 1 < s.size(); ++i)
+    if (s[i] != 1) return std::nullopt;
+  const int64_t last = s.empty() ? 1 : s.back();
+  if (last != n && last != 1) return std::nullopt;
+  Tensor b = Tensor::Empty(DataType::kFloat, {n});
+  for (int64_t j = 0; j < n; ++j) b.data<float>()[j] = t->data<float>()[last == 1 ? 0 : j];
+  return b;
 }
 
 }  // namespace kiln::passes

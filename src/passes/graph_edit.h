@@ -96,6 +96,17 @@ inline bool IsOnnxOp(const ir::Node& node, const char* op_type) {
 }
 // True when the graph has a node of any of the ai.onnx `op_types` (passes use it to skip work).
 bool HasOnnxOp(const ir::Graph& graph, std::initializer_list<const char*> op_types);
+// Evaluates `node`, whose inputs are all constants (or absent), with its op's reference kernel,
+// makes its outputs constants and removes it. False, changing nothing, when the op is unknown,
+// its inference or kernel fails, or its outputs would exceed its inputs by more than
+// `max_growth_bytes` (Expand, Tile, ConstantOfShape blowing small tensors up).
+bool FoldNode(GraphEditor& ed, int node, int64_t max_growth_bytes);
+
+// A float32 constant `v` that adds the same row to every row of a rank-`out_rank` result with
+// `n` columns (dims all 1 but the last, which is n or 1; rank <= out_rank), as an [n] tensor;
+// nullopt otherwise (the bias of MatMul -> Add, Gemm's C).
+std::optional<Tensor> RowBiasOf(const GraphEditor& ed, int v, int64_t n, int64_t out_rank);
+
 // True when `node` is kiln's `op_type` (domain "kiln").
 inline bool IsKilnOp(const ir::Node& node, const char* op_type) {
   return node.domain == "kiln" && node.op_type == op_type;

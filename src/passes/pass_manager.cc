@@ -5,9 +5,9 @@
 // Add), fuse_bn_activation after fuse_conv_bn (only the normalizations no convolution absorbed),
 // fuse_matmul_add, fuse_layernorm, then fuse_qdq_conv (QDQ models: DequantizeLinear -> Conv or
 // FusedConv becomes an int8 QConv, after the conv fusions so it keeps their activation and
-// residual). A second round catches what one rewrite exposes to an
-// earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops at the
-// first round without changes, after kMaxRounds at most.
+// residual), fuse_qdq_matmul (DequantizeLinear -> MatMul/Gemm becomes an int8 QMatMul). A second
+// round catches what one rewrite exposes to an earlier pass (e.g. an Identity between Conv and
+// BatchNormalization); the loop stops at the first round without changes, after kMaxRounds at most.
 #include "passes/pass_manager.h"
 
 #include <algorithm>
@@ -31,6 +31,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeFuseMatMulAddPass());
   p.push_back(MakeFuseLayerNormPass());
   p.push_back(MakeFuseQdqConvPass());
+  p.push_back(MakeFuseQdqMatMulPass());
   return p;
 }
 

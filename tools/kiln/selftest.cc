@@ -146,7 +146,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
       {"FusedConv", "Conv"},
       {"FusedMatMul", "MatMul"},
       {"FusedBatchNormalization", "BatchNormalization"},
-      {"QConv", "DequantizeLinear"}};
+      {"QConv", "DequantizeLinear"},
+      {"QMatMul", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);
