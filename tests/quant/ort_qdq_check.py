@@ -94,6 +94,9 @@ def main():
                               text=True).stdout
         fused = "cpu.qconv.onednn" in plan
         check(fused, f"{label}: kiln runs convolutions as int8 (cpu.qconv.onednn)")
+        if label.startswith("ort-"):  # ONNX Runtime quantizes the Gemm layers too
+            check("cpu.qmatmul.onednn" in plan,
+                  f"{label}: kiln runs its Gemm layers as int8 (cpu.qmatmul.onednn)")
         if label == "ort-u8s8-default":
             # The image input's zero point is not 0 (it has negative values): that convolution
             # stays float; after ReLU ONNX Runtime's zero points are 0, those are fused.
