@@ -92,6 +92,10 @@ class FuseQdqMatMulPass : public Pass {
       }
       // Gemm: Y = alpha * A @ B + beta * C.
       const float alpha = gemm ? n.GetFloat("alpha", 1.f) : 1.f;
+      if (alpha == 0.f) {  // the scales would be 0, and the kernel's bias goes in divided by them
+        left("alpha is 0");
+        continue;
+      }
       std::optional<Tensor> bias;
       if (gemm && n.HasInput(2)) {
         bias = RowBiasOf(ed, n.inputs[2], cols, 2);

@@ -25,8 +25,8 @@ struct QdqOperands {
 
 // Products with a dequantized input that stay float32, and why, for the pass summary. Decline
 // also folds the product's weight DequantizeLinear (which fold_constants kept for the pass) to a
-// float32 constant, so the float kernels get a constant weight instead of dequantizing it at
-// every run.
+// float32 constant, as fold_constants would have: the float fusions of the optimizer's next
+// round then see a constant weight (the execution plan would fold it too, but after them).
 class FloatLeftovers {
  public:
   void Decline(GraphEditor& ed, const ir::Node& n, int w_dq, const std::string& why);

@@ -941,6 +941,45 @@ TEST_P(QMatMulKernelTest, MatchesReference) {
   EXPECT_GT(range, 1.f) << "the outputs should not be all (near) zero";
 }
 
+// Gemm with alpha 0 (Y = beta * C) is left float: its scales would be 0, and the int8 kernel's
+// bias goes in divided by them. The pass folds its weight's DequantizeLinear (kept for it by
+// fold_constants) into a float32 constant of the optimized graph, so the plan has nothing left to
+// fold.
+TEST(QMatMulPass, LeavesAlphaZeroGemmFloat) {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {2, 8}).OutputAnyShape("y", kF32);
+  auto* wq = mb.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  wq->add_dims(8);
+  wq->add_dims(4);
+  wq->set_raw_data(std::string(32, '\x06'));
+  mb.FloatInit("sw", {}, {0.01f});
+  mb.FloatInit("sx", {}, {0.02f});
+  mb.FloatInit("c", {4}, {1.f, 2.f, 3.f, 4.f});
+  ZeroPoints(mb, "zx", true, 0);
+  mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  mb.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
+  auto& g = mb.Node("Gemm", {"xd", "wd", "c"}, {"y"});
+  auto* alpha = g.add_attribute();
+  alpha->set_name("alpha");
+  alpha->set_type(onnx::AttributeProto::FLOAT);
+  alpha->set_f(0.f);
+  RefAndFast r;
+  RunRefAndFast(mb.Bytes(), Tensor::FromVector<float>(Uniform(16, 3), {2, 8}), &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.plan.find("QMatMul"), std::string::npos) << r.plan;
+  const size_t dq_at = r.plan.find("  DequantizeLinear '");  // the input's
+  EXPECT_NE(dq_at, std::string::npos) << r.plan;
+  EXPECT_EQ(r.plan.find("  DequantizeLinear '", dq_at + 1), std::string::npos) << r.plan;
+  EXPECT_NE(r.plan.find(" 0 nodes folded into constants"), std::string::npos)
+      << "the weight's DequantizeLinear should be folded by the optimizer:\n"
+      << r.plan;
+  ExpectCloseOrOneStep(r, false, [](int64_t) { return 0.f; });
+  EXPECT_FLOAT_EQ(r.got.data<float>()[3], 4.f);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, QMatMulKernelTest,
     ::testing::Values(
