@@ -207,6 +207,15 @@ bool Int8Vnni() {
          isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
+Tensor HalvedInt8(const Tensor& w) {
+  Tensor halved = Tensor::Empty(DataType::kInt8, w.shape());
+  const int8_t* src = w.data<int8_t>();
+  int8_t* dst = halved.data<int8_t>();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    dst[i] = static_cast<int8_t>(std::nearbyint(static_cast<float>(src[i]) * 0.5f));
+  return halved;
+}
+
 bool Bf16Supported() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;

@@ -166,6 +166,9 @@ void StageResidual(const Tensor& z, Tensor* out, const dnnl::memory::desc& z_des
 // Whether oneDNN's int8 kernels have VNNI-class dot products here (AVX-VNNI, AVX512-VNNI,
 // AMX); without them a uint8 x int8 product pair summed in 16 bits (vpmaddubsw) can saturate.
 bool Int8Vnni();
+// int8 weights halved for CPUs without VNNI: each value / 2 rounded to even (7 bits); the caller
+// doubles their scales.
+Tensor HalvedInt8(const Tensor& w);
 
 // Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
 // and a scratchpad, on the calling thread's stream, and waits.

@@ -149,14 +149,7 @@ class QConvOneDnn final : public runtime::Kernel {
 
     const Tensor& w = *ctx->constants[3];
     const memory::desc w_plain = geo.PlainWeights(ws, group, memory::data_type::s8);
-    Tensor halved;
-    if (halve) {
-      halved = Tensor::Empty(DataType::kInt8, w.shape());
-      const int8_t* src = w.data<int8_t>();
-      int8_t* dst = halved.data<int8_t>();
-      for (int64_t i = 0; i < w.numel(); ++i)
-        dst[i] = static_cast<int8_t>(std::nearbyint(static_cast<float>(src[i]) * 0.5f));
-    }
+    const Tensor halved = halve ? HalvedInt8(w) : Tensor();
     weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights,
                            halve ? &halved : nullptr, halve ? "halved" : "");
     if (has_bias) {

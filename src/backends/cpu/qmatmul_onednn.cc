@@ -122,13 +122,7 @@ class QMatMulOneDnn final : public runtime::Kernel {
     descs_ = PdDescs(pd_);
 
     const Tensor& b = *ctx->constants[3];
-    Tensor halved;
-    if (halve) {
-      halved = Tensor::Empty(DataType::kInt8, b.shape());
-      for (int64_t i = 0; i < b.numel(); ++i)
-        halved.data<int8_t>()[i] =
-            static_cast<int8_t>(std::nearbyint(static_cast<float>(b.data<int8_t>()[i]) * 0.5f));
-    }
+    const Tensor halved = halve ? HalvedInt8(b) : Tensor();
     const memory::desc b_plain({k, n}, memory::data_type::s8, memory::format_tag::ab);
     weights_ = PackWeights(b_plain, b, pd_.weights_desc(), &packed_b_, ctx->weights,
                            halve ? &halved : nullptr, halve ? "halved" : "");
