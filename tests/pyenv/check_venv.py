@@ -6,6 +6,7 @@ only, no dependency resolution), and remade when PINS change (a stamp file holds
 `python_or_skip()` returns its interpreter, or exits 77 (CTest skip) with the reason when the
 index cannot be reached.
 """
+import fcntl
 import os
 import subprocess
 import sys
@@ -41,14 +42,23 @@ def python_or_skip():
     stamp = os.path.join(venv, ".pins")
     if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
         return py
-    subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear", venv],
-                   check=True)
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"] + PINS,
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        print("SKIP: cannot install the pinned packages from the package index:", r.stderr[-800:])
-        sys.exit(77)
-    open(stamp, "w").write(" ".join(PINS))
+    # CTest runs several checks at once (-j2): one makes the venv while the others wait on the
+    # lock (two concurrent `venv --clear` + pip runs broke each other on a fresh machine), then
+    # they see its stamp.
+    os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
+    with open(os.path.abspath(venv) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
+            return py
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear",
+                        venv], check=True)
+        r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"]
+                           + PINS, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("SKIP: cannot install the pinned packages from the package index:",
+                  r.stderr[-800:])
+            sys.exit(77)
+        open(stamp, "w").write(" ".join(PINS))
     return py
 
 
