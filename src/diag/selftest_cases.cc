@@ -271,8 +271,9 @@ std::string Resize(const std::string& mode, const std::string& coord, const std:
 
 // An int8 QDQ convolution (Q -> DQ on the input, DQ of int8 weights per channel, bias, Relu)
 // followed by a QDQ'd Gemm input: QConv's int8 kernel, the Q/DQ loops. The weights are even, so
-// the halved weights oneDNN uses on CPUs without VNNI are exact.
-std::string QdqConv() {
+// the halved weights oneDNN uses on CPUs without VNNI are exact. `x_zero`: the input's int8 zero
+// point (not 0: the kernel feeds oneDNN uint8 with a source zero point).
+std::string QdqConv(int x_zero = 0) {
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 8, 9, 9});
   auto* wq = b.proto().mutable_graph()->add_initializer();
@@ -289,7 +290,7 @@ std::string QdqConv() {
   auto* zx = b.proto().mutable_graph()->add_initializer();
   zx->set_name("zx");
   zx->set_data_type(onnx::TensorProto::INT8);
-  zx->set_raw_data(std::string(1, '\0'));
+  zx->set_raw_data(std::string(1, static_cast<char>(x_zero)));
   auto* zy = b.proto().mutable_graph()->add_initializer();
   zy->set_name("zy");
   zy->set_data_type(onnx::TensorProto::UINT8);
@@ -406,6 +407,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"conv 7x7 stride 2 pad 3", ConvModel(3, 8, 23, 7, 2, 3, 1, 1, "")});
   c.push_back({"int8 QDQ conv 3x3 + relu, QDQ gemm input", QdqConv()});
   c.push_back({"int8 QDQ gemm transB + relu, input zero point", QdqGemm()});
+  c.push_back({"int8 QDQ conv 3x3, int8 input zero point -20", QdqConv(-20)});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

@@ -7,8 +7,9 @@
 // an int8 convolution (cpu.qconv.onednn). FusedConv's activation and residual are kept, so this
 // pass runs after the conv fusions. Conditions: X dequantized per tensor (one scale and zero
 // point, constants) from uint8/int8; W an int8 constant dequantized per tensor or per output
-// channel (axis 0) with zero points 0; X's zero point 0 (oneDNN 2.6's int8 convolutions take
-// none; ONNX Runtime's asymmetric uint8 activations therefore stay float); B, if any, float32.
+// channel (axis 0) with zero points 0; X's zero point any constant (ONNX Runtime's asymmetric
+// uint8 activations: the kernel gives it to oneDNN as the source zero point), 0 where X has one
+// scale per channel (depthwise); B, if any, float32.
 // Anything else is left alone (it runs in float32 through the Q/DQ reference kernels, as the QDQ
 // graph says). The DequantizeLinear nodes go when nothing else reads them.
 #include <memory>
@@ -75,9 +76,10 @@ class FuseQdqConvPass : public Pass {
                        : "its input scale or zero point is not one constant");
         continue;
       }
-      // oneDNN 2.6's fast int8 convolutions take no source zero point.
-      if (xn.HasInput(2) && (xz == nullptr || !AllZero(*xz))) {
-        left("its input zero point is not 0");
+      // A per-tensor zero point goes to the kernel (oneDNN's source zero point); per-channel
+      // ones would have to fold into the weights like the scales, which they cannot.
+      if (xn.HasInput(2) && (xz == nullptr || (x_channels && !AllZero(*xz)))) {
+        left("its per-channel input zero points are not 0");
         continue;
       }
       // W: an int8 constant, symmetric, per tensor or per output channel.

@@ -562,7 +562,13 @@ struct QConvCase {
   // One X scale per channel (Q/DQ axis 1; depthwise only: fuse_qdq_conv folds them into the
   // weights' scales), and one requantization scale per output channel (with `requantize`).
   bool channel_x = false, channel_y = false;
+  int x_zero = 0;  // X's zero point (per tensor; ONNX Runtime's asymmetric activations)
 };
+
+QConvCase WithXZero(QConvCase c, int zero) {
+  c.x_zero = zero;
+  return c;
+}
 
 // Scales 0.01 * (1 + i % 7) * base for i < n: a factor of 7 between channels.
 std::vector<float> ChannelScales(int64_t n, float base) {
@@ -571,13 +577,15 @@ std::vector<float> ChannelScales(int64_t n, float base) {
   return v;
 }
 
-// A zero-point initializer of `count` zeros (none: a scalar).
-void ZeroPoints(ModelBuilder& mb, const std::string& name, bool is_signed, int64_t count) {
+// A zero-point initializer of `count` values `value` (none: a scalar).
+void ZeroPoints(ModelBuilder& mb, const std::string& name, bool is_signed, int64_t count,
+                int value = 0) {
   auto* z = mb.proto().mutable_graph()->add_initializer();
   z->set_name(name);
   z->set_data_type(is_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
   if (count > 0) z->add_dims(count);
-  z->set_raw_data(std::string(static_cast<size_t>(std::max<int64_t>(count, 1)), '\0'));
+  z->set_raw_data(
+      std::string(static_cast<size_t>(std::max<int64_t>(count, 1)), static_cast<char>(value)));
 }
 
 // QuantizeLinear with one scale (and zero point) per channel after a float convolution, whose
@@ -720,7 +728,7 @@ TEST_P(QConvKernelTest, MatchesReference) {
     mb.FloatInit("sx", {cin}, ChannelScales(cin, 0.005f));
   else
     mb.FloatInit("sx", {}, {0.02f});
-  ZeroPoints(mb, "zx", c.x_signed, c.channel_x ? cin : 0);
+  ZeroPoints(mb, "zx", c.x_signed, c.channel_x ? cin : 0, c.x_zero);
   ModelBuilder::IntAttr(mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"}), "axis", 1);
   ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"}), "axis", 1);
   auto& dq = mb.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
@@ -768,9 +776,11 @@ TEST_P(QConvKernelTest, MatchesReference) {
     for (int i = nodes->size() - 1; i > 0; --i) nodes->SwapElements(i, i - 1);
   }
   const std::string bytes = mb.Bytes();
-  Tensor x = Tensor::FromVector<float>(Uniform(static_cast<size_t>(NumElements(c.x)), 9,
-                                               c.x_signed ? -2.f : 0.f, c.full_range ? 5.1f : 2.f),
-                                       c.x);
+  // With a zero point, negative values too (the padding is X's zero point, a real 0).
+  Tensor x = Tensor::FromVector<float>(
+      Uniform(static_cast<size_t>(NumElements(c.x)), 9, c.x_signed || c.x_zero ? -2.f : 0.f,
+              c.full_range ? 5.1f : 2.f),
+      c.x);
   if (c.channel_x) {  // each channel's values within its own scale's range (up to 2.5 x 0.005 x 7)
     const int64_t inner = NumElements(c.x) / (c.x[0] * cin);
     for (int64_t i = 0; i < x.numel(); ++i)
@@ -833,7 +843,15 @@ INSTANTIATE_TEST_SUITE_P(
                   false,
                   false,
                   true,
-                  true}));
+                  true},
+        // ONNX Runtime's asymmetric activations: X with a zero point (uint8 100 and 128; int8
+        // -20 and 37, fed to oneDNN as uint8), padded, strided, depthwise, residual, requantized.
+        WithXZero(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false}, 100),
+        WithXZero(QConvCase{{1, 6, 8, 8}, 12, 3, 2, 1, 2, true, false, true, false}, -20),
+        WithXZero(QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, false, true, true, false}, 128),
+        WithXZero(QConvCase{{1, 16, 11, 11}, 16, 5, 1, 2, 16, true, true, false, false}, 37),
+        WithXZero(QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true}, 100),
+        WithXZero(QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, true, true, true, false, true}, -20)));
 
 // A QDQ matrix product: Q/DQ on A, DQ on an int8 B (even values up to +-126, so the halved
 // weights of CPUs without VNNI are exact), MatMul [-> Add] or Gemm, [-> Relu] [-> Q/DQ]. A's

@@ -13,8 +13,10 @@
 // saturate otherwise (ONNX Runtime's "reduce_range" does the same for this reason). The source
 // arrives from QuantizeLinear, plain or in the layout of the float value it quantized
 // (cpu.quantizelinear.loop keeps it), and is reordered at run time only when the primitive wants
-// another layout. Limits: x_zero_point must be 0 (oneDNN 2.6's fast int8 convolutions take none;
-// fuse_qdq_conv only fuses such inputs), 1-3 spatial dims.
+// another layout. A non-zero x_zero_point (ONNX Runtime's asymmetric activations) is oneDNN's
+// run-time source zero point; an int8 source with one is fed as uint8 (sign bit flipped, zero
+// point + 128: exact), the uint8 path being oneDNN's fast one. Limits: 1-3 spatial dims.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -41,26 +43,36 @@ class QConvOneDnn final : public runtime::Kernel {
 
   int InPlaceInput() const override { return has_sum_ && z_desc_ == pd_.dst_desc() ? 6 : -1; }
 
+  // Scratch: X as uint8 (an int8 X with a zero point), X reordered, oneDNN's scratchpad.
   size_t ScratchBytes() const override {
-    return ReorderedBytes(src_reorder_, descs_.src) + pd_.scratchpad_desc().get_size();
+    return FlipBytes() + ReorderedBytes(src_reorder_, descs_.src) +
+           pd_.scratchpad_desc().get_size();
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      const void* src_data =
-          InputAs(src_reorder_, src_in_desc_, descs_.src, ctx.in(0).raw(), scratch);
+      const void* x_data = ctx.in(0).raw();
+      if (x_to_u8_) {  // int8 v -> uint8 v + 128: flip the sign bit (any layout: bytewise)
+        const uint8_t* from = static_cast<const uint8_t*>(x_data);
+        uint8_t* to = reinterpret_cast<uint8_t*>(scratch);
+        const size_t n = src_in_desc_.get_size();
+        for (size_t i = 0; i < n; ++i) to[i] = from[i] ^ 0x80u;
+        x_data = scratch;
+      }
+      scratch += FlipBytes();
+      const void* src_data = InputAs(src_reorder_, src_in_desc_, descs_.src, x_data, scratch);
       if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
-      if (!y_inv_scales_) return ExecuteWeighted(prim_, src, weights_, bias_, dst, sp);
-      Execute(prim_,
-              {{DNNL_ARG_SRC, src.get()},
-               {DNNL_ARG_WEIGHTS, weights_.get()},
-               {DNNL_ARG_BIAS, bias_.get(true)},
-               {DNNL_ARG_DST, dst.get()},
-               {DNNL_ARG_SCRATCHPAD, sp.get()},
-               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(y_post_op_) | DNNL_ARG_SRC_1, y_inv_scales_.get()}});
+      Execute(prim_, {{DNNL_ARG_SRC, src.get()},
+                      {DNNL_ARG_WEIGHTS, weights_.get()},
+                      {DNNL_ARG_BIAS, bias_.get(true)},
+                      {DNNL_ARG_DST, dst.get()},
+                      {DNNL_ARG_SCRATCHPAD, sp.get()},
+                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
+                      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
+                       y_inv_scales_.get(true)}});
       ThreadStream().wait();
     });
   }
@@ -71,11 +83,16 @@ class QConvOneDnn final : public runtime::Kernel {
     const Shape& ws = ctx->inputs[3].shape;
     const Shape& ys = ctx->outputs[0].shape;
     const ConvGeometry geo = ConvGeometryFor(a_.conv, x.shape, ws);
-    if (ctx->constants[2] != nullptr && ctx->constants[2]->numel() == 1) {
+    // X's zero point: oneDNN's run-time source zero point. oneDNN 2.6 runs an int8 source with
+    // one on a reference convolution: such X is fed as uint8 instead, v + 128, zero point + 128.
+    x_zero_value_ = 0;
+    if (node_.HasInput(2)) {
       const Tensor& zp = *ctx->constants[2];
-      const int z = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
-      if (z != 0) throw dnnl::error(dnnl_unimplemented, "x_zero_point must be 0");
+      x_zero_value_ = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
     }
+    x_to_u8_ = x.dtype == DataType::kInt8 && x_zero_value_ != 0;
+    if (x_to_u8_) x_zero_value_ += 128;
+    const bool src_u8 = x.dtype == DataType::kUInt8 || x_to_u8_;
     const int64_t group = a_.conv.group, m = ws[0];
     const memory::dims& wdims = geo.wdims;
     const memory::dims &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
@@ -89,7 +106,7 @@ class QConvOneDnn final : public runtime::Kernel {
     // Depthwise convolutions (one input channel per group) are exempt: oneDNN's depthwise int8
     // kernels widen to 32 bits before multiplying (QConvKernelTest's full-range cases).
     const bool depthwise = group > 1 && ws[1] == 1 && m == group;
-    const bool halve = x.dtype == DataType::kUInt8 && !Int8Vnni() && !depthwise;
+    const bool halve = src_u8 && !Int8Vnni() && !depthwise;
     const float wmul = halve ? 2.f : 1.f;
     std::vector<float> scales(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) scales[i] = sx * sw[i] * wmul;
@@ -120,12 +137,17 @@ class QConvOneDnn final : public runtime::Kernel {
     }
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
+    if (x_zero_value_ != 0) {
+      attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+      x_zero_ =
+          memory({{1}, memory::data_type::s32, memory::format_tag::x}, Engine(), &x_zero_value_);
+    }
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
-    const memory::data_type sdt =
-        x.dtype == DataType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
+    const memory::data_type sdt = src_u8 ? memory::data_type::u8 : memory::data_type::s8;
     src_in_desc_ = x.layout != nullptr ? InputDesc(x) : PlainDesc(x.shape, sdt);
+    src_in_desc_.data.data_type = static_cast<dnnl_data_type_t>(sdt);  // flipped: same layout
     memory::desc src_any(Dims(x.shape), sdt, memory::format_tag::any);
     memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);
     const memory::data_type ddt = !quantized ? memory::data_type::f32
@@ -167,6 +189,8 @@ class QConvOneDnn final : public runtime::Kernel {
     ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
   }
 
+  size_t FlipBytes() const { return x_to_u8_ ? (src_in_desc_.get_size() + 63) / 64 * 64 : 0; }
+
   ir::Node node_;
   ops::ConvAttrs a_;
   dnnl::convolution_forward::primitive_desc pd_;
@@ -175,7 +199,9 @@ class QConvOneDnn final : public runtime::Kernel {
   memory::desc src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
   Tensor packed_w_, bias_copy_, y_inv_copy_;
-  memory weights_, bias_, y_inv_scales_;
+  memory weights_, bias_, y_inv_scales_, x_zero_;
+  int32_t x_zero_value_ = 0;
+  bool x_to_u8_ = false;
   int y_post_op_ = -1;
   bool has_sum_ = false;
 };
