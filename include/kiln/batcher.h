@@ -43,6 +43,15 @@ struct BatchPolicy {
   // false: requests never merge (one request per run, any shapes; for models without a symbolic
   // batch dimension). The queue bound, deadlines, priorities and stats still apply.
   bool merge = true;
+  // true: a deadline covers the run too. A request whose deadline would pass before its batch is
+  // expected to finish is dropped with DeadlineExceeded instead of run: the expected run time is
+  // the fastest of the last 8 Runs of that batch size (or of the nearest size, scaled by the
+  // sample count), from sizes run at least twice; before that only the queue wait counts (an
+  // optimistic estimate: it errs towards running). Accepted requests then
+  // finish within their deadlines (up to the estimate's error), and under overload the engine
+  // spends its time on requests that can still make theirs. false (default, Triton's meaning):
+  // the deadline bounds the wait in the queue.
+  bool deadline_includes_run = false;
 };
 
 // What the policy sees of one queued request (front = oldest of the highest priority).

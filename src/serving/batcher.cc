@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <future>
@@ -79,6 +80,12 @@ struct DynamicBatcher::Impl {
   BatcherStats stats;
   Observer observer;
   std::thread worker;
+  // The last successful Runs of each batch size (at most kRunsKept), for ExpectedRunUs.
+  static constexpr size_t kRunsKept = 8;
+  std::map<int, std::deque<double>> runs_by_size;
+
+  // The expected Run time of a batch of `samples` (deadline_includes_run); call under `mu`.
+  double ExpectedRunUs(int samples) const;
 
   StatusOr<std::string> Check(std::vector<NamedTensor>* inputs, int* samples) const;
   // Counts a batch that ran (run_us: the session's Run alone) and shows it to the observer.
@@ -141,6 +148,34 @@ StatusOr<std::string> DynamicBatcher::Impl::Check(std::vector<NamedTensor>* inpu
   *inputs = std::move(ordered);
   return key;
 }
+
+// The fastest of the last runs of the nearest batch size run at least twice, scaled by the
+// sample count; 0 (no estimate) before any size ran twice. The minimum, and two runs at least:
+// a cold first run (allocation, caches) or a slow moment must not make the batcher drop
+// requests that would make their deadlines, since dropped requests never correct the estimate.
+double DynamicBatcher::Impl::ExpectedRunUs(int samples) const {
+  int best = -1;
+  double best_us = 0;
+  for (const auto& [size, runs] : runs_by_size) {
+    if (runs.size() < 2) continue;
+    if (best < 0 || std::abs(size - samples) < std::abs(best - samples)) {
+      best = size;
+      best_us = *std::min_element(runs.begin(), runs.end());
+    }
+  }
+  return best < 0 ? 0 : best_us * static_cast<double>(samples) / static_cast<double>(best);
+}
+
+namespace {
+Status WouldMissDeadline(int samples, double expected_us, double left_us) {
+  return Status(StatusCode::kDeadlineExceeded,
+                "the request's deadline would pass before its batch of " + std::to_string(samples) +
+                    " samples could finish (expected run " +
+                    std::to_string(static_cast<int64_t>(expected_us)) + " us, " +
+                    std::to_string(static_cast<int64_t>(left_us)) +
+                    " us left; deadline_includes_run); it was not run");
+}
+}  // namespace
 
 DynamicBatcher::DynamicBatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -256,6 +291,25 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
     auto key = m.Check(&inputs, &samples);
     Status s = key.status();
     const auto start = BatchClock::now();
+    if (s.ok() && m.policy.deadline_includes_run && options.deadline) {
+      double expected = 0;
+      {
+        std::lock_guard<std::mutex> lock(m.mu);
+        expected = m.ExpectedRunUs(samples);
+      }
+      const double left = Micros(*options.deadline - start);
+      if (left < expected) {
+        {
+          std::lock_guard<std::mutex> lock(m.mu);
+          m.busy = false;
+          ++m.stats.requests;
+          ++m.stats.expired;
+        }
+        m.wake.notify_all();
+        outputs->clear();
+        return WouldMissDeadline(samples, expected, left);
+      }
+    }
     if (s.ok()) s = m.session->Run(inputs, outputs);
     const double compute_us = Micros(BatchClock::now() - start);
     {
@@ -340,6 +394,32 @@ void DynamicBatcher::Impl::Loop() {
         wake.wait_until(lock, wait_until);
       continue;
     }
+    if (policy.deadline_includes_run) {
+      // Requests of this batch whose deadline falls before its expected end leave unrun.
+      int samples = 0;
+      for (size_t i = 0; i < take; ++i) samples += (*pick)[i].samples;
+      const double expected = ExpectedRunUs(samples);
+      const auto end = now + std::chrono::microseconds(static_cast<int64_t>(expected));
+      std::vector<Pending> late;
+      size_t i = 0;
+      for (auto it = pick->begin(); i < take; ++i) {
+        if (it->deadline && *it->deadline < end) {
+          late.push_back(std::move(*it));
+          it = pick->erase(it);
+          --queued;
+        } else {
+          ++it;
+        }
+      }
+      if (!late.empty()) {
+        stats.expired += late.size();
+        lock.unlock();
+        for (Pending& p : late)
+          p.done(WouldMissDeadline(samples, expected, Micros(*p.deadline - now)), {});
+        lock.lock();
+        continue;  // form the batch again from what is left
+      }
+    }
     std::vector<Pending> batch;
     for (size_t i = 0; i < take; ++i) {
       batch.push_back(std::move(pick->front()));
@@ -358,6 +438,11 @@ void DynamicBatcher::Impl::Account(const BatchEvent& e, double run_us) {
   {
     std::lock_guard<std::mutex> lock(mu);
     ++stats.batches;
+    if (e.ok) {
+      std::deque<double>& runs = runs_by_size[e.samples];
+      runs.push_back(run_us);
+      if (runs.size() > kRunsKept) runs.pop_front();
+    }
     stats.batched_samples += static_cast<uint64_t>(e.samples);
     stats.compute_us_total += run_us;
     for (double q : e.queue_us) stats.queue_us_total += q;

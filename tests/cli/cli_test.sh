@@ -77,6 +77,14 @@ import json; j = json.load(open('$W/conc.json')); r = j['concurrency']
 assert [x['concurrency'] for x in r] == [1, 4] and j['max_batch'] == 4, j
 assert all(x['throughput_per_s'] > 0 and 1 <= x['mean_batch'] <= 4 for x in r), r
 print('ok')"
+# --overhead: pairs of direct and batched runs, both paths, with pair counts and medians.
+check bench-overhead 0 "hand-off" -- "$KILN" bench "$D" --concurrency 1 --overhead --duration 0.3 --json "$W/ovh.json"
+check bench-overhead-json 0 "^ok$" -- /usr/bin/python3 -c "
+import json; o = json.load(open('$W/ovh.json'))['overhead']
+assert set(o) == {'inline', 'hand-off'}, o
+assert all(p['pairs'] > 0 and p['direct_p50_us'] > 0 and p['batcher_p50_us'] > 0 for p in o.values()), o
+print('ok')"
+check bench-overhead-needs-concurrency 1 "--overhead requires --concurrency" -- "$KILN" bench "$D" --overhead
 check bench-max-batch-needs-concurrency 1 "--max-batch requires --concurrency" -- "$KILN" bench "$D" --max-batch 4
 check bench-concurrency-zero 1 "--concurrency: Value 0 not in range" -- "$KILN" bench "$D" --concurrency 0
 check bench-concurrency-one-batch 1 "takes one --batch" -- "$KILN" bench "$D" --concurrency 2 --batch 1,2

@@ -1,10 +1,12 @@
 // The dynamic batcher (include/kiln/batcher.h): FormBatch's policy table-driven with a fake clock,
 // then DynamicBatcher on a small model: merging into one batch, each request's own rows back,
-// separate queues per shape, a full queue, deadlines, priorities, malformed requests, shutdown.
+// separate queues per shape, a full queue, deadlines (also covering the run), priorities,
+// malformed requests, shutdown.
 #include "kiln/batcher.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
@@ -263,6 +265,87 @@ TEST(DynamicBatcherTest, InferOnAnIdleEngineRunsInline) {
   EXPECT_EQ(st.requests, 2u);
   EXPECT_EQ(st.batches, 2u);
   EXPECT_EQ(st.batched_samples, 3u);
+}
+
+// Six 3x3 convolutions of 32 channels on 64x64 (0.45 GFLOP per sample): a run of milliseconds.
+std::unique_ptr<Session> SlowConvs() {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 32, 64, 64}).Output("y", kF32, {-1, 32, 64, 64});
+  std::vector<float> w(32 * 32 * 9);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
+  m.FloatInit("w", {32, 32, 3, 3}, w);
+  std::string last = "x";
+  for (int i = 0; i < 6; ++i) {
+    const std::string y = i == 5 ? "y" : "c" + std::to_string(i);
+    ModelBuilder::IntsAttr(m.Node("Conv", {last, "w"}, {y}), "pads", {1, 1, 1, 1});
+    last = y;
+  }
+  auto s = Session::LoadFromBytes(m.Bytes());
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// deadline_includes_run: once a batch size was measured, a request whose deadline would pass
+// before its run ends is dropped unrun, on the inline path and the worker's; one with time to
+// spare runs. Without the option the same tight deadline runs (it bounds the queue wait only).
+TEST(DynamicBatcherTest, DeadlineIncludingTheRunDropsWhatWouldFinishLate) {
+  auto session = SlowConvs();
+  ASSERT_NE(session, nullptr);
+  Tensor x = Tensor::Empty(DataType::kFloat, {1, 32, 64, 64});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 11) - 5.f;
+  BatchPolicy p = Policy(4, 0, {}, true);
+  p.deadline_includes_run = true;
+  auto b = DynamicBatcher::Create(*session, p);
+  ASSERT_TRUE(b.ok());
+  std::vector<NamedTensor> out;
+  // No estimate before a batch size ran twice: a tight deadline runs.
+  auto in = [&](double us) {
+    RequestOptions o;
+    o.deadline = BatchClock::now() + microseconds(static_cast<int64_t>(us));
+    return o;
+  };
+  ASSERT_TRUE((*b)->Infer({{"x", x}}, &out).ok());
+  const double first_us = (*b)->stats().compute_us_total;
+  ASSERT_TRUE((*b)->Infer({{"x", x}}, &out, in(first_us / 4)).ok());
+  BatcherStats st = (*b)->stats();
+  ASSERT_EQ(st.batches, 2u);
+  // The estimate: the faster of the two runs.
+  const double run_us = std::min(first_us, st.compute_us_total - first_us);
+  if (run_us < 2000)
+    GTEST_SKIP() << "a run takes " << run_us << " us here; the test needs milliseconds to "
+                 << "tell a tight deadline from scheduling delays";
+  // Inline (the engine is idle): a quarter of a run left is too little; twenty runs are enough.
+  Status late = (*b)->Infer({{"x", x}}, &out, in(run_us / 4));
+  EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late.ToString();
+  EXPECT_NE(late.message().find("would pass before its batch of 1 samples"), std::string::npos)
+      << late.ToString();
+  EXPECT_TRUE(out.empty());
+  EXPECT_TRUE((*b)->Infer({{"x", x}}, &out, in(20 * run_us)).ok());
+  // Through the worker (Submit).
+  for (const double left : {run_us / 4, 20 * run_us}) {
+    std::promise<Status> answer;
+    ASSERT_TRUE((*b)->Submit(
+                        {{"x", x}},
+                        [&](Status s, std::vector<NamedTensor>) { answer.set_value(s); }, in(left))
+                    .ok());
+    Status s = answer.get_future().get();
+    if (left < run_us) {
+      EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+      EXPECT_NE(s.message().find("would pass before"), std::string::npos) << s.ToString();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.ToString();
+    }
+  }
+  st = (*b)->stats();
+  EXPECT_EQ(st.expired, 2u);
+  EXPECT_EQ(st.batches, 4u);  // the two warm-up runs and the two with time to spare
+  (*b)->Shutdown();
+
+  // The default: the deadline bounds the queue wait; an idle engine runs the request at once.
+  auto plain = DynamicBatcher::Create(*session, Policy(4, 0, {}, true));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE((*plain)->Infer({{"x", x}}, &out, in(run_us / 4)).ok());
+  EXPECT_EQ((*plain)->stats().expired, 0u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -414,6 +415,87 @@ Status DoSweep(const BenchArgs& a) {
   return WriteJson(a.json, j, out);
 }
 
+// --overhead: one thread sends the same request alternately to Session::Run and to
+// DynamicBatcher::Infer (the order swapped every pair), for --duration seconds per policy; the
+// per-pair differences (batcher - direct) have a median that drift between minutes cannot move,
+// since both halves of a pair run within a few milliseconds on the same thread and OpenMP pool.
+// Two paths, the default policy both: Infer (an idle engine runs the request on the caller's
+// thread: kiln bench --concurrency, an embedding program) and Submit (the request handed to the
+// batcher's worker thread and its answer back: the path of kiln serve's requests).
+Status MeasureOverhead(const BenchArgs& a, const Session& session,
+                       const std::vector<NamedTensor>& request, FILE* out,
+                       nlohmann::ordered_json* json) {
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  std::fprintf(out,
+               "batcher overhead at one client (pairs of direct Run and Infer on one thread, "
+               "alternating):\n%12s %8s %12s %12s %14s %14s\n",
+               "path", "pairs", "direct p50", "batcher p50", "overhead p50", "overhead p90");
+  for (const bool inline_idle : {true, false}) {
+    BatchPolicy policy;
+    policy.max_batch = a.max_batch;
+    policy.max_queue_delay_us = a.max_queue_delay_us;
+    KILN_ASSIGN_OR_RETURN(auto batcher, DynamicBatcher::Create(session, policy));
+    Status failed;
+    std::vector<double> direct, batched, diff;
+    std::thread client([&] {
+      std::vector<NamedTensor> outputs;
+      auto timed = [&](bool through_batcher, double* t) {
+        const auto t0 = Clock::now();
+        Status s;
+        if (!through_batcher) {
+          s = session.Run(request, &outputs);
+        } else if (inline_idle) {
+          s = batcher->Infer(request, &outputs);
+        } else {
+          std::promise<Status> answer;
+          (void)batcher->Submit(request, [&](Status st, std::vector<NamedTensor> outs) {
+            outputs = std::move(outs);
+            answer.set_value(std::move(st));
+          });
+          s = answer.get_future().get();
+        }
+        *t = us(Clock::now() - t0);
+        if (!s.ok() && failed.ok()) failed = s;
+      };
+      const auto warm_end = Clock::now() + std::chrono::milliseconds(500);
+      const auto end =
+          warm_end + std::chrono::microseconds(static_cast<int64_t>(a.duration_s * 1e6));
+      for (size_t i = 0; failed.ok(); ++i) {
+        const auto now = Clock::now();
+        if (now >= end) break;
+        double td = 0, tb = 0;
+        if (i % 2 == 0) {
+          timed(false, &td);
+          timed(true, &tb);
+        } else {
+          timed(true, &tb);
+          timed(false, &td);
+        }
+        if (now < warm_end) continue;
+        direct.push_back(td);
+        batched.push_back(tb);
+        diff.push_back(tb - td);
+      }
+    });
+    client.join();
+    batcher->Shutdown();
+    KILN_RETURN_IF_ERROR(failed);
+    if (diff.empty()) return Internal("--overhead: no pair completed in --duration");
+    const Stats sd = ComputeStats(direct), sb = ComputeStats(batched), so = ComputeStats(diff);
+    const char* path = inline_idle ? "inline" : "hand-off";  // Infer / Submit
+    std::fprintf(out, "%12s %8zu %9.1f us %9.1f us %11.1f us %11.1f us\n", path, diff.size(),
+                 sd.p50, sb.p50, so.p50, so.p90);
+    (*json)[path] = {{"pairs", diff.size()},
+                     {"direct_p50_us", sd.p50},
+                     {"batcher_p50_us", sb.p50},
+                     {"overhead_p50_us", so.p50},
+                     {"overhead_p90_us", so.p90}};
+  }
+  std::fflush(out);
+  return OkStatus();
+}
+
 // --concurrency C,...: C client threads, each sending requests of --batch samples (default 1) one
 // after another through one DynamicBatcher (kiln/batcher.h) in front of one session, whose plans
 // for batch sizes 1..--max-batch are prepared first (as a server warms up). Per concurrency: 1 s
@@ -525,9 +607,12 @@ Status DoConcurrency(const BenchArgs& a) {
                     {"mean_batch", mean_batch},
                     {"mean_queue_ms", queue_ms}});
   }
+  nlohmann::ordered_json overhead;
+  if (a.overhead) KILN_RETURN_IF_ERROR(MeasureOverhead(a, *session, request, out, &overhead));
   std::fprintf(out, "peak RSS: %.1f MB\n", PeakRssMb());
   if (a.json.empty()) return OkStatus();
   nlohmann::ordered_json j = JsonHeader(a, threads, cpu.model);
+  if (a.overhead) j["overhead"] = overhead;
   j["request_samples"] = samples;
   j["max_batch"] = a.max_batch;
   j["max_queue_delay_us"] = a.max_queue_delay_us;
@@ -822,6 +907,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "With --concurrency: the longest a request waits for company when the engine "
                   "is busy (default 500)")
       ->check(CLI::Range(0, 60000000))
+      ->needs(concurrency);
+  cmd->add_flag("--overhead", args->overhead,
+                "With --concurrency: also measure the batcher's per-request cost at one client, "
+                "paired with direct runs on the same thread (medians of per-pair differences)")
       ->needs(concurrency);
   cmd->add_option("--duration", args->duration_s,
                   "With --concurrency or --rate: seconds measured per step (default 5)")

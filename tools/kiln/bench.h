@@ -43,6 +43,9 @@ struct BenchArgs {
   int max_batch = 32;
   int64_t max_queue_delay_us = 500;
   double duration_s = 5;
+  // --overhead (with --concurrency): the batcher's own cost at one client, paired with direct
+  // Session::Run calls on the same thread (MeasureOverhead).
+  bool overhead = false;
   // --url http://HOST:PORT | grpc://HOST:PORT: drive a running server (DoClient); `model` is then
   // the served model's name.
   std::string url;

@@ -34,6 +34,7 @@ struct ServeArgs {
   std::vector<int> preferred;
   size_t max_queue = 1024;
   int64_t queue_timeout_us = 0;
+  bool timeout_includes_run = false;
   double drain_timeout_s = 30;
   int http_threads = 2;
   int instances = 1;
@@ -126,6 +127,7 @@ Status DoServe(const ServeArgs& a) {
   o.batch.preferred_sizes = a.preferred;
   o.batch.max_queue = a.max_queue;
   o.queue_timeout_us = a.queue_timeout_us;
+  o.batch.deadline_includes_run = a.timeout_includes_run;
   o.drain_timeout_ms = static_cast<int64_t>(a.drain_timeout_s * 1000);
   o.http_threads = a.http_threads;
   o.instances = a.instances;
@@ -211,6 +213,10 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                   "Drop requests still queued after this long (504 / DEADLINE_EXCEEDED) unless "
                   "they set their own timeout; 0 (default): none")
       ->check(CLI::Range(int64_t{0}, int64_t{3600000000}));
+  cmd->add_flag("--timeout-includes-run", args->timeout_includes_run,
+                "A timeout (--queue-timeout-us or the request's own) covers the run too: a "
+                "request whose batch would end after it is answered 504 at once, unrun "
+                "(expected run: the last measured run of that batch size)");
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds to finish accepted requests after SIGTERM (default 30)")
       ->check(CLI::Range(0.0, 3600.0));
