@@ -92,6 +92,12 @@ struct DynamicBatcher::Impl {
   void Account(const BatchEvent& e, double run_us);
   void Loop();
   void RunBatch(std::vector<Pending> batch);
+  // Moves the requests among the first `limit` of `q` for which `leaves` holds out of the queue
+  // (under `mu`); then, if any left, answers each with `why(request)` with `mu` released, and
+  // returns true.
+  bool Expire(std::unique_lock<std::mutex>& lock, std::deque<Pending>& q, size_t limit,
+              const std::function<bool(const Pending&)>& leaves,
+              const std::function<Status(const Pending&)>& why);
 };
 
 // Puts the inputs in the session's order and checks them against the declared specs, so one bad
@@ -346,29 +352,17 @@ void DynamicBatcher::Impl::Loop() {
     }
     const auto now = BatchClock::now();
     // Requests past their deadline leave without running.
-    std::vector<Pending> expired;
+    bool dropped = false;
     for (auto& [key, q] : queues)
-      for (auto it = q.begin(); it != q.end();) {
-        if (it->deadline && *it->deadline <= now) {
-          expired.push_back(std::move(*it));
-          it = q.erase(it);
-          --queued;
-        } else {
-          ++it;
-        }
-      }
-    if (!expired.empty()) {
-      stats.expired += expired.size();
-      lock.unlock();
-      for (Pending& p : expired)
-        p.done(Status(StatusCode::kDeadlineExceeded,
-                      "the request's deadline passed while it waited in the queue (" +
-                          std::to_string(static_cast<int64_t>(Micros(now - p.arrival))) +
-                          " us); it was not run"),
-               {});
-      lock.lock();
-      continue;
-    }
+      dropped |= Expire(
+          lock, q, q.size(), [&](const Pending& p) { return p.deadline && *p.deadline <= now; },
+          [&](const Pending& p) {
+            return Status(StatusCode::kDeadlineExceeded,
+                          "the request's deadline passed while it waited in the queue (" +
+                              std::to_string(static_cast<int64_t>(Micros(now - p.arrival))) +
+                              " us); it was not run");
+          });
+    if (dropped) continue;
     // The ready queue whose front request is oldest; else the earliest time one becomes ready.
     std::deque<Pending>* pick = nullptr;
     size_t take = 0;
@@ -400,25 +394,12 @@ void DynamicBatcher::Impl::Loop() {
       for (size_t i = 0; i < take; ++i) samples += (*pick)[i].samples;
       const double expected = ExpectedRunUs(samples);
       const auto end = now + std::chrono::microseconds(static_cast<int64_t>(expected));
-      std::vector<Pending> late;
-      size_t i = 0;
-      for (auto it = pick->begin(); i < take; ++i) {
-        if (it->deadline && *it->deadline < end) {
-          late.push_back(std::move(*it));
-          it = pick->erase(it);
-          --queued;
-        } else {
-          ++it;
-        }
-      }
-      if (!late.empty()) {
-        stats.expired += late.size();
-        lock.unlock();
-        for (Pending& p : late)
-          p.done(WouldMissDeadline(samples, expected, Micros(*p.deadline - now)), {});
-        lock.lock();
+      if (Expire(
+              lock, *pick, take, [&](const Pending& p) { return p.deadline && *p.deadline < end; },
+              [&](const Pending& p) {
+                return WouldMissDeadline(samples, expected, Micros(*p.deadline - now));
+              }))
         continue;  // form the batch again from what is left
-      }
     }
     std::vector<Pending> batch;
     for (size_t i = 0; i < take; ++i) {
@@ -432,6 +413,28 @@ void DynamicBatcher::Impl::Loop() {
     lock.lock();
     busy = false;
   }
+}
+
+bool DynamicBatcher::Impl::Expire(std::unique_lock<std::mutex>& lock, std::deque<Pending>& q,
+                                  size_t limit, const std::function<bool(const Pending&)>& leaves,
+                                  const std::function<Status(const Pending&)>& why) {
+  std::vector<Pending> out;
+  auto it = q.begin();
+  for (size_t i = 0; i < limit && it != q.end(); ++i) {
+    if (leaves(*it)) {
+      out.push_back(std::move(*it));
+      it = q.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (out.empty()) return false;
+  queued -= out.size();
+  stats.expired += out.size();
+  lock.unlock();
+  for (Pending& p : out) p.done(why(p), {});
+  lock.lock();
+  return true;
 }
 
 void DynamicBatcher::Impl::Account(const BatchEvent& e, double run_us) {

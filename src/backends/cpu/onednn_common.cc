@@ -282,6 +282,13 @@ void Execute(const dnnl::primitive& prim, const ExecArg* args, size_t count) {
   if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
 }
 
+const void* Int8AsUint8(const void* src, size_t bytes, void* dst) {
+  const uint8_t* from = static_cast<const uint8_t*>(src);
+  uint8_t* to = static_cast<uint8_t*>(dst);
+  for (size_t i = 0; i < bytes; ++i) to[i] = from[i] ^ 0x80u;
+  return dst;
+}
+
 const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
                     const dnnl::memory::desc& want, const void* data, void* scratch) {
   if (!reorder) return data;

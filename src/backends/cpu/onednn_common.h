@@ -138,6 +138,11 @@ size_t ReorderedBytes(const dnnl::reorder& reorder, const dnnl::memory::desc& wa
 const void* InputAs(const dnnl::reorder& reorder, const dnnl::memory::desc& have,
                     const dnnl::memory::desc& want, const void* data, void* scratch);
 
+// int8 values as uint8 (v + 128: the sign bit flipped, bytewise, so in any layout) into `dst`;
+// returns dst. oneDNN 2.6's int8 kernels with a source zero point are fast only for uint8
+// sources: an int8 source with zero point z goes in this way with zero point z + 128 (exact).
+const void* Int8AsUint8(const void* src, size_t bytes, void* dst);
+
 // Constant weights prepacked once per session: `source` (laid out as `from`) reordered into
 // layout `to`, held in `*storage` (which must outlive the returned memory). With a cache (the
 // session's, PrepareContext::weights) every plan asking for the same source in the same layout

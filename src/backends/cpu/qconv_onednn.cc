@@ -53,13 +53,7 @@ class QConvOneDnn final : public runtime::Kernel {
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
       const void* x_data = ctx.in(0).raw();
-      if (x_to_u8_) {  // int8 v -> uint8 v + 128: flip the sign bit (any layout: bytewise)
-        const uint8_t* from = static_cast<const uint8_t*>(x_data);
-        uint8_t* to = reinterpret_cast<uint8_t*>(scratch);
-        const size_t n = src_in_desc_.get_size();
-        for (size_t i = 0; i < n; ++i) to[i] = from[i] ^ 0x80u;
-        x_data = scratch;
-      }
+      if (x_to_u8_) x_data = Int8AsUint8(x_data, src_in_desc_.get_size(), scratch);
       scratch += FlipBytes();
       const void* src_data = InputAs(src_reorder_, src_in_desc_, descs_.src, x_data, scratch);
       if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);

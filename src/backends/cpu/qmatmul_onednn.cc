@@ -40,13 +40,7 @@ class QMatMulOneDnn final : public runtime::Kernel {
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
       const void* a_data = ctx.in(0).raw();
-      if (a_to_u8_) {  // int8 v -> uint8 v + 128: flip the sign bit
-        const uint8_t* src = static_cast<const uint8_t*>(a_data);
-        uint8_t* dst = reinterpret_cast<uint8_t*>(scratch);
-        const int64_t n = ctx.in(0).numel();
-        for (int64_t i = 0; i < n; ++i) dst[i] = src[i] ^ 0x80u;
-        a_data = scratch;
-      }
+      if (a_to_u8_) a_data = Int8AsUint8(a_data, ctx.in(0).bytes(), scratch);
       RunMemory a(a_desc_, a_data), y(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ABytes());
       Execute(prim_, {{DNNL_ARG_SRC, a.get()},
