@@ -92,6 +92,9 @@ class Tensor {
   static Tensor Empty(DataType dtype, Shape shape, size_t min_bytes);
   // Wraps memory owned by someone else; `data` must outlive every copy of the tensor.
   static Tensor View(DataType dtype, Shape shape, void* data);
+  // Wraps `data` and shares `owner`, which keeps it alive for as long as any copy of the tensor
+  // exists (a request body that holds several tensors, a buffer of the caller's).
+  static Tensor Adopt(DataType dtype, Shape shape, void* data, std::shared_ptr<void> owner);
   // A 1-D or scalar tensor from values (convenience for constants and tests).
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, Shape shape);

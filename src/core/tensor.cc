@@ -127,6 +127,12 @@ Tensor Tensor::View(DataType dtype, Shape shape, void* data) {
   return t;
 }
 
+Tensor Tensor::Adopt(DataType dtype, Shape shape, void* data, std::shared_ptr<void> owner) {
+  Tensor t = View(dtype, std::move(shape), data);
+  t.owner_ = std::move(owner);
+  return t;
+}
+
 Tensor Tensor::Reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);

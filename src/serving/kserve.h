@@ -42,8 +42,11 @@ struct InferRequest {
 // Parses an HTTP infer body. `json_length` is Inference-Header-Content-Length when present: the
 // first json_length bytes are the JSON, the rest the binary tensors of the inputs that name a
 // binary_data_size, in order. InvalidArgument naming the input and the rule on any mismatch.
+// With `owner` (which keeps `body` alive), a binary tensor that starts on a 64-byte boundary of
+// the body is used where it lies, sharing `owner`, instead of being copied.
 StatusOr<InferRequest> ParseHttpInferRequest(std::string_view body,
-                                             std::optional<size_t> json_length);
+                                             std::optional<size_t> json_length,
+                                             std::shared_ptr<void> owner = nullptr);
 
 // The outputs a request asked for, in its order (every output, in the model's order, when it
 // names none), each with whether it goes as binary; InvalidArgument naming an unknown one.
@@ -67,10 +70,12 @@ StatusOr<HttpInferResponse> BuildHttpInferResponse(const std::string& model,
                                                    const InferRequest& request,
                                                    std::vector<NamedTensor> outputs);
 
-// Client side: an infer request body (binary: tensors after the JSON, `json_length` set), the
-// outputs of a response, and the inputs a model-metadata document declares.
+// Client side: an infer request body (binary: tensors after the JSON, `json_length` set; without
+// `append_tensors` only the JSON, the caller sending the tensors' bytes after it), the outputs of
+// a response, and the inputs a model-metadata document declares.
 std::string BuildHttpInferRequestBody(const std::vector<NamedTensor>& inputs, bool binary,
-                                      std::optional<size_t>* json_length);
+                                      std::optional<size_t>* json_length,
+                                      bool append_tensors = true);
 StatusOr<std::vector<NamedTensor>> ParseHttpInferResponse(std::string_view body,
                                                           std::optional<size_t> json_length);
 StatusOr<std::vector<TensorSpec>> ParseModelMetadataInputs(std::string_view body);

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/client.h"
@@ -18,10 +19,10 @@ namespace {
 using onnxio::ModelBuilder;
 constexpr int kF32 = onnx::TensorProto::FLOAT;
 
-// y = Relu(x) + 1 over x [N, 4].
-std::shared_ptr<const Session> ReluPlusOne() {
+// y = Relu(x) + 1 over x [N, width].
+std::shared_ptr<const Session> ReluPlusOne(int64_t width = 4) {
   ModelBuilder m;
-  m.Input("x", kF32, {-1, 4}).Output("y", kF32, {-1, 4});
+  m.Input("x", kF32, {-1, width}).Output("y", kF32, {-1, width});
   m.FloatInit("one", {}, {1.f});
   m.Node("Relu", {"x"}, {"r"});
   m.Node("Add", {"r", "one"}, {"y"});
@@ -36,7 +37,8 @@ std::unique_ptr<Server> Start() {
   o.http_port = 0;
   o.grpc_port = 0;
   o.batch.max_batch = 8;
-  auto server = Server::Start({{"relu", "1", ReluPlusOne()}}, o);
+  auto server =
+      Server::Start({{"relu", "1", ReluPlusOne()}, {"wide", "1", ReluPlusOne(200000)}}, o);
   EXPECT_TRUE(server.ok()) << server.status().ToString();
   if (!server.ok()) return nullptr;
   EXPECT_TRUE((*server)->WaitReady().ok());
@@ -152,6 +154,22 @@ TEST(InferenceClientTest, HttpBinaryHttpJsonAndGrpc) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("input 'x'"), std::string::npos) << s.message();
     EXPECT_EQ((*client)->ModelInputs("nope").status().code(), StatusCode::kNotFound);
+    // 800 KB, over many reads (HTTP binary reads it straight into the tensors' buffer), then
+    // every value checked; twice on the same connection.
+    if (!t.json) {
+      std::vector<float> big(200000);
+      for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i % 13) - 6.f;
+      const Tensor bx = Tensor::FromVector(big, {1, 200000});
+      for (int round = 0; round < 2; ++round) {
+        s = (*client)->Infer("wide", {{"x", bx}}, &out);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        ASSERT_EQ(out.at(0).tensor.shape(), (Shape{1, 200000}));
+        size_t wrong = 0;
+        for (size_t i = 0; i < big.size(); ++i)
+          wrong += out[0].tensor.data<float>()[i] != std::max(big[i], 0.f) + 1.f;
+        EXPECT_EQ(wrong, 0u);
+      }
+    }
   }
   // After the drain began: refused as Unavailable, the server's message kept.
   server->Drain();

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 namespace kiln::serving {
@@ -71,6 +73,47 @@ TEST(KServeTest, BinaryInputsFollowTheJson) {
   ASSERT_EQ(r->outputs.size(), 2u);
   EXPECT_TRUE(r->outputs[0].binary);
   EXPECT_FALSE(r->outputs[1].binary);
+}
+
+// With an owner, binary data on a 64-byte boundary is used where it lies (the tensor shares the
+// owner, which outlives the parse); data off the boundary is copied.
+TEST(KServeTest, AlignedBinaryInputsAreAdoptedNotCopied) {
+  const std::string header =
+      R"({"inputs":[{"name":"a","shape":[16],"datatype":"FP32","parameters":{"binary_data_size":64}},
+                    {"name":"b","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":4}},
+                    {"name":"c","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]})";
+  std::vector<float> values(19);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) + 0.5f;
+  const std::string bytes = Binary(header, values);
+  // The body placed so that its binary part starts on a 64-byte boundary, as the server does.
+  const size_t pad = (64 - header.size() % 64) % 64;
+  std::shared_ptr<char> buffer(static_cast<char*>(std::aligned_alloc(64, 1024)),
+                               [](char* p) { std::free(p); });
+  ASSERT_GE(1024u, pad + bytes.size());
+  std::memcpy(buffer.get() + pad, bytes.data(), bytes.size());
+  const std::string_view body(buffer.get() + pad, bytes.size());
+  auto r = ParseHttpInferRequest(body, header.size(), buffer);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->inputs.size(), 3u);
+  const char* binary = body.data() + header.size();
+  EXPECT_EQ(r->inputs[0].tensor.raw(), binary);       // adopted: 64-byte aligned
+  EXPECT_EQ(r->inputs[1].tensor.raw(), binary + 64);  // so does b, after a's 64 bytes
+  EXPECT_NE(r->inputs[2].tensor.raw(), binary + 68);  // c is not: copied
+  const long owners = buffer.use_count();
+  EXPECT_GE(owners, 2);  // the adopted tensors hold the buffer
+  std::weak_ptr<char> weak = buffer;
+  buffer.reset();
+  ASSERT_FALSE(weak.expired());  // still held by the tensors
+  EXPECT_EQ(r->inputs[0].tensor.data<float>()[15], 15.5f);
+  EXPECT_EQ(r->inputs[1].tensor.data<float>()[0], 16.5f);
+  EXPECT_EQ(r->inputs[2].tensor.data<float>()[1], 18.5f);
+  r->inputs.clear();
+  EXPECT_TRUE(weak.expired());
+  // Without an owner everything is copied.
+  auto copied = ParseHttpInferRequest(std::string_view(bytes), header.size());
+  ASSERT_TRUE(copied.ok());
+  EXPECT_NE(copied->inputs[0].tensor.raw(), static_cast<const void*>(bytes.data() + header.size()));
+  EXPECT_EQ(copied->inputs[0].tensor.data<float>()[3], 3.5f);
 }
 
 TEST(KServeTest, MalformedRequestsSayWhatIsWrong) {
