@@ -563,10 +563,20 @@ struct QConvCase {
   // weights' scales), and one requantization scale per output channel (with `requantize`).
   bool channel_x = false, channel_y = false;
   int x_zero = 0;  // X's zero point (per tensor; ONNX Runtime's asymmetric activations)
+  // The requantization's zero point in int8 (ONNX Runtime's int8 activations: -128 after a
+  // ReLU; qdq_int8_to_uint8 makes it uint8 0, which the convolution absorbs).
+  bool y_signed = false;
+  int y_zero = 0;
 };
 
 QConvCase WithXZero(QConvCase c, int zero) {
   c.x_zero = zero;
+  return c;
+}
+
+QConvCase WithInt8YZero(QConvCase c, int zero) {
+  c.y_signed = true;
+  c.y_zero = zero;
   return c;
 }
 
@@ -752,7 +762,7 @@ TEST_P(QConvKernelTest, MatchesReference) {
       mb.FloatInit("sy", {c.m}, ChannelScales(c.m, 0.01f));
     else
       mb.FloatInit("sy", {}, {0.05f});
-    ZeroPoints(mb, "zy", false, c.channel_y ? c.m : 0);
+    ZeroPoints(mb, "zy", c.y_signed, c.channel_y ? c.m : 0, c.y_zero);
     if (c.relu6) {
       mb.FloatInit("lo", {}, {0.f});
       mb.FloatInit("hi", {}, {6.f});
@@ -851,7 +861,39 @@ INSTANTIATE_TEST_SUITE_P(
         WithXZero(QConvCase{{1, 16, 12, 12}, 16, 3, 2, 1, 16, false, true, true, false}, 128),
         WithXZero(QConvCase{{1, 16, 11, 11}, 16, 5, 1, 2, 16, true, true, false, false}, 37),
         WithXZero(QConvCase{{2, 8, 10, 10}, 8, 3, 1, 1, 1, false, true, true, true}, 100),
-        WithXZero(QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, true, true, true, false, true}, -20)));
+        WithXZero(QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, true, true, true, false, true}, -20),
+        // ONNX Runtime's int8 activations: zero point -128 after the ReLU (and -20 on X).
+        WithInt8YZero(
+            WithXZero(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, true, true, true, false, true}, -20),
+            -128),
+        WithInt8YZero(QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, true, true, true, false, true},
+                      -128)));
+
+// qdq_int8_to_uint8: an int8 QuantizeLinear/DequantizeLinear pair with a zero point becomes uint8
+// with the zero point + 128, exactly (every value of the float result the same); symmetric int8
+// (zero point 0) and a pair whose reader is not a DequantizeLinear stay int8.
+TEST(QdqInt8ToUint8, ShiftsAsymmetricInt8ActivationsExactly) {
+  for (int zero : {-128, -100, 5, 0}) {
+    SCOPED_TRACE("zero point " + std::to_string(zero));
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {2, 3, 5, 5}).OutputAnyShape("y", kF32);
+    mb.FloatInit("s", {}, {0.037f});
+    ZeroPoints(mb, "z", true, 0, zero);
+    mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+    mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"});
+    mb.Node("Relu", {"xd"}, {"y"});
+    // Values up to well beyond the int8 range on both sides, and halfway cases.
+    std::vector<float> v = Uniform(150, 3, -7.f, 7.f);
+    for (size_t i = 0; i < 20; ++i) v[i] = 0.037f * (static_cast<float>(i) - 10.f + 0.5f);
+    RefAndFast r;
+    RunRefAndFast(mb.Bytes(), Tensor::FromVector<float>(v, {2, 3, 5, 5}), &r);
+    if (HasFatalFailure()) return;
+    const bool moved = r.plan.find("uint8[2,3,5,5]") != std::string::npos;
+    EXPECT_EQ(moved, zero != 0) << r.plan;
+    for (int64_t i = 0; i < r.want.numel(); ++i)
+      ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "] " << v[i];
+  }
+}
 
 // A QDQ matrix product: Q/DQ on A, DQ on an int8 B (even values up to +-126, so the halved
 // weights of CPUs without VNNI are exact), MatMul [-> Add] or Gemm, [-> Relu] [-> Q/DQ]. A's
@@ -939,10 +981,11 @@ TEST_P(QMatMulKernelTest, MatchesReference) {
   RunRefAndFast(bytes, x, &r);
   if (HasFatalFailure()) return;
   const std::string* plan = &r.plan;
-  EXPECT_NE(
-      plan->find(c.requantize ? (c.relu ? "cpu.qmatmul.onednn uint8" : "cpu.qmatmul.onednn int8")
-                              : "cpu.qmatmul.onednn float32"),
-      std::string::npos)
+  // An int8 requantization with a zero point is written as uint8 (qdq_int8_to_uint8).
+  EXPECT_NE(plan->find(c.requantize ? (c.relu || c.y_zero != 0 ? "cpu.qmatmul.onednn uint8"
+                                                               : "cpu.qmatmul.onednn int8")
+                                    : "cpu.qmatmul.onednn float32"),
+            std::string::npos)
       << *plan;
   for (const char* op : {"  Add '", "  Relu '", "  Gemm '", "  MatMul '"})
     EXPECT_EQ(plan->find(op), std::string::npos) << op << " should be fused:\n" << *plan;
