@@ -20,20 +20,21 @@
 
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
+#include "passes/qdq_match.h"
 
 namespace kiln::passes {
 namespace {
 
 // A one-element int8 constant, its value.
 bool Int8Scalar(const Tensor* t, int* value) {
-  if (t == nullptr || t->dtype() != DataType::kInt8 || t->numel() != 1) return false;
+  if (!IsScalarOf(t, {DataType::kInt8})) return false;
   *value = t->data<int8_t>()[0];
   return true;
 }
 
+// Two one-element float32 constants of one value.
 bool SameFloatScalar(const Tensor* a, const Tensor* b) {
-  return a != nullptr && b != nullptr && a->dtype() == DataType::kFloat &&
-         b->dtype() == DataType::kFloat && a->numel() == 1 && b->numel() == 1 &&
+  return IsScalarOf(a, {DataType::kFloat}) && IsScalarOf(b, {DataType::kFloat}) &&
          a->data<float>()[0] == b->data<float>()[0];
 }
 
@@ -54,7 +55,8 @@ class QdqInt8ToUint8Pass : public Pass {
         continue;
       int z = 0;
       const Tensor* scale = ed.ConstantOf(q.inputs[1]);
-      if (!Int8Scalar(ed.ConstantOf(q.inputs[2]), &z) || z == 0 || !SameFloatScalar(scale, scale))
+      if (!Int8Scalar(ed.ConstantOf(q.inputs[2]), &z) || z == 0 ||
+          !IsScalarOf(scale, {DataType::kFloat}))
         continue;
       const int out = q.outputs[0];
       if (out < 0 || ed.IsGraphOutput(out) || ed.Consumers(out).empty()) continue;

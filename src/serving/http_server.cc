@@ -97,6 +97,15 @@ std::vector<std::string_view> Segments(std::string_view target) {
 
 constexpr size_t kReadBytes = 64 * 1024;
 
+// A header value that is all decimal digits (Inference-Header-Content-Length), else nothing.
+std::optional<size_t> Decimal(beast::string_view v) {
+  const std::string s(v);
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') return std::nullopt;
+  return static_cast<size_t>(n);
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket socket, serving::HttpState* server)
@@ -185,11 +194,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto& header = parser_->get();
     const auto h = header.find("Inference-Header-Content-Length");
     if (header.method() != http::verb::post || h == header.end()) return false;
-    const std::string v(h->value());
-    char* end = nullptr;
-    const unsigned long long json_length = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || json_length > length) return false;
-    const size_t pad = (64 - json_length % 64) % 64;
+    const std::optional<size_t> json_length = Decimal(h->value());
+    if (!json_length || *json_length > length) return false;
+    const size_t pad = (64 - *json_length % 64) % 64;
     void* p = std::aligned_alloc(64, (pad + length + 63) / 64 * 64);
     if (!p) return false;
     direct_ = std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { std::free(q); });
@@ -293,15 +300,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::optional<size_t> json_length;
     auto h = request_.find("Inference-Header-Content-Length");
     if (h != request_.end()) {
-      const std::string v(h->value());
-      char* end = nullptr;
-      const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0') {
-        const Status s = InvalidArgument("Inference-Header-Content-Length is not a number: " + v);
+      json_length = Decimal(h->value());
+      if (!json_length) {
+        const Status s = InvalidArgument("Inference-Header-Content-Length is not a number: " +
+                                         std::string(h->value()));
         core.Record(&model, "http", s, SecondsSince(received_));
         return Reply(http::status::bad_request, serving::ErrorJson(s.message()));
       }
-      json_length = static_cast<size_t>(n);
     }
     auto parsed = direct_ ? serving::ParseHttpInferRequest(direct_body_, json_length, direct_)
                           : serving::ParseHttpInferRequest(request_.body(), json_length);

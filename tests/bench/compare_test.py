@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -68,6 +69,17 @@ class OptionsTest(unittest.TestCase):
                     mock.patch("sys.stderr", io.StringIO()):
                 compare.parse_args(argv)
             self.assertEqual(e.exception.code, 2, argv)
+
+    def test_int8_compare_refuses_what_cannot_work_before_any_set_up(self):
+        # Checked before the venv or any model is made: a plain error and a non-zero exit.
+        script = os.path.join(REPO, "bench", "int8_compare")
+        for argv, expect in ((["--quantizer", "ort", "--runtimes", "kiln-int8,kiln-int8-ch"],
+                              "kiln-int8-ch needs kiln's quantizer"),
+                             (["--quantizer", "trt"], "invalid choice: 'trt'")):
+            r = subprocess.run([sys.executable, script] + argv, capture_output=True, text=True,
+                               timeout=60)
+            self.assertNotEqual(r.returncode, 0, argv)
+            self.assertIn(expect, r.stderr, argv)
 
     def test_model_files_shapes_and_inputs(self):
         with tempfile.TemporaryDirectory() as d:

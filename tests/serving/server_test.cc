@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -226,6 +227,54 @@ TEST(ServerTest, BadRequestsAreAnsweredAndTheServerStaysUp) {
             std::string::npos)
       << metrics;
   EXPECT_NE(metrics.find("outcome=\"success\",protocol=\"http\"} 1"), std::string::npos);
+
+  // Binary bodies (read straight into an aligned buffer when the header is a number within the
+  // body): bad JSON, binary data longer than the body, a header past the body's end or not a
+  // number: 400 naming what is wrong.
+  const std::string head = json{{"inputs",
+                                 {{{"name", "x"},
+                                   {"shape", {1, 4}},
+                                   {"datatype", "FP32"},
+                                   {"parameters", {{"binary_data_size", 16}}}}}}}
+                               .dump();
+  const std::string eight(8, '\0');
+  struct BinaryCase {
+    std::string body, json_length;
+    const char* expect;
+  };
+  for (const BinaryCase& c :
+       {BinaryCase{"{not json" + eight, "9", "not valid JSON"},
+        BinaryCase{head + eight, std::to_string(head.size()), "the body ends 8 bytes before"},
+        BinaryCase{head + eight, std::to_string(head.size() + 100), "Inference-Header-Content"},
+        BinaryCase{head + eight, "12x", "is not a number: 12x"}}) {
+    r = Send(port, http::verb::post, "/v2/models/relu/infer", c.body,
+             {{"Inference-Header-Content-Length", c.json_length}});
+    EXPECT_EQ(r.status, 400) << c.expect;
+    EXPECT_NE(r.body.find(c.expect), std::string::npos) << r.body;
+  }
+  // A body that stops before its Content-Length: the connection is closed unanswered.
+  {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    const std::string partial =
+        "POST /v2/models/relu/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n"
+        "Inference-Header-Content-Length: 10\r\n\r\n0123456789";
+    net::write(sock, net::buffer(partial));
+    sock.shutdown(tcp::socket::shutdown_send);
+    std::array<char, 256> answer;
+    beast::error_code ec;
+    const size_t n = sock.read_some(net::buffer(answer), ec);
+    EXPECT_EQ(n, 0u);
+    EXPECT_EQ(ec, net::error::eof);
+  }
+  // Binary and still serving.
+  std::string ok = head;
+  for (float v : {-1.f, 0.f, 2.f, 5.f}) ok.append(reinterpret_cast<const char*>(&v), sizeof v);
+  r = Send(port, http::verb::post, "/v2/models/relu/infer", ok,
+           {{"Inference-Header-Content-Length", std::to_string(head.size())}});
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST(ServerTest, AFullQueueAnswers503WithRetryAfter) {
