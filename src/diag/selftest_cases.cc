@@ -310,6 +310,50 @@ std::string QdqConv(int x_zero = 0) {
   return b.Bytes();
 }
 
+// A residual block as ONNX Runtime's quantize_static writes it: Q/DQ around MaxPool (one scale),
+// a QDQ convolution whose output is requantized with an int8 zero point (no activation), and an
+// Add of two dequantized tensors quantized again (int8 zero point -128: the ReLU removed). The
+// optimizer turns it into an int8 MaxPool, a QConv with a destination zero point, and a QAdd.
+std::string QdqResidual() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 8, 9, 9});
+  auto int8_init = [&](const std::string& name, std::vector<int64_t> dims, const std::string& raw) {
+    auto* t = b.proto().mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT8);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(raw);
+  };
+  std::string raw;
+  for (float v : Random(8 * 8 * 9, 37, -63.f, 63.f))
+    raw.push_back(static_cast<char>(2 * static_cast<int>(v)));
+  int8_init("wq", {8, 8, 3, 3}, raw);
+  int8_init("zx", {}, std::string(1, static_cast<char>(-3)));
+  int8_init("zc", {}, std::string(1, static_cast<char>(16)));
+  int8_init("zy", {}, std::string(1, static_cast<char>(-128)));
+  b.FloatInit("sw", {}, {0.002f});
+  b.FloatInit("sx", {}, {1.f / 64});
+  b.FloatInit("sc", {}, {1.f / 40});
+  b.FloatInit("sy", {}, {1.f / 32});
+  Weight(b, "bias", {8}, 38);
+  b.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  auto& pool = b.Node("MaxPool", {"xd"}, {"p"});
+  ModelBuilder::IntsAttr(pool, "kernel_shape", {3, 3});
+  ModelBuilder::IntsAttr(pool, "pads", {1, 1, 1, 1});
+  b.Node("QuantizeLinear", {"p", "sx", "zx"}, {"pq"});
+  b.Node("DequantizeLinear", {"pq", "sx", "zx"}, {"pd"});
+  b.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
+  ModelBuilder::IntsAttr(b.Node("Conv", {"pd", "wd", "bias"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.Node("QuantizeLinear", {"c", "sc", "zc"}, {"cq"});
+  b.Node("DequantizeLinear", {"cq", "sc", "zc"}, {"cd"});
+  b.Node("Add", {"cd", "pd"}, {"s"});
+  b.Node("QuantizeLinear", {"s", "sy", "zy"}, {"sq"});
+  b.Node("DequantizeLinear", {"sq", "sy", "zy"}, {"y"});
+  b.Output("y", kF32, {2, 8, 9, 9});
+  return b.Bytes();
+}
+
 // An int8 QDQ Gemm (uint8 input with zero point 128, as ONNX Runtime's asymmetric activations;
 // int8 weights [N, K] per row, transB; bias; Relu): QMatMul's int8 kernel. The weights are even,
 // so the halved weights used on CPUs without VNNI are exact.
@@ -408,6 +452,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"int8 QDQ conv 3x3 + relu, QDQ gemm input", QdqConv()});
   c.push_back({"int8 QDQ gemm transB + relu, input zero point", QdqGemm()});
   c.push_back({"int8 QDQ conv 3x3, int8 input zero point -20", QdqConv(-20)});
+  c.push_back({"int8 QDQ residual (ONNX Runtime's form): maxpool, conv, add", QdqResidual()});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

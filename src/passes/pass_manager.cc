@@ -7,7 +7,9 @@
 // uint8, exactly, so the next two see zero point 0 after a ReLU), fuse_qdq_conv (QDQ models:
 // DequantizeLinear -> Conv or FusedConv becomes an int8 QConv, after the conv fusions so it keeps
 // their activation and residual), fuse_qdq_matmul (DequantizeLinear -> MatMul/Gemm becomes an int8
-// QMatMul). A second round catches what one rewrite exposes to an earlier pass (e.g. an Identity
+// QMatMul), fuse_qdq_add (a residual Add with Q/DQ on every side becomes an int8 QAdd, and
+// DequantizeLinear -> MaxPool -> QuantizeLinear of one scale a MaxPool on the 8-bit values). A
+// second round catches what one rewrite exposes to an earlier pass (e.g. an Identity
 // between Conv and BatchNormalization); the loop stops at the first round without changes, after
 // kMaxRounds at most.
 #include "passes/pass_manager.h"
@@ -35,6 +37,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeQdqInt8ToUint8Pass());
   p.push_back(MakeFuseQdqConvPass());
   p.push_back(MakeFuseQdqMatMulPass());
+  p.push_back(MakeFuseQdqAddPass());
   return p;
 }
 

@@ -567,6 +567,9 @@ struct QConvCase {
   // ReLU; qdq_int8_to_uint8 makes it uint8 0, which the convolution absorbs).
   bool y_signed = false;
   int y_zero = 0;
+  // No activation before the QuantizeLinear (ONNX Runtime's convolution before a residual Add:
+  // an asymmetric requantization, negative values kept).
+  bool no_relu = false;
 };
 
 QConvCase WithXZero(QConvCase c, int zero) {
@@ -577,6 +580,15 @@ QConvCase WithXZero(QConvCase c, int zero) {
 QConvCase WithInt8YZero(QConvCase c, int zero) {
   c.y_signed = true;
   c.y_zero = zero;
+  return c;
+}
+
+// Requantized without an activation, zero point `zero` (uint8, or int8 when `is_signed`).
+QConvCase AsymmetricY(QConvCase c, bool is_signed, int zero) {
+  c.requantize = true;
+  c.y_signed = is_signed;
+  c.y_zero = zero;
+  c.no_relu = true;
   return c;
 }
 
@@ -763,7 +775,9 @@ TEST_P(QConvKernelTest, MatchesReference) {
     else
       mb.FloatInit("sy", {}, {0.05f});
     ZeroPoints(mb, "zy", c.y_signed, c.channel_y ? c.m : 0, c.y_zero);
-    if (c.relu6) {
+    if (c.no_relu) {
+      mb.Node("Identity", {last}, {"r"});
+    } else if (c.relu6) {
       mb.FloatInit("lo", {}, {0.f});
       mb.FloatInit("hi", {}, {6.f});
       mb.Node("Clip", {last, "lo", "hi"}, {"r"});
@@ -867,7 +881,15 @@ INSTANTIATE_TEST_SUITE_P(
             WithXZero(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, true, true, true, false, true}, -20),
             -128),
         WithInt8YZero(QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, true, true, true, false, true},
-                      -128)));
+                      -128),
+        // ... and before a residual Add: no activation, zero point 16 in int8 (moved to uint8
+        // 144 by qdq_int8_to_uint8) or 100 in uint8: oneDNN's destination zero point.
+        AsymmetricY(WithXZero(QConvCase{{2, 8, 9, 9}, 16, 1, 1, 0, 1, false, true, true, false},
+                              100),
+                    true, 16),
+        AsymmetricY(QConvCase{{2, 8, 9, 9}, 16, 3, 2, 1, 1, false, true, true, false}, false, 100),
+        AsymmetricY(QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false}, true,
+                    -5)));
 
 // qdq_int8_to_uint8: an int8 QuantizeLinear/DequantizeLinear pair with a zero point becomes uint8
 // with the zero point + 128, exactly (every value of the float result the same); symmetric int8
@@ -893,6 +915,151 @@ TEST(QdqInt8ToUint8, ShiftsAsymmetricInt8ActivationsExactly) {
     for (int64_t i = 0; i < r.want.numel(); ++i)
       ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "] " << v[i];
   }
+}
+
+// fuse_qdq_add: a residual Add with Q/DQ on every side (ONNX Runtime's quantize_static) becomes
+// kiln.QAdd, bit for bit the unfused graph's result. A comes from a 1x1 convolution that only
+// scales and permutes channels (exact in float32, so the fast and reference convolutions agree;
+// the CPU keeps its output in a oneDNN layout) or from the input; B from the input (plain), so
+// the operands arrive in different layouts; either order.
+struct QAddCase {
+  bool a_signed;
+  int a_zero;
+  bool b_signed;
+  int b_zero;
+  bool y_signed;
+  int y_zero;
+  bool relu, a_from_conv, swap;
+};
+
+class QAddKernelTest : public ::testing::TestWithParam<QAddCase> {};
+
+TEST_P(QAddKernelTest, FusesAndMatchesTheUnfusedGraphExactly) {
+  const QAddCase& c = GetParam();
+  const int64_t ch = 8;
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {2, ch, 6, 6}).OutputAnyShape("y", kF32);
+  std::string a_src = "x";
+  if (c.a_from_conv) {
+    std::vector<float> w(static_cast<size_t>(ch * ch), 0.f);
+    for (int64_t o = 0; o < ch; ++o) w[o * ch + (o * 3 + 1) % ch] = o % 2 ? 0.5f : -2.f;
+    mb.FloatInit("w", {ch, ch, 1, 1}, w);
+    mb.Node("Conv", {"x", "w"}, {"a"});
+    a_src = "a";
+  }
+  mb.FloatInit("sa", {}, {0.031f});
+  ZeroPoints(mb, "za", c.a_signed, 0, c.a_zero);
+  mb.FloatInit("sb", {}, {0.017f});
+  ZeroPoints(mb, "zb", c.b_signed, 0, c.b_zero);
+  mb.FloatInit("sy", {}, {0.043f});
+  ZeroPoints(mb, "zy", c.y_signed, 0, c.y_zero);
+  mb.Node("QuantizeLinear", {a_src, "sa", "za"}, {"aq"});
+  mb.Node("DequantizeLinear", {"aq", "sa", "za"}, {"ad"});
+  mb.Node("QuantizeLinear", {"x", "sb", "zb"}, {"bq"});
+  mb.Node("DequantizeLinear", {"bq", "sb", "zb"}, {"bd"});
+  mb.Node("Add",
+          c.swap ? std::vector<std::string>{"bd", "ad"} : std::vector<std::string>{"ad", "bd"},
+          {"s"});
+  if (c.relu) mb.Node("Relu", {"s"}, {"r"});
+  mb.Node("QuantizeLinear", {c.relu ? "r" : "s", "sy", "zy"}, {"yq"});
+  mb.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
+  std::vector<float> v = Uniform(static_cast<size_t>(2 * ch * 36), 31, -4.f, 4.f);
+  // Halfway cases of B's and A's scales.
+  for (size_t i = 0; i < 16; ++i) v[i] = 0.017f * (static_cast<float>(i) - 8.f + 0.5f);
+  RefAndFast r;
+  RunRefAndFast(mb.Bytes(), Tensor::FromVector<float>(v, {2, ch, 6, 6}), &r);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(r.plan.find("cpu.qadd.loop"), std::string::npos) << r.plan;
+  EXPECT_EQ(r.plan.find("cpu.add."), std::string::npos) << r.plan;
+  EXPECT_EQ(r.plan.find("Relu '"), std::string::npos) << r.plan;
+  int64_t clipped = 0;
+  double lo = c.y_signed ? -128 : 0, hi = c.y_signed ? 127 : 255;
+  for (int64_t i = 0; i < r.want.numel(); ++i) {
+    ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+    const double q = std::nearbyint(r.want.data<float>()[i] / 0.043) + c.y_zero;
+    clipped += q <= lo || q >= hi;
+  }
+  // (Zero point -128 without the ReLU clips the negative half, as the removed ReLU would.)
+  EXPECT_LT(clipped, r.want.numel() * 2 / 3) << "the sums should mostly lie inside Y's range";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Operands, QAddKernelTest,
+    ::testing::Values(
+        // ONNX Runtime's ResNet: int8 operands with zero points (uint8 after qdq_int8_to_uint8),
+        // the result after a removed ReLU at zero point -128.
+        QAddCase{true, 16, true, -128, true, -128, false, true, false},
+        QAddCase{true, 11, true, 16, true, -128, false, true, true},
+        QAddCase{false, 100, false, 0, false, 0, true, true, false},
+        QAddCase{false, 128, true, 0, true, 5, false, false, false},
+        QAddCase{true, 0, false, 77, false, 128, true, false, true},
+        QAddCase{true, 0, true, 0, true, 0, false, true, true}));
+
+// What fuse_qdq_add leaves alone: a broadcast operand, and an Add whose float result is also read
+// elsewhere. Both still run (float Add) and match the reference.
+TEST(QAddPass, LeavesBroadcastsAndSharedSumsFloat) {
+  for (bool broadcast : {true, false}) {
+    SCOPED_TRACE(broadcast ? "broadcast" : "shared sum");
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {1, 4, 5, 5}).OutputAnyShape("y", kF32);
+    mb.FloatInit("s", {}, {0.05f});
+    ZeroPoints(mb, "z", false, 0, 128);
+    mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+    mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"});
+    std::string other = "xd";
+    if (broadcast) {
+      Int8Init(mb, "cq", {1, 4, 1, 1}, [](int64_t i) { return static_cast<int>(i * 9 - 20); });
+      mb.Node("DequantizeLinear", {"cq", "s"}, {"cd"});
+      other = "cd";
+    }
+    mb.Node("Add", {"xd", other}, {"sum"});
+    mb.Node("QuantizeLinear", {"sum", "s", "z"}, {"yq"});
+    mb.Node("DequantizeLinear", {"yq", "s", "z"}, {"yd"});
+    if (broadcast)
+      mb.Node("Identity", {"yd"}, {"y"});
+    else
+      mb.Node("Mul", {"yd", "sum"}, {"y"});
+    RefAndFast r;
+    RunRefAndFast(mb.Bytes(), Tensor::FromVector<float>(Uniform(100, 4, -3.f, 3.f), {1, 4, 5, 5}),
+                  &r);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(r.plan.find("QAdd"), std::string::npos) << r.plan;
+    for (int64_t i = 0; i < r.want.numel(); ++i)
+      EXPECT_NEAR(r.got.data<float>()[i], r.want.data<float>()[i], 1e-5f) << "[" << i << "]";
+  }
+}
+
+// DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero point: MaxPool on the
+// 8-bit values (oneDNN's int8 pooling), exactly the float result; another scale stays float.
+TEST(QdqMaxPool, PoolsTheQuantizedValuesExactly) {
+  for (bool is_signed : {false, true})
+    for (bool same_scale : {true, false}) {
+      SCOPED_TRACE(std::string(is_signed ? "int8" : "uint8") +
+                   (same_scale ? ", one scale" : ", two scales"));
+      ModelBuilder mb(13);
+      mb.Input("x", kF32, {2, 16, 9, 9}).OutputAnyShape("y", kF32);
+      mb.FloatInit("s", {}, {0.03f});
+      mb.FloatInit("s2", {}, {same_scale ? 0.03f : 0.04f});
+      // (int8 with a zero point would become uint8 first: qdq_int8_to_uint8.)
+      ZeroPoints(mb, "z", is_signed, 0, is_signed ? 0 : 131);
+      mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+      mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"});
+      auto& pool = mb.Node("MaxPool", {"xd"}, {"p"});
+      ModelBuilder::IntsAttr(pool, "kernel_shape", {3, 3});
+      ModelBuilder::IntsAttr(pool, "strides", {2, 2});
+      ModelBuilder::IntsAttr(pool, "pads", {1, 1, 1, 1});
+      mb.Node("QuantizeLinear", {"p", "s2", "z"}, {"pq"});
+      mb.Node("DequantizeLinear", {"pq", "s2", "z"}, {"y"});
+      RefAndFast r;
+      RunRefAndFast(mb.Bytes(),
+                    Tensor::FromVector<float>(Uniform(2 * 16 * 81, 12, -3.f, 3.f), {2, 16, 9, 9}),
+                    &r);
+      if (HasFatalFailure()) return;
+      const std::string want = std::string("cpu.maxpool.onednn ") + (is_signed ? "int8" : "uint8");
+      EXPECT_EQ(r.plan.find(want) != std::string::npos, same_scale) << r.plan;
+      for (int64_t i = 0; i < r.want.numel(); ++i)
+        ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+    }
 }
 
 // A QDQ matrix product: Q/DQ on A, DQ on an int8 B (even values up to +-126, so the halved

@@ -147,7 +147,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
       {"FusedMatMul", "MatMul"},
       {"FusedBatchNormalization", "BatchNormalization"},
       {"QConv", "DequantizeLinear"},
-      {"QMatMul", "DequantizeLinear"}};
+      {"QMatMul", "DequantizeLinear"},
+      {"QAdd", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);

@@ -1,8 +1,8 @@
 // cpu.<op>.onednn for MaxPool (without the Indices output), AveragePool, GlobalAveragePool and
-// GlobalMaxPool, float32, 1-3 spatial dims, on oneDNN's pooling_v2 primitive (dilations). ceil_mode
-// is expressed as extra end padding so oneDNN produces the ONNX output size; AveragePool with
-// ceil_mode is declined (its divisor near the border differs). Input read in the producer's
-// layout; oneDNN picks the output layout.
+// GlobalMaxPool, float32 (MaxPool also uint8/int8: QDQ models, fuse_qdq_add.cc), 1-3 spatial dims,
+// on oneDNN's pooling_v2 primitive (dilations). ceil_mode is expressed as extra end padding so
+// oneDNN produces the ONNX output size; AveragePool with ceil_mode is declined (its divisor near
+// the border differs). Input read in the producer's layout; oneDNN picks the output layout.
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
 #include "ops/nn/spatial.h"
@@ -64,7 +64,11 @@ class PoolOneDnn final : public runtime::Kernel {
                           : (!global && a_.count_include_pad)
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
-    src_ = InputDesc(ctx->inputs[0]);
+    const TensorInfo& x = ctx->inputs[0];
+    src_ = x.layout != nullptr           ? InputDesc(x)
+           : x.dtype == DataType::kUInt8 ? PlainDesc(xs, memory::data_type::u8)
+           : x.dtype == DataType::kInt8  ? PlainDesc(xs, memory::data_type::s8)
+                                         : PlainDesc(xs);
     memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -87,7 +91,9 @@ class PoolOneDnn final : public runtime::Kernel {
 KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
                            const std::vector<TensorInfo>& in) {
   const ops::PoolAttrs& a = runtime::AttrsOf<ops::PoolAttrs>(op);
-  if (!AllFloat(in, {0})) return {false, "needs float32"};
+  const bool int8 = node.op_type == "MaxPool" &&
+                    (in[0].dtype == DataType::kUInt8 || in[0].dtype == DataType::kInt8);
+  if (!int8 && !AllFloat(in, {0})) return {false, "needs float32 (MaxPool: or uint8/int8)"};
   if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
   if (node.outputs.size() > 1 && node.outputs[1] >= 0) return {false, "Indices output requested"};
   if (node.op_type == "AveragePool")

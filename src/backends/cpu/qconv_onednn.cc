@@ -1,10 +1,11 @@
 // cpu.qconv.onednn: kiln.QConv (src/ops/quant/qconv.cc) as a oneDNN int8 convolution:
 // uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
-// QuantizeLinear: a last linear post-op divides by y_scale after the activation, oneDNN rounds
-// to nearest even and saturates; per-channel y_scale: a binary multiply post-op by 1/y_scale[m]
-// instead), output scales x_scale * w_scale[m] per output channel, float32
-// bias (divided by those scales: oneDNN 2.6 adds the bias before scaling), the residual Z as a sum
-// post-op and the activation as an eltwise post-op.
+// QuantizeLinear: a last linear post-op divides by y_scale after the activation, a per-tensor
+// y_zero_point is oneDNN's destination zero point, oneDNN rounds to nearest even and saturates;
+// per-channel y_scale (zero points 0): a binary multiply post-op by 1/y_scale[m] instead), output
+// scales x_scale * w_scale[m] per output channel, float32 bias (divided by those scales: oneDNN 2.6
+// adds the bias before scaling), the residual Z as a sum post-op and the activation as an eltwise
+// post-op.
 //
 // oneDNN picks the source, weight and destination layouts (format_tag::any); the int8 weights are
 // reordered once (oneDNN's reorder also applies what its ISA needs: the s8-source compensation,
@@ -65,6 +66,7 @@ class QConvOneDnn final : public runtime::Kernel {
                       {DNNL_ARG_DST, dst.get()},
                       {DNNL_ARG_SCRATCHPAD, sp.get()},
                       {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
+                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_.get(true)},
                       {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
                        y_inv_scales_.get(true)}});
       ThreadStream().wait();
@@ -136,6 +138,18 @@ class QConvOneDnn final : public runtime::Kernel {
       x_zero_ =
           memory({{1}, memory::data_type::s32, memory::format_tag::x}, Engine(), &x_zero_value_);
     }
+    // A per-tensor y_zero_point (ONNX Runtime's asymmetric activations before a residual Add):
+    // oneDNN adds it after the post-ops, before rounding and saturating.
+    y_zero_value_ = 0;
+    if (quantized && !y_channels) {
+      const Tensor& zp = *ctx->constants[8];
+      y_zero_value_ = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
+    }
+    if (y_zero_value_ != 0) {
+      attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+      y_zero_ =
+          memory({{1}, memory::data_type::s32, memory::format_tag::x}, Engine(), &y_zero_value_);
+    }
     attr.set_post_ops(ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
 
@@ -193,8 +207,8 @@ class QConvOneDnn final : public runtime::Kernel {
   memory::desc src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
   Tensor packed_w_, bias_copy_, y_inv_copy_;
-  memory weights_, bias_, y_inv_scales_, x_zero_;
-  int32_t x_zero_value_ = 0;
+  memory weights_, bias_, y_inv_scales_, x_zero_, y_zero_;
+  int32_t x_zero_value_ = 0, y_zero_value_ = 0;
   bool x_to_u8_ = false;
   int y_post_op_ = -1;
   bool has_sum_ = false;

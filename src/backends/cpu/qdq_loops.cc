@@ -9,11 +9,13 @@
 // with output scales 1/scale[c] into the same layout: x * (1/scale) rounded to nearest even and
 // saturated, which can land one step from the reference's x / scale for a value within float
 // rounding of a midpoint, and NaN becomes oneDNN's conversion of it, not the zero point. Other
-// per-axis and 16-bit cases run on the reference kernels.
+// per-axis and 16-bit cases run on the reference kernels. cpu.qadd.loop: kiln.QAdd (a residual Add
+// between Q/DQ pairs), the same arithmetic in one pass over the 8-bit operands.
 #include <algorithm>
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
+#include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -266,6 +268,137 @@ KernelSupport SupportsDequantize(const ir::Node& node, const ir::Op&,
   return {why.empty(), why};
 }
 
+// kiln.QAdd: dequantize both operands, add, Relu, quantize, element by element in float32 in the
+// reference kernel's order of operations (bit for bit its result; the quantization as
+// QuantizeRange). Both operands in one layout: A's (the output takes it, in Y's type); a B in
+// another layout is reordered into A's first (scratch). The output may overwrite A.
+template <typename A, typename B, typename Y>
+void QAddRange(const A* a, const B* b, Y* y, int64_t begin, int64_t end, const float* p,
+               bool relu) {
+  constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
+  const float sa = p[0], za = p[1], sb = p[2], zb = p[3], sy = p[4], zy = p[5], lo = p[6],
+              hi = p[7];
+  for (int64_t i = begin; i < end; ++i) {
+    const float va = (static_cast<float>(a[i]) - za) * sa;
+    const float vb = (static_cast<float>(b[i]) - zb) * sb;
+    float v = va + vb;
+    if (relu) v = std::max(v, 0.f);
+    v = std::min(std::max(v / sy, lo), hi);
+    v = (v + kMagic) - kMagic;
+    y[i] = static_cast<Y>(v + zy);
+  }
+}
+
+template <typename A, typename B>
+void QAddDispatchY(const void* a, const void* b, void* y, bool y_u8, int64_t begin, int64_t end,
+                   const float* p, bool relu) {
+  if (y_u8)
+    QAddRange(static_cast<const A*>(a), static_cast<const B*>(b), static_cast<uint8_t*>(y), begin,
+              end, p, relu);
+  else
+    QAddRange(static_cast<const A*>(a), static_cast<const B*>(b), static_cast<int8_t*>(y), begin,
+              end, p, relu);
+}
+
+class QAddLoop final : public runtime::Kernel {
+ public:
+  QAddLoop(const ir::Node& node, const ir::Op& op)
+      : node_(node),
+        relu_(runtime::AttrsOf<ops::ActivationAttrs>(op).act.kind == ops::ActivationKind::kRelu) {}
+  bool AcceptsLayout(size_t input) const override { return input == 0 || input == 3; }
+  int InPlaceInput() const override { return in_place_ ? 0 : -1; }
+  size_t ScratchBytes() const override { return ReorderedBytes(b_reorder_, b_want_); }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    return Guard(node_, [&] {
+      const TensorInfo& a = ctx->inputs[0];
+      const TensorInfo& b = ctx->inputs[3];
+      auto desc_of = [](const TensorInfo& t) {
+        if (auto* l = dynamic_cast<const OneDnnLayout*>(t.layout.get())) return l->desc();
+        return PlainDesc(t.shape, StorageOf(t.dtype));
+      };
+      const dnnl::memory::desc da = desc_of(a);
+      b_have_ = desc_of(b);
+      dnnl_memory_desc_t want = da.data;
+      want.data_type = static_cast<dnnl_data_type_t>(StorageOf(b.dtype));
+      b_want_ = dnnl::memory::desc(want);
+      if (b_have_ != b_want_) b_reorder_ = MakeReorder(b_have_, b_want_);
+      n_ = static_cast<int64_t>(da.get_size());  // one byte per element, padding included
+      a_u8_ = a.dtype == DataType::kUInt8;
+      b_u8_ = b.dtype == DataType::kUInt8;
+      y_u8_ = ctx->outputs[0].dtype == DataType::kUInt8;
+      const float za =
+          static_cast<float>(ZeroPoint(node_.HasInput(2) ? ctx->constants[2] : nullptr));
+      const float zb =
+          static_cast<float>(ZeroPoint(node_.HasInput(5) ? ctx->constants[5] : nullptr));
+      const float zy = static_cast<float>(ZeroPoint(ctx->constants[7]));
+      params_[0] = ctx->constants[1]->data<float>()[0];
+      params_[1] = za;
+      params_[2] = ctx->constants[4]->data<float>()[0];
+      params_[3] = zb;
+      params_[4] = ctx->constants[6]->data<float>()[0];
+      params_[5] = zy;
+      params_[6] = (y_u8_ ? 0.f : -128.f) - zy;  // the clamp bounds before adding the zero point
+      params_[7] = (y_u8_ ? 255.f : 127.f) - zy;
+      in_place_ = a.dtype == ctx->outputs[0].dtype;
+      if (a.layout != nullptr) {
+        dnnl_memory_desc_t d = da.data;
+        d.data_type = static_cast<dnnl_data_type_t>(StorageOf(ctx->outputs[0].dtype));
+        ctx->outputs[0].layout = LayoutFor(dnnl::memory::desc(d), a.shape);
+      }
+    });
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const void* b = ctx.in(3).raw();
+    if (b_reorder_) {
+      KILN_RETURN_IF_ERROR(
+          Guard(node_, [&] { b = InputAs(b_reorder_, b_have_, b_want_, b, ctx.scratch); }));
+      ThreadStream().wait();
+    }
+    const void* a = ctx.in(0).raw();
+    void* y = ctx.out(0).raw();
+    const float* p = params_;
+    const bool relu = relu_, y_u8 = y_u8_;
+    const int sel = (a_u8_ ? 2 : 0) + (b_u8_ ? 1 : 0);
+    ParallelFor(n_, kGrain, [&](int64_t begin, int64_t end) {
+      switch (sel) {
+        case 3:
+          QAddDispatchY<uint8_t, uint8_t>(a, b, y, y_u8, begin, end, p, relu);
+          break;
+        case 2:
+          QAddDispatchY<uint8_t, int8_t>(a, b, y, y_u8, begin, end, p, relu);
+          break;
+        case 1:
+          QAddDispatchY<int8_t, uint8_t>(a, b, y, y_u8, begin, end, p, relu);
+          break;
+        default:
+          QAddDispatchY<int8_t, int8_t>(a, b, y, y_u8, begin, end, p, relu);
+      }
+    });
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  bool relu_ = false, a_u8_ = true, b_u8_ = true, y_u8_ = true, in_place_ = false;
+  float params_[8] = {};  // a_scale, a_zero, b_scale, b_zero, y_scale, y_zero, lo, hi
+  int64_t n_ = 0;
+  dnnl::memory::desc b_have_, b_want_;
+  dnnl::reorder b_reorder_;
+};
+
+KernelSupport SupportsQAdd(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
+  for (size_t i : {size_t{0}, size_t{3}}) {
+    if (!Is8Bit(in[i].dtype)) return {false, "needs uint8/int8 operands"};
+    if (auto* l = dynamic_cast<const OneDnnLayout*>(in[i].layout.get()))
+      if (l->desc().data_type() != StorageOf(in[i].dtype))
+        return {false, "needs operands stored in their own type; got layout " + l->name()};
+  }
+  if (in[0].shape != in[3].shape) return {false, "needs operands of one shape"};
+  return {true, ""};
+}
+
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.quantizelinear.loop",
                                         "QuantizeLinear",
                                         "",
@@ -296,6 +429,17 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.dequantizelinear.loop",
                                         SupportsDequantize,
                                         CreateKernel<DequantizeLoop>,
                                         {1, 2}});
+// The scales and zero points must be constant.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qadd.loop",
+                                        "QAdd",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsQAdd,
+                                        CreateKernel<QAddLoop>,
+                                        {1, 2, 4, 5, 6, 7}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

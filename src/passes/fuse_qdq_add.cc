@@ -1,0 +1,178 @@
+// fuse_qdq_add: in QDQ models whose residual Add has Q/DQ on every side (ONNX Runtime's
+// quantize_static quantizes Add's inputs and output; ResNets' skip connections)
+//
+//   Aq -> DequantizeLinear -> Add [-> Relu] -> QuantizeLinear -> Yq
+//   Bq -> DequantizeLinear ---^
+//
+// the Add becomes kiln's QAdd (src/ops/quant/qadd.cc), which reads Aq and Bq and writes Yq in one
+// pass: the float32 tensors in between, and their four passes over memory, are gone. Exact: QAdd's
+// arithmetic is the unfused graph's. Conditions: both operands dequantized per tensor (one scale,
+// one zero point or none, constants) from uint8/int8, one shape (no broadcasting); the Add's
+// result read only by the QuantizeLinear (or by a Relu read only by it), per tensor, uint8/int8,
+// and not a graph output. The DequantizeLinear nodes go when nothing else reads them.
+//
+// Also here, the same idea for MaxPool: DequantizeLinear -> MaxPool -> QuantizeLinear with one
+// scale and zero point on both sides (ONNX Runtime keeps MaxPool's input scale) becomes MaxPool
+// on the 8-bit values. Exact: dequantization is increasing, so the maximum commutes with it, and
+// quantizing a dequantized value with the same scale and zero point gives it back.
+#include <memory>
+#include <string>
+
+#include "passes/graph_edit.h"
+#include "passes/pass.h"
+#include "passes/qdq_match.h"
+#include "passes/shape_probe.h"
+
+namespace kiln::passes {
+namespace {
+
+bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// A per-tensor DequantizeLinear from uint8/int8: scale one float32 constant, zero point absent or
+// one constant of X's type.
+bool PerTensorDequantize(const GraphEditor& ed, const ShapeProbe& probe, int node) {
+  if (node < 0) return false;
+  const ir::Node& d = ed.node(node);
+  if (!IsOnnxOp(d, "DequantizeLinear") || d.inputs.size() < 2 || d.outputs.size() != 1 ||
+      d.GetInt("block_size", 0) != 0)
+    return false;
+  const DataType t = probe.dtype(d.inputs[0]);
+  return Is8Bit(t) && IsScalarOf(ed.ConstantOf(d.inputs[1]), {DataType::kFloat}) &&
+         (!d.HasInput(2) || IsScalarOf(ed.ConstantOf(d.inputs[2]), {t}));
+}
+
+// A per-tensor QuantizeLinear to uint8/int8 (zero point given, or none: uint8) reading `v`.
+bool PerTensorQuantize(const GraphEditor& ed, int node, int v) {
+  if (node < 0) return false;
+  const ir::Node& q = ed.node(node);
+  return IsOnnxOp(q, "QuantizeLinear") && q.inputs.size() >= 2 && q.inputs[0] == v &&
+         q.outputs.size() == 1 && q.GetInt("block_size", 0) == 0 &&
+         q.GetInt("output_dtype", 0) == 0 &&
+         IsScalarOf(ed.ConstantOf(q.inputs[1]), {DataType::kFloat}) &&
+         (!q.HasInput(2) ||
+          IsScalarOf(ed.ConstantOf(q.inputs[2]), {DataType::kUInt8, DataType::kInt8}));
+}
+
+// The value read only by node `reader` (one use) and not a graph output.
+bool OnlyFeeds(const GraphEditor& ed, int v, int* reader) {
+  *reader = ed.SoleConsumer(v);
+  return *reader >= 0 && !ed.IsGraphOutput(v);
+}
+
+float FloatOf(const GraphEditor& ed, int v) { return ed.ConstantOf(v)->data<float>()[0]; }
+
+// The zero point of a per-tensor Q/DQ node as (dtype, value); absent: uint8 0.
+std::pair<DataType, int> ZeroOf(const GraphEditor& ed, const ir::Node& n) {
+  if (!n.HasInput(2)) return {DataType::kUInt8, 0};
+  const Tensor* z = ed.ConstantOf(n.inputs[2]);
+  return {z->dtype(),
+          z->dtype() == DataType::kUInt8 ? z->data<uint8_t>()[0] : z->data<int8_t>()[0]};
+}
+
+void RemoveIfUnread(GraphEditor& ed, int node) {
+  if (ed.alive(node) && ed.Consumers(ed.node(node).outputs[0]).empty() &&
+      !ed.IsGraphOutput(ed.node(node).outputs[0]))
+    ed.RemoveNode(node);
+}
+
+class FuseQdqAddPass : public Pass {
+ public:
+  std::string name() const override { return "fuse_qdq_add"; }
+
+  StatusOr<bool> Run(ir::Graph& graph) override {
+    summary_.clear();
+    if (!HasOnnxOp(graph, {"DequantizeLinear"}) || !HasOnnxOp(graph, {"QuantizeLinear"}))
+      return false;
+    const ShapeProbe probe = ShapeProbe::Run(graph);
+    GraphEditor ed(graph);
+    int adds = 0, relus = 0, pools = 0;
+    for (int ni = 0; ni < ed.num_nodes(); ++ni) {
+      if (!ed.alive(ni)) continue;
+      const ir::Node& n = ed.node(ni);
+      if (IsOnnxOp(n, "MaxPool")) {
+        pools += FuseMaxPool(ed, probe, ni);
+        continue;
+      }
+      if (!IsOnnxOp(n, "Add") || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
+      const int da = ed.Producer(n.inputs[0]), db = ed.Producer(n.inputs[1]);
+      if (!PerTensorDequantize(ed, probe, da) || !PerTensorDequantize(ed, probe, db) ||
+          !probe.SameShape(n.inputs[0], n.inputs[1]))
+        continue;
+      int next = -1, relu = -1;
+      int v = n.outputs[0];
+      if (!OnlyFeeds(ed, v, &next)) continue;
+      if (IsOnnxOp(ed.node(next), "Relu")) {
+        relu = next;
+        v = ed.node(relu).outputs[0];
+        if (!OnlyFeeds(ed, v, &next)) continue;
+      }
+      if (!PerTensorQuantize(ed, next, v) || ed.IsGraphOutput(ed.node(next).outputs[0])) continue;
+      if (!ImportKilnDomain(graph)) return false;
+      const ir::Node& a = ed.node(da);
+      const ir::Node& b = ed.node(db);
+      const ir::Node& q = ed.node(next);
+      int y_zero = q.HasInput(2) ? q.inputs[2] : -1;
+      if (y_zero < 0) {  // QuantizeLinear without a zero point: uint8, 0
+        Tensor z = Tensor::Empty(DataType::kUInt8, {});
+        z.data<uint8_t>()[0] = 0;
+        y_zero = ed.AddConstant(ed.value(q.inputs[1]).name + "_zero_point", std::move(z));
+      }
+      ir::Node f;
+      f.name = n.name;
+      f.op_type = "QAdd";
+      f.domain = "kiln";
+      f.opset = 1;
+      if (relu >= 0) f.attrs["activation"] = StringAttr("Relu");
+      f.inputs = {a.inputs[0], a.inputs[1], a.HasInput(2) ? a.inputs[2] : -1,
+                  b.inputs[0], b.inputs[1], b.HasInput(2) ? b.inputs[2] : -1,
+                  q.inputs[1], y_zero};
+      f.outputs = q.outputs;
+      ed.RemoveNode(next);
+      if (relu >= 0) ed.RemoveNode(relu);
+      ed.ReplaceNode(ni, std::move(f));
+      RemoveIfUnread(ed, da);
+      RemoveIfUnread(ed, db);
+      ++adds;
+      relus += relu >= 0;
+    }
+    if (adds + pools == 0) return false;
+    KILN_RETURN_IF_ERROR(ed.Commit());
+    summary_ = "fused " + std::to_string(adds) +
+               " DequantizeLinear+Add+QuantizeLinear groups into QAdd (int8 sums" +
+               (relus ? ", " + std::to_string(relus) + " with their Relu" : std::string()) + ")";
+    if (pools)
+      summary_ += "; " + std::to_string(pools) +
+                  " MaxPool between a DequantizeLinear and a QuantizeLinear of one scale now "
+                  "pool the 8-bit values";
+    return true;
+  }
+
+ private:
+  // DequantizeLinear -> MaxPool -> QuantizeLinear, one scale and zero point: MaxPool on Xq.
+  static bool FuseMaxPool(GraphEditor& ed, const ShapeProbe& probe, int ni) {
+    const ir::Node& n = ed.node(ni);
+    if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.opset < 12) return false;
+    const int d = ed.Producer(n.inputs[0]);
+    int q = -1;
+    if (!PerTensorDequantize(ed, probe, d) || !OnlyFeeds(ed, n.outputs[0], &q) ||
+        !PerTensorQuantize(ed, q, n.outputs[0]))
+      return false;
+    const ir::Node& dn = ed.node(d);
+    const ir::Node& qn = ed.node(q);
+    if (ed.IsGraphOutput(qn.outputs[0]) || FloatOf(ed, dn.inputs[1]) != FloatOf(ed, qn.inputs[1]) ||
+        ZeroOf(ed, dn) != ZeroOf(ed, qn) || FloatOf(ed, dn.inputs[1]) <= 0.f)
+      return false;
+    const int xq = dn.inputs[0], yq = qn.outputs[0];
+    ed.RemoveNode(q);
+    ed.SetInput(ni, 0, xq);
+    ed.SetOutput(ni, 0, yq);
+    RemoveIfUnread(ed, d);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFuseQdqAddPass() { return std::make_unique<FuseQdqAddPass>(); }
+
+}  // namespace kiln::passes
