@@ -10,7 +10,8 @@
 // Tile, ConstantOfShape blowing small tensors up) is left alone. Shape sub-graphs that start from
 // graph inputs are not constant here; the execution plan folds them once input shapes are known.
 // A DequantizeLinear of int8 weights read only by Conv nodes (Conv or FusedConv, as their weight)
-// or MatMul/Gemm nodes (as B) whose input is itself dequantized is left alone: fuse_qdq_conv and
+// or MatMul/Gemm nodes (as B) whose input is itself dequantized (directly, or through a MaxPool,
+// which fuse_qdq_add moves before the DequantizeLinear) is left alone: fuse_qdq_conv and
 // fuse_qdq_matmul turn such a pair into an int8 convolution or matrix product and need the int8
 // weights and their scales, which folding would turn into float32.
 #include <memory>
@@ -35,7 +36,9 @@ bool KeptForInt8(const GraphEditor& ed, const ir::Node& node) {
           IsOnnxOp(c, "Gemm")) ||
         c.inputs.size() < 2 || c.inputs[1] != node.outputs[0] || c.inputs[0] == node.outputs[0])
       return false;
-    const int p = ed.Producer(c.inputs[0]);
+    int p = ed.Producer(c.inputs[0]);
+    if (p >= 0 && IsOnnxOp(ed.node(p), "MaxPool") && ed.node(p).inputs.size() == 1)
+      p = ed.Producer(ed.node(p).inputs[0]);
     if (p < 0 || !IsOnnxOp(ed.node(p), "DequantizeLinear")) return false;
   }
   return true;

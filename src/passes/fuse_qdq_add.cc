@@ -11,9 +11,10 @@
 // result read only by the QuantizeLinear (or by a Relu read only by it), per tensor, uint8/int8,
 // and not a graph output. The DequantizeLinear nodes go when nothing else reads them.
 //
-// Also here, the same idea for MaxPool: DequantizeLinear -> MaxPool -> QuantizeLinear with one
-// scale and zero point on both sides (ONNX Runtime keeps MaxPool's input scale) becomes MaxPool
-// on the 8-bit values. Exact: dequantization is increasing, so the maximum commutes with it, and
+// Also here, the same idea for MaxPool: DequantizeLinear (per tensor, scale > 0) -> MaxPool
+// becomes MaxPool on the 8-bit values -> DequantizeLinear, and with a QuantizeLinear of the same
+// scale and zero point after it (ONNX Runtime keeps MaxPool's input scale) MaxPool on the 8-bit
+// values alone. Exact: dequantization is increasing, so the maximum commutes with it, and
 // quantizing a dequantized value with the same scale and zero point gives it back.
 #include <memory>
 #include <string>
@@ -142,30 +143,45 @@ class FuseQdqAddPass : public Pass {
                (relus ? ", " + std::to_string(relus) + " with their Relu" : std::string()) + ")";
     if (pools)
       summary_ += "; " + std::to_string(pools) +
-                  " MaxPool between a DequantizeLinear and a QuantizeLinear of one scale now "
-                  "pool the 8-bit values";
+                  " MaxPool after a DequantizeLinear now pool the 8-bit values";
     return true;
   }
 
  private:
-  // DequantizeLinear -> MaxPool -> QuantizeLinear, one scale and zero point: MaxPool on Xq.
+  // DequantizeLinear -> MaxPool: MaxPool on Xq. Then a QuantizeLinear of the same scale and
+  // zero point that alone reads the pooled value goes (ONNX Runtime's form: MaxPool writes its
+  // output directly); otherwise the DequantizeLinear moves after the MaxPool (NNCF's form, no
+  // QuantizeLinear after MaxPool: the convolutions reading it then see a dequantized input and
+  // become int8 in the next round).
   static bool FuseMaxPool(GraphEditor& ed, const ShapeProbe& probe, int ni) {
     const ir::Node& n = ed.node(ni);
     if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.opset < 12) return false;
     const int d = ed.Producer(n.inputs[0]);
-    int q = -1;
-    if (!PerTensorDequantize(ed, probe, d) || !OnlyFeeds(ed, n.outputs[0], &q) ||
-        !PerTensorQuantize(ed, q, n.outputs[0]))
+    const int out = n.outputs[0];
+    if (!PerTensorDequantize(ed, probe, d) || ed.IsGraphOutput(out) || ed.Consumers(out).empty())
       return false;
     const ir::Node& dn = ed.node(d);
-    const ir::Node& qn = ed.node(q);
-    if (ed.IsGraphOutput(qn.outputs[0]) || FloatOf(ed, dn.inputs[1]) != FloatOf(ed, qn.inputs[1]) ||
-        ZeroOf(ed, dn) != ZeroOf(ed, qn) || FloatOf(ed, dn.inputs[1]) <= 0.f)
-      return false;
-    const int xq = dn.inputs[0], yq = qn.outputs[0];
-    ed.RemoveNode(q);
+    if (!(FloatOf(ed, dn.inputs[1]) > 0.f)) return false;  // decreasing (or NaN): no
+    const int xq = dn.inputs[0];
+    const int q = ed.SoleConsumer(out);
+    if (q >= 0 && PerTensorQuantize(ed, q, out) && !ed.IsGraphOutput(ed.node(q).outputs[0]) &&
+        FloatOf(ed, dn.inputs[1]) == FloatOf(ed, ed.node(q).inputs[1]) &&
+        ZeroOf(ed, dn) == ZeroOf(ed, ed.node(q))) {
+      const int yq = ed.node(q).outputs[0];
+      ed.RemoveNode(q);
+      ed.SetInput(ni, 0, xq);
+      ed.SetOutput(ni, 0, yq);
+      RemoveIfUnread(ed, d);
+      return true;
+    }
+    ir::Node after = dn;  // the same scale and zero point, now on the pooled values
+    after.name = ed.UniqueName(n.name + "_DequantizeLinear");
+    const int pooled = ed.AddValue(ed.value(out).name + "_quantized", probe.dtype(xq), std::nullopt);
+    after.inputs[0] = pooled;
+    after.outputs = {out};
     ed.SetInput(ni, 0, xq);
-    ed.SetOutput(ni, 0, yq);
+    ed.SetOutput(ni, 0, pooled);
+    ed.AddNode(std::move(after));
     RemoveIfUnread(ed, d);
     return true;
   }

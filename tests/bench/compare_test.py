@@ -75,6 +75,8 @@ class OptionsTest(unittest.TestCase):
         script = os.path.join(REPO, "bench", "int8_compare")
         for argv, expect in ((["--quantizer", "ort", "--runtimes", "kiln-int8,kiln-int8-ch"],
                               "kiln-int8-ch needs kiln's quantizer"),
+                             (["--quantizer", "nncf", "--runtimes", "kiln-int8,kiln-int8-ch"],
+                              "--quantizer nncf: kiln-int8-ch needs kiln's quantizer"),
                              (["--quantizer", "trt"], "invalid choice: 'trt'")):
             r = subprocess.run([sys.executable, script] + argv, capture_output=True, text=True,
                                timeout=60)

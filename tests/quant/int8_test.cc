@@ -1030,7 +1030,7 @@ TEST(QAddPass, LeavesBroadcastsAndSharedSumsFloat) {
 }
 
 // DequantizeLinear -> MaxPool -> QuantizeLinear with one scale and zero point: MaxPool on the
-// 8-bit values (oneDNN's int8 pooling), exactly the float result; another scale stays float.
+// 8-bit values (oneDNN's int8 pooling) alone, exactly the float result.
 TEST(QdqMaxPool, PoolsTheQuantizedValuesExactly) {
   for (bool is_signed : {false, true})
     for (bool same_scale : {true, false}) {
@@ -1055,11 +1055,43 @@ TEST(QdqMaxPool, PoolsTheQuantizedValuesExactly) {
                     Tensor::FromVector<float>(Uniform(2 * 16 * 81, 12, -3.f, 3.f), {2, 16, 9, 9}),
                     &r);
       if (HasFatalFailure()) return;
+      // Another scale after it: the MaxPool still pools the 8-bit values, the DequantizeLinear
+      // moved after it, and the QuantizeLinear stays.
       const std::string want = std::string("cpu.maxpool.onednn ") + (is_signed ? "int8" : "uint8");
-      EXPECT_EQ(r.plan.find(want) != std::string::npos, same_scale) << r.plan;
+      EXPECT_NE(r.plan.find(want), std::string::npos) << r.plan;
+      EXPECT_EQ(r.plan.find("QuantizeLinear 'QuantizeLinear4'") == std::string::npos, same_scale)
+          << r.plan;
       for (int64_t i = 0; i < r.want.numel(); ++i)
         ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
     }
+}
+
+// NNCF's form: DequantizeLinear -> MaxPool -> Conv with no QuantizeLinear after the MaxPool (it
+// is on the grid already). The DequantizeLinear moves after the MaxPool, which then pools the
+// 8-bit values, and the convolution sees a dequantized input: an int8 QConv.
+TEST(QdqMaxPool, MovesTheDequantizeAfterItSoTheConvolutionBecomesInt8) {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {2, 8, 9, 9}).OutputAnyShape("y", kF32);
+  mb.FloatInit("s", {}, {0.03f});
+  ZeroPoints(mb, "z", false, 0, 0);
+  std::mt19937 rng(3);
+  Int8Init(mb, "wq", {8, 8, 3, 3}, [&](int64_t) { return 2 * static_cast<int>(rng() % 63) - 62; });
+  mb.FloatInit("sw", {}, {0.004f});
+  mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+  mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"});
+  auto& pool = mb.Node("MaxPool", {"xd"}, {"p"});
+  ModelBuilder::IntsAttr(pool, "kernel_shape", {2, 2});
+  mb.Node("DequantizeLinear", {"wq", "sw"}, {"wd"});
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"p", "wd"}, {"c"}), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c"}, {"y"});
+  RefAndFast r;
+  RunRefAndFast(mb.Bytes(),
+                Tensor::FromVector<float>(Uniform(2 * 8 * 81, 13, -1.f, 3.f), {2, 8, 9, 9}), &r);
+  if (HasFatalFailure()) return;
+  EXPECT_NE(r.plan.find("cpu.maxpool.onednn uint8"), std::string::npos) << r.plan;
+  EXPECT_NE(r.plan.find("cpu.qconv.onednn"), std::string::npos) << r.plan;
+  EXPECT_EQ(r.plan.find("DequantizeLinear '"), std::string::npos) << r.plan;
+  ExpectCloseOrOneStep(r, false, [](int64_t) { return 0.f; });
 }
 
 // A QDQ matrix product: Q/DQ on A, DQ on an int8 B (even values up to +-126, so the halved
