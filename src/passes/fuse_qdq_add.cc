@@ -176,7 +176,8 @@ class FuseQdqAddPass : public Pass {
     }
     ir::Node after = dn;  // the same scale and zero point, now on the pooled values
     after.name = ed.UniqueName(n.name + "_DequantizeLinear");
-    const int pooled = ed.AddValue(ed.value(out).name + "_quantized", probe.dtype(xq), std::nullopt);
+    const int pooled =
+        ed.AddValue(ed.value(out).name + "_quantized", probe.dtype(xq), std::nullopt);
     after.inputs[0] = pooled;
     after.outputs = {out};
     ed.SetInput(ni, 0, xq);
