@@ -153,9 +153,9 @@ class FuseQdqConvPass : public Pass {
                   n.HasInput(2) ? n.inputs[2] : -1,
                   n.HasInput(3) ? n.inputs[3] : -1};
       q.outputs = n.outputs;
-      // A QuantizeLinear that alone reads the result (per tensor, any zero point: oneDNN's
-      // destination zero point; or per output channel along axis 1 with zero points 0) moves
-      // into the convolution: it then writes uint8/int8 directly (not with a residual Z).
+      // A QuantizeLinear that alone reads the result (per tensor, or per output channel along
+      // axis 1; any zero points) moves into the convolution: it then writes uint8/int8
+      // directly (not with a residual Z).
       const int qn = ed.SoleConsumer(n.outputs[0]);
       if (qn >= 0 && !n.HasInput(3) && IsOnnxOp(ed.node(qn), "QuantizeLinear")) {
         const ir::Node& qz = ed.node(qn);
@@ -167,8 +167,7 @@ class FuseQdqConvPass : public Pass {
                           (yz->dtype() == DataType::kUInt8 || yz->dtype() == DataType::kInt8) &&
                           ((ys->numel() == 1 && yz->numel() == 1) ||
                            (ys->rank() == 1 && ys->numel() == m && yz->numel() == m &&
-                            (y_axis == 1 || y_axis == 1 - probe.rank(n.outputs[0]).value_or(0)))) &&
-                          (yz->numel() == 1 || AllZero(*yz));
+                            (y_axis == 1 || y_axis == 1 - probe.rank(n.outputs[0]).value_or(0))));
         if (qz.outputs.size() == 1 && qz.inputs[0] == n.outputs[0] && y_ok &&
             qz.GetInt("output_dtype", 0) == 0) {
           q.inputs.resize(9, -1);

@@ -592,6 +592,11 @@ QConvCase AsymmetricY(QConvCase c, bool is_signed, int zero) {
   return c;
 }
 
+QConvCase PerChannelY(QConvCase c) {
+  c.channel_y = true;
+  return c;
+}
+
 // Scales 0.01 * (1 + i % 7) * base for i < n: a factor of 7 between channels.
 std::vector<float> ChannelScales(int64_t n, float base) {
   std::vector<float> v(static_cast<size_t>(n));
@@ -774,7 +779,17 @@ TEST_P(QConvKernelTest, MatchesReference) {
       mb.FloatInit("sy", {c.m}, ChannelScales(c.m, 0.01f));
     else
       mb.FloatInit("sy", {}, {0.05f});
-    ZeroPoints(mb, "zy", c.y_signed, c.channel_y ? c.m : 0, c.y_zero);
+    if (c.channel_y && c.y_zero != 0) {  // a different zero point per channel
+      auto* z = mb.proto().mutable_graph()->add_initializer();
+      z->set_name("zy");
+      z->set_data_type(c.y_signed ? onnx::TensorProto::INT8 : onnx::TensorProto::UINT8);
+      z->add_dims(c.m);
+      std::string raw;
+      for (int64_t i = 0; i < c.m; ++i) raw.push_back(static_cast<char>(c.y_zero + 3 * (i % 5)));
+      z->set_raw_data(raw);
+    } else {
+      ZeroPoints(mb, "zy", c.y_signed, c.channel_y ? c.m : 0, c.y_zero);
+    }
     if (c.no_relu) {
       mb.Node("Identity", {last}, {"r"});
     } else if (c.relu6) {
@@ -814,7 +829,12 @@ TEST_P(QConvKernelTest, MatchesReference) {
   RunRefAndFast(bytes, x, &r);
   if (HasFatalFailure()) return;
   const std::string* plan = &r.plan;
-  EXPECT_NE(plan->find(c.requantize ? "cpu.qconv.onednn uint8" : "cpu.qconv.onednn float32"),
+  // int8 output: symmetric, or per-channel zero points (qdq_int8_to_uint8 moves only one
+  // per-tensor zero point to uint8).
+  const bool int8_out = c.y_signed && (c.channel_y || c.y_zero == 0);
+  EXPECT_NE(plan->find(!c.requantize ? "cpu.qconv.onednn float32"
+                       : int8_out    ? "cpu.qconv.onednn int8"
+                                     : "cpu.qconv.onednn uint8"),
             std::string::npos)
       << *plan;
   size_t quantize_steps = 0;
@@ -889,7 +909,12 @@ INSTANTIATE_TEST_SUITE_P(
                     true, 16),
         AsymmetricY(QConvCase{{2, 8, 9, 9}, 16, 3, 2, 1, 1, false, true, true, false}, false, 100),
         AsymmetricY(QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false}, true,
-                    -5)));
+                    -5),
+        // ... with one requantization scale and zero point per output channel.
+        PerChannelY(AsymmetricY(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false},
+                                false, 100)),
+        PerChannelY(AsymmetricY(
+            QConvCase{{1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false}, true, -5))));
 
 // qdq_int8_to_uint8: an int8 QuantizeLinear/DequantizeLinear pair with a zero point becomes uint8
 // with the zero point + 128, exactly (every value of the float result the same); symmetric int8

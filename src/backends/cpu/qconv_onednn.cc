@@ -2,7 +2,8 @@
 // uint8/int8 source, int8 weights, float32 destination (or uint8/int8 when the QConv absorbed a
 // QuantizeLinear: a last linear post-op divides by y_scale after the activation, a per-tensor
 // y_zero_point is oneDNN's destination zero point, oneDNN rounds to nearest even and saturates;
-// per-channel y_scale (zero points 0): a binary multiply post-op by 1/y_scale[m] instead), output
+// per-channel y_scale: a binary multiply post-op by 1/y_scale[m] instead, then, for non-zero
+// per-channel zero points, a binary add post-op of y_zero_point[m] before the rounding), output
 // scales x_scale * w_scale[m] per output channel, float32 bias (divided by those scales: oneDNN 2.6
 // adds the bias before scaling), the residual Z as a sum post-op and the activation as an eltwise
 // post-op.
@@ -60,15 +61,18 @@ class QConvOneDnn final : public runtime::Kernel {
       if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
-      Execute(prim_, {{DNNL_ARG_SRC, src.get()},
-                      {DNNL_ARG_WEIGHTS, weights_.get()},
-                      {DNNL_ARG_BIAS, bias_.get(true)},
-                      {DNNL_ARG_DST, dst.get()},
-                      {DNNL_ARG_SCRATCHPAD, sp.get()},
-                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
-                      {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_.get(true)},
-                      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
-                       y_inv_scales_.get(true)}});
+      Execute(prim_,
+              {{DNNL_ARG_SRC, src.get()},
+               {DNNL_ARG_WEIGHTS, weights_.get()},
+               {DNNL_ARG_BIAS, bias_.get(true)},
+               {DNNL_ARG_DST, dst.get()},
+               {DNNL_ARG_SCRATCHPAD, sp.get()},
+               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
+               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_.get(true)},
+               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
+                y_inv_scales_.get(true)},
+               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_zero_post_op_, 0)) | DNNL_ARG_SRC_1,
+                y_zeros_.get(true)}});
       ThreadStream().wait();
     });
   }
@@ -128,6 +132,23 @@ class QConvOneDnn final : public runtime::Kernel {
       const float* syp = ctx->constants[7]->data<float>();
       for (int64_t i = 0; i < m; ++i) y_inv_copy_.data<float>()[i] = 1.f / syp[i];
       y_inv_scales_ = memory(plain, Engine(), y_inv_copy_.raw());
+      // Per-channel zero points: added in float before oneDNN rounds (round(v + z) is
+      // round(v) + z but for a value exactly halfway and an odd z, within the one-step
+      // tolerance of the division by the scale).
+      const Tensor& zp = *ctx->constants[8];
+      y_zero_copy_ = Tensor::Empty(DataType::kFloat, {m});
+      bool any = false;
+      for (int64_t i = 0; i < m; ++i) {
+        const float z =
+            zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[i] : zp.data<int8_t>()[i];
+        y_zero_copy_.data<float>()[i] = z;
+        any = any || z != 0.f;
+      }
+      if (any) {
+        y_zero_post_op_ = ops.len();
+        ops.append_binary(dnnl::algorithm::binary_add, plain);
+        y_zeros_ = memory(plain, Engine(), y_zero_copy_.raw());
+      }
     } else if (quantized) {
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / sy, 0.f);
     }
@@ -206,11 +227,11 @@ class QConvOneDnn final : public runtime::Kernel {
   dnnl::convolution_forward prim_;
   memory::desc src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
-  Tensor packed_w_, bias_copy_, y_inv_copy_;
-  memory weights_, bias_, y_inv_scales_, x_zero_, y_zero_;
+  Tensor packed_w_, bias_copy_, y_inv_copy_, y_zero_copy_;
+  memory weights_, bias_, y_inv_scales_, y_zeros_, x_zero_, y_zero_;
   int32_t x_zero_value_ = 0, y_zero_value_ = 0;
   bool x_to_u8_ = false;
-  int y_post_op_ = -1;
+  int y_post_op_ = -1, y_zero_post_op_ = -1;
   bool has_sum_ = false;
 };
 
