@@ -19,6 +19,7 @@
 #include <memory>
 #include <string>
 
+#include "ops/quant/quant_common.h"
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
 #include "passes/qdq_match.h"
@@ -26,8 +27,6 @@
 
 namespace kiln::passes {
 namespace {
-
-bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
 // A per-tensor DequantizeLinear from uint8/int8: scale one float32 constant, zero point absent or
 // one constant of X's type.
@@ -38,7 +37,7 @@ bool PerTensorDequantize(const GraphEditor& ed, const ShapeProbe& probe, int nod
       d.GetInt("block_size", 0) != 0)
     return false;
   const DataType t = probe.dtype(d.inputs[0]);
-  return Is8Bit(t) && IsScalarOf(ed.ConstantOf(d.inputs[1]), {DataType::kFloat}) &&
+  return ops::quant::Is8Bit(t) && IsScalarOf(ed.ConstantOf(d.inputs[1]), {DataType::kFloat}) &&
          (!d.HasInput(2) || IsScalarOf(ed.ConstantOf(d.inputs[2]), {t}));
 }
 
@@ -68,12 +67,6 @@ std::pair<DataType, int> ZeroOf(const GraphEditor& ed, const ir::Node& n) {
   const Tensor* z = ed.ConstantOf(n.inputs[2]);
   return {z->dtype(),
           z->dtype() == DataType::kUInt8 ? z->data<uint8_t>()[0] : z->data<int8_t>()[0]};
-}
-
-void RemoveIfUnread(GraphEditor& ed, int node) {
-  if (ed.alive(node) && ed.Consumers(ed.node(node).outputs[0]).empty() &&
-      !ed.IsGraphOutput(ed.node(node).outputs[0]))
-    ed.RemoveNode(node);
 }
 
 class FuseQdqAddPass : public Pass {

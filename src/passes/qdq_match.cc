@@ -51,11 +51,14 @@ bool MatchQdqOperands(GraphEditor& ed, const ShapeProbe& probe, const ir::Node& 
   return true;
 }
 
+void RemoveIfUnread(GraphEditor& ed, int node) {
+  if (node >= 0 && ed.alive(node) && ed.Consumers(ed.node(node).outputs[0]).empty() &&
+      !ed.IsGraphOutput(ed.node(node).outputs[0]))
+    ed.RemoveNode(node);
+}
+
 void RemoveUnreadDequantize(GraphEditor& ed, const QdqOperands& ops) {
-  for (int d : {ops.x_dq, ops.w_dq})
-    if (ed.alive(d) && ed.Consumers(ed.node(d).outputs[0]).empty() &&
-        !ed.IsGraphOutput(ed.node(d).outputs[0]))
-      ed.RemoveNode(d);
+  for (int d : {ops.x_dq, ops.w_dq}) RemoveIfUnread(ed, d);
 }
 
 }  // namespace kiln::passes

@@ -45,6 +45,9 @@ class FloatLeftovers {
 bool MatchQdqOperands(GraphEditor& ed, const ShapeProbe& probe, const ir::Node& n,
                       FloatLeftovers* left, QdqOperands* out);
 
+// Removes live node `node` when nothing reads its (first) output and it is no graph output.
+void RemoveIfUnread(GraphEditor& ed, int node);
+
 // After a fusion: removes the operands' DequantizeLinear nodes that nothing reads any more.
 void RemoveUnreadDequantize(GraphEditor& ed, const QdqOperands& ops);
 

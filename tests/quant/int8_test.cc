@@ -1292,6 +1292,62 @@ TEST(QMatMulPass, MalformedNodeIsRefusedAtLoad) {
   }
 }
 
+// A hand-written kiln.QAdd that breaks its rules: named in the error, at load or at the first
+// run (shapes are checked when a plan is made), never a crash.
+TEST(QAddOp, MalformedNodeIsRefusedWithItsRule) {
+  struct Bad {
+    const char* what;
+    Shape b;
+    int a_type;
+    const char* activation;
+    bool drop_y_zero;
+    const char* want;
+  };
+  const Bad cases[] = {
+      {"float A", {1, 4, 3, 3}, kF32, "", false, "A must be uint8 or int8"},
+      {"shapes differ",
+       {1, 4, 3, 1},
+       onnx::TensorProto::UINT8,
+       "",
+       false,
+       "A and B must have one shape"},
+      {"activation",
+       {1, 4, 3, 3},
+       onnx::TensorProto::UINT8,
+       "Sigmoid",
+       false,
+       "QAdd's activation must be \"\" or \"Relu\""},
+      {"7 inputs", {1, 4, 3, 3}, onnx::TensorProto::UINT8, "", true, "QAdd takes 8 inputs"},
+  };
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.what);
+    ModelBuilder mb(13);
+    auto* kiln = mb.proto().add_opset_import();
+    kiln->set_domain("kiln");
+    kiln->set_version(1);
+    mb.Input("a", c.a_type, {1, 4, 3, 3}).OutputAnyShape("y", onnx::TensorProto::UINT8);
+    mb.Input("b", onnx::TensorProto::UINT8, c.b);
+    mb.FloatInit("s", {}, {0.1f});
+    ZeroPoints(mb, "z", false, 0, 3);
+    std::vector<std::string> ins = {"a", "s", "z", "b", "s", "z", "s", "z"};
+    if (c.drop_y_zero) ins.pop_back();
+    auto& n = mb.Node("QAdd", ins, {"y"}, "qa", "kiln");
+    if (*c.activation) ModelBuilder::StringAttr(n, "activation", c.activation);
+    auto s = Session::LoadFromBytes(mb.Bytes(), SessionOptions{});
+    std::string msg = s.status().ToString();
+    if (s.ok()) {
+      std::vector<NamedTensor> out;
+      Tensor a = c.a_type == kF32 ? Tensor::FromVector<float>(Uniform(36, 1), {1, 4, 3, 3})
+                                  : Tensor::Empty(DataType::kUInt8, {1, 4, 3, 3});
+      Status r = (*s)->Run({{"a", a}, {"b", Tensor::Empty(DataType::kUInt8, c.b)}}, &out);
+      ASSERT_FALSE(r.ok());
+      msg = r.ToString();
+    }
+    EXPECT_NE(msg.find("qa"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, QMatMulKernelTest,
     ::testing::Values(

@@ -84,7 +84,9 @@ Status OneDnnLayout::ToPlain(const void* src, void* dst) const {
 
 dnnl::memory::desc InputDesc(const runtime::TensorInfo& info) {
   if (auto* l = dynamic_cast<const OneDnnLayout*>(info.layout.get())) return l->desc();
-  return PlainDesc(info.shape);
+  return PlainDesc(info.shape, info.dtype == DataType::kUInt8  ? dnnl::memory::data_type::u8
+                               : info.dtype == DataType::kInt8 ? dnnl::memory::data_type::s8
+                                                               : dnnl::memory::data_type::f32);
 }
 
 std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,

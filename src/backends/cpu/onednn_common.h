@@ -48,7 +48,8 @@ class OneDnnLayout final : public runtime::Layout {
   mutable Status to_plain_status_;
 };
 
-// The descriptor an input arrives in: its OneDnnLayout's, or plain.
+// The descriptor an input arrives in: its OneDnnLayout's, or plain (uint8/int8 values as u8/s8,
+// everything else as f32).
 dnnl::memory::desc InputDesc(const runtime::TensorInfo& info);
 // The layout to record for an output a primitive writes with `desc` (nullptr when plain).
 std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,

@@ -65,10 +65,7 @@ class PoolOneDnn final : public runtime::Kernel {
                               ? dnnl::algorithm::pooling_avg_include_padding
                               : dnnl::algorithm::pooling_avg_exclude_padding;
     const TensorInfo& x = ctx->inputs[0];
-    src_ = x.layout != nullptr           ? InputDesc(x)
-           : x.dtype == DataType::kUInt8 ? PlainDesc(xs, memory::data_type::u8)
-           : x.dtype == DataType::kInt8  ? PlainDesc(xs, memory::data_type::s8)
-                                         : PlainDesc(xs);
+    src_ = InputDesc(x);
     memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -330,12 +330,8 @@ class QAddLoop final : public runtime::Kernel {
     return Guard(node_, [&] {
       const TensorInfo& a = ctx->inputs[0];
       const TensorInfo& b = ctx->inputs[3];
-      auto desc_of = [](const TensorInfo& t) {
-        if (auto* l = dynamic_cast<const OneDnnLayout*>(t.layout.get())) return l->desc();
-        return PlainDesc(t.shape, StorageOf(t.dtype));
-      };
-      const dnnl::memory::desc da = desc_of(a);
-      b_have_ = desc_of(b);
+      const dnnl::memory::desc da = InputDesc(a);
+      b_have_ = InputDesc(b);
       dnnl_memory_desc_t want = da.data;
       want.data_type = static_cast<dnnl_data_type_t>(StorageOf(b.dtype));
       b_want_ = dnnl::memory::desc(want);

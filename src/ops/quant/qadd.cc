@@ -28,8 +28,6 @@ using ir::InferContext;
 using ir::Node;
 using ir::Op;
 
-bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
-
 class QAddOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
@@ -47,7 +45,7 @@ class QAddOp : public Op {
 
   Status Infer(InferContext& ctx) const override {
     for (int x : {0, 3}) {
-      if (!ctx.has_input(x) || !Is8Bit(ctx.dtype(x)))
+      if (!ctx.has_input(x) || !quant::Is8Bit(ctx.dtype(x)))
         return ctx.Error(std::string(x == 0 ? "A" : "B") + " must be uint8 or int8");
       const int s = x + 1, z = x + 2;
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(s, {DataType::kFloat}));
@@ -62,7 +60,7 @@ class QAddOp : public Op {
                        ShapeToString(ctx.shape(3)));
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(6, {DataType::kFloat}));
     if (NumElements(ctx.shape(6)) != 1) return ctx.Error("y_scale must have one element");
-    if (!ctx.has_input(7) || !Is8Bit(ctx.dtype(7)) || NumElements(ctx.shape(7)) != 1)
+    if (!ctx.has_input(7) || !quant::Is8Bit(ctx.dtype(7)) || NumElements(ctx.shape(7)) != 1)
       return ctx.Error("y_zero_point must be one uint8 or int8 element");
     ctx.SetOutput(0, ctx.dtype(7), ctx.shape(0));
     return OkStatus();

@@ -27,6 +27,9 @@ inline bool IsQuantType(DataType t) {
          t == DataType::kInt16;
 }
 
+// uint8 or int8: what the int8 kernels and fusions take.
+inline bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
 // [lo, hi] of a quantized type.
 inline void QuantRange(DataType t, double* lo, double* hi) {
   switch (t) {
