@@ -31,6 +31,7 @@ class Pass {
 };
 
 // The passes, one per file.
+std::unique_ptr<Pass> MakeExpandQLinearPass();       // expand_qlinear.cc
 std::unique_ptr<Pass> MakeEliminateIdentityPass();   // eliminate_identity.cc
 std::unique_ptr<Pass> MakeFoldConstantsPass();       // fold_constants.cc
 std::unique_ptr<Pass> MakeFuseConvBnPass();          // fuse_conv_bn.cc

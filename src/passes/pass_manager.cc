@@ -1,17 +1,19 @@
-// RunDefaultPasses (see pass_manager.h). Order: clean-up first (eliminate_identity, then
-// fold_constants, which turns Constant nodes into constants so the fusions see constant weights),
-// then fuse_conv_bn (needs plain Conv), fuse_conv_add before fuse_conv_activation (so ResNet's
-// Conv -> Add -> Relu becomes one FusedConv with Z and Relu, while Conv -> Relu -> Add keeps its
-// Add), fuse_bn_activation after fuse_conv_bn (only the normalizations no convolution absorbed),
-// fuse_matmul_add, fuse_layernorm, then qdq_int8_to_uint8 (asymmetric int8 activations become
-// uint8, exactly, so the next two see zero point 0 after a ReLU), fuse_qdq_conv (QDQ models:
-// DequantizeLinear -> Conv or FusedConv becomes an int8 QConv, after the conv fusions so it keeps
-// their activation and residual), fuse_qdq_matmul (DequantizeLinear -> MatMul/Gemm becomes an int8
-// QMatMul), fuse_qdq_add (a residual Add with Q/DQ on every side becomes an int8 QAdd, and
-// DequantizeLinear -> MaxPool -> QuantizeLinear of one scale a MaxPool on the 8-bit values). A
-// second round catches what one rewrite exposes to an earlier pass (e.g. an Identity
-// between Conv and BatchNormalization); the loop stops at the first round without changes, after
-// kMaxRounds at most.
+// RunDefaultPasses (see pass_manager.h). Order: expand_qlinear first (QOperator models'
+// QLinearConv, QLinearMatMul and com.microsoft QLinear* nodes become DequantizeLinear -> float op
+// -> QuantizeLinear, so everything below treats them as QDQ models), then clean-up
+// (eliminate_identity, then fold_constants, which turns Constant nodes into constants so the
+// fusions see constant weights), then fuse_conv_bn (needs plain Conv), fuse_conv_add before
+// fuse_conv_activation (so ResNet's Conv -> Add -> Relu becomes one FusedConv with Z and Relu,
+// while Conv -> Relu -> Add keeps its Add), fuse_bn_activation after fuse_conv_bn (only the
+// normalizations no convolution absorbed), fuse_matmul_add, fuse_layernorm, then qdq_int8_to_uint8
+// (asymmetric int8 activations become uint8, exactly, so the next two see zero point 0 after a
+// ReLU), fuse_qdq_conv (QDQ models: DequantizeLinear -> Conv or FusedConv becomes an int8 QConv,
+// after the conv fusions so it keeps their activation and residual), fuse_qdq_matmul
+// (DequantizeLinear -> MatMul/Gemm becomes an int8 QMatMul), fuse_qdq_add (a residual Add with Q/DQ
+// on every side becomes an int8 QAdd, and DequantizeLinear -> MaxPool -> QuantizeLinear of one
+// scale a MaxPool on the 8-bit values). A second round catches what one rewrite exposes to an
+// earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops at the first
+// round without changes, after kMaxRounds at most.
 #include "passes/pass_manager.h"
 
 #include <algorithm>
@@ -26,6 +28,7 @@ constexpr int kMaxRounds = 4;
 
 std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   std::vector<std::unique_ptr<Pass>> p;
+  p.push_back(MakeExpandQLinearPass());
   p.push_back(MakeEliminateIdentityPass());
   p.push_back(MakeFoldConstantsPass());
   p.push_back(MakeFuseConvBnPass());

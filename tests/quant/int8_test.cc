@@ -1366,5 +1366,158 @@ INSTANTIATE_TEST_SUITE_P(
         // Gemm's alpha and beta.
         QMatMulCase{{4, 32}, 12, true, true, true, true, true, false, 0, false, 0, 0.5f, 2.f}));
 
+// QOperator models (ONNX Runtime's quantize_static with QuantFormat.QOperator): QLinearConv,
+// QLinearMatMul and the com.microsoft QLinear* operators. The optimizer expands each into
+// DequantizeLinear -> float op -> QuantizeLinear (expand_qlinear), after which the QDQ fusions
+// and fast kernels run it; the reference is the graph as written on the operators' own reference
+// kernels (QLinearConv's integer arithmetic, ms_qlinear.cc's dequantize-compute-quantize). Every
+// value equal but for values one output step off (a rounding tie), at most 0.5 % of them.
+struct QOperatorCase {
+  std::string op;     // the quantized operator
+  std::string fused;  // a kernel the fast plan must contain ("" for none in particular)
+  Shape x;
+};
+
+void PrintTo(const QOperatorCase& c, std::ostream* os) { *os << c.op; }
+
+void Int32Init(ModelBuilder& mb, const std::string& name, const Shape& dims,
+               const std::function<int32_t(int64_t)>& value) {
+  auto* t = mb.proto().mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT32);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int64_t i = 0; i < NumElements(dims); ++i) t->add_int32_data(value(i));
+}
+
+class QOperatorTest : public ::testing::TestWithParam<QOperatorCase> {};
+
+TEST_P(QOperatorTest, ExpandedMatchesTheOperatorsReference) {
+  const QOperatorCase& c = GetParam();
+  ModelBuilder mb(13);
+  mb.ImportDomain("com.microsoft", 1);
+  mb.Input("x", kF32, c.x).OutputAnyShape("y", kF32);
+  // Two uint8 views of x (scales 0.03 and 0.045, zero points 120 and 128), as ONNX Runtime's
+  // asymmetric activations are; the output's scale 0.0517 (not a simple ratio of theirs, which
+  // would put many averages exactly on a rounding tie), zero point 110.
+  mb.FloatInit("sa", {}, {0.03f});
+  mb.FloatInit("sb", {}, {0.045f});
+  mb.FloatInit("sy", {}, {0.0517f});
+  ZeroPoints(mb, "za", false, 0, 120);
+  ZeroPoints(mb, "zb", false, 0, 128);
+  ZeroPoints(mb, "zy", false, 0, 110);
+  mb.Node("QuantizeLinear", {"x", "sa", "za"}, {"a"});
+  mb.Node("QuantizeLinear", {"x", "sb", "zb"}, {"b"});
+  const int64_t ch = c.x[1];
+  const std::string ms = "com.microsoft";
+  std::mt19937 rng(11);
+  auto even = [&](int64_t) { return 2 * static_cast<int>(rng() % 127) - 126; };
+  bool quantized = true;
+  if (c.op == "QLinearConv") {
+    const int64_t m = 16;
+    Int8Init(mb, "w", {m, ch, 3, 3}, even);
+    std::vector<float> sw;
+    for (int64_t i = 0; i < m; ++i) sw.push_back(0.002f + 0.0003f * static_cast<float>(i));
+    mb.FloatInit("sw", {m}, sw);
+    ZeroPoints(mb, "zw", true, m, 0);
+    Int32Init(mb, "bias", {m}, [](int64_t i) { return static_cast<int32_t>(i * 300 - 2000); });
+    auto& n = mb.Node("QLinearConv", {"a", "sa", "za", "w", "sw", "zw", "sy", "zy", "bias"}, {"yq"},
+                      "op");
+    ModelBuilder::IntsAttr(n, "pads", {1, 1, 1, 1});
+  } else if (c.op == "QLinearMatMul") {
+    Int8Init(mb, "w", {c.x.back(), 24}, even);
+    mb.FloatInit("sw", {}, {0.004f});
+    ZeroPoints(mb, "zw", true, 0, 0);
+    mb.Node("QLinearMatMul", {"a", "sa", "za", "w", "sw", "zw", "sy", "zy"}, {"yq"}, "op");
+  } else if (c.op == "QLinearAdd" || c.op == "QLinearMul") {
+    mb.Node(c.op, {"a", "sa", "za", "b", "sb", "zb", "sy", "zy"}, {"yq"}, "op", ms);
+  } else if (c.op == "QLinearAdd-broadcast") {  // a constant per channel: stays float
+    auto* t = mb.proto().mutable_graph()->add_initializer();
+    t->set_name("k");
+    t->set_data_type(onnx::TensorProto::UINT8);
+    for (int64_t d : {int64_t{1}, ch, int64_t{1}, int64_t{1}}) t->add_dims(d);
+    std::string raw;
+    for (int64_t i = 0; i < ch; ++i) raw.push_back(static_cast<char>(100 + 7 * i));
+    t->set_raw_data(raw);
+    mb.Node("QLinearAdd", {"a", "sa", "za", "k", "sb", "zb", "sy", "zy"}, {"yq"}, "op", ms);
+  } else if (c.op == "QLinearConcat") {
+    ModelBuilder::IntAttr(
+        mb.Node(c.op, {"sy", "zy", "a", "sa", "za", "b", "sb", "zb"}, {"yq"}, "op", ms), "axis", 1);
+  } else if (c.op == "QGemm" || c.op == "QGemm-float") {
+    // Gemm(A', B'^T) * 2 + C' * 2, B per column (transB: one scale per row of B).
+    const int64_t n = 12;
+    Int8Init(mb, "w", {n, c.x.back()}, even);
+    std::vector<float> sw;
+    for (int64_t i = 0; i < n; ++i) sw.push_back(0.003f + 0.0002f * static_cast<float>(i));
+    mb.FloatInit("sw", {n}, sw);
+    ZeroPoints(mb, "zw", true, n, 0);
+    Int32Init(mb, "bias", {n}, [](int64_t i) { return static_cast<int32_t>(i * 150 - 900); });
+    std::vector<std::string> in = {"a", "sa", "za", "w", "sw", "zw", "bias"};
+    quantized = c.op == "QGemm";
+    if (quantized) in.insert(in.end(), {"sy", "zy"});
+    auto& g = mb.Node("QGemm", in, {quantized ? "yq" : "y"}, "op", ms);
+    ModelBuilder::IntAttr(g, "transB", 1);
+    ModelBuilder::FloatAttr(g, "alpha", 2.f);
+  } else {  // the unary ones
+    auto& n = mb.Node(c.op, {"a", "sa", "za", "sy", "zy"}, {"yq"}, "op", ms);
+    if (c.op == "QLinearLeakyRelu") ModelBuilder::FloatAttr(n, "alpha", 0.1f);
+    if (c.op == "QLinearAveragePool") {
+      ModelBuilder::IntsAttr(n, "kernel_shape", {3, 3});
+      ModelBuilder::IntsAttr(n, "strides", {2, 2});
+      ModelBuilder::IntsAttr(n, "pads", {1, 1, 1, 1});
+    }
+  }
+  if (quantized) mb.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
+  RefAndFast r;
+  RunRefAndFast(mb.Bytes(),
+                Tensor::FromVector<float>(Uniform(NumElements(c.x), 21, -3.f, 3.f), c.x), &r);
+  if (HasFatalFailure()) return;
+  // Nothing is left on the quantized operators' reference kernels.
+  EXPECT_EQ(r.plan.find("\n  QLinear"), std::string::npos) << r.plan;
+  EXPECT_EQ(r.plan.find("\n  QGemm"), std::string::npos) << r.plan;
+  if (!c.fused.empty()) {
+    EXPECT_NE(r.plan.find(c.fused), std::string::npos) << r.plan;
+  }
+  ExpectCloseOrOneStep(r, quantized, [](int64_t) { return 0.0517f; });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Operators, QOperatorTest,
+    ::testing::Values(QOperatorCase{"QLinearConv", "cpu.qconv.onednn", {2, 8, 9, 9}},
+                      QOperatorCase{"QLinearMatMul", "cpu.qmatmul.onednn", {6, 32}},
+                      QOperatorCase{"QLinearAdd", "cpu.qadd.loop", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearAdd-broadcast", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearMul", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearGlobalAveragePool", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearAveragePool", "", {2, 8, 9, 9}},
+                      QOperatorCase{"QLinearSigmoid", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearLeakyRelu", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearConcat", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QGemm", "cpu.qmatmul.onednn", {5, 32}},
+                      QOperatorCase{"QGemm-float", "cpu.qmatmul.onednn", {5, 32}}),
+    [](const ::testing::TestParamInfo<QOperatorCase>& i) {
+      std::string n = i.param.op;
+      for (char& ch : n)
+        if (ch == '-') ch = '_';
+      return n;
+    });
+
+// A com.microsoft quantized operator kiln cannot take says what and why at load.
+TEST(QOperatorOp, ChannelsLastIsRefusedWithItsReason) {
+  ModelBuilder mb(13);
+  mb.ImportDomain("com.microsoft", 1);
+  mb.Input("x", onnx::TensorProto::UINT8, {1, 4, 3, 3})
+      .OutputAnyShape("y", onnx::TensorProto::UINT8);
+  mb.FloatInit("s", {}, {0.1f});
+  ZeroPoints(mb, "z", false, 0, 3);
+  ModelBuilder::IntAttr(
+      mb.Node("QLinearGlobalAveragePool", {"x", "s", "z", "s", "z"}, {"y"}, "gap", "com.microsoft"),
+      "channels_last", 1);
+  auto s = Session::LoadFromBytes(mb.Bytes(), SessionOptions{});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnsupported) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("'gap'"), std::string::npos) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("channels_last"), std::string::npos) << s.status().ToString();
+}
+
 }  // namespace
 }  // namespace kiln

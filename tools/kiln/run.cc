@@ -20,6 +20,7 @@ struct RunArgs {
   std::vector<std::string> inputs;
   std::string output_dir;
   bool reference = false;
+  bool no_optimize = false;
   std::string precision = "fp32";
   std::string device = "cpu";
   bool tune = false;
@@ -31,6 +32,7 @@ struct RunArgs {
 SessionOptions OptionsOf(const RunArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
+  opts.optimize = !a.no_optimize;
   opts.precision = a.precision;
   opts.backend = a.device;
   opts.tune = a.tune;
@@ -108,6 +110,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   CLI::Option* output_dir =
       cmd->add_option("--output-dir,-o", args->output_dir, "Directory for <output>.npy files");
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  cmd->add_flag("--no-optimize", args->no_optimize,
+                "Run the graph as written: no graph optimizer (with --reference: every node on "
+                "its own op's reference kernel)");
   cmd->add_option("--precision", args->precision,
                   "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
