@@ -25,6 +25,7 @@
 #include <string>
 
 #include "ops/quant/ms_qlinear.h"
+#include "ops/quant/quant_common.h"
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
 #include "passes/shape_probe.h"
@@ -146,7 +147,11 @@ class ExpandQLinearPass : public Pass {
     q.name = ed.UniqueName(n.name + "_q");
     int zp = y_zero_point;
     if (zp < 0) {  // the operators' default: 0 of the output's type
-      const DataType t = probe.dtype(y);
+      // The output's inferred type; where the probe could not infer it, the first input's, which
+      // is what the operators give an output without a zero point.
+      DataType t = probe.dtype(y);
+      const int dq = ed.Producer(inner.inputs.empty() ? -1 : inner.inputs[0]);
+      if (!ops::quant::Is8Bit(t) && dq >= 0) t = probe.dtype(ed.node(dq).inputs[0]);
       Tensor z = Tensor::Empty(t == DataType::kInt8 ? DataType::kInt8 : DataType::kUInt8, {});
       *static_cast<uint8_t*>(z.raw()) = 0;
       zp = ed.AddConstant(n.name + "_y_zero_point", std::move(z));

@@ -1457,6 +1457,8 @@ TEST_P(QOperatorTest, ExpandedMatchesTheOperatorsReference) {
     auto& g = mb.Node("QGemm", in, {quantized ? "yq" : "y"}, "op", ms);
     ModelBuilder::IntAttr(g, "transB", 1);
     ModelBuilder::FloatAttr(g, "alpha", 2.f);
+  } else if (c.op == "QLinearSigmoid-no-output-zero-point") {  // uint8 with zero point 0
+    mb.Node("QLinearSigmoid", {"a", "sa", "za", "sy"}, {"yq"}, "op", ms);
   } else {  // the unary ones
     auto& n = mb.Node(c.op, {"a", "sa", "za", "sy", "zy"}, {"yq"}, "op", ms);
     if (c.op == "QLinearLeakyRelu") ModelBuilder::FloatAttr(n, "alpha", 0.1f);
@@ -1466,7 +1468,13 @@ TEST_P(QOperatorTest, ExpandedMatchesTheOperatorsReference) {
       ModelBuilder::IntsAttr(n, "pads", {1, 1, 1, 1});
     }
   }
-  if (quantized) mb.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
+  if (quantized) {
+    const bool zero = c.op.find("no-output-zero-point") == std::string::npos;
+    mb.Node(
+        "DequantizeLinear",
+        zero ? std::vector<std::string>{"yq", "sy", "zy"} : std::vector<std::string>{"yq", "sy"},
+        {"y"});
+  }
   RefAndFast r;
   RunRefAndFast(mb.Bytes(),
                 Tensor::FromVector<float>(Uniform(NumElements(c.x), 21, -3.f, 3.f), c.x), &r);
@@ -1490,6 +1498,7 @@ INSTANTIATE_TEST_SUITE_P(
                       QOperatorCase{"QLinearGlobalAveragePool", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearAveragePool", "", {2, 8, 9, 9}},
                       QOperatorCase{"QLinearSigmoid", "", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearSigmoid-no-output-zero-point", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearLeakyRelu", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearConcat", "", {2, 8, 5, 5}},
                       QOperatorCase{"QGemm", "cpu.qmatmul.onednn", {5, 32}},
