@@ -331,7 +331,12 @@ TEST(DynamicBatcherTest, DeadlineIncludingTheRunDropsWhatWouldFinishLate) {
     Status s = answer.get_future().get();
     if (left < run_us) {
       EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
-      EXPECT_NE(s.message().find("would pass before"), std::string::npos) << s.ToString();
+      // Dropped unrun either way: foreseen at the batch's forming, or, when the worker thread
+      // got a core only after the quarter run had passed (a loaded machine), already expired in
+      // the queue. The inline case above checks the foresight itself.
+      EXPECT_TRUE(s.message().find("would pass before") != std::string::npos ||
+                  s.message().find("passed while it waited in the queue") != std::string::npos)
+          << s.ToString();
     } else {
       EXPECT_TRUE(s.ok()) << s.ToString();
     }
