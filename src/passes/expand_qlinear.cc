@@ -165,6 +165,13 @@ class ExpandQLinearPass : public Pass {
     ed.AddNode(std::move(q));
   }
 
+  // Input `i` of `n` is uint8/int8 (as the node's own op requires; a node that is not stays, so
+  // its op names the rule at inference).
+  static bool Quantized(const ShapeProbe& probe, const ir::Node& n, size_t i) {
+    return i < n.num_explicit_inputs() && n.inputs[i] >= 0 &&
+           ops::quant::Is8Bit(probe.dtype(n.inputs[i]));
+  }
+
   static int Slot(const ir::Node& n, size_t i) {
     return i < n.num_explicit_inputs() ? n.inputs[i] : -1;
   }
@@ -176,6 +183,7 @@ class ExpandQLinearPass : public Pass {
     const ir::Node n = ed.node(ni);
     const bool conv = n.op_type == "QLinearConv";
     if (n.num_explicit_inputs() < 8 || n.outputs.size() != 1) return "malformed";
+    if (!Quantized(probe, n, 0) || !Quantized(probe, n, 3)) return "an input is not uint8/int8";
     ir::Node inner;
     inner.op_type = conv ? "Conv" : "MatMul";
     inner.opset = conv ? 11 : 13;
@@ -220,12 +228,15 @@ class ExpandQLinearPass : public Pass {
       if (count < 6) return "malformed";
       operands = {{0, 1, 2}, {3, 4, 5}};
       y_scale = Slot(n, 7), y_zp = Slot(n, 8);
+      if (y_zp >= 0 && y_scale < 0) return "malformed";
       inner.attrs["beta"] = FloatAttr(n.GetFloat("alpha", 1.f));
     } else {  // the unary ones: X, x_scale, x_zero_point, y_scale, y_zero_point
       if (count < 4) return "malformed";
       operands = {{0, 1, 2}};
       y_scale = n.inputs[3], y_zp = Slot(n, 4);
     }
+    for (const Operand& o : operands)
+      if (!Quantized(probe, n, o.data)) return "an input is not uint8/int8";
     std::optional<Tensor> bias;
     if (op == "QGemm" && Slot(n, 6) >= 0 &&
         !(bias = FloatBias(ed, n.inputs[6], n.inputs[1], n.inputs[4])))

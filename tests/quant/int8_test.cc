@@ -1510,6 +1510,48 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+// Malformed com.microsoft quantized operators are refused at load with the node and the rule.
+TEST(QOperatorOp, MalformedNodesAreRefusedWithTheirRule) {
+  struct Case {
+    std::string what, want;
+  };
+  for (const Case& c : {Case{"too few inputs", "takes 7 to 8 inputs; got 5"},
+                        Case{"float A", "input 0 must be uint8 or int8"},
+                        Case{"y_zero_point without y_scale", "y_zero_point without y_scale"},
+                        Case{"concat inputs", "(X, x_scale, x_zero_point) per input; got 6"}}) {
+    SCOPED_TRACE(c.what);
+    ModelBuilder mb(13);
+    mb.ImportDomain("com.microsoft", 1);
+    const bool float_a = c.what == "float A";
+    mb.Input("x", float_a ? kF32 : onnx::TensorProto::UINT8, {1, 4})
+        .OutputAnyShape("y", onnx::TensorProto::UINT8);
+    mb.FloatInit("s", {}, {0.1f});
+    ZeroPoints(mb, "z", false, 0, 3);
+    const std::string ms = "com.microsoft";
+    if (c.what == "too few inputs") {
+      mb.Node("QLinearAdd", {"x", "s", "z", "x", "s"}, {"y"}, "bad", ms);
+    } else if (float_a) {
+      mb.Node("QLinearAdd", {"x", "s", "z", "x", "s", "z", "s", "z"}, {"y"}, "bad", ms);
+    } else if (c.what == "concat inputs") {
+      mb.Node("QLinearConcat", {"s", "z", "x", "s", "z", "x"}, {"y"}, "bad", ms);
+    } else {
+      Int8Init(mb, "w", {4, 4}, [](int64_t i) { return static_cast<int>(i); });
+      mb.Node("QGemm", {"x", "s", "z", "w", "s", "", "", "", "z"}, {"y"}, "bad", ms);
+    }
+    // Arity and attributes are checked at load; types when shapes are inferred, at the first run.
+    auto s = Session::LoadFromBytes(mb.Bytes(), SessionOptions{});
+    Status st = s.ok() ? Status() : s.status();
+    if (s.ok()) {
+      ASSERT_TRUE(float_a) << "loaded";
+      std::vector<NamedTensor> out;
+      st = (*s)->Run({{"x", Tensor::FromVector<float>({1, 2, 3, 4}, {1, 4})}}, &out);
+      ASSERT_FALSE(st.ok());
+    }
+    EXPECT_NE(st.message().find("'bad'"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(c.want), std::string::npos) << st.ToString();
+  }
+}
+
 // A com.microsoft quantized operator kiln cannot take says what and why at load.
 TEST(QOperatorOp, ChannelsLastIsRefusedWithItsReason) {
   ModelBuilder mb(13);
