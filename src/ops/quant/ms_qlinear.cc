@@ -222,7 +222,6 @@ class MsQLinearOp : public Op {
 
   Status Compute(const ComputeContext& ctx) const override {
     std::vector<Tensor> floats;
-    std::vector<Shape> shapes;
     for (size_t k = 0; k < operands_.size(); ++k) {
       const Operand& o = operands_[k];
       const Tensor& q = ctx.in(o.data);
@@ -247,33 +246,20 @@ class MsQLinearOp : public Op {
       if (cols > 1) qa.channels = cols, qa.inner = 1;
       floats.push_back(Dequantize(c, scale.data(), nullptr, qa));
     }
-    std::vector<DataType> dtypes(floats.size(), DataType::kFloat);
     std::vector<const Tensor*> ins;
-    for (const Tensor& f : floats) {
-      shapes.push_back(f.shape());
-      ins.push_back(&f);
-    }
-    InferContext sub(inner_node_, dtypes, shapes, std::vector<const Tensor*>(floats.size()));
-    KILN_RETURN_IF_ERROR(inner_->Infer(sub));
+    for (const Tensor& f : floats) ins.push_back(&f);
     Tensor& y = ctx.out(0);
     if (y.dtype() == DataType::kFloat) {
       ComputeContext inner{ins, {&y}};
       return inner_->Compute(inner);
     }
-    Tensor result = Tensor::Empty(DataType::kFloat, sub.out_shapes()[0]);
+    Tensor result = Tensor::Empty(DataType::kFloat, y.shape());
     ComputeContext inner{ins, {&result}};
     KILN_RETURN_IF_ERROR(inner_->Compute(inner));
-    const float sy = ctx.in(y_scale_).data<float>()[0];
     const int32_t zy = y_zero_point_ >= 0 && ctx.has(y_zero_point_)
                            ? quant::ReadQuant(ctx.in(y_zero_point_), 0)
                            : 0;
-    double lo, hi;
-    quant::QuantRange(y.dtype(), &lo, &hi);
-    const float* r = result.data<float>();
-    for (int64_t i = 0, n = y.numel(); i < n; ++i)
-      quant::WriteQuant(
-          &y, i,
-          quant::QuantizeValue(r[i], sy, zy, static_cast<float>(lo), static_cast<float>(hi)));
+    quant::QuantizeTensor(result.data<float>(), ctx.in(y_scale_).data<float>()[0], zy, &y);
     return OkStatus();
   }
 

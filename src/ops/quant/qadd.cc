@@ -75,8 +75,6 @@ class QAddOp : public Op {
     const float sy = ctx.in(6).data<float>()[0];
     const int32_t zy = quant::ReadQuant(ctx.in(7), 0);
     Tensor& y = ctx.out(0);
-    double lo, hi;
-    quant::QuantRange(y.dtype(), &lo, &hi);
     const int64_t n = a.numel();
     Tensor sum = Tensor::Empty(DataType::kFloat, a.shape());
     float* s = sum.data<float>();
@@ -84,10 +82,7 @@ class QAddOp : public Op {
       s[i] = static_cast<float>(quant::ReadQuant(a, i) - za) * sa +
              static_cast<float>(quant::ReadQuant(b, i) - zb) * sb;
     ApplyActivation(a_.act, s, n);
-    for (int64_t i = 0; i < n; ++i)
-      quant::WriteQuant(
-          &y, i,
-          quant::QuantizeValue(s[i], sy, zy, static_cast<float>(lo), static_cast<float>(hi)));
+    quant::QuantizeTensor(s, sy, zy, &y);
     return OkStatus();
   }
 

@@ -100,6 +100,16 @@ inline void WriteQuant(Tensor* t, int64_t i, int32_t v) {
   }
 }
 
+// y = QuantizeLinear(x, scale, zp) per tensor: x holds y's numel() float32 values; y is 8- or
+// 16-bit.
+inline void QuantizeTensor(const float* x, float scale, int32_t zp, Tensor* y) {
+  double lo, hi;
+  QuantRange(y->dtype(), &lo, &hi);
+  for (int64_t i = 0, n = y->numel(); i < n; ++i)
+    WriteQuant(y, i,
+               QuantizeValue(x[i], scale, zp, static_cast<float>(lo), static_cast<float>(hi)));
+}
+
 // How element i of a tensor of `shape` finds its scale and zero point: per tensor (channels 1)
 // or along `axis`: channel = (i / inner) % channels.
 struct QuantAxis {
