@@ -289,6 +289,65 @@ TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
   }
 }
 
+// Scan-8: a batch axis first, sequence_lens, `directions`. Running sums of x's rows per sample,
+// reversed; sample 1 runs one step, so its scan output is zero after it. The expected values are
+// ONNX Runtime 1.32's for the same model (its Scan-8 kernel pads with zeros too).
+std::string Scan8Model() {
+  ModelBuilder m(8);
+  m.Input("lens", kI64, {-1}).Input("init", kF32, {-1, 2}).Input("x", kF32, {-1, -1, 2});
+  m.Output("sum", kF32, {-1, 2}).Output("partial", kF32, {-1, -1, 2});
+  Body body;
+  body.Input("acc", kF32, {2}).Input("row", kF32, {2});
+  body.Output("acc_out", kF32, {2}).Output("scan_out", kF32, {2});
+  body.Node("Add", {"acc", "row"}, {"acc_out"});
+  body.Node("Identity", {"acc_out"}, {"scan_out"});
+  auto& n = m.Node("Scan", {"lens", "init", "x"}, {"sum", "partial"});
+  GraphAttr(n, "body", body);
+  ModelBuilder::IntAttr(n, "num_scan_inputs", 1);
+  ModelBuilder::IntsAttr(n, "directions", {1});
+  return m.Bytes();
+}
+
+TEST(ControlFlowTest, Scan8ScansEachSampleForItsSequenceLength) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  Both b = RunBoth(Scan8Model(), {{"lens", Tensor::FromVector<int64_t>({3, 1}, {2})},
+                                  {"init", Floats({0, 0, 100, 100}, {2, 2})},
+                                  {"x", Floats(x, {2, 3, 2})}});
+  ASSERT_TRUE(b.ref_status.ok()) << b.ref_status.ToString();
+  ASSERT_TRUE(b.fast_status.ok()) << b.fast_status.ToString();
+  for (const auto* out : {&b.ref, &b.fast}) {
+    ExpectFloats((*out)[0].tensor, {9, 12, 107, 108}, {2, 2});
+    ExpectFloats((*out)[1].tensor, {5, 6, 8, 10, 9, 12, 107, 108, 0, 0, 0, 0}, {2, 3, 2});
+  }
+  EXPECT_NE(b.plan.find("cpu.scan.subplan"), std::string::npos) << b.plan;
+}
+
+TEST(ControlFlowTest, Scan8RefusesBadSequenceLengthsAndBatches) {
+  const std::vector<float> x(12, 1.f);
+  struct Case {
+    Tensor lens, init;
+    std::string want;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Tensor::FromVector<int64_t>({3, 4}, {2}), Floats({0, 0, 0, 0}, {2, 2}),
+                   "sequence_lens[1] is 4; it must be in [0, 3]"});
+  cases.push_back({Tensor::FromVector<int64_t>({-1, 0}, {2}), Floats({0, 0, 0, 0}, {2, 2}),
+                   "sequence_lens[0] is -1"});
+  cases.push_back({Tensor::FromVector<int64_t>({1, 1, 1}, {3}), Floats({0, 0, 0, 0}, {2, 2}),
+                   "sequence_lens must be int64[2]; got int64[3]"});
+  cases.push_back({Tensor::FromVector<int64_t>({1, 1, 1}, {3}), Floats({0, 0, 0, 0, 0, 0}, {3, 2}),
+                   "scan input 0 has batch 2, the inputs before 3"});
+  for (const Case& c : cases) {
+    Both b =
+        RunBoth(Scan8Model(), {{"lens", c.lens}, {"init", c.init}, {"x", Floats(x, {2, 3, 2})}});
+    for (const Status* st : {&b.ref_status, &b.fast_status}) {
+      EXPECT_FALSE(st->ok()) << c.want;
+      EXPECT_NE(st->message().find(c.want), std::string::npos) << st->ToString();
+      EXPECT_NE(st->message().find("Scan"), std::string::npos) << st->ToString();
+    }
+  }
+}
+
 // y = If(Gather(Shape(x), 0) == 1) then Neg(x) else Relu(x), as exporters write shape checks.
 std::string ShapeCheckIfModel() {
   ModelBuilder m(13);

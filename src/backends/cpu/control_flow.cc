@@ -185,7 +185,7 @@ std::unique_ptr<runtime::Kernel> CreateControlFlow(const ir::Node& node, const i
                                           {}})
 KILN_CONTROL_FLOW_KERNEL("If", "if", 1);
 KILN_CONTROL_FLOW_KERNEL("Loop", "loop", 1);
-KILN_CONTROL_FLOW_KERNEL("Scan", "scan", 9);
+KILN_CONTROL_FLOW_KERNEL("Scan", "scan", 8);
 
 }  // namespace
 }  // namespace kiln::backends::cpu

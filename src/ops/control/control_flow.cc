@@ -1,4 +1,4 @@
-// If (1-24), Loop (1-24) and Scan (9-24): the semantics of control_flow.h, run through BodyRunners.
+// If (1-24), Loop (1-24) and Scan (8-24): the semantics of control_flow.h, run through BodyRunners.
 //
 // If: `cond` (one bool element) picks then_branch or else_branch; the branch's outputs are the
 // node's outputs, whatever their shapes (branches may differ).
@@ -12,8 +12,12 @@
 // Scan-9+: N state variables and M scan inputs, sliced along scan_input_axes (reversed with
 // scan_input_directions 1); the body sees (N states, M slices) and returns (N states, K scan
 // output slices), stacked along scan_output_axes (reversed with scan_output_directions 1).
-// Scan-8 (batch axis, sequence_lens) is refused. Sequence- and optional-typed bodies are refused
-// by their nodes (kiln has no sequence type).
+// Scan-8: the same with a batch axis first on every state and scan input (the body sees one
+// sample), the sequence on axis 1 of the scan inputs, `directions` for the scan inputs only, and
+// the optional `sequence_lens` (int64 [batch]) first: sample b runs sequence_lens[b] steps (a
+// reversed input starts at its step sequence_lens[b] - 1) and its scan outputs are zero past them,
+// as in ONNX Runtime. Sequence- and optional-typed bodies are refused by their nodes (kiln has no
+// sequence type).
 #include "ops/control/control_flow.h"
 
 #include <algorithm>
@@ -237,12 +241,13 @@ class ScanOp final : public ControlFlowOp {
   using ControlFlowOp::ControlFlowOp;
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     auto op = std::unique_ptr<ScanOp>(new ScanOp(node));
-    if (node.opset < 9)
-      return ir::AttrError(node,
-                           "Scan-8 (batch axis and sequence_lens) is not supported; "
-                           "opset 9 and later are");
+    op->v8_ = node.opset < 9;
     const int64_t m = node.GetInt("num_scan_inputs", -1);
-    const size_t n_in = node.num_explicit_inputs();
+    // Scan-8's first input is sequence_lens; the body sees the others.
+    const size_t first = op->v8_ ? 1 : 0;
+    if (node.num_explicit_inputs() < first + 1)
+      return ir::AttrError(node, "Scan takes at least one scan input; got none");
+    const size_t n_in = node.num_explicit_inputs() - first;
     if (m < 1 || static_cast<size_t>(m) > n_in)
       return ir::AttrError(node, "num_scan_inputs must be in [1, " + std::to_string(n_in) +
                                      "]; got " + std::to_string(m));
@@ -262,10 +267,14 @@ class ScanOp final : public ControlFlowOp {
                                        " entries; got " + std::to_string(out->size()));
       return OkStatus();
     };
-    KILN_RETURN_IF_ERROR(list("scan_input_directions", op->m_, &op->in_dirs_));
-    KILN_RETURN_IF_ERROR(list("scan_input_axes", op->m_, &op->in_axes_));
-    KILN_RETURN_IF_ERROR(list("scan_output_directions", op->k_, &op->out_dirs_));
-    KILN_RETURN_IF_ERROR(list("scan_output_axes", op->k_, &op->out_axes_));
+    if (op->v8_) {
+      KILN_RETURN_IF_ERROR(list("directions", op->m_, &op->in_dirs_));
+    } else {
+      KILN_RETURN_IF_ERROR(list("scan_input_directions", op->m_, &op->in_dirs_));
+      KILN_RETURN_IF_ERROR(list("scan_input_axes", op->m_, &op->in_axes_));
+      KILN_RETURN_IF_ERROR(list("scan_output_directions", op->k_, &op->out_dirs_));
+      KILN_RETURN_IF_ERROR(list("scan_output_axes", op->k_, &op->out_axes_));
+    }
     for (auto* dirs : {&op->in_dirs_, &op->out_dirs_})
       for (int64_t d : *dirs)
         if (d != 0 && d != 1)
@@ -275,6 +284,7 @@ class ScanOp final : public ControlFlowOp {
 
   Status Execute(const ComputeContext& ctx,
                  const std::vector<const BodyRunner*>& runners) const override {
+    if (v8_) return ExecuteV8(ctx, *runners[0]);
     std::vector<int64_t> axes(m_);
     int64_t length = -1;
     for (size_t j = 0; j < m_; ++j) {
@@ -331,6 +341,123 @@ class ScanOp final : public ControlFlowOp {
   }
 
  private:
+  // Scan-8: each sample of the batch scanned on its own (see the file comment).
+  Status ExecuteV8(const ComputeContext& ctx, const BodyRunner& runner) const {
+    // ctx inputs: sequence_lens, N states, M scan inputs, captures.
+    int64_t batch = -1, length = -1;
+    for (size_t i = 0; i < n_ + m_; ++i) {
+      const bool is_scan = i >= n_;
+      const std::string what =
+          is_scan ? "scan input " + std::to_string(i - n_) : "state input " + std::to_string(i);
+      if (!ctx.has(1 + i)) return RunError(what + " is missing");
+      const Tensor& x = ctx.in(1 + i);
+      if (x.rank() < (is_scan ? 2 : 1))
+        return RunError(what + " is " + ShapeToString(x.shape()) + "; Scan-8 needs a batch axis" +
+                        (is_scan ? " and a sequence axis" : ""));
+      if (batch >= 0 && x.shape()[0] != batch)
+        return RunError(what + " has batch " + std::to_string(x.shape()[0]) +
+                        ", the inputs before " + std::to_string(batch));
+      batch = x.shape()[0];
+      if (!is_scan) continue;
+      if (length >= 0 && x.shape()[1] != length)
+        return RunError("scan inputs must have one sequence length; got " + std::to_string(length) +
+                        " and " + std::to_string(x.shape()[1]));
+      length = x.shape()[1];
+    }
+    std::vector<int64_t> lens(static_cast<size_t>(batch), length);
+    if (ctx.has(0)) {
+      const Tensor& sl = ctx.in(0);
+      if (sl.dtype() != DataType::kInt64 || sl.rank() != 1 || sl.shape()[0] != batch)
+        return RunError("sequence_lens must be int64[" + std::to_string(batch) + "]; got " +
+                        DataTypeName(sl.dtype()) + ShapeToString(sl.shape()));
+      for (int64_t b = 0; b < batch; ++b) {
+        lens[b] = sl.data<int64_t>()[b];
+        if (lens[b] < 0 || lens[b] > length)
+          return RunError("sequence_lens[" + std::to_string(b) + "] is " + std::to_string(lens[b]) +
+                          "; it must be in [0, " + std::to_string(length) + "]");
+      }
+    }
+    const std::vector<const Tensor*> captures = Captures(ctx);
+    std::vector<std::vector<Tensor>> final_states(n_);       // per state, per sample
+    std::vector<std::vector<std::vector<Tensor>>> scan(k_);  // per output, per sample, per step
+    for (auto& s : scan) s.resize(static_cast<size_t>(batch));
+    std::vector<Tensor> state(n_), sample(m_), slices(m_), outs;
+    std::vector<const Tensor*> inputs(n_ + m_ + captures.size());
+    for (int64_t b = 0; b < batch; ++b) {
+      for (size_t k = 0; k < n_; ++k) state[k] = SliceAlong(ctx.in(1 + k), 0, b);
+      for (size_t j = 0; j < m_; ++j) sample[j] = SliceAlong(ctx.in(1 + n_ + j), 0, b);
+      const int64_t len = lens[b];
+      for (int64_t t = 0; t < len; ++t) {
+        for (size_t j = 0; j < m_; ++j)
+          slices[j] = SliceAlong(sample[j], 0, in_dirs_[j] ? len - 1 - t : t);
+        for (size_t k = 0; k < n_; ++k) inputs[k] = &state[k];
+        for (size_t j = 0; j < m_; ++j) inputs[n_ + j] = &slices[j];
+        for (size_t k = 0; k < captures.size(); ++k) inputs[n_ + m_ + k] = captures[k];
+        KILN_RETURN_IF_ERROR(runner.Run(inputs, &outs));
+        for (size_t k = 0; k < n_; ++k) state[k] = std::move(outs[k]);
+        for (size_t k = 0; k < k_; ++k)
+          KILN_RETURN_IF_ERROR(AppendScanSlice(
+              *this, k, "sample " + std::to_string(b) + " step " + std::to_string(t),
+              std::move(outs[n_ + k]), &scan[k][b]));
+      }
+      for (size_t k = 0; k < n_; ++k) {
+        if (!final_states[k].empty() && (state[k].shape() != final_states[k][0].shape() ||
+                                         state[k].dtype() != final_states[k][0].dtype()))
+          return RunError("state " + std::to_string(k) + " is " + DataTypeName(state[k].dtype()) +
+                          ShapeToString(state[k].shape()) + " after sample " + std::to_string(b) +
+                          ", after sample 0 " + DataTypeName(final_states[k][0].dtype()) +
+                          ShapeToString(final_states[k][0].shape()) + "; the samples must agree");
+        final_states[k].push_back(std::move(state[k]));
+      }
+    }
+    for (size_t k = 0; k < n_; ++k) {
+      if (ctx.outputs[k] == nullptr) continue;
+      if (batch == 0) {
+        *ctx.outputs[k] = ctx.in(1 + k).Clone();
+        continue;
+      }
+      *ctx.outputs[k] = StackAlong(final_states[k], 0);
+    }
+    const ir::Graph& body = *bodies()[0].graph;
+    for (size_t k = 0; k < k_; ++k) {
+      Tensor* out = ctx.outputs[n_ + k];
+      if (out == nullptr) continue;
+      // A step's slice: from any sample that ran one, else the body's declared shape.
+      const Tensor* first = nullptr;
+      for (const auto& steps : scan[k])
+        if (!steps.empty()) first = &steps[0];
+      if (first == nullptr) {
+        Tensor declared = EmptyScanOutput(body, body.outputs[n_ + k]);
+        if (declared.rank() == 1 && batch * length != 0)
+          return RunError("scan output " + std::to_string(k) +
+                          ": no step ran (every sequence_lens is 0) and the body does not "
+                          "declare its shape");
+        Shape shape = declared.shape();
+        shape[0] = length;
+        shape.insert(shape.begin(), batch);
+        *out = Tensor::Empty(declared.dtype(), shape);
+        continue;
+      }
+      const DataType dtype = first->dtype();
+      const Shape step_shape = first->shape();
+      const Tensor zero = Tensor::Empty(dtype, step_shape);
+      std::vector<Tensor> rows;
+      for (int64_t b = 0; b < batch; ++b) {
+        std::vector<Tensor>& steps = scan[k][b];
+        if (!steps.empty() && (steps[0].shape() != step_shape || steps[0].dtype() != dtype))
+          return RunError("scan output " + std::to_string(k) + " is " +
+                          DataTypeName(steps[0].dtype()) + ShapeToString(steps[0].shape()) +
+                          " in sample " + std::to_string(b) + ", " + DataTypeName(dtype) +
+                          ShapeToString(step_shape) + " in another; the samples must agree");
+        while (static_cast<int64_t>(steps.size()) < length) steps.push_back(zero);
+        rows.push_back(StackAlong(steps, 0));
+      }
+      *out = StackAlong(rows, 0);
+    }
+    return OkStatus();
+  }
+
+  bool v8_ = false;
   size_t n_ = 0, m_ = 0, k_ = 0;
   std::vector<int64_t> in_dirs_, in_axes_, out_dirs_, out_axes_;
 };
