@@ -104,18 +104,24 @@ std::string ShapeToString(const Shape& shape) {
 
 Tensor Tensor::Empty(DataType dtype, Shape shape) { return Empty(dtype, std::move(shape), 0); }
 
-Tensor Tensor::Empty(DataType dtype, Shape shape, size_t min_bytes) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  size_t bytes = std::max(t.bytes(), min_bytes);
+namespace {
+// 64-byte aligned storage of at least `bytes` (rounded up to 64), zeroed when `zero`.
+std::shared_ptr<void> Allocate(size_t bytes, bool zero) {
   size_t alloc = ((bytes + 63) / 64) * 64;
   if (alloc == 0) alloc = 64;
   void* p = std::aligned_alloc(64, alloc);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, alloc);
-  t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  t.data_ = p;
+  if (zero) std::memset(p, 0, alloc);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+}  // namespace
+
+Tensor Tensor::Empty(DataType dtype, Shape shape, size_t min_bytes) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.owner_ = Allocate(std::max(t.bytes(), min_bytes), /*zero=*/true);
+  t.data_ = t.owner_.get();
   return t;
 }
 
@@ -140,7 +146,13 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t = Empty(dtype_, shape_);
+  // Every byte is copied over, so the storage is not zeroed first (one pass over a large output
+  // instead of two).
+  Tensor t;
+  t.dtype_ = dtype_;
+  t.shape_ = shape_;
+  t.owner_ = Allocate(bytes(), /*zero=*/false);
+  t.data_ = t.owner_.get();
   if (bytes()) std::memcpy(t.data_, data_, bytes());
   return t;
 }
