@@ -436,6 +436,17 @@ std::string Lstm() {
   return b.Bytes();
 }
 
+// GridSample-16 on a [2,5,9,11] input through a [2,7,6,2] grid (the CPU's block loops).
+std::string GridSample(const std::string& mode, const std::string& padding) {
+  ModelBuilder b(16);
+  b.Input("x", kF32, {2, 5, 9, 11}).Input("grid", kF32, {2, 7, 6, 2});
+  auto& n = b.Node("GridSample", {"x", "grid"}, {"y"});
+  ModelBuilder::StringAttr(n, "mode", mode);
+  ModelBuilder::StringAttr(n, "padding_mode", padding);
+  b.Output("y", kF32, {2, 5, 7, 6});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -508,6 +519,12 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw flow{"control flow: Loop, If, Scan", ControlFlow()};
   flow.host_only = true;
   c.push_back(flow);
+  for (const auto& [mode, padding] :
+       {std::pair<const char*, const char*>{"bilinear", "zeros"}, {"bicubic", "reflection"}}) {
+    Raw gs{std::string("grid sample ") + mode + " " + padding, GridSample(mode, padding)};
+    gs.host_only = true;
+    c.push_back(gs);
+  }
   Raw lstm{"lstm bidirectional", Lstm()};
   lstm.host_only = true;
   c.push_back(lstm);

@@ -598,6 +598,37 @@ TEST(OneDnnKernelTest, ConvTransposeVariants) {
   }
 }
 
+// cpu.gridsample.loops against GridSample's reference kernel: every mode, padding and
+// align_corners, 4-D (opset 16's names) and 5-D (opset 20's), grid coordinates up to 1.3 outside
+// [-1, 1] so every padding rule is exercised, more positions than one block of the kernel (64).
+TEST(OneDnnKernelTest, GridSampleLoops) {
+  uint32_t seed = 300;
+  for (const bool three_d : {false, true}) {
+    const int opset = three_d ? 20 : 16;
+    const Shape xs = three_d ? Shape{2, 3, 4, 5, 6} : Shape{2, 5, 7, 9};
+    const Shape gs = three_d ? Shape{2, 3, 4, 7, 3} : Shape{2, 6, 13, 2};
+    const std::vector<std::string> modes =
+        three_d ? std::vector<std::string>{"linear", "nearest", "cubic"}
+                : std::vector<std::string>{"bilinear", "nearest", "bicubic"};
+    for (const std::string& mode : modes)
+      for (const std::string pad : {"zeros", "border", "reflection"})
+        for (const int64_t align : {0, 1}) {
+          ModelBuilder mb(opset);
+          mb.Input("x", kF32, xs).Input("grid", kF32, gs).Output("y", kF32, {});
+          auto& n = mb.Node("GridSample", {"x", "grid"}, {"y"});
+          ModelBuilder::StringAttr(n, "mode", mode);
+          ModelBuilder::StringAttr(n, "padding_mode", pad);
+          ModelBuilder::IntAttr(n, "align_corners", align);
+          Tensor grid = RandomTensor(gs, seed++);
+          for (int64_t i = 0; i < grid.numel(); ++i) grid.data<float>()[i] *= 2.3f;
+          SCOPED_TRACE(mode + " " + pad + " align_corners " + std::to_string(align) +
+                       (three_d ? " 5-D" : " 4-D"));
+          CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}, {"grid", grid}},
+                                {"cpu.gridsample.loops"});
+        }
+  }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the reference op

@@ -20,6 +20,8 @@
 // align_corners -1 + 2i / (L - 1) (-1 when L = 1).
 //
 // Reference algorithms: plain loops, double arithmetic; float32 only.
+#include "ops/resize/grid_sample.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -32,9 +34,6 @@ namespace {
 using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
-
-enum class GridMode { kNearest, kLinear, kCubic };
-enum class GridPadding { kZeros, kBorder, kReflection };
 
 // Reflects x about [lo, hi] until it lies inside (ONNX's reference / PyTorch's reflect).
 double Reflect(double x, double lo, double hi) {
@@ -51,40 +50,98 @@ double Reflect(double x, double lo, double hi) {
   return x;
 }
 
+}  // namespace
+
+StatusOr<GridSampleAttrs> GridSampleAttrsOf(const Node& node) {
+  GridSampleAttrs a;
+  const bool v20 = node.opset >= 20;
+  const std::string mode = node.GetString("mode", v20 ? "linear" : "bilinear");
+  if (mode == "nearest")
+    a.mode = GridMode::kNearest;
+  else if (mode == (v20 ? "linear" : "bilinear"))
+    a.mode = GridMode::kLinear;
+  else if (mode == (v20 ? "cubic" : "bicubic"))
+    a.mode = GridMode::kCubic;
+  else
+    return ir::AttrError(node,
+                         std::string("mode must be ") +
+                             (v20 ? "linear, nearest or cubic" : "bilinear, nearest or bicubic") +
+                             " at this opset; got '" + mode + "'");
+  const std::string pad = node.GetString("padding_mode", "zeros");
+  if (pad == "zeros")
+    a.padding = GridPadding::kZeros;
+  else if (pad == "border")
+    a.padding = GridPadding::kBorder;
+  else if (pad == "reflection")
+    a.padding = GridPadding::kReflection;
+  else
+    return ir::AttrError(node,
+                         "padding_mode must be zeros, border or reflection; got '" + pad + "'");
+  const int64_t align = node.GetInt("align_corners", 0);
+  if (align != 0 && align != 1)
+    return ir::AttrError(node, "align_corners must be 0 or 1; got " + std::to_string(align));
+  a.align_corners = align == 1;
+  return a;
+}
+
+int64_t GridTaps(const GridSampleAttrs& a, double v, int64_t len, int64_t* index, double* weight) {
+  // In float32, as PyTorch and ONNX's reference compute it (nearest's ties depend on it).
+  const auto g = static_cast<float>(v), fl = static_cast<float>(len);
+  double xv = a.align_corners ? (g + 1.f) / 2.f * (fl - 1.f) : ((g + 1.f) * fl - 1.f) / 2.f;
+  if (a.mode == GridMode::kNearest) xv = std::nearbyint(xv);
+  const double lo = a.align_corners ? 0.0 : -0.5;
+  const double hi = a.align_corners ? static_cast<double>(len - 1) : static_cast<double>(len) - 0.5;
+  // Cubic pads per tap only (PyTorch's and ONNX Runtime's rule; ONNX's reference also clamps
+  // the coordinate with border padding, which moves the taps).
+  if (a.mode != GridMode::kCubic && (xv < lo || xv > hi)) {
+    if (a.padding == GridPadding::kBorder)
+      xv = std::clamp(xv, 0.0, static_cast<double>(len - 1));
+    else if (a.padding == GridPadding::kReflection)
+      xv = Reflect(xv, lo, hi);
+  }
+  // Beyond this no tap can be inside (and the casts below stay defined); NaN lands here too.
+  if (!(std::abs(xv) < 1e15)) return 0;
+  int64_t first = 0, taps = 1;
+  double t = 0.0;
+  if (a.mode == GridMode::kNearest) {
+    first = static_cast<int64_t>(xv);  // truncation, as ONNX's reference casts
+  } else {
+    const double fl = std::floor(xv);
+    t = xv - fl;
+    first = static_cast<int64_t>(fl) - (a.mode == GridMode::kCubic ? 1 : 0);
+    taps = a.mode == GridMode::kCubic ? 4 : 2;
+  }
+  int64_t kept = 0;
+  for (int64_t k = 0; k < taps; ++k) {
+    double w = 1.0;
+    if (a.mode == GridMode::kLinear) w = k == 0 ? 1.0 - t : t;
+    if (a.mode == GridMode::kCubic) w = KeysCubic(static_cast<double>(k - 1) - t, -0.75);
+    int64_t i = first + k;
+    if (i < 0 || i >= len) {
+      if (a.padding == GridPadding::kZeros) continue;
+      i = a.padding == GridPadding::kBorder
+              ? std::clamp<int64_t>(i, 0, len - 1)
+              : std::clamp<int64_t>(static_cast<int64_t>(Reflect(static_cast<double>(i), lo, hi)),
+                                    0, len - 1);
+    }
+    index[kept] = i;
+    weight[kept] = w;
+    ++kept;
+  }
+  return kept;
+}
+
+namespace {
+
 class GridSampleOp final : public ir::Op {
  public:
   explicit GridSampleOp(const Node& node) : ir::Op(node) {}
 
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     auto op = std::unique_ptr<GridSampleOp>(new GridSampleOp(node));
-    const bool v20 = node.opset >= 20;
-    const std::string mode = node.GetString("mode", v20 ? "linear" : "bilinear");
-    if (mode == "nearest")
-      op->mode_ = GridMode::kNearest;
-    else if (mode == (v20 ? "linear" : "bilinear"))
-      op->mode_ = GridMode::kLinear;
-    else if (mode == (v20 ? "cubic" : "bicubic"))
-      op->mode_ = GridMode::kCubic;
-    else
-      return ir::AttrError(node, std::string("mode must be ") +
-                                     (v20 ? "linear, nearest or cubic"
-                                          : "bilinear, nearest or "
-                                            "bicubic") +
-                                     " at this opset; got '" + mode + "'");
-    const std::string pad = node.GetString("padding_mode", "zeros");
-    if (pad == "zeros")
-      op->padding_ = GridPadding::kZeros;
-    else if (pad == "border")
-      op->padding_ = GridPadding::kBorder;
-    else if (pad == "reflection")
-      op->padding_ = GridPadding::kReflection;
-    else
-      return ir::AttrError(node,
-                           "padding_mode must be zeros, border or reflection; got '" + pad + "'");
-    const int64_t align = node.GetInt("align_corners", 0);
-    if (align != 0 && align != 1)
-      return ir::AttrError(node, "align_corners must be 0 or 1; got " + std::to_string(align));
-    op->align_ = align == 1;
+    auto a = GridSampleAttrsOf(node);
+    if (!a.ok()) return a.status();
+    op->a_ = *a;
     return std::unique_ptr<ir::Op>(std::move(op));
   }
 
@@ -131,7 +188,7 @@ class GridSampleOp final : public ir::Op {
           const int64_t len = x.shape()[2 + d];
           // grid's components are in reverse dim order.
           const double v = g[(b * positions + p) * r + (r - 1 - d)];
-          count[d] = Taps(v, len, &off[d * 4], &wt[d * 4]);
+          count[d] = GridTaps(a_, v, len, &off[d * 4], &wt[d * 4]);
           for (int64_t k = 0; k < count[d]; ++k) off[d * 4 + k] *= strides[2 + d];
           zero = count[d] == 0;
         }
@@ -163,59 +220,7 @@ class GridSampleOp final : public ir::Op {
     return OkStatus();
   }
 
- private:
-  // The taps of normalized coordinate v along a dim of length len; returns how many (0: the
-  // sample reads only zero padding).
-  int64_t Taps(double v, int64_t len, int64_t* index, double* weight) const {
-    // In float32, as PyTorch and ONNX's reference compute it (nearest's ties depend on it).
-    const auto g = static_cast<float>(v), fl = static_cast<float>(len);
-    double xv = align_ ? (g + 1.f) / 2.f * (fl - 1.f) : ((g + 1.f) * fl - 1.f) / 2.f;
-    if (mode_ == GridMode::kNearest) xv = std::nearbyint(xv);
-    const double lo = align_ ? 0.0 : -0.5;
-    const double hi = align_ ? static_cast<double>(len - 1) : static_cast<double>(len) - 0.5;
-    // Cubic pads per tap only (PyTorch's and ONNX Runtime's rule; ONNX's reference also clamps
-    // the coordinate with border padding, which moves the taps).
-    if (mode_ != GridMode::kCubic && (xv < lo || xv > hi)) {
-      if (padding_ == GridPadding::kBorder)
-        xv = std::clamp(xv, 0.0, static_cast<double>(len - 1));
-      else if (padding_ == GridPadding::kReflection)
-        xv = Reflect(xv, lo, hi);
-    }
-    // Beyond this no tap can be inside (and the casts below stay defined); NaN lands here too.
-    if (!(std::abs(xv) < 1e15)) return 0;
-    int64_t first = 0, taps = 1;
-    double t = 0.0;
-    if (mode_ == GridMode::kNearest) {
-      first = static_cast<int64_t>(xv);  // truncation, as ONNX's reference casts
-    } else {
-      const double fl = std::floor(xv);
-      t = xv - fl;
-      first = static_cast<int64_t>(fl) - (mode_ == GridMode::kCubic ? 1 : 0);
-      taps = mode_ == GridMode::kCubic ? 4 : 2;
-    }
-    int64_t kept = 0;
-    for (int64_t k = 0; k < taps; ++k) {
-      double w = 1.0;
-      if (mode_ == GridMode::kLinear) w = k == 0 ? 1.0 - t : t;
-      if (mode_ == GridMode::kCubic) w = KeysCubic(static_cast<double>(k - 1) - t, -0.75);
-      int64_t i = first + k;
-      if (i < 0 || i >= len) {
-        if (padding_ == GridPadding::kZeros) continue;
-        i = padding_ == GridPadding::kBorder
-                ? std::clamp<int64_t>(i, 0, len - 1)
-                : std::clamp<int64_t>(static_cast<int64_t>(Reflect(static_cast<double>(i), lo, hi)),
-                                      0, len - 1);
-      }
-      index[kept] = i;
-      weight[kept] = w;
-      ++kept;
-    }
-    return kept;
-  }
-
-  GridMode mode_ = GridMode::kLinear;
-  GridPadding padding_ = GridPadding::kZeros;
-  bool align_ = false;
+  GridSampleAttrs a_;
 };
 
 class AffineGridOp final : public ir::Op {

@@ -1,0 +1,185 @@
+// cpu.gridsample.loops: GridSample on 4-D and 5-D float32 tensors, every mode and padding, as
+// float32 loops on the thread pool. The coordinate rules are the op's own (ops::GridTaps, shared
+// with the reference kernel); what differs is the work's order: the grid's positions are taken in
+// blocks of kBlock, each position's taps (index into the input plane, weight) are computed once
+// for the block, and then every channel's plane is read through them, so a block's writes are
+// contiguous and the tap arithmetic is not repeated per channel. Blocks of all samples are spread
+// over the threads. The reference kernel computes in double; the results agree to float32's
+// rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/onednn_common.h"
+#include "core/threading.h"
+#include "ops/resize/grid_sample.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+constexpr int kMaxDims = 3;
+constexpr int kMaxTaps = 64;  // cubic in 3-D: 4 x 4 x 4
+// The taps of one block (offset and weight, 8 bytes each): 64 KB on the thread's stack. A block
+// holds kTapEntries / taps positions (2048 bilinear, 512 bicubic): long enough that a channel's
+// rows are read from memory about once over the blocks, short enough to stay in L2 while every
+// channel reads through them.
+constexpr int64_t kTapEntries = 8192;
+
+// out[p] = the sum over the taps t of wt[t * block + p] * s[off[t * block + p]], for the
+// block's `count` positions: one vector gather per tap and 8 positions with AVX2.
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void Gather(
+    const float* s, const int32_t* off, const float* wt, int taps, int64_t block, int64_t count,
+    float* out) {
+  for (int64_t p = 0; p < count; ++p) out[p] = wt[p] * s[off[p]];
+  for (int t = 1; t < taps; ++t) {
+    const int32_t* o = off + t * block;
+    const float* w = wt + t * block;
+    for (int64_t p = 0; p < count; ++p) out[p] += w[p] * s[o[p]];
+  }
+}
+
+class GridSampleLoops final : public runtime::Kernel {
+ public:
+  explicit GridSampleLoops(const ir::Node& node) : node_(node) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    auto a = ops::GridSampleAttrsOf(node_);
+    if (!a.ok()) return a.status();
+    attrs_ = *a;
+    const Shape& x = ctx->inputs[0].shape;
+    const Shape& g = ctx->inputs[1].shape;
+    r_ = static_cast<int>(x.size()) - 2;
+    n_ = x[0];
+    c_ = x[1];
+    plane_ = 1;
+    positions_ = 1;
+    for (int d = 0; d < r_; ++d) {
+      len_[d] = x[2 + d];
+      plane_ *= x[2 + d];
+      positions_ *= g[1 + d];
+    }
+    for (int d = r_ - 1, stride = 1; d >= 0; --d) {
+      stride_[d] = stride;
+      stride *= static_cast<int>(len_[d]);
+    }
+    const int per_dim = attrs_.mode == ops::GridMode::kNearest  ? 1
+                        : attrs_.mode == ops::GridMode::kLinear ? 2
+                                                                : 4;
+    taps_ = 1;
+    for (int d = 0; d < r_; ++d) taps_ *= per_dim;
+    // Enough blocks for every thread to get several, each at most kTapEntries / taps_ long.
+    const int64_t threads = std::max(1, omp_get_max_threads());
+    block_ = std::min<int64_t>(kTapEntries / taps_,
+                               std::max<int64_t>(64, n_ * positions_ / (4 * threads)));
+    return OkStatus();
+  }
+
+  std::string variant() const override {
+    switch (taps_) {
+      case 1:
+        return "nearest";
+      case 4:
+        return "bilinear";
+      default:
+        return std::to_string(taps_) + " taps";
+    }
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* x = ctx.in(0).data<float>();
+    const float* grid = ctx.in(1).data<float>();
+    float* y = ctx.out(0).data<float>();
+    const int64_t block = block_, blocks = (positions_ + block - 1) / block;
+    ParallelFor(n_ * blocks, 1, [&](int64_t begin, int64_t end) {
+      int32_t off[kTapEntries];
+      float wt[kTapEntries];
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / blocks, p0 = (item % blocks) * block;
+        const int64_t count = std::min(block, positions_ - p0);
+        for (int64_t p = 0; p < count; ++p)
+          Taps(grid + (b * positions_ + p0 + p) * r_, block, off + p, wt + p);
+        for (int64_t c = 0; c < c_; ++c)
+          Gather(x + (b * c_ + c) * plane_, off, wt, taps_, block, count,
+                 y + (b * c_ + c) * positions_ + p0);
+      }
+    });
+    return OkStatus();
+  }
+
+ private:
+  // One position's taps_ (offset into the plane, weight) pairs, tap t at off[t * block] (the
+  // block's positions side by side per tap, so the gather below vectorizes); taps outside the
+  // input under zero padding get weight 0 and offset 0, so every position has the same count.
+  void Taps(const float* coords, int64_t block, int32_t* off, float* wt) const {
+    int64_t idx[kMaxDims][ops::kMaxGridTaps] = {};
+    double w[kMaxDims][ops::kMaxGridTaps] = {};
+    const int per_dim = attrs_.mode == ops::GridMode::kNearest  ? 1
+                        : attrs_.mode == ops::GridMode::kLinear ? 2
+                                                                : 4;
+    for (int d = 0; d < r_; ++d) {
+      // grid's components are in reverse dim order (x first).
+      // Taps dropped under zero padding (after the kept ones) weigh 0.
+      const int64_t kept = ops::GridTaps(attrs_, coords[r_ - 1 - d], len_[d], idx[d], w[d]);
+      for (int64_t k = kept; k < per_dim; ++k) {
+        idx[d][k] = 0;
+        w[d][k] = 0.0;
+      }
+    }
+    int ci[kMaxDims] = {0, 0, 0};
+    for (int t = 0; t < taps_; ++t) {
+      double weight = 1.0;
+      int64_t o = 0;
+      for (int d = 0; d < r_; ++d) {
+        weight *= w[d][ci[d]];
+        o += idx[d][ci[d]] * stride_[d];
+      }
+      off[t * block] = static_cast<int32_t>(o);
+      wt[t * block] = static_cast<float>(weight);
+      for (int d = r_ - 1; d >= 0; --d) {
+        if (++ci[d] < per_dim) break;
+        ci[d] = 0;
+      }
+    }
+  }
+
+  ir::Node node_;
+  ops::GridSampleAttrs attrs_;
+  int r_ = 2, taps_ = 4;
+  int64_t block_ = 64;  // positions per block
+  int64_t n_ = 0, c_ = 0, plane_ = 1, positions_ = 1;
+  int64_t len_[kMaxDims] = {1, 1, 1};
+  int64_t stride_[kMaxDims] = {1, 1, 1};
+};
+
+KernelSupport SupportsGridSample(const ir::Node& node, const ir::Op&,
+                                 const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and grid"};
+  if (in[0].layout || in[1].layout) return {false, "needs plain inputs"};
+  const size_t rank = in[0].shape.size();
+  if (rank != 4 && rank != 5) return {false, "X must be 4-D or 5-D (2 or 3 spatial dims)"};
+  int64_t plane = 1;
+  for (size_t d = 2; d < rank; ++d) plane *= in[0].shape[d];
+  if (plane > std::numeric_limits<int32_t>::max())
+    return {false, "an input plane of 2^31 elements or more"};
+  if (!ops::GridSampleAttrsOf(node).ok()) return {false, "bad attributes (the op refuses them)"};
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gridsample.loops",
+                                        "GridSample",
+                                        "",
+                                        16,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsGridSample,
+                                        CreateKernel<GridSampleLoops>,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu

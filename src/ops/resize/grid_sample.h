@@ -1,0 +1,35 @@
+// GridSample's typed attributes and its per-dim sampling taps, shared by the op's reference
+// kernel (grid_sample.cc) and the CPU backend's fast kernel (backends/cpu/grid_sample_loops.cc),
+// so the coordinate rules (align_corners, padding, nearest's rounding, cubic's taps) have one
+// definition.
+#pragma once
+
+#include <cstdint>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace kiln::ops {
+
+enum class GridMode { kNearest, kLinear, kCubic };
+enum class GridPadding { kZeros, kBorder, kReflection };
+
+struct GridSampleAttrs {
+  GridMode mode = GridMode::kLinear;
+  GridPadding padding = GridPadding::kZeros;
+  bool align_corners = false;
+};
+
+// The node's attributes, with the names of its opset (16: bilinear / bicubic, 20: linear /
+// cubic); AttrError naming the node and the value otherwise.
+StatusOr<GridSampleAttrs> GridSampleAttrsOf(const ir::Node& node);
+
+// The most taps one dim can have (cubic).
+inline constexpr int kMaxGridTaps = 4;
+
+// The taps of normalized coordinate v along a dim of length len: up to kMaxGridTaps indices into
+// that dim and their weights. Returns how many; 0 when the sample reads only zero padding (or v
+// is not finite).
+int64_t GridTaps(const GridSampleAttrs& a, double v, int64_t len, int64_t* index, double* weight);
+
+}  // namespace kiln::ops
