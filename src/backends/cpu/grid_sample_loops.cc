@@ -1,11 +1,11 @@
 // cpu.gridsample.loops: GridSample on 4-D and 5-D float32 tensors, every mode and padding, as
 // float32 loops on the thread pool. The coordinate rules are the op's own (ops::GridTaps, shared
 // with the reference kernel); what differs is the work's order: the grid's positions are taken in
-// blocks of kBlock, each position's taps (index into the input plane, weight) are computed once
-// for the block, and then every channel's plane is read through them, so a block's writes are
-// contiguous and the tap arithmetic is not repeated per channel. Blocks of all samples are spread
-// over the threads. The reference kernel computes in double; the results agree to float32's
-// rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
+// blocks (up to kTapEntries / taps positions), each position's taps (index into the input plane,
+// weight) are computed once for the block, and then every channel's plane is read through them,
+// so a block's writes are contiguous and the tap arithmetic is not repeated per channel. Blocks of
+// all samples are spread over the threads. The reference kernel computes in double; the results
+// agree to float32's rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
 #include <omp.h>
 
 #include <algorithm>
