@@ -67,11 +67,11 @@ class GridSampleLoops final : public runtime::Kernel {
       stride_[d] = stride;
       stride *= static_cast<int>(len_[d]);
     }
-    const int per_dim = attrs_.mode == ops::GridMode::kNearest  ? 1
-                        : attrs_.mode == ops::GridMode::kLinear ? 2
-                                                                : 4;
+    per_dim_ = attrs_.mode == ops::GridMode::kNearest  ? 1
+               : attrs_.mode == ops::GridMode::kLinear ? 2
+                                                       : 4;
     taps_ = 1;
-    for (int d = 0; d < r_; ++d) taps_ *= per_dim;
+    for (int d = 0; d < r_; ++d) taps_ *= per_dim_;
     // Enough blocks for every thread to get several, each at most kTapEntries / taps_ long.
     const int64_t threads = std::max(1, omp_get_max_threads());
     block_ = std::min<int64_t>(kTapEntries / taps_,
@@ -118,14 +118,11 @@ class GridSampleLoops final : public runtime::Kernel {
   void Taps(const float* coords, int64_t block, int32_t* off, float* wt) const {
     int64_t idx[kMaxDims][ops::kMaxGridTaps] = {};
     double w[kMaxDims][ops::kMaxGridTaps] = {};
-    const int per_dim = attrs_.mode == ops::GridMode::kNearest  ? 1
-                        : attrs_.mode == ops::GridMode::kLinear ? 2
-                                                                : 4;
     for (int d = 0; d < r_; ++d) {
       // grid's components are in reverse dim order (x first).
       // Taps dropped under zero padding (after the kept ones) weigh 0.
       const int64_t kept = ops::GridTaps(attrs_, coords[r_ - 1 - d], len_[d], idx[d], w[d]);
-      for (int64_t k = kept; k < per_dim; ++k) {
+      for (int64_t k = kept; k < per_dim_; ++k) {
         idx[d][k] = 0;
         w[d][k] = 0.0;
       }
@@ -141,7 +138,7 @@ class GridSampleLoops final : public runtime::Kernel {
       off[t * block] = static_cast<int32_t>(o);
       wt[t * block] = static_cast<float>(weight);
       for (int d = r_ - 1; d >= 0; --d) {
-        if (++ci[d] < per_dim) break;
+        if (++ci[d] < per_dim_) break;
         ci[d] = 0;
       }
     }
@@ -150,6 +147,7 @@ class GridSampleLoops final : public runtime::Kernel {
   ir::Node node_;
   ops::GridSampleAttrs attrs_;
   int r_ = 2, taps_ = 4;
+  int per_dim_ = 2;     // taps per dim: 1 nearest, 2 linear, 4 cubic
   int64_t block_ = 64;  // positions per block
   int64_t n_ = 0, c_ = 0, plane_ = 1, positions_ = 1;
   int64_t len_[kMaxDims] = {1, 1, 1};
