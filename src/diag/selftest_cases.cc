@@ -115,6 +115,15 @@ std::string Pool(const std::string& op, int64_t k, int64_t stride, int64_t pad, 
   return b.Bytes();
 }
 
+// Both operands are inputs (attention's Q x K^T): no weight to prepack.
+std::string MatMulOfInputs(const std::vector<int64_t>& a, const std::vector<int64_t>& b2,
+                           const std::vector<int64_t>& out) {
+  ModelBuilder b(13);
+  b.Input("a", kF32, a).Input("b", kF32, b2).Output("y", kF32, out);
+  b.Node("MatMul", {"a", "b"}, {"y"});
+  return b.Bytes();
+}
+
 std::string MatMul(const std::vector<int64_t>& a, const std::vector<int64_t>& w,
                    const std::vector<int64_t>& out, bool bias) {
   ModelBuilder b(13);
@@ -468,6 +477,8 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});
   c.push_back({"matmul batched A", MatMul({2, 3, 6, 10}, {10, 12}, {2, 3, 6, 12}, false)});
+  c.push_back({"matmul of two inputs (attention scores)",
+               MatMulOfInputs({2, 3, 6, 10}, {2, 3, 10, 12}, {2, 3, 6, 12})});
   c.push_back({"matmul + bias (fused)", MatMul({4, 6, 10}, {10, 12}, {4, 6, 12}, true)});
   c.push_back({"gemm transB row bias", Gemm(true, false)});
   c.push_back({"gemm full C beta 0.5", Gemm(false, true)});

@@ -250,6 +250,41 @@ TEST(OneDnnKernelTest, MatMulFoldsLeadingDims) {
   CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({2, 3, 5, 8}, 13)}}, {"cpu.matmul.onednn"});
 }
 
+// N a multiple of 64: B is packed with padded rows (see matmul_onednn.cc).
+TEST(OneDnnKernelTest, MatMulPaddedWeightRows) {
+  ModelBuilder mb;
+  mb.Input("a", kF32, {3, 7, 40}).Output("y", kF32, {});
+  mb.FloatInit("b", {40, 128}, Random(40 * 128, 30));
+  mb.Node("MatMul", {"a", "b"}, {"y"});
+  CheckAgainstReference(mb.Bytes(), {{"a", RandomTensor({3, 7, 40}, 31)}}, {"cpu.matmul.onednn"});
+  ModelBuilder gb;
+  gb.Input("a", kF32, {9, 24}).Output("y", kF32, {});
+  gb.FloatInit("b", {64, 24}, Random(64 * 24, 32));
+  gb.FloatInit("c", {64}, Random(64, 33));
+  ModelBuilder::IntAttr(gb.Node("Gemm", {"a", "b", "c"}, {"y"}), "transB", 1);
+  CheckAgainstReference(gb.Bytes(), {{"a", RandomTensor({9, 24}, 34)}}, {"cpu.gemm.onednn"});
+}
+
+// Both operands computed (attention's Q x K^T), batch dims equal, broadcast either way, ranks
+// that differ, and a computed 2-D B.
+TEST(OneDnnKernelTest, MatMulOfTwoComputedTensors) {
+  const std::vector<std::pair<Shape, Shape>> cases = {{{2, 3, 5, 8}, {2, 3, 8, 6}},
+                                                      {{2, 1, 5, 8}, {1, 3, 8, 6}},
+                                                      {{5, 8}, {4, 8, 7}},
+                                                      {{4, 2, 5, 8}, {8, 3}},
+                                                      {{1, 12, 197, 64}, {1, 12, 64, 197}}};
+  uint32_t seed = 40;
+  for (const auto& [as, bs] : cases) {
+    ModelBuilder mb;
+    mb.Input("a", kF32, as).Input("b", kF32, bs).Output("y", kF32, {});
+    mb.Node("MatMul", {"a", "b"}, {"y"});
+    SCOPED_TRACE(ShapeToString(as) + " x " + ShapeToString(bs));
+    CheckAgainstReference(mb.Bytes(),
+                          {{"a", RandomTensor(as, seed++)}, {"b", RandomTensor(bs, seed++)}},
+                          {"cpu.matmul.batched"});
+  }
+}
+
 // ConvNeXt's NCHW -> NHWC Transpose reading a blocked conv output, and a plain Transpose.
 TEST(OneDnnKernelTest, TransposeBlockedAndPlain) {
   ModelBuilder mb;
