@@ -104,6 +104,10 @@ class Op {
   virtual bool ShapesFromRun() const { return false; }
   // The reference kernel.
   virtual Status Compute(const ComputeContext& ctx) const = 0;
+  // An input whose buffer the reference kernel may write its first output into, when the
+  // planner finds the input read last here (runtime::Kernel::InPlaceInput); -1: none. Ops that
+  // only relabel the shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity) then copy nothing.
+  virtual int InPlaceInput() const { return -1; }
 
   // The op's typed attributes, or nullptr for ops whose kernels read none.
   virtual const OpAttrs* attributes() const { return nullptr; }

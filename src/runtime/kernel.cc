@@ -15,6 +15,7 @@ class ReferenceKernel final : public Kernel {
  public:
   explicit ReferenceKernel(const ir::Op& op) : op_(op) {}
   Status Run(const ir::ComputeContext& ctx) const override { return op_.Compute(ctx); }
+  int InPlaceInput() const override { return op_.InPlaceInput(); }
 
  private:
   const ir::Op& op_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -53,6 +54,47 @@ TEST(SessionTest, RunsAndReportsSpecs) {
   EXPECT_EQ(out[0].tensor.shape(), (Shape{2, 3}));
   const float want[] = {1.f, 0.f, 2.5f, 4.f, 0.f, 5.5f};
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
+}
+
+// Reshape, Unsqueeze, Squeeze, Flatten and Identity only relabel the shape: their output shares
+// the input's arena buffer when nothing reads the input later, and is a copy when something does.
+TEST(SessionTest, ShapeOnlyOpsShareTheirInputsBuffer) {
+  for (bool input_read_later : {false, true}) {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {4, 256}).Output("y", kF32, {});
+    m.Int64Init("s", {2}, {16, 64});
+    m.Int64Init("ax", {1}, {0});
+    m.Node("Relu", {"x"}, {"r"});
+    m.Node("Reshape", {"r", "s"}, {"a"});
+    m.Node("Unsqueeze", {"a", "ax"}, {"b"});
+    m.Node("Squeeze", {"b", "ax"}, {"c"});
+    m.Node("Flatten", {"c"}, {"d"});
+    m.Node("Identity", {"d"}, {"e"});
+    if (input_read_later) {
+      m.Node("Reshape", {"e", "s"}, {"f"});
+      m.Node("Add", {"f", "a"}, {"y"});  // a is read after the Unsqueeze
+    } else {
+      m.Node("Relu", {"e"}, {"y"});
+    }
+    SessionOptions o;
+    o.optimize = false;
+    auto s = Session::LoadFromBytes(m.Bytes(), o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const Tensor x = Iota({4, 256}, -0.5f);
+    auto p = (*s)->DescribePlanSummary({{"x", x}});
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    // One 4 KB buffer for every value, or two when `a` stays alive beside its relabelled copies.
+    EXPECT_EQ(p->arena_bytes - p->scratch_bytes, input_read_later ? 8192u : 4096u) << p->text;
+    if (!input_read_later) {
+      EXPECT_NE(p->text.find("6 outputs written in place"), std::string::npos) << p->text;
+    }
+    std::vector<NamedTensor> out;
+    ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());
+    for (int64_t i = 0; i < 1024; ++i) {
+      const float r = std::max(0.f, x.data<float>()[i]);
+      ASSERT_EQ(out[0].tensor.data<float>()[i], input_read_later ? 2 * r : r) << i;
+    }
+  }
 }
 
 TEST(SessionTest, ReportsTheModelsMetadata) {

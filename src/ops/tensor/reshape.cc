@@ -45,6 +45,7 @@ class FlattenOp : public Op {
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  int InPlaceInput() const override { return 0; }
 
  private:
   int64_t axis_;
@@ -117,6 +118,7 @@ class ReshapeOp : public Op {
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  int InPlaceInput() const override { return 0; }
 
  private:
   ReshapeOp(const Node& node, bool allowzero)
@@ -168,6 +170,7 @@ class SqueezeOp : public Op {
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  int InPlaceInput() const override { return 0; }
 
  private:
   bool has_attr_axes_;
@@ -211,6 +214,7 @@ class UnsqueezeOp : public Op {
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  int InPlaceInput() const override { return 0; }
 
  private:
   explicit UnsqueezeOp(const Node& node) : Op(node), attr_axes_(node.GetInts("axes")) {}
@@ -228,6 +232,7 @@ class IdentityOp : public Op {
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  int InPlaceInput() const override { return 0; }
 };
 KILN_REGISTER_OP("Identity", 1, ir::kMaxOpset, &ir::MakeOp<IdentityOp>);
 
