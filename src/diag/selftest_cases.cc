@@ -278,6 +278,26 @@ std::string Resize(const std::string& mode, const std::string& coord, const std:
 
 }  // namespace
 
+// ONNX Runtime's dynamic quantization of a MatMul: DynamicQuantizeLinear of the input, then
+// MatMulInteger with full-range int8 weights and the run-time zero point, Cast, and the
+// dequantizing Mul by the input's scale.
+std::string DynamicQuantMatMul() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 6, 40}).Output("y", kF32, {2, 6, 24});
+  auto* wq = b.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {40, 24}) wq->add_dims(d);
+  std::string raw;
+  for (float v : Random(40 * 24, 35, -128.f, 127.f)) raw.push_back(static_cast<char>(v));
+  wq->set_raw_data(raw);
+  b.Node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  b.Node("MatMulInteger", {"xq", "wq", "xz"}, {"acc"});
+  ModelBuilder::IntAttr(b.Node("Cast", {"acc"}, {"accf"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"accf", "xs"}, {"y"});
+  return b.Bytes();
+}
+
 // An int8 QDQ convolution (Q -> DQ on the input, DQ of int8 weights per channel, bias, Relu)
 // followed by a QDQ'd Gemm input: QConv's int8 kernel, the Q/DQ loops. The weights are even, so
 // the halved weights oneDNN uses on CPUs without VNNI are exact. `x_zero`: the input's int8 zero
@@ -536,6 +556,9 @@ std::vector<SelfTestCase> SelfTestCases() {
     gs.host_only = true;
     c.push_back(gs);
   }
+  Raw dyn{"dynamic int8 matmul (ONNX Runtime's quantize_dynamic form)", DynamicQuantMatMul()};
+  dyn.host_only = true;
+  c.push_back(dyn);
   Raw lstm{"lstm bidirectional", Lstm()};
   lstm.host_only = true;
   c.push_back(lstm);

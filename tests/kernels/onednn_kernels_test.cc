@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "../runtime/model_builder.h"
@@ -282,6 +283,110 @@ TEST(OneDnnKernelTest, MatMulOfTwoComputedTensors) {
     CheckAgainstReference(mb.Bytes(),
                           {{"a", RandomTensor(as, seed++)}, {"b", RandomTensor(bs, seed++)}},
                           {"cpu.matmul.batched"});
+  }
+}
+
+// Runs the model with reference kernels into `want` and with the default ones into `got`, after
+// checking that the default plan uses `kernel` (for outputs that are not float32).
+void RunReferenceAndFast(const std::string& bytes, const std::vector<NamedTensor>& inputs,
+                         const std::string& kernel, std::vector<NamedTensor>* want,
+                         std::vector<NamedTensor>* got) {
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto ref = Session::LoadFromBytes(bytes, ref_opts);
+  auto fast = Session::LoadFromBytes(bytes);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  auto plan = (*fast)->DescribePlan(inputs);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find(kernel), std::string::npos) << *plan;
+  ASSERT_TRUE((*ref)->Run(inputs, want).ok());
+  Status st = (*fast)->Run(inputs, got);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+}
+
+// An 8-bit initializer from raw bytes.
+void Int8Init(ModelBuilder& mb, const std::string& name, int type, const Shape& dims,
+              const std::vector<uint8_t>& bytes) {
+  onnx::TensorProto& t = mb.FloatInit(name, dims, {});
+  t.set_data_type(type);
+  t.set_raw_data(std::string(bytes.begin(), bytes.end()));
+}
+
+// MatMulInteger as ONNX Runtime's quantize_dynamic writes it (uint8 A with a run-time zero
+// point, int8 B) and the other forms: int8 A, per-column b_zero_point, uint8 B with and without a
+// zero point (2 and 4 weight parts without VNNI). Full-range values, so a saturating 16-bit sum
+// of products would show; integer results, so the comparison is exact.
+TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
+  constexpr int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
+  struct Case {
+    int a_type, b_type;
+    int b_zero;  // -1: none; -2: per column
+  };
+  const int64_t m = 5, k = 70, n = 33;
+  std::mt19937 rng(50);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto bytes = [&](size_t count) {
+    std::vector<uint8_t> v(count);
+    for (auto& x : v) x = static_cast<uint8_t>(byte(rng));
+    return v;
+  };
+  for (const Case& c : {Case{kU8, kI8, -1}, Case{kI8, kI8, -2}, Case{kU8, kU8, -1},
+                        Case{kU8, kU8, 128}, Case{kI8, kU8, -2}}) {
+    ModelBuilder mb(13);
+    mb.Input("a", c.a_type, {2, m, k}).Input("az", c.a_type, {});
+    mb.Output("y", onnx::TensorProto::INT32, {});
+    const std::vector<uint8_t> b = bytes(static_cast<size_t>(k * n));
+    Int8Init(mb, "b", c.b_type, {k, n}, b);
+    std::vector<std::string> ins = {"a", "b", "az"};
+    if (c.b_zero != -1) {
+      Int8Init(mb, "bz", c.b_type, c.b_zero == -2 ? Shape{n} : Shape{},
+               c.b_zero == -2 ? bytes(static_cast<size_t>(n))
+                              : std::vector<uint8_t>{static_cast<uint8_t>(c.b_zero)});
+      ins.push_back("bz");
+    }
+    mb.Node("MatMulInteger", ins, {"y"});
+    const DataType at = c.a_type == kU8 ? DataType::kUInt8 : DataType::kInt8;
+    Tensor a = Tensor::Empty(at, {2, m, k});
+    const std::vector<uint8_t> av = bytes(static_cast<size_t>(2 * m * k));
+    std::memcpy(a.raw(), av.data(), av.size());
+    Tensor az = Tensor::Empty(at, {});
+    *static_cast<uint8_t*>(az.raw()) = static_cast<uint8_t>(byte(rng));
+    const std::vector<NamedTensor> inputs = {{"a", a}, {"az", az}};
+    SCOPED_TRACE(std::to_string(c.a_type) + " " + std::to_string(c.b_type) + " " +
+                 std::to_string(c.b_zero));
+    std::vector<NamedTensor> want, got;
+    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.matmulinteger.onednn", &want, &got);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(got[0].tensor.shape(), (Shape{2, m, n}));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < got[0].tensor.numel(); ++i)
+      if (got[0].tensor.data<int32_t>()[i] != want[0].tensor.data<int32_t>()[i] && bad++ < 3)
+        ADD_FAILURE() << "[" << i << "] " << got[0].tensor.data<int32_t>()[i] << " vs "
+                      << want[0].tensor.data<int32_t>()[i];
+    EXPECT_EQ(bad, 0);
+  }
+}
+
+// DynamicQuantizeLinear's loop against the reference, bit for bit: several threaded chunks,
+// only positive values, all zeros (scale 0), and a NaN (skipped by the range, the zero point).
+TEST(OneDnnKernelTest, DynamicQuantizeLinearLoop) {
+  for (int form = 0; form < 4; ++form) {
+    const int64_t n = form == 0 ? 100003 : 777;
+    std::vector<float> x = Random(static_cast<size_t>(n), 60 + form);
+    for (float& v : x) v = form == 1 ? 3.f * std::fabs(v) : form == 2 ? 0.f : 5.f * v;
+    if (form == 3) x[17] = std::nanf("");
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {n}).Output("y", onnx::TensorProto::UINT8, {});
+    mb.Output("s", kF32, {}).Output("z", onnx::TensorProto::UINT8, {});
+    mb.Node("DynamicQuantizeLinear", {"x"}, {"y", "s", "z"});
+    const std::vector<NamedTensor> inputs = {{"x", Tensor::FromVector<float>(x, {n})}};
+    std::vector<NamedTensor> want, got;
+    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.dynamicquantizelinear.loop", &want, &got);
+    if (HasFatalFailure()) return;
+    SCOPED_TRACE(form);
+    EXPECT_EQ(got[1].tensor.data<float>()[0], want[1].tensor.data<float>()[0]);
+    EXPECT_EQ(got[2].tensor.data<uint8_t>()[0], want[2].tensor.data<uint8_t>()[0]);
+    EXPECT_EQ(std::memcmp(got[0].tensor.raw(), want[0].tensor.raw(), static_cast<size_t>(n)), 0);
   }
 }
 

@@ -12,10 +12,12 @@
 // per-axis and 16-bit cases run on the reference kernels. cpu.qadd.loop: kiln.QAdd (a residual Add
 // between Q/DQ pairs), the same arithmetic in one pass over the 8-bit operands.
 #include <algorithm>
+#include <vector>
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
 #include "ops/attrs.h"
+#include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -399,6 +401,70 @@ KernelSupport SupportsQAdd(const ir::Node&, const ir::Op&, const std::vector<Ten
   return {true, ""};
 }
 
+// cpu.dynamicquantizelinear.loop: DynamicQuantizeLinear (float32 -> uint8 with the scale and
+// zero point of the input's range, 0 included): the range in threaded chunks (NaN skipped, as
+// std::min/max do in the reference), the scale and zero point by the reference's own arithmetic,
+// then QuantizeRange: bit for bit the reference kernel's result.
+class DynamicQuantizeLoop final : public runtime::Kernel {
+ public:
+  explicit DynamicQuantizeLoop(const ir::Node&) {}
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const Tensor& xt = ctx.in(0);
+    const float* x = xt.data<float>();
+    const int64_t n = xt.numel();
+    constexpr int64_t kChunk = 1 << 15;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    float lo = 0.f, hi = 0.f;  // the range always includes 0
+    std::vector<float> los(static_cast<size_t>(chunks), 0.f), his(static_cast<size_t>(chunks), 0.f);
+    ParallelFor(chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        float l = 0.f, h = 0.f;
+        for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+          l = std::min(l, x[i]);
+          h = std::max(h, x[i]);
+        }
+        los[c] = l;
+        his[c] = h;
+      }
+    });
+    for (int64_t c = 0; c < chunks; ++c) {
+      lo = std::min(lo, los[c]);
+      hi = std::max(hi, his[c]);
+    }
+    const float scale = (hi - lo) / 255.f;
+    int32_t zp = 0;
+    if (scale > 0.f) zp = ops::quant::QuantizeValue(0.f - lo, scale, 0, 0.f, 255.f);
+    ctx.out(1).data<float>()[0] = scale;
+    ctx.out(2).data<uint8_t>()[0] = static_cast<uint8_t>(zp);
+    uint8_t* y = ctx.out(0).data<uint8_t>();
+    if (!(scale > 0.f)) {
+      std::fill(y, y + n, uint8_t{0});
+      return OkStatus();
+    }
+    const float z = static_cast<float>(zp);
+    ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
+      QuantizeRange(x, y, b, e, scale, 0.f - z, 255.f - z, z);
+    });
+    return OkStatus();
+  }
+};
+
+KernelSupport SupportsDynamicQuantize(const ir::Node&, const ir::Op&,
+                                      const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != DataType::kFloat) return {false, "needs float32 input"};
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.dynamicquantizelinear.loop",
+                                        "DynamicQuantizeLinear",
+                                        "",
+                                        11,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsDynamicQuantize,
+                                        CreateKernel<DynamicQuantizeLoop>,
+                                        {}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.quantizelinear.loop",
                                         "QuantizeLinear",
                                         "",
