@@ -2,8 +2,8 @@
 // right-hand side prepacked once in the layout oneDNN chooses. Gemm: Y = alpha*op(A)*op(B) +
 // beta*C with C constant and broadcast along rows ([N], [1,N] or scalar) becoming the bias.
 // MatMul / kiln.FusedMatMul: A [..., M, K] (plain, leading dims folded into M) times a constant
-// 2-D B [K, N], plus FusedMatMul's bias and activation post-op. Other shapes decline to the
-// reference kernel.
+// 2-D B [K, N], plus FusedMatMul's bias and activation post-op. A MatMul whose B is computed or
+// not 2-D runs on cpu.matmul.batched (below); other shapes decline to the reference kernel.
 #include <algorithm>
 #include <cstring>
 
