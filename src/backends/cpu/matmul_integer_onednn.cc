@@ -153,7 +153,7 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
   memory weights_;
 };
 
-bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+using ops::quant::Is8Bit;
 
 KernelSupport SupportsMatMulInteger(const ir::Node& node, const ir::Op&,
                                     const std::vector<TensorInfo>& in) {

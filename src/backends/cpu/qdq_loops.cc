@@ -133,7 +133,7 @@ class DequantizeLoop final : public PerTensorLoop {
   }
 };
 
-bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+using ops::quant::Is8Bit;
 
 // Per channel (axis 1). Plain X: an exact loop (x / scale[c], as the reference kernel). X in a
 // oneDNN layout with zero points 0: a reorder into the same layout with output scales
@@ -408,14 +408,20 @@ KernelSupport SupportsQAdd(const ir::Node&, const ir::Op&, const std::vector<Ten
 class DynamicQuantizeLoop final : public runtime::Kernel {
  public:
   explicit DynamicQuantizeLoop(const ir::Node&) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    chunks_ = (NumElements(ctx->inputs[0].shape) + kChunk - 1) / kChunk;
+    return OkStatus();
+  }
+  // Scratch: each chunk's minimum, then each chunk's maximum (no allocation in a run).
+  size_t ScratchBytes() const override { return 2 * static_cast<size_t>(chunks_) * sizeof(float); }
   Status Run(const ir::ComputeContext& ctx) const override {
     const Tensor& xt = ctx.in(0);
     const float* x = xt.data<float>();
     const int64_t n = xt.numel();
-    constexpr int64_t kChunk = 1 << 15;
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    const int64_t chunks = chunks_;
     float lo = 0.f, hi = 0.f;  // the range always includes 0
-    std::vector<float> los(static_cast<size_t>(chunks), 0.f), his(static_cast<size_t>(chunks), 0.f);
+    float* los = static_cast<float*>(ctx.scratch);
+    float* his = los + chunks;
     ParallelFor(chunks, 1, [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) {
         float l = 0.f, h = 0.f;
@@ -447,6 +453,10 @@ class DynamicQuantizeLoop final : public runtime::Kernel {
     });
     return OkStatus();
   }
+
+ private:
+  static constexpr int64_t kChunk = 1 << 15;
+  int64_t chunks_ = 0;
 };
 
 KernelSupport SupportsDynamicQuantize(const ir::Node&, const ir::Op&,

@@ -29,7 +29,7 @@ using ir::InferContext;
 using ir::Node;
 using ir::Op;
 
-bool Is8Bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+using quant::Is8Bit;
 
 Status Expect8Bit(const InferContext& ctx, size_t i, const std::string& describe,
                   const char* what) {
