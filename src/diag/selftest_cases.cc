@@ -298,6 +298,26 @@ std::string DynamicQuantMatMul() {
   return b.Bytes();
 }
 
+// ONNX Runtime's dynamic quantization of a Conv: DynamicQuantizeLinear of the input, then
+// ConvInteger with full-range int8 weights and the run-time zero point, Cast, and the
+// dequantizing Mul by the input's scale.
+std::string DynamicQuantConv() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {1, 24, 9, 9}).Output("y", kF32, {1, 16, 9, 9});
+  auto* wq = b.proto().mutable_graph()->add_initializer();
+  wq->set_name("wq");
+  wq->set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {16, 24, 3, 3}) wq->add_dims(d);
+  std::string raw;
+  for (float v : Random(16 * 24 * 9, 36, -128.f, 127.f)) raw.push_back(static_cast<char>(v));
+  wq->set_raw_data(raw);
+  b.Node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
+  ModelBuilder::IntsAttr(b.Node("ConvInteger", {"xq", "wq", "xz"}, {"acc"}), "pads", {1, 1, 1, 1});
+  ModelBuilder::IntAttr(b.Node("Cast", {"acc"}, {"accf"}), "to", onnx::TensorProto::FLOAT);
+  b.Node("Mul", {"accf", "xs"}, {"y"});
+  return b.Bytes();
+}
+
 // An int8 QDQ convolution (Q -> DQ on the input, DQ of int8 weights per channel, bias, Relu)
 // followed by a QDQ'd Gemm input: QConv's int8 kernel, the Q/DQ loops. The weights are even, so
 // the halved weights oneDNN uses on CPUs without VNNI are exact. `x_zero`: the input's int8 zero
@@ -559,6 +579,9 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw dyn{"dynamic int8 matmul (ONNX Runtime's quantize_dynamic form)", DynamicQuantMatMul()};
   dyn.host_only = true;
   c.push_back(dyn);
+  Raw dyn_conv{"dynamic int8 conv (ONNX Runtime's quantize_dynamic form)", DynamicQuantConv()};
+  dyn_conv.host_only = true;
+  c.push_back(dyn_conv);
   Raw lstm{"lstm bidirectional", Lstm()};
   lstm.host_only = true;
   c.push_back(lstm);

@@ -188,6 +188,26 @@ TEST(OneDnnKernelTest, PoolsOnBlockedInput) {
   }
 }
 
+// Pools reading a plain input (a graph input, or a non-oneDNN producer's output): reordered
+// channels-last into scratch first. 1-3 spatial dims, channel counts off the vector width.
+TEST(OneDnnKernelTest, PoolsOnPlainInput) {
+  const std::vector<Shape> shapes = {{2, 5, 17}, {1, 12, 11, 9}, {1, 3, 6, 7, 5}};
+  for (size_t v = 0; v < 2 * shapes.size(); ++v) {
+    const Shape& x = shapes[v % shapes.size()];
+    const size_t spatial = x.size() - 2;
+    const bool is_max = v < shapes.size();
+    ModelBuilder mb;
+    mb.Input("x", kF32, x).Output("y", kF32, {});
+    auto& p = mb.Node(is_max ? "MaxPool" : "AveragePool", {"x"}, {"y"});
+    ModelBuilder::IntsAttr(p, "kernel_shape", std::vector<int64_t>(spatial, 3));
+    ModelBuilder::IntsAttr(p, "strides", std::vector<int64_t>(spatial, 2));
+    ModelBuilder::IntsAttr(p, "pads", std::vector<int64_t>(2 * spatial, 1));
+    SCOPED_TRACE(v);
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(x, 6 + static_cast<uint32_t>(v))}},
+                          {is_max ? "cpu.maxpool.onednn" : "cpu.averagepool.onednn"});
+  }
+}
+
 // Squeeze-excite shape: Mul(scale[N,C,1,1], x[N,C,H,W]) with the broadcast operand first, and a
 // residual Add of two blocked conv outputs.
 TEST(OneDnnKernelTest, BinaryBroadcastAndBlockedOperands) {
@@ -312,6 +332,16 @@ void Int8Init(ModelBuilder& mb, const std::string& name, int type, const Shape& 
   t.set_raw_data(std::string(bytes.begin(), bytes.end()));
 }
 
+// Two int32 tensors of one shape are equal element for element (the first 3 differences shown).
+void ExpectSameInt32(const Tensor& want, const Tensor& got) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (got.data<int32_t>()[i] != want.data<int32_t>()[i] && bad++ < 3)
+      ADD_FAILURE() << "[" << i << "] " << got.data<int32_t>()[i] << " vs "
+                    << want.data<int32_t>()[i];
+  EXPECT_EQ(bad, 0);
+}
+
 // MatMulInteger as ONNX Runtime's quantize_dynamic writes it (uint8 A with a run-time zero
 // point, int8 B) and the other forms: int8 A, per-column b_zero_point, uint8 B with and without a
 // zero point (2 and 4 weight parts without VNNI). Full-range values, so a saturating 16-bit sum
@@ -358,12 +388,79 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
     RunReferenceAndFast(mb.Bytes(), inputs, "cpu.matmulinteger.onednn", &want, &got);
     if (HasFatalFailure()) return;
     ASSERT_EQ(got[0].tensor.shape(), (Shape{2, m, n}));
-    int64_t bad = 0;
-    for (int64_t i = 0; i < got[0].tensor.numel(); ++i)
-      if (got[0].tensor.data<int32_t>()[i] != want[0].tensor.data<int32_t>()[i] && bad++ < 3)
-        ADD_FAILURE() << "[" << i << "] " << got[0].tensor.data<int32_t>()[i] << " vs "
-                      << want[0].tensor.data<int32_t>()[i];
-    EXPECT_EQ(bad, 0);
+    ExpectSameInt32(want[0].tensor, got[0].tensor);
+  }
+}
+
+// ConvInteger as ONNX Runtime's quantize_dynamic writes it (uint8 X with a run-time zero point,
+// int8 W, 2 weight parts without VNNI) and the other forms: int8 X with and without a zero point,
+// uint8 W with a per-channel zero point, groups, strides, asymmetric pads, dilation, 1-D, and
+// depthwise (1 part for int8 W; 3 for uint8 W without a zero point). Full-range values, so a
+// saturating 16-bit sum of products would show; integer results, so the comparison is exact.
+TEST(OneDnnKernelTest, ConvIntegerIsExact) {
+  constexpr int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
+  struct Case {
+    int x_type, w_type;
+    bool x_zero;
+    int w_zero;  // -1: none; -2: per output channel
+    Shape x, w;
+    int64_t group, stride, dilation;
+    std::vector<int64_t> pads;
+  };
+  std::mt19937 rng(51);
+  std::uniform_int_distribution<int> byte(0, 255);
+  auto bytes = [&](size_t count) {
+    std::vector<uint8_t> v(count);
+    for (auto& b : v) b = static_cast<uint8_t>(byte(rng));
+    return v;
+  };
+  const std::vector<Case> cases = {
+      {kU8, kI8, true, -1, {2, 70, 9, 7}, {6, 70, 3, 3}, 1, 1, 1, {1, 1, 1, 1}},
+      {kI8, kU8, true, -2, {1, 8, 10, 11}, {6, 4, 3, 2}, 2, 2, 1, {0, 1, 2, 0}},
+      {kI8, kI8, false, -1, {1, 9, 6, 6}, {5, 9, 1, 1}, 1, 1, 1, {0, 0, 0, 0}},
+      {kU8, kI8, true, 3, {1, 5, 13}, {4, 5, 3}, 1, 1, 2, {2, 1}},
+      {kU8, kI8, true, -1, {1, 16, 8, 8}, {16, 1, 3, 3}, 16, 1, 1, {1, 1, 1, 1}},
+      {kU8, kU8, true, -1, {1, 16, 8, 8}, {16, 1, 3, 3}, 16, 2, 1, {1, 1, 1, 1}},
+  };
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& c = cases[ci];
+    ModelBuilder mb(13);
+    mb.Input("x", c.x_type, c.x).Output("y", onnx::TensorProto::INT32, {});
+    std::vector<std::string> ins = {"x", "w"};
+    if (c.x_zero) {
+      mb.Input("xz", c.x_type, {});
+      ins.push_back("xz");
+    }
+    Int8Init(mb, "w", c.w_type, c.w, bytes(static_cast<size_t>(NumElements(c.w))));
+    if (c.w_zero != -1) {
+      if (!c.x_zero) ins.push_back("");
+      Int8Init(mb, "wz", c.w_type, c.w_zero == -2 ? Shape{c.w[0]} : Shape{},
+               c.w_zero == -2 ? bytes(static_cast<size_t>(c.w[0]))
+                              : std::vector<uint8_t>{static_cast<uint8_t>(c.w_zero)});
+      ins.push_back("wz");
+    }
+    auto& node = mb.Node("ConvInteger", ins, {"y"});
+    ModelBuilder::IntAttr(node, "group", c.group);
+    const size_t spatial = c.x.size() - 2;
+    ModelBuilder::IntsAttr(node, "strides", std::vector<int64_t>(spatial, c.stride));
+    ModelBuilder::IntsAttr(node, "dilations", std::vector<int64_t>(spatial, c.dilation));
+    ModelBuilder::IntsAttr(node, "pads", c.pads);
+    const DataType xt = c.x_type == kU8 ? DataType::kUInt8 : DataType::kInt8;
+    Tensor x = Tensor::Empty(xt, c.x);
+    const std::vector<uint8_t> xv = bytes(static_cast<size_t>(NumElements(c.x)));
+    std::memcpy(x.raw(), xv.data(), xv.size());
+    std::vector<NamedTensor> inputs = {{"x", x}};
+    if (c.x_zero) {
+      Tensor xz = Tensor::Empty(xt, {});
+      *static_cast<uint8_t*>(xz.raw()) = static_cast<uint8_t>(byte(rng));
+      inputs.push_back({"xz", xz});
+    }
+    SCOPED_TRACE("case " + std::to_string(ci));
+    std::vector<NamedTensor> want, got;
+    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.convinteger.onednn", &want, &got);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
+    ExpectSameInt32(want[0].tensor, got[0].tensor);
   }
 }
 

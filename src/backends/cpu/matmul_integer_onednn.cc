@@ -16,7 +16,6 @@
 // zero point is a reference gemm).
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,30 +92,15 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
     const int64_t n = b.shape()[1];
     m_ = NumElements(ai.shape) / k_;
 
-    // B - b_zero_point, and how many parts of at most `limit` in magnitude it needs.
+    // B - b_zero_point (per tensor or per column), split into parts (onednn_common.h).
     const Tensor* bz = node_.HasInput(3) ? ctx->constants[3] : nullptr;
-    std::vector<int32_t> bd(static_cast<size_t>(k_ * n));
-    int32_t widest = 0;
-    for (int64_t i = 0; i < k_ * n; ++i) {
-      const int32_t z = bz == nullptr ? 0 : ops::quant::ReadQuant(*bz, bz->numel() > 1 ? i % n : 0);
-      bd[i] = ops::quant::ReadQuant(b, i) - z;
-      widest = std::max(widest, std::abs(bd[i]));
-    }
-    if (Int8Vnni() && widest <= 127) {
-      parts_ = 1;
-    } else {
-      const int32_t limit = Int8Vnni() ? 127 : 64;
-      parts_ = std::max(1, (widest + limit - 1) / limit);
-    }
-    // Part j of each value: its share q = v / p (toward zero), plus one unit of the remainder
-    // for the first |v - q p| parts, so the parts sum to v and none exceeds ceil(|v| / p).
+    const SplitWeights sw(
+        b, bz, [n](int64_t i) { return i % n; }, Int8Vnni() ? 127 : 64);
+    parts_ = sw.parts;
     Tensor split = Tensor::Empty(DataType::kInt8, {parts_ * k_, n});
     int8_t* sp = split.data<int8_t>();
-    for (int64_t i = 0; i < k_ * n; ++i) {
-      const int32_t v = bd[i], q = v / parts_, r = v - q * parts_;
-      for (int p = 0; p < parts_; ++p)
-        sp[p * k_ * n + i] = static_cast<int8_t>(q + (p < std::abs(r) ? (r > 0 ? 1 : -1) : 0));
-    }
+    for (int64_t i = 0; i < k_ * n; ++i)
+      for (int p = 0; p < parts_; ++p) sp[p * k_ * n + i] = sw.Part(i, p);
 
     copy_a_ = parts_ > 1 || ai.dtype == DataType::kInt8;
     const memory::data_type adt =
@@ -133,10 +117,7 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
     descs_ = PdDescs(pd_);
 
     // The packed weights depend on B, its zero point and the split: all in the cache's key.
-    std::string variant = "matmulinteger-" + std::to_string(parts_);
-    if (bz != nullptr)
-      variant += "-z" + std::to_string(std::hash<std::string_view>{}(
-                            std::string_view(static_cast<const char*>(bz->raw()), bz->bytes())));
+    const std::string variant = SplitWeights::Variant("matmulinteger", parts_, bz);
     const memory::desc plain({parts_ * k_, n}, memory::data_type::s8, memory::format_tag::ab);
     weights_ = PackWeights(plain, b, pd_.weights_desc(), &packed_b_, ctx->weights, &split, variant);
   }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/quant/quant_common.h"
 #include "runtime/session_resources.h"
 
 namespace kiln::backends::cpu {
@@ -207,6 +208,32 @@ bool Int8Vnni() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx2_vnni || isa == dnnl::cpu_isa::avx512_core_vnni ||
          isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
+SplitWeights::SplitWeights(const Tensor& w, const Tensor* zp,
+                           const std::function<int64_t(int64_t)>& channel, int32_t limit)
+    : centered(static_cast<size_t>(w.numel())) {
+  int32_t widest = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const int32_t z =
+        zp == nullptr ? 0 : ops::quant::ReadQuant(*zp, zp->numel() > 1 ? channel(i) : 0);
+    centered[i] = ops::quant::ReadQuant(w, i) - z;
+    widest = std::max(widest, std::abs(centered[i]));
+  }
+  parts = std::max(1, (widest + limit - 1) / limit);
+}
+
+int8_t SplitWeights::Part(int64_t i, int p) const {
+  const int32_t v = centered[i], q = v / parts, r = v - q * parts;
+  return static_cast<int8_t>(q + (p < std::abs(r) ? (r > 0 ? 1 : -1) : 0));
+}
+
+std::string SplitWeights::Variant(const std::string& kind, int parts, const Tensor* zp) {
+  std::string variant = kind + "-" + std::to_string(parts);
+  if (zp != nullptr)
+    variant += "-z" + std::to_string(std::hash<std::string_view>{}(
+                          std::string_view(static_cast<const char*>(zp->raw()), zp->bytes())));
+  return variant;
 }
 
 Tensor HalvedInt8(const Tensor& w) {

@@ -4,11 +4,13 @@
 // construction for fused activations, and exception-to-Status conversion.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "ir/graph.h"
 #include "kiln/status.h"
@@ -175,6 +177,24 @@ bool Int8Vnni();
 // int8 weights halved for CPUs without VNNI: each value / 2 rounded to even (7 bits); the caller
 // doubles their scales.
 Tensor HalvedInt8(const Tensor& w);
+
+// Exact integer products without VNNI (cpu.matmulinteger.onednn, cpu.convinteger.onednn): oneDNN
+// sums pairs of uint8 x int8 products in 16 bits there, so weights W - zero point wider than 64
+// are split into parts of at most 64 that sum to them, run as one product over a repeated input.
+// SplitWeights holds W - zero point (per tensor, or zp[channel(i)] for element i) and the part
+// count: 1 while the widest value fits `limit` (64 without VNNI; 127 with VNNI, or on oneDNN's
+// depthwise int8 kernels, which widen to 32 bits).
+struct SplitWeights {
+  std::vector<int32_t> centered;
+  int parts = 1;
+  SplitWeights(const Tensor& w, const Tensor* zp, const std::function<int64_t(int64_t)>& channel,
+               int32_t limit);
+  // Part p of element i: its share q = v / parts (toward zero), plus one unit of the remainder
+  // for the first |v - q parts| parts, so the parts sum to v and none exceeds ceil(|v| / parts).
+  int8_t Part(int64_t i, int p) const;
+  // The packed weights' cache variant: `kind`, the part count and a hash of the zero point.
+  static std::string Variant(const std::string& kind, int parts, const Tensor* zp);
+};
 
 // Runs a primitive with src, prepacked weights, an optional bias (a null memory for none), dst
 // and a scratchpad, on the calling thread's stream, and waits.

@@ -2,7 +2,10 @@
 // GlobalMaxPool, float32 (MaxPool also uint8/int8: QDQ models, fuse_qdq_add.cc), 1-3 spatial dims,
 // on oneDNN's pooling_v2 primitive (dilations). ceil_mode is expressed as extra end padding so
 // oneDNN produces the ONNX output size; AveragePool with ceil_mode is declined (its divisor near
-// the border differs). Input read in the producer's layout; oneDNN picks the output layout.
+// the border differs). Input read in the producer's layout; oneDNN picks the output layout. A
+// plain (NCHW) input of a windowed pool is first reordered channels-last into scratch: oneDNN 2.6
+// pools plain layouts with a scalar reference loop (simple_nchw: 9 ms for ResNet-50's 64x112x112
+// MaxPool where its jit kernel on channels-last takes well under 1 ms with both reorders).
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
 #include "ops/nn/spatial.h"
@@ -24,10 +27,21 @@ class PoolOneDnn final : public runtime::Kernel {
     return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
-  size_t ScratchBytes() const override { return pd_.scratchpad_desc().get_size(); }
+  size_t ScratchBytes() const override {
+    return ReorderedBytes(src_reorder_, descs_.src) + descs_.scratchpad.get_size();
+  }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, descs_.dst, ctx);
+    if (!src_reorder_) return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, descs_.dst, ctx);
+    return Guard(node_, [&] {
+      char* scratch = static_cast<char*>(ctx.scratch);
+      const void* x = InputAs(src_reorder_, src_, descs_.src, ctx.in(0).raw(), scratch);
+      RunMemory s(descs_.src, x), d(descs_.dst, ctx.out(0).raw()),
+          sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
+      Execute(prim_,
+              {{DNNL_ARG_SRC, s.get()}, {DNNL_ARG_DST, d.get()}, {DNNL_ARG_SCRATCHPAD, sp.get()}});
+      ThreadStream().wait();
+    });
   }
 
  private:
@@ -66,11 +80,19 @@ class PoolOneDnn final : public runtime::Kernel {
                               : dnnl::algorithm::pooling_avg_exclude_padding;
     const TensorInfo& x = ctx->inputs[0];
     src_ = InputDesc(x);
+    memory::desc src = src_;
+    if (x.layout == nullptr && !global) {
+      const memory::format_tag last = n == 1   ? memory::format_tag::acb
+                                      : n == 2 ? memory::format_tag::acdb
+                                               : memory::format_tag::acdeb;
+      src = memory::desc(Dims(xs), src_.data_type(), last);
+      src_reorder_ = MakeReorder(src_, src);
+    }
     memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_, dst_any,
-                                     strides, kernel, dil, pl, pr);
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst_any, strides,
+                                     kernel, dil, pl, pr);
     pd_ = dnnl::pooling_v2_forward::primitive_desc(d, attr, Engine());
     prim_ = dnnl::pooling_v2_forward(pd_);
     descs_ = PdDescs(pd_);
@@ -79,7 +101,8 @@ class PoolOneDnn final : public runtime::Kernel {
 
   ir::Node node_;
   ops::PoolAttrs a_;
-  memory::desc src_;
+  memory::desc src_;  // as the input arrives
+  dnnl::reorder src_reorder_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
   PdDescs descs_;
   dnnl::pooling_v2_forward prim_;
