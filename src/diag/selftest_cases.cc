@@ -94,6 +94,21 @@ std::string Unary(const std::string& op, const std::vector<int64_t>& dims) {
   return b.Bytes();
 }
 
+// PyTorch's erf-form GELU at opset 13 on an input, which fuse_gelu turns into one kiln.Gelu.
+std::string GeluErfForm(const std::vector<int64_t>& dims) {
+  ModelBuilder b(13);
+  b.Input("x", kF32, dims).Output("y", kF32, dims);
+  b.FloatInit("sqrt2", {}, {1.4142135381698608f});
+  b.FloatInit("one", {}, {1.f});
+  b.FloatInit("half", {}, {0.5f});
+  b.Node("Div", {"x", "sqrt2"}, {"g1"});
+  b.Node("Erf", {"g1"}, {"g2"});
+  b.Node("Add", {"g2", "one"}, {"g3"});
+  b.Node("Mul", {"x", "g3"}, {"g4"});
+  b.Node("Mul", {"g4", "half"}, {"y"});
+  return b.Bytes();
+}
+
 std::string Binary(const std::string& op, const std::vector<int64_t>& a,
                    const std::vector<int64_t>& bdims, const std::vector<int64_t>& out) {
   ModelBuilder b(13);
@@ -554,6 +569,8 @@ std::vector<SelfTestCase> SelfTestCases() {
   for (const char* op : {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Erf",
                          "Exp", "Neg", "Abs", "Elu", "Gelu"})
     c.push_back({std::string("unary ") + op, Unary(op, {3, 7, 11})});
+  c.push_back({"gelu erf form, opset 13 (fused: kiln.Gelu)", GeluErfForm({3, 7, 11})});
+  c.push_back({"gelu erf form, large (fused: kiln.Gelu)", GeluErfForm({2, 197, 300})});
   for (const char* op : {"Log", "Sqrt", "Reciprocal"}) {
     Raw pc{std::string("unary ") + op, Unary(op, {3, 7, 11})};
     pc.positive_inputs = true;

@@ -58,7 +58,8 @@ Status ParseActivation(const ir::Node& node, Activation* act) {
 
 bool ActivationOfNode(const ir::Node& node, const std::vector<const Tensor*>& constants,
                       Activation* act) {
-  if (!node.domain.empty() && node.domain != "ai.onnx") return false;
+  const bool kiln_gelu = node.domain == "kiln" && node.op_type == "Gelu";  // fuse_gelu's
+  if (!node.domain.empty() && node.domain != "ai.onnx" && !kiln_gelu) return false;
   const std::string& t = node.op_type;
   ActivationKind kind = ActivationKind::kNone;
   for (const Entry& e : kActivations)

@@ -40,6 +40,7 @@ std::unique_ptr<Pass> MakeFuseConvActivationPass();  // fuse_conv_activation.cc
 std::unique_ptr<Pass> MakeFuseBnActivationPass();    // fuse_bn_activation.cc
 std::unique_ptr<Pass> MakeFuseMatMulAddPass();       // fuse_matmul_add.cc
 std::unique_ptr<Pass> MakeFuseLayerNormPass();       // fuse_layernorm.cc
+std::unique_ptr<Pass> MakeFuseGeluPass();            // fuse_gelu.cc
 std::unique_ptr<Pass> MakeQdqInt8ToUint8Pass();      // qdq_int8_to_uint8.cc
 std::unique_ptr<Pass> MakeFuseQdqConvPass();         // fuse_qdq_conv.cc
 std::unique_ptr<Pass> MakeFuseQdqMatMulPass();       // fuse_qdq_matmul.cc

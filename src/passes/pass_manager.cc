@@ -5,7 +5,8 @@
 // fusions see constant weights), then fuse_conv_bn (needs plain Conv), fuse_conv_add before
 // fuse_conv_activation (so ResNet's Conv -> Add -> Relu becomes one FusedConv with Z and Relu,
 // while Conv -> Relu -> Add keeps its Add), fuse_bn_activation after fuse_conv_bn (only the
-// normalizations no convolution absorbed), fuse_matmul_add, fuse_layernorm, then qdq_int8_to_uint8
+// normalizations no convolution absorbed), fuse_matmul_add, fuse_layernorm, fuse_gelu (the GELUs
+// no producer absorbed), then qdq_int8_to_uint8
 // (asymmetric int8 activations become uint8, exactly, so the next two see zero point 0 after a
 // ReLU), fuse_qdq_conv (QDQ models: DequantizeLinear -> Conv or FusedConv becomes an int8 QConv,
 // after the conv fusions so it keeps their activation and residual), fuse_qdq_matmul
@@ -37,6 +38,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeFuseBnActivationPass());
   p.push_back(MakeFuseMatMulAddPass());
   p.push_back(MakeFuseLayerNormPass());
+  p.push_back(MakeFuseGeluPass());
   p.push_back(MakeQdqInt8ToUint8Pass());
   p.push_back(MakeFuseQdqConvPass());
   p.push_back(MakeFuseQdqMatMulPass());

@@ -85,6 +85,36 @@ TEST(FuseMatMulAddTest, DoesNotFire) {
   }
 }
 
+// A GELU no producer can absorb (after a MatMul of two inputs, as after ONNX Runtime's dynamic
+// MatMulInteger -> Cast -> Mul -> Add) becomes one kiln.Gelu; not when an intermediate value is a
+// graph output.
+TEST(FuseGeluTest, StandaloneGelu) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder m(13);
+    m.Input("a", kF32, {-1, 3, 4}).Input("b", kF32, {4, 5}).Output("y", kF32, {-1, 3, 5});
+    m.Node("MatMul", {"a", "b"}, {"h"});
+    Gelu(m, "h", "y");
+    if (variant == 1) m.Output("g2", kF32, {-1, 3, 5});  // Erf's output read outside
+    std::vector<std::string> log;
+    auto h = OptimizedOps(m.Bytes(), {}, &log);
+    SCOPED_TRACE(variant);
+    EXPECT_EQ(Ops(h, "kiln.Gelu"), variant == 1 ? 0 : 1) << ::testing::PrintToString(h);
+    EXPECT_EQ(Ops(h, "Erf"), variant == 1 ? 1 : 0);
+    ExpectSameOutputs(m.Bytes(),
+                      {{"a", RandomTensor({2, 3, 4}, 140)}, {"b", RandomTensor({4, 5}, 141)}});
+    if (variant == 2) {
+      // The fused graph's kernel: one oneDNN eltwise (gelu_erf) in place of five steps.
+      SessionOptions o;
+      auto session = Session::LoadFromBytes(m.Bytes(), o);
+      ASSERT_TRUE(session.ok());
+      auto plan = (*session)->DescribePlan(
+          {{"a", RandomTensor({64, 3, 4}, 142)}, {"b", RandomTensor({4, 5}, 143)}});
+      ASSERT_TRUE(plan.ok());
+      EXPECT_NE(plan->find("cpu.gelu."), std::string::npos) << *plan;
+    }
+  }
+}
+
 // PyTorch's opset-13 LayerNorm over the last dim; gamma/beta as initializers, eps and the exponent
 // as Constant nodes.
 void DecomposedLayerNorm(ModelBuilder& m, const std::string& x, const std::string& y, bool affine,

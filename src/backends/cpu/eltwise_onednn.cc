@@ -76,6 +76,16 @@ KILN_ELTWISE_KERNEL("Tanh", "tanh", {});
 KILN_ELTWISE_KERNEL("HardSwish", "hardswish", {});
 KILN_ELTWISE_KERNEL("Elu", "elu", {});
 KILN_ELTWISE_KERNEL("Gelu", "gelu", {});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gelu.onednn",
+                                        "Gelu",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsEltwise,
+                                        CreateKernel<EltwiseOneDnn>,
+                                        {}});
 KILN_ELTWISE_KERNEL("Exp", "exp", {});
 KILN_ELTWISE_KERNEL("Sqrt", "sqrt", {});
 KILN_ELTWISE_KERNEL("Abs", "abs", {});

@@ -162,6 +162,16 @@ KILN_UNARY_SMALL("Tanh", "tanh", {});
 KILN_UNARY_SMALL("HardSwish", "hardswish", {});
 KILN_UNARY_SMALL("Elu", "elu", {});
 KILN_UNARY_SMALL("Gelu", "gelu", {});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gelu.small",
+                                        "Gelu",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        12,
+                                        SupportsUnarySmall,
+                                        CreateKernel<UnarySmall>,
+                                        {}});
 KILN_UNARY_SMALL("Exp", "exp", {});
 KILN_UNARY_SMALL("Sqrt", "sqrt", {});
 KILN_UNARY_SMALL("Abs", "abs", {});

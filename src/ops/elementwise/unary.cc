@@ -94,6 +94,8 @@ KILN_REGISTER_OP("LeakyRelu", 1, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("HardSigmoid", 1, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("Elu", 1, ir::kMaxOpset, &ActivationOp::Create);
 KILN_REGISTER_OP("Gelu", 20, ir::kMaxOpset, &ActivationOp::Create);
+// fuse_gelu's node in models whose opset predates Gelu-20 (passes/fuse_gelu.cc).
+KILN_REGISTER_OP_DOMAIN("kiln", "Gelu", 1, 1, &ActivationOp::Create);
 
 // Ops defined on float and signed integers.
 template <typename Fn>

@@ -126,6 +126,8 @@ KILN_CUDA_UNARY("HardSigmoid", "cuda.hardsigmoid.kernel");
 KILN_CUDA_UNARY("HardSwish", "cuda.hardswish.kernel");
 KILN_CUDA_UNARY("Elu", "cuda.elu.kernel");
 KILN_CUDA_UNARY("Gelu", "cuda.gelu.kernel");
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "cuda.gelu.kernel", "Gelu", "kiln", 1, 1, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}});
 KILN_CUDA_UNARY("Erf", "cuda.erf.kernel");
 KILN_CUDA_UNARY("Exp", "cuda.exp.kernel");
 KILN_CUDA_UNARY("Log", "cuda.log.kernel");
