@@ -98,14 +98,7 @@ std::string Unary(const std::string& op, const std::vector<int64_t>& dims) {
 std::string GeluErfForm(const std::vector<int64_t>& dims) {
   ModelBuilder b(13);
   b.Input("x", kF32, dims).Output("y", kF32, dims);
-  b.FloatInit("sqrt2", {}, {1.4142135381698608f});
-  b.FloatInit("one", {}, {1.f});
-  b.FloatInit("half", {}, {0.5f});
-  b.Node("Div", {"x", "sqrt2"}, {"g1"});
-  b.Node("Erf", {"g1"}, {"g2"});
-  b.Node("Add", {"g2", "one"}, {"g3"});
-  b.Node("Mul", {"x", "g3"}, {"g4"});
-  b.Node("Mul", {"g4", "half"}, {"y"});
+  b.GeluErfForm("x", "y");
   return b.Bytes();
 }
 

@@ -64,6 +64,21 @@ class ModelBuilder {
     for (int64_t v : values) t->add_int64_data(v);
     return *t;
   }
+  // PyTorch's erf-form GELU, y = (x * (1 + Erf(x / divisor))) * 0.5, its constants and
+  // intermediate values named after y ("<y>_sqrt2", "<y>_g1", ...); divisor sqrt(2) as float32
+  // unless a test wants a near miss.
+  ModelBuilder& GeluErfForm(const std::string& x, const std::string& y,
+                            float divisor = 1.4142135381698608f) {
+    FloatInit(y + "_sqrt2", {}, {divisor});
+    FloatInit(y + "_one", {}, {1.f});
+    FloatInit(y + "_half", {}, {0.5f});
+    Node("Div", {x, y + "_sqrt2"}, {y + "_g1"});
+    Node("Erf", {y + "_g1"}, {y + "_g2"});
+    Node("Add", {y + "_g2", y + "_one"}, {y + "_g3"});
+    Node("Mul", {x, y + "_g3"}, {y + "_g4"});
+    Node("Mul", {y + "_g4", y + "_half"}, {y});
+    return *this;
+  }
   ModelBuilder& ImportDomain(const std::string& domain, int version) {
     auto* op = model_.add_opset_import();
     op->set_domain(domain);

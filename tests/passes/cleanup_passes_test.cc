@@ -110,8 +110,8 @@ TEST(EliminateIdentityTest, SquaresBecomeMultiplies) {
   EXPECT_EQ(Ops(h, "Mul"), 1);
   ASSERT_FALSE(log.empty());
   EXPECT_NE(log[0].find("1 Pow(x, 2) -> Mul(x, x)"), std::string::npos) << log[0];
-  ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({2, 5}, 6)},
-                                {"e", Tensor::FromVector<float>({2.f}, {})}});
+  ExpectSameOutputs(m.Bytes(),
+                    {{"x", RandomTensor({2, 5}, 6)}, {"e", Tensor::FromVector<float>({2.f}, {})}});
 }
 
 TEST(EliminateIdentityTest, CollapsesReshapeChains) {

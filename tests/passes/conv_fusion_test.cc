@@ -229,19 +229,18 @@ std::vector<ActCase> ActivationCases() {
   auto unary = [](const char* op) { return [op](ModelBuilder& m) { m.Node(op, {"c"}, {"y"}); }; };
   auto gelu = [](int order) {
     return [order](ModelBuilder& m) {
+      if (order == 0) {
+        m.GeluErfForm("c", "y");
+        return;
+      }
       m.FloatInit("sqrt2", {}, {1.4142135381698608f});
       m.FloatInit("one", {}, {1.f});
       m.FloatInit("half", {}, {0.5f});
       m.Node("Div", {"c", "sqrt2"}, {"g1"});
       m.Node("Erf", {"g1"}, {"g2"});
       m.Node("Add", {"g2", "one"}, {"g3"});
-      if (order == 0) {
-        m.Node("Mul", {"c", "g3"}, {"g4"});
-        m.Node("Mul", {"g4", "half"}, {"y"});
-      } else {
-        m.Node("Mul", {"c", "half"}, {"g4"});
-        m.Node("Mul", {"g4", "g3"}, {"y"});
-      }
+      m.Node("Mul", {"c", "half"}, {"g4"});  // the other order: (x * 0.5) * (1 + erf)
+      m.Node("Mul", {"g4", "g3"}, {"y"});
     };
   };
   return {
@@ -337,14 +336,7 @@ TEST(FuseConvActivationTest, DoesNotFire) {
       m.Node("Sigmoid", {"c"}, {"s"});
       m.Node("Mul", {"c", "s"}, {"y"});
     } else {  // Gelu with the wrong constant
-      m.FloatInit("k", {}, {1.5f});
-      m.FloatInit("one", {}, {1.f});
-      m.FloatInit("half", {}, {0.5f});
-      m.Node("Div", {"c", "k"}, {"g1"});
-      m.Node("Erf", {"g1"}, {"g2"});
-      m.Node("Add", {"g2", "one"}, {"g3"});
-      m.Node("Mul", {"c", "g3"}, {"g4"});
-      m.Node("Mul", {"g4", "half"}, {"y"});
+      m.GeluErfForm("c", "y", 1.5f);
     }
     auto h = OptimizedOps(m.Bytes());
     EXPECT_EQ(Ops(h, "kiln.FusedConv"), 0) << variant;
