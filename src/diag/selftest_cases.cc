@@ -288,8 +288,9 @@ std::string Resize(const std::string& mode, const std::string& coord, const std:
 
 // ONNX Runtime's dynamic quantization of a MatMul: DynamicQuantizeLinear of the input, then
 // MatMulInteger with full-range int8 weights and the run-time zero point, Cast, and the
-// dequantizing Mul by the input's scale.
-std::string DynamicQuantMatMul() {
+// dequantizing Mul by the input's scale. `few_wide`: the weights within +-60 but for every 25th,
+// as trained weights are (the clamped weights + sparse rest path on CPUs without VNNI).
+std::string DynamicQuantMatMul(bool few_wide = false) {
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 6, 40}).Output("y", kF32, {2, 6, 24});
   auto* wq = b.proto().mutable_graph()->add_initializer();
@@ -297,7 +298,8 @@ std::string DynamicQuantMatMul() {
   wq->set_data_type(onnx::TensorProto::INT8);
   for (int64_t d : {40, 24}) wq->add_dims(d);
   std::string raw;
-  for (float v : Random(40 * 24, 35, -128.f, 127.f)) raw.push_back(static_cast<char>(v));
+  for (float v : Random(40 * 24, 35, -128.f, 127.f))
+    raw.push_back(static_cast<char>(few_wide && raw.size() % 25 != 0 ? v * 60 / 128 : v));
   wq->set_raw_data(raw);
   b.Node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xz"});
   b.Node("MatMulInteger", {"xq", "wq", "xz"}, {"acc"});
@@ -589,6 +591,9 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw dyn{"dynamic int8 matmul (ONNX Runtime's quantize_dynamic form)", DynamicQuantMatMul()};
   dyn.host_only = true;
   c.push_back(dyn);
+  Raw dyn_sparse{"dynamic int8 matmul, few wide weights", DynamicQuantMatMul(true)};
+  dyn_sparse.host_only = true;
+  c.push_back(dyn_sparse);
   Raw dyn_conv{"dynamic int8 conv (ONNX Runtime's quantize_dynamic form)", DynamicQuantConv()};
   dyn_conv.host_only = true;
   c.push_back(dyn_conv);

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #include "../runtime/model_builder.h"
 #include "blocked_layout_expectations.h"
@@ -332,6 +334,19 @@ void Int8Init(ModelBuilder& mb, const std::string& name, int type, const Shape& 
   t.set_raw_data(std::string(bytes.begin(), bytes.end()));
 }
 
+// Whether the CPU has VNNI-class int8 dot products (oneDNN then needs no weight split), from
+// /proc/cpuinfo's flags.
+bool Int8VnniHere() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0)
+      return line.find(" avx_vnni") != std::string::npos ||
+             line.find(" avx512_vnni") != std::string::npos ||
+             line.find(" amx_int8") != std::string::npos;
+  return false;
+}
+
 // Two int32 tensors of one shape are equal element for element (the first 3 differences shown).
 void ExpectSameInt32(const Tensor& want, const Tensor& got) {
   int64_t bad = 0;
@@ -345,12 +360,16 @@ void ExpectSameInt32(const Tensor& want, const Tensor& got) {
 // MatMulInteger as ONNX Runtime's quantize_dynamic writes it (uint8 A with a run-time zero
 // point, int8 B) and the other forms: int8 A, per-column b_zero_point, uint8 B with and without a
 // zero point (2 and 4 weight parts without VNNI). Full-range values, so a saturating 16-bit sum
-// of products would show; integer results, so the comparison is exact.
+// of products would show; integer results, so the comparison is exact. The `trained` cases have
+// B - zero point within +-60 but for 3 % of full-range values (trained weights under a per-tensor
+// scale): without VNNI those run as clamped weights plus the sparse correction, with 10 rows of A
+// (a block of 8 and a partial one).
 TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
   constexpr int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
   struct Case {
     int a_type, b_type;
     int b_zero;  // -1: none; -2: per column
+    bool trained = false;
   };
   const int64_t m = 5, k = 70, n = 33;
   std::mt19937 rng(50);
@@ -360,12 +379,17 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
     for (auto& x : v) x = static_cast<uint8_t>(byte(rng));
     return v;
   };
-  for (const Case& c : {Case{kU8, kI8, -1}, Case{kI8, kI8, -2}, Case{kU8, kU8, -1},
-                        Case{kU8, kU8, 128}, Case{kI8, kU8, -2}}) {
+  std::uniform_int_distribution<int> percent(0, 99), near(-60, 60);
+  for (const Case& c :
+       {Case{kU8, kI8, -1}, Case{kI8, kI8, -2}, Case{kU8, kU8, -1}, Case{kU8, kU8, 128},
+        Case{kI8, kU8, -2}, Case{kU8, kI8, -1, true}, Case{kI8, kU8, 128, true}}) {
     ModelBuilder mb(13);
     mb.Input("a", c.a_type, {2, m, k}).Input("az", c.a_type, {});
     mb.Output("y", onnx::TensorProto::INT32, {});
-    const std::vector<uint8_t> b = bytes(static_cast<size_t>(k * n));
+    std::vector<uint8_t> b = bytes(static_cast<size_t>(k * n));
+    if (c.trained)  // around the zero point (0, or 128 for uint8), 3 % left full-range
+      for (auto& v : b)
+        if (percent(rng) >= 3) v = static_cast<uint8_t>(near(rng) + (c.b_type == kU8 ? 128 : 0));
     Int8Init(mb, "b", c.b_type, {k, n}, b);
     std::vector<std::string> ins = {"a", "b", "az"};
     if (c.b_zero != -1) {
@@ -383,9 +407,13 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
     *static_cast<uint8_t*>(az.raw()) = static_cast<uint8_t>(byte(rng));
     const std::vector<NamedTensor> inputs = {{"a", a}, {"az", az}};
     SCOPED_TRACE(std::to_string(c.a_type) + " " + std::to_string(c.b_type) + " " +
-                 std::to_string(c.b_zero));
+                 std::to_string(c.b_zero) + (c.trained ? " trained" : ""));
     std::vector<NamedTensor> want, got;
-    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.matmulinteger.onednn", &want, &got);
+    const bool sparse = c.trained && !Int8VnniHere();
+    RunReferenceAndFast(mb.Bytes(), inputs,
+                        sparse ? "cpu.matmulinteger.onednn[clamped weights + sparse rest]"
+                               : "cpu.matmulinteger.onednn",
+                        &want, &got);
     if (HasFatalFailure()) return;
     ASSERT_EQ(got[0].tensor.shape(), (Shape{2, m, n}));
     ExpectSameInt32(want[0].tensor, got[0].tensor);
