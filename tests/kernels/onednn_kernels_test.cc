@@ -363,13 +363,14 @@ void ExpectSameInt32(const Tensor& want, const Tensor& got) {
 // of products would show; integer results, so the comparison is exact. The `trained` cases have
 // B - zero point within +-60 but for 3 % of full-range values (trained weights under a per-tensor
 // scale): without VNNI those run as clamped weights plus the sparse correction, with 10 rows of A
-// (a block of 8 and a partial one).
+// (a block of 8 and a partial one), and 150 (two rounds of blocks, the second partial).
 TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
   constexpr int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
   struct Case {
     int a_type, b_type;
     int b_zero;  // -1: none; -2: per column
     bool trained = false;
+    int64_t batch = 2;  // A [batch, m, k]
   };
   const int64_t m = 5, k = 70, n = 33;
   std::mt19937 rng(50);
@@ -380,11 +381,11 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
     return v;
   };
   std::uniform_int_distribution<int> percent(0, 99), near(-60, 60);
-  for (const Case& c :
-       {Case{kU8, kI8, -1}, Case{kI8, kI8, -2}, Case{kU8, kU8, -1}, Case{kU8, kU8, 128},
-        Case{kI8, kU8, -2}, Case{kU8, kI8, -1, true}, Case{kI8, kU8, 128, true}}) {
+  for (const Case& c : {Case{kU8, kI8, -1}, Case{kI8, kI8, -2}, Case{kU8, kU8, -1},
+                        Case{kU8, kU8, 128}, Case{kI8, kU8, -2}, Case{kU8, kI8, -1, true},
+                        Case{kI8, kU8, 128, true}, Case{kU8, kI8, -1, true, 30}}) {
     ModelBuilder mb(13);
-    mb.Input("a", c.a_type, {2, m, k}).Input("az", c.a_type, {});
+    mb.Input("a", c.a_type, {c.batch, m, k}).Input("az", c.a_type, {});
     mb.Output("y", onnx::TensorProto::INT32, {});
     std::vector<uint8_t> b = bytes(static_cast<size_t>(k * n));
     if (c.trained)  // around the zero point (0, or 128 for uint8), 3 % left full-range
@@ -400,8 +401,8 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
     }
     mb.Node("MatMulInteger", ins, {"y"});
     const DataType at = c.a_type == kU8 ? DataType::kUInt8 : DataType::kInt8;
-    Tensor a = Tensor::Empty(at, {2, m, k});
-    const std::vector<uint8_t> av = bytes(static_cast<size_t>(2 * m * k));
+    Tensor a = Tensor::Empty(at, {c.batch, m, k});
+    const std::vector<uint8_t> av = bytes(static_cast<size_t>(c.batch * m * k));
     std::memcpy(a.raw(), av.data(), av.size());
     Tensor az = Tensor::Empty(at, {});
     *static_cast<uint8_t*>(az.raw()) = static_cast<uint8_t>(byte(rng));
@@ -415,7 +416,7 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
                                : "cpu.matmulinteger.onednn",
                         &want, &got);
     if (HasFatalFailure()) return;
-    ASSERT_EQ(got[0].tensor.shape(), (Shape{2, m, n}));
+    ASSERT_EQ(got[0].tensor.shape(), (Shape{c.batch, m, n}));
     ExpectSameInt32(want[0].tensor, got[0].tensor);
   }
 }

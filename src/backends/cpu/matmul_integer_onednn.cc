@@ -39,6 +39,8 @@ using runtime::TensorInfo;
 
 // Rows of A per block of the sparse correction (8 int32 lanes: one AVX2 register).
 constexpr int kRows = 8;
+// Blocks corrected at once (each with its own scratch), which bounds the scratch at any M.
+constexpr int64_t kBlocksAtOnce = 16;
 // The largest share of B's values wider than 64 handled as a sparse correction. Measured on
 // ViT-B/16's 197x768x3072 with the wide values spread over every column
 // (bench/make_matmul_integer_models.py, AMD EPYC AVX2): the correction costs about as much as a
@@ -162,10 +164,13 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
     return copy_a_ ? static_cast<size_t>((m_ * k_ * parts_ + 63) / 64 * 64) : 0;
   }
   int64_t Blocks() const { return (m_ + kRows - 1) / kRows; }
+  int64_t BlocksAtOnce() const { return std::min(Blocks(), kBlocksAtOnce); }
   // Per block: A's rows transposed [K][kRows], then the corrections [columns][kRows].
   int64_t CorrInts() const { return static_cast<int64_t>(sparse_cols_.size()) * kRows; }
   size_t BlockBytes() const {
-    return sparse_cols_.empty() ? 0 : static_cast<size_t>(Blocks() * (k_ * kRows + CorrInts())) * 4;
+    return sparse_cols_.empty()
+               ? 0
+               : static_cast<size_t>(BlocksAtOnce() * (k_ * kRows + CorrInts())) * 4;
   }
 
   // Y += (A - a_zero) x rest, block by block of kRows rows.
@@ -173,19 +178,21 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
     const auto* src = static_cast<const uint8_t*>(a.raw());
     const bool is_int8 = a.dtype() == DataType::kInt8;
     auto* at_all = reinterpret_cast<int32_t*>(scratch);
-    int32_t* corr_all = at_all + Blocks() * k_ * kRows;
+    int32_t* corr_all = at_all + BlocksAtOnce() * k_ * kRows;
     int32_t* out = y->data<int32_t>();
-    ParallelFor(Blocks(), 1, [&](int64_t b, int64_t e) {
-      for (int64_t blk = b; blk < e; ++blk) {
-        int32_t* at = at_all + blk * k_ * kRows;
-        const int64_t row0 = blk * kRows, rows = std::min<int64_t>(kRows, m_ - row0);
-        int32_t* corr = corr_all + blk * CorrInts();
-        TransposeBlock(src, is_int8, a_zero, row0, rows, k_, at);
-        SparseColumns(at, sparse_starts_.data(), sparse_cols_.size(), sparse_k_.data(),
-                      sparse_values_.data(), corr);
-        AddCorrection(corr, sparse_cols_.data(), sparse_cols_.size(), rows, out + row0 * n_, n_);
-      }
-    });
+    for (int64_t first = 0; first < Blocks(); first += kBlocksAtOnce) {
+      ParallelFor(std::min(kBlocksAtOnce, Blocks() - first), 1, [&](int64_t b, int64_t e) {
+        for (int64_t slot = b; slot < e; ++slot) {
+          int32_t* at = at_all + slot * k_ * kRows;
+          int32_t* corr = corr_all + slot * CorrInts();
+          const int64_t row0 = (first + slot) * kRows, rows = std::min<int64_t>(kRows, m_ - row0);
+          TransposeBlock(src, is_int8, a_zero, row0, rows, k_, at);
+          SparseColumns(at, sparse_starts_.data(), sparse_cols_.size(), sparse_k_.data(),
+                        sparse_values_.data(), corr);
+          AddCorrection(corr, sparse_cols_.data(), sparse_cols_.size(), rows, out + row0 * n_, n_);
+        }
+      });
+    }
   }
 
   void DoPrepare(runtime::PrepareContext* ctx) {
