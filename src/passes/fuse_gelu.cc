@@ -11,6 +11,7 @@
 // inside it alone and are not graph outputs (MatchActivation's rules). Runs after the producer
 // fusions, so a GELU a MatMul or convolution can absorb is still absorbed there.
 #include <memory>
+#include <optional>
 
 #include "passes/activation_match.h"
 #include "passes/graph_edit.h"
@@ -27,7 +28,7 @@ class FuseGeluPass : public Pass {
   StatusOr<bool> Run(ir::Graph& graph) override {
     summary_.clear();
     if (!HasOnnxOp(graph, {"Erf"})) return false;
-    const ShapeProbe probe = ShapeProbe::Run(graph);
+    std::optional<ShapeProbe> probe;  // made at the first match, before any edit
     GraphEditor ed(graph);
     int fused = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
@@ -37,9 +38,11 @@ class FuseGeluPass : public Pass {
       const int scaled = ed.Producer(ed.node(ni).inputs[0]);
       if (scaled < 0 || ed.node(scaled).inputs.size() != 2) continue;
       for (int x : ed.node(scaled).inputs) {
-        if (ed.ConstantOf(x) != nullptr || probe.dtype(x) != DataType::kFloat) continue;
+        if (ed.ConstantOf(x) != nullptr) continue;
         const auto m = MatchActivation(ed, x);
         if (!m || m->act.kind != ops::ActivationKind::kGelu) continue;
+        if (!probe) probe = ShapeProbe::Run(graph);
+        if (probe->dtype(x) != DataType::kFloat) continue;
         if (!ImportKilnDomain(graph)) return false;
         ir::Node gelu;
         gelu.name = ed.node(ni).name;

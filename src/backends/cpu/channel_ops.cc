@@ -52,13 +52,6 @@ inline void Store(Bf16* p, float v) {
   p->bits = static_cast<uint16_t>(nan ? (b >> 16) | 0x40u : rounded);
 }
 
-// Channels-last descriptor for a rank-3..5 shape [N,C,spatial...].
-memory::desc ChannelsLastDesc(const Shape& s, memory::data_type dt) {
-  static const memory::format_tag tags[] = {memory::format_tag::acb, memory::format_tag::acdb,
-                                            memory::format_tag::acdeb};
-  return memory::desc(Dims(s), dt, tags[s.size() - 3]);
-}
-
 enum class Order { kPlain, kChannelsLast, kOther };
 struct Storage {
   Order order = Order::kOther;

@@ -37,8 +37,6 @@ using dnnl::memory;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
-size_t Rounded(size_t bytes) { return (bytes + 63) / 64 * 64; }
-
 class ConvIntegerOneDnn final : public runtime::Kernel {
  public:
   ConvIntegerOneDnn(const ir::Node& node, const ir::Op& op)
@@ -84,8 +82,8 @@ class ConvIntegerOneDnn final : public runtime::Kernel {
   }
 
  private:
-  size_t XBytes() const { return Rounded(static_cast<size_t>(n_ * spatial_ * channels_ * parts_)); }
-  size_t DstBytes() const { return dst_reorder_ ? Rounded(descs_.dst.get_size()) : 0; }
+  size_t XBytes() const { return Align64(static_cast<size_t>(n_ * spatial_ * channels_ * parts_)); }
+  size_t DstBytes() const { return dst_reorder_ ? Align64(descs_.dst.get_size()) : 0; }
 
   // X [N, C, S] (S: the spatial dims, flattened) into X' [N, S, G, p, Cg] (channels-last, each
   // group's channels p times), xor `flip`. Tiles of spatial positions, so reads are contiguous
@@ -141,17 +139,9 @@ class ConvIntegerOneDnn final : public runtime::Kernel {
             sp[(o * parts_ * cg + p * cg + c) * kernel + k] = sw.Part((o * cg + c) * kernel + k, p);
 
     // X' [N, p C, spatial...], channels-last.
-    memory::dims xdims = Dims(xi.shape);
-    xdims[1] *= parts_;
-    memory::dims xstrides(xdims.size());
-    xstrides[1] = 1;
-    memory::dim stride = xdims[1];
-    for (size_t d = xdims.size(); d-- > 2;) {
-      xstrides[d] = stride;
-      stride *= xdims[d];
-    }
-    xstrides[0] = stride;
-    const memory::desc x_desc(xdims, memory::data_type::u8, xstrides);
+    Shape xs = xi.shape;
+    xs[1] *= parts_;
+    const memory::desc x_desc = ChannelsLastDesc(xs, memory::data_type::u8);
     memory::dims wdims = geo.wdims;
     wdims[group_ > 1 ? 2 : 1] *= parts_;
     const memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);

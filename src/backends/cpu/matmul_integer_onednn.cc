@@ -160,9 +160,7 @@ class MatMulIntegerOneDnn final : public runtime::Kernel {
   }
 
  private:
-  size_t ABytes() const {
-    return copy_a_ ? static_cast<size_t>((m_ * k_ * parts_ + 63) / 64 * 64) : 0;
-  }
+  size_t ABytes() const { return copy_a_ ? Align64(static_cast<size_t>(m_ * k_ * parts_)) : 0; }
   int64_t Blocks() const { return (m_ + kRows - 1) / kRows; }
   int64_t BlocksAtOnce() const { return std::min(Blocks(), kBlocksAtOnce); }
   // Per block: A's rows transposed [K][kRows], then the corrections [columns][kRows].

@@ -21,6 +21,13 @@ dnnl::stream& ThreadStream() {
   return s;
 }
 
+dnnl::memory::desc ChannelsLastDesc(const Shape& shape, dnnl::memory::data_type dt) {
+  static const dnnl::memory::format_tag tags[] = {dnnl::memory::format_tag::acb,
+                                                  dnnl::memory::format_tag::acdb,
+                                                  dnnl::memory::format_tag::acdeb};
+  return dnnl::memory::desc(Dims(shape), dt, tags[shape.size() - 3]);
+}
+
 dnnl::memory::dims Dims(const Shape& shape) {
   return dnnl::memory::dims(shape.begin(), shape.end());
 }

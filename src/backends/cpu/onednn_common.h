@@ -24,6 +24,11 @@ dnnl::engine& Engine();
 // One stream per calling thread (oneDNN streams are not thread-safe).
 dnnl::stream& ThreadStream();
 
+// Channels-last descriptor ([N, C, spatial...] stored N, spatial..., C) for a rank-3..5 shape.
+dnnl::memory::desc ChannelsLastDesc(const Shape& shape, dnnl::memory::data_type dt);
+// Scratch sizes are kept in 64-byte multiples, so the next region starts cache-line aligned.
+inline size_t Align64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
 // Dense row-major descriptor for a shape.
 dnnl::memory::desc PlainDesc(const Shape& shape,
                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);

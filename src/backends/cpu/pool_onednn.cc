@@ -82,10 +82,7 @@ class PoolOneDnn final : public runtime::Kernel {
     src_ = InputDesc(x);
     memory::desc src = src_;
     if (x.layout == nullptr && !global) {
-      const memory::format_tag last = n == 1   ? memory::format_tag::acb
-                                      : n == 2 ? memory::format_tag::acdb
-                                               : memory::format_tag::acdeb;
-      src = memory::desc(Dims(xs), src_.data_type(), last);
+      src = ChannelsLastDesc(xs, src_.data_type());
       src_reorder_ = MakeReorder(src_, src);
     }
     memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
