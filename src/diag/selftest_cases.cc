@@ -506,6 +506,38 @@ std::string GridSample(const std::string& mode, const std::string& padding) {
   return b.Bytes();
 }
 
+// DeformConv-19 3x3, 6 -> 4 channels in 2 groups and 3 offset groups (group 0's channels span
+// two of them), with mask and bias (the CPU's sampled columns and sgemm).
+std::string DeformConv() {
+  ModelBuilder b(19);
+  b.Input("x", kF32, {2, 6, 9, 8}).Input("offset", kF32, {2, 54, 9, 8});
+  b.Input("mask", kF32, {2, 27, 9, 8});
+  Weight(b, "w", {4, 3, 3, 3}, 61);
+  Weight(b, "b", {4}, 62);
+  auto& n = b.Node("DeformConv", {"x", "w", "offset", "b", "mask"}, {"y"});
+  ModelBuilder::IntsAttr(n, "kernel_shape", {3, 3});
+  ModelBuilder::IntsAttr(n, "pads", {1, 1, 1, 1});
+  ModelBuilder::IntAttr(n, "group", 2);
+  ModelBuilder::IntAttr(n, "offset_group", 3);
+  b.Output("y", kF32, {2, 4, 9, 8});
+  return b.Bytes();
+}
+
+// Col2Im-18 folding 2x3 blocks, stride 2x1, dilation 1x2, pads 1,0,0,2, into 9x10 images (the
+// CPU's row loops).
+std::string Col2Im() {
+  ModelBuilder b(18);
+  b.Input("x", kF32, {2, 3 * 6, 5 * 8});  // 5 x 8 blocks
+  b.Int64Init("image_shape", {2}, {9, 10});
+  b.Int64Init("block_shape", {2}, {2, 3});
+  auto& n = b.Node("Col2Im", {"x", "image_shape", "block_shape"}, {"y"});
+  ModelBuilder::IntsAttr(n, "strides", {2, 1});
+  ModelBuilder::IntsAttr(n, "dilations", {1, 2});
+  ModelBuilder::IntsAttr(n, "pads", {1, 0, 0, 2});
+  b.Output("y", kF32, {2, 3, 9, 10});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -588,6 +620,12 @@ std::vector<SelfTestCase> SelfTestCases() {
     gs.host_only = true;
     c.push_back(gs);
   }
+  Raw deform{"deformable conv 3x3, groups, offset groups, mask", DeformConv()};
+  deform.host_only = true;
+  c.push_back(deform);
+  Raw col2im{"col2im 2x3 blocks, strides, dilations, pads", Col2Im()};
+  col2im.host_only = true;
+  c.push_back(col2im);
   Raw dyn{"dynamic int8 matmul (ONNX Runtime's quantize_dynamic form)", DynamicQuantMatMul()};
   dyn.host_only = true;
   c.push_back(dyn);

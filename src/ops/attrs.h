@@ -28,6 +28,17 @@ struct ConvTransposeAttrs : ir::OpAttrs {
   std::vector<int64_t> output_padding, output_shape;
 };
 
+// Col2Im (ops/nn/col2im.h resolves its geometry); each as written, empty when absent.
+struct Col2ImAttrs : ir::OpAttrs {
+  std::vector<int64_t> dilations, pads, strides;
+};
+
+// DeformConv (2-D; ops/nn/deform_conv.h resolves its window and sampling taps).
+struct DeformConvAttrs : ir::OpAttrs {
+  nn::WindowAttrs window;
+  int64_t group = 1, offset_group = 1;
+};
+
 // Gemm, MatMul (the defaults) and FusedMatMul (domain kiln: MatMul's operands plus bias and act).
 struct GemmAttrs : ir::OpAttrs {
   bool trans_a = false, trans_b = false;

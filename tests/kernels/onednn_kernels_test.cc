@@ -895,6 +895,110 @@ TEST(OneDnnKernelTest, GridSampleLoops) {
   }
 }
 
+// DeformConv on sampled columns and sgemm against the reference kernel (double accumulation):
+// groups, offset groups that do not align with groups (one group's channels spanning two offset
+// groups), strides, dilations, asymmetric pads, with and without mask and bias, W constant and
+// computed, offsets that reach outside the input and a NaN offset; the last case has more
+// output positions than one block of columns holds (two blocks).
+TEST(OneDnnKernelTest, DeformConvOneDnn) {
+  struct Case {
+    Shape x;
+    int64_t m, kh, kw, group, offset_group, stride, dilation;
+    std::vector<int64_t> pads;
+    bool mask, bias, constant_w;
+  };
+  const Case cases[] = {
+      {{1, 4, 7, 6}, 5, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, true, true},
+      {{2, 6, 8, 7}, 4, 3, 2, 2, 3, 2, 1, {0, 1, 2, 0}, true, false, false},
+      {{1, 8, 9, 9}, 6, 2, 3, 2, 4, 1, 2, {1, 0, 1, 2}, false, true, true},
+      {{2, 3, 5, 5}, 3, 1, 1, 3, 1, 1, 1, {0, 0, 0, 0}, false, false, true},
+      {{1, 64, 32, 32}, 4, 3, 3, 1, 2, 1, 1, {1, 1, 1, 1}, true, true, true},
+  };
+  uint32_t seed = 700;
+  for (const Case& c : cases) {
+    const int64_t h = c.x[2], w = c.x[3];
+    const int64_t oh = (h + c.pads[0] + c.pads[2] - (c.kh - 1) * c.dilation - 1) / c.stride + 1;
+    const int64_t ow = (w + c.pads[1] + c.pads[3] - (c.kw - 1) * c.dilation - 1) / c.stride + 1;
+    const int64_t taps = c.kh * c.kw;
+    const Shape ws{c.m, c.x[1] / c.group, c.kh, c.kw};
+    const Shape offs{c.x[0], c.offset_group * taps * 2, oh, ow};
+    const Shape masks{c.x[0], c.offset_group * taps, oh, ow};
+    ModelBuilder mb(19);
+    mb.Input("x", kF32, c.x).Input("offset", kF32, offs).Output("y", kF32, {});
+    std::vector<NamedTensor> feeds;
+    feeds.push_back({"x", RandomTensor(c.x, seed++)});
+    Tensor wt = RandomTensor(ws, seed++);
+    if (c.constant_w)
+      mb.FloatInit("w", ws, std::vector<float>(wt.data<float>(), wt.data<float>() + wt.numel()));
+    else
+      mb.Input("w", kF32, ws);
+    // Offsets of up to +-3.5 pixels (many samples partly or wholly outside), one NaN.
+    Tensor off = RandomTensor(offs, seed++);
+    for (int64_t i = 0; i < off.numel(); ++i) off.data<float>()[i] *= 3.5f;
+    off.data<float>()[off.numel() / 3] = std::nanf("");
+    feeds.push_back({"offset", off});
+    if (!c.constant_w) feeds.push_back({"w", wt});
+    std::vector<std::string> inputs{"x", "w", "offset", c.bias ? "b" : ""};
+    if (c.bias) mb.FloatInit("b", {c.m}, Random(static_cast<size_t>(c.m), seed++));
+    if (c.mask) {
+      mb.Input("mask", kF32, masks);
+      feeds.push_back({"mask", RandomTensor(masks, seed++)});
+      inputs.push_back("mask");
+    }
+    auto& n = mb.Node("DeformConv", inputs, {"y"});
+    ModelBuilder::IntsAttr(n, "kernel_shape", {c.kh, c.kw});
+    ModelBuilder::IntsAttr(n, "strides", {c.stride, c.stride});
+    ModelBuilder::IntsAttr(n, "dilations", {c.dilation, c.dilation});
+    ModelBuilder::IntsAttr(n, "pads", c.pads);
+    ModelBuilder::IntAttr(n, "group", c.group);
+    ModelBuilder::IntAttr(n, "offset_group", c.offset_group);
+    SCOPED_TRACE("x " + ShapeToString(c.x) + " group " + std::to_string(c.group) +
+                 " offset_group " + std::to_string(c.offset_group));
+    CheckAgainstReference(mb.Bytes(), feeds, {"cpu.deformconv.onednn"});
+  }
+}
+
+// Col2Im (fold) on the CPU's row loops against the reference kernel: 1-D and 2-D, strides (the
+// strided inner loop), dilations, asymmetric pads that clip blocks at both ends, several images
+// and channels; 3-D declines to the reference kernel.
+TEST(OneDnnKernelTest, Col2ImLoops) {
+  struct Case {
+    std::vector<int64_t> image, block, strides, dilations, pads;
+    int64_t n, c;
+    std::string kernel;
+  };
+  const Case cases[] = {
+      {{9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 2, 3, "cpu.col2im.loops"},
+      {{10, 11}, {2, 3}, {2, 3}, {1, 2}, {0, 2, 1, 0}, 1, 2, "cpu.col2im.loops"},
+      {{7, 12}, {3, 2}, {1, 2}, {2, 1}, {2, 0, 0, 3}, 2, 1, "cpu.col2im.loops"},
+      {{17}, {4}, {3}, {2}, {1, 2}, 2, 2, "cpu.col2im.loops"},
+      {{5, 4, 6}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 0, 1, 0, 1}, 1, 2, "cpu.col2im.ref"},
+  };
+  uint32_t seed = 800;
+  for (const Case& c : cases) {
+    const size_t r = c.image.size();
+    int64_t block_size = 1, blocks = 1;
+    for (size_t d = 0; d < r; ++d) {
+      block_size *= c.block[d];
+      blocks *= (c.image[d] + c.pads[d] + c.pads[r + d] - (c.dilations[d] * (c.block[d] - 1) + 1)) /
+                    c.strides[d] +
+                1;
+    }
+    const Shape xs{c.n, c.c * block_size, blocks};
+    ModelBuilder mb(18);
+    mb.Input("x", kF32, xs).Output("y", kF32, {});
+    const int64_t rank = static_cast<int64_t>(r);
+    mb.Int64Init("image_shape", {rank}, c.image);
+    mb.Int64Init("block_shape", {rank}, c.block);
+    auto& n = mb.Node("Col2Im", {"x", "image_shape", "block_shape"}, {"y"});
+    ModelBuilder::IntsAttr(n, "strides", c.strides);
+    ModelBuilder::IntsAttr(n, "dilations", c.dilations);
+    ModelBuilder::IntsAttr(n, "pads", c.pads);
+    SCOPED_TRACE("image " + ShapeToString(c.image) + " block " + ShapeToString(c.block));
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}}, {c.kernel});
+  }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the reference op

@@ -30,19 +30,6 @@ constexpr int kMaxTaps = 64;  // cubic in 3-D: 4 x 4 x 4
 // channel reads through them.
 constexpr int64_t kTapEntries = 8192;
 
-// out[p] = the sum over the taps t of wt[t * block + p] * s[off[t * block + p]], for the
-// block's `count` positions: one vector gather per tap and 8 positions with AVX2.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void Gather(
-    const float* s, const int32_t* off, const float* wt, int taps, int64_t block, int64_t count,
-    float* out) {
-  for (int64_t p = 0; p < count; ++p) out[p] = wt[p] * s[off[p]];
-  for (int t = 1; t < taps; ++t) {
-    const int32_t* o = off + t * block;
-    const float* w = wt + t * block;
-    for (int64_t p = 0; p < count; ++p) out[p] += w[p] * s[o[p]];
-  }
-}
-
 class GridSampleLoops final : public runtime::Kernel {
  public:
   explicit GridSampleLoops(const ir::Node& node) : node_(node) {}
@@ -104,8 +91,8 @@ class GridSampleLoops final : public runtime::Kernel {
         for (int64_t p = 0; p < count; ++p)
           Taps(grid + (b * positions_ + p0 + p) * r_, block, off + p, wt + p);
         for (int64_t c = 0; c < c_; ++c)
-          Gather(x + (b * c_ + c) * plane_, off, wt, taps_, block, count,
-                 y + (b * c_ + c) * positions_ + p0);
+          GatherTaps(x + (b * c_ + c) * plane_, off, wt, taps_, block, count,
+                     y + (b * c_ + c) * positions_ + p0);
       }
     });
     return OkStatus();

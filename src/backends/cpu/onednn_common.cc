@@ -390,4 +390,15 @@ Status ExecuteSrcDst(const ir::Node& node, const dnnl::primitive& prim,
   });
 }
 
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void GatherTaps(
+    const float* s, const int32_t* off, const float* wt, int taps, int64_t block, int64_t count,
+    float* out) {
+  for (int64_t p = 0; p < count; ++p) out[p] = wt[p] * s[off[p]];
+  for (int t = 1; t < taps; ++t) {
+    const int32_t* o = off + t * block;
+    const float* w = wt + t * block;
+    for (int64_t p = 0; p < count; ++p) out[p] += w[p] * s[o[p]];
+  }
+}
+
 }  // namespace kiln::backends::cpu

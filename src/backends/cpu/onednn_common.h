@@ -234,6 +234,12 @@ constexpr int64_t kSmallCopyBytes = 64 << 10;
 // Input 0 is float32 with rank 1..12 (oneDNN's limit) and no empty dim; "" or the reason not.
 std::string DenseFloatInput(const std::vector<runtime::TensorInfo>& in);
 
+// out[p] = the sum over the taps t < `taps` of wt[t * block + p] * s[off[t * block + p]], for
+// p < count: the taps of a block of positions stored side by side per tap, so that the loop is
+// one vector gather per tap and 8 positions with AVX2 (GridSample, DeformConv's sampling).
+void GatherTaps(const float* s, const int32_t* off, const float* wt, int taps, int64_t block,
+                int64_t count, float* out);
+
 // True when every dim of every listed info is known and the dtype is float32.
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);
 

@@ -8,6 +8,8 @@
 // position inside the block and l a block, is added at image position
 // block_index(l) * stride - pad_begin + k_index * dilation when that lies inside the image.
 // Reference algorithm: plain loops, double accumulation; float32 only.
+#include "ops/nn/col2im.h"
+
 #include <algorithm>
 
 #include "ops/common.h"
@@ -20,32 +22,28 @@ using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
 
-struct Col2ImGeometry {
-  std::vector<int64_t> image, block, blocks, strides, dilations, pads;
-  int64_t block_size = 1, num_blocks = 1, image_size = 1;
-};
-
 class Col2ImOp final : public ir::Op {
  public:
   explicit Col2ImOp(const Node& node) : ir::Op(node) {}
 
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     auto op = std::unique_ptr<Col2ImOp>(new Col2ImOp(node));
-    op->dilations_ = node.GetInts("dilations");
-    op->pads_ = node.GetInts("pads");
-    op->strides_ = node.GetInts("strides");
-    for (int64_t d : op->dilations_)
+    Col2ImAttrs& a = op->a_;
+    a.dilations = node.GetInts("dilations");
+    a.pads = node.GetInts("pads");
+    a.strides = node.GetInts("strides");
+    for (int64_t d : a.dilations)
       if (d < 1)
-        return ir::AttrError(node, "dilations must be >= 1; got " + nn::JoinInts(op->dilations_));
-    for (int64_t s : op->strides_)
-      if (s < 1)
-        return ir::AttrError(node, "strides must be >= 1; got " + nn::JoinInts(op->strides_));
-    for (int64_t p : op->pads_)
-      if (p < 0) return ir::AttrError(node, "pads must be >= 0; got " + nn::JoinInts(op->pads_));
+        return ir::AttrError(node, "dilations must be >= 1; got " + nn::JoinInts(a.dilations));
+    for (int64_t s : a.strides)
+      if (s < 1) return ir::AttrError(node, "strides must be >= 1; got " + nn::JoinInts(a.strides));
+    for (int64_t p : a.pads)
+      if (p < 0) return ir::AttrError(node, "pads must be >= 0; got " + nn::JoinInts(a.pads));
     return std::unique_ptr<ir::Op>(std::move(op));
   }
 
   std::vector<int> ShapeInputs() const override { return {1, 2}; }
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
@@ -55,7 +53,8 @@ class Col2ImOp final : public ir::Op {
       return ctx.Error("image_shape and block_shape must be known to infer the output shape");
     Col2ImGeometry geo;
     std::string why;
-    if (!Resolve(ctx.shape(0), ReadInts(*ctx.value(1)), ReadInts(*ctx.value(2)), &geo, &why))
+    if (!ResolveCol2Im(a_, ctx.shape(0), ReadInts(*ctx.value(1)), ReadInts(*ctx.value(2)), &geo,
+                       &why))
       return ctx.Error(why);
     Shape out{ctx.shape(0)[0], ctx.shape(0)[1] / geo.block_size};
     out.insert(out.end(), geo.image.begin(), geo.image.end());
@@ -67,7 +66,7 @@ class Col2ImOp final : public ir::Op {
     const Tensor& x = ctx.in(0);
     Col2ImGeometry geo;
     std::string why;
-    if (!Resolve(x.shape(), ReadInts(ctx.in(1)), ReadInts(ctx.in(2)), &geo, &why))
+    if (!ResolveCol2Im(a_, x.shape(), ReadInts(ctx.in(1)), ReadInts(ctx.in(2)), &geo, &why))
       return RunError(why);
     const int64_t r = static_cast<int64_t>(geo.image.size());
     const int64_t planes = x.shape()[0] * (x.shape()[1] / geo.block_size);
@@ -107,68 +106,72 @@ class Col2ImOp final : public ir::Op {
   }
 
  private:
-  bool Resolve(const Shape& in, std::vector<int64_t> image, std::vector<int64_t> block,
-               Col2ImGeometry* g, std::string* why) const {
-    const size_t r = image.size();
-    if (in.size() != 3) {
-      *why = "input must be [N, C * prod(block_shape), L]; got " + ShapeToString(in);
-      return false;
-    }
-    if (r == 0 || block.size() != r) {
-      *why = "image_shape and block_shape must have the same non-zero length; got " +
-             nn::JoinInts(image) + " and " + nn::JoinInts(block);
-      return false;
-    }
-    auto fits = [&](const std::vector<int64_t>& v, size_t n, const char* name) {
-      if (v.empty() || v.size() == n) return true;
-      *why =
-          std::string(name) + " must have " + std::to_string(n) + " values; got " + nn::JoinInts(v);
-      return false;
-    };
-    if (!fits(dilations_, r, "dilations") || !fits(strides_, r, "strides") ||
-        !fits(pads_, 2 * r, "pads"))
-      return false;
-    g->image = std::move(image);
-    g->block = std::move(block);
-    g->dilations = dilations_.empty() ? std::vector<int64_t>(r, 1) : dilations_;
-    g->strides = strides_.empty() ? std::vector<int64_t>(r, 1) : strides_;
-    std::vector<int64_t> pads = pads_.empty() ? std::vector<int64_t>(2 * r, 0) : pads_;
-    g->pads.assign(pads.begin(), pads.begin() + static_cast<int64_t>(r));
-    g->blocks.assign(r, 0);
-    for (size_t d = 0; d < r; ++d) {
-      if (g->image[d] < 1 || g->block[d] < 1) {
-        *why = "image_shape and block_shape must be >= 1; got " + nn::JoinInts(g->image) + " and " +
-               nn::JoinInts(g->block);
-        return false;
-      }
-      const int64_t span =
-          g->image[d] + pads[d] + pads[r + d] - (g->dilations[d] * (g->block[d] - 1) + 1);
-      if (span < 0) {
-        *why = "the dilated block must fit in the padded image along dim " + std::to_string(d) +
-               "; got image " + std::to_string(g->image[d]) + ", block " +
-               std::to_string(g->block[d]);
-        return false;
-      }
-      g->blocks[d] = span / g->strides[d] + 1;
-      g->block_size *= g->block[d];
-      g->num_blocks *= g->blocks[d];
-      g->image_size *= g->image[d];
-    }
-    if (in[1] % g->block_size != 0) {
-      *why = "input dim 1 (" + std::to_string(in[1]) +
-             ") must be a multiple of prod(block_shape) " + std::to_string(g->block_size);
-      return false;
-    }
-    if (in[2] != g->num_blocks) {
-      *why = "input dim 2 must equal the number of blocks " + nn::JoinInts(g->blocks) + " = " +
-             std::to_string(g->num_blocks) + "; got " + std::to_string(in[2]);
-      return false;
-    }
-    return true;
-  }
-
-  std::vector<int64_t> dilations_, pads_, strides_;
+  Col2ImAttrs a_;
 };
+
+}  // namespace
+
+bool ResolveCol2Im(const Col2ImAttrs& a, const Shape& in, std::vector<int64_t> image,
+                   std::vector<int64_t> block, Col2ImGeometry* g, std::string* why) {
+  const size_t r = image.size();
+  if (in.size() != 3) {
+    *why = "input must be [N, C * prod(block_shape), L]; got " + ShapeToString(in);
+    return false;
+  }
+  if (r == 0 || block.size() != r) {
+    *why = "image_shape and block_shape must have the same non-zero length; got " +
+           nn::JoinInts(image) + " and " + nn::JoinInts(block);
+    return false;
+  }
+  auto fits = [&](const std::vector<int64_t>& v, size_t n, const char* name) {
+    if (v.empty() || v.size() == n) return true;
+    *why =
+        std::string(name) + " must have " + std::to_string(n) + " values; got " + nn::JoinInts(v);
+    return false;
+  };
+  if (!fits(a.dilations, r, "dilations") || !fits(a.strides, r, "strides") ||
+      !fits(a.pads, 2 * r, "pads"))
+    return false;
+  g->image = std::move(image);
+  g->block = std::move(block);
+  g->dilations = a.dilations.empty() ? std::vector<int64_t>(r, 1) : a.dilations;
+  g->strides = a.strides.empty() ? std::vector<int64_t>(r, 1) : a.strides;
+  std::vector<int64_t> pads = a.pads.empty() ? std::vector<int64_t>(2 * r, 0) : a.pads;
+  g->pads.assign(pads.begin(), pads.begin() + static_cast<int64_t>(r));
+  g->blocks.assign(r, 0);
+  for (size_t d = 0; d < r; ++d) {
+    if (g->image[d] < 1 || g->block[d] < 1) {
+      *why = "image_shape and block_shape must be >= 1; got " + nn::JoinInts(g->image) + " and " +
+             nn::JoinInts(g->block);
+      return false;
+    }
+    const int64_t span =
+        g->image[d] + pads[d] + pads[r + d] - (g->dilations[d] * (g->block[d] - 1) + 1);
+    if (span < 0) {
+      *why = "the dilated block must fit in the padded image along dim " + std::to_string(d) +
+             "; got image " + std::to_string(g->image[d]) + ", block " +
+             std::to_string(g->block[d]);
+      return false;
+    }
+    g->blocks[d] = span / g->strides[d] + 1;
+    g->block_size *= g->block[d];
+    g->num_blocks *= g->blocks[d];
+    g->image_size *= g->image[d];
+  }
+  if (in[1] % g->block_size != 0) {
+    *why = "input dim 1 (" + std::to_string(in[1]) + ") must be a multiple of prod(block_shape) " +
+           std::to_string(g->block_size);
+    return false;
+  }
+  if (in[2] != g->num_blocks) {
+    *why = "input dim 2 must equal the number of blocks " + nn::JoinInts(g->blocks) + " = " +
+           std::to_string(g->num_blocks) + "; got " + std::to_string(in[2]);
+    return false;
+  }
+  return true;
+}
+
+namespace {
 
 KILN_REGISTER_OP("Col2Im", 18, ir::kMaxOpset, &Col2ImOp::Create);
 

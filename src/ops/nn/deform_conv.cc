@@ -13,11 +13,13 @@
 // Reference algorithm: per image and offset group the sampling taps are built once and shared by
 // the group's channels; the sampled columns [C/group * kH * kW, oH * oW] are multiplied by W with
 // double accumulation. float32 only; 1-D and 3-D inputs are refused with that reason.
+#include "ops/nn/deform_conv.h"
+
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "ops/common.h"
-#include "ops/nn/spatial.h"
 
 namespace kiln::ops {
 namespace {
@@ -41,31 +43,34 @@ class DeformConvOp final : public ir::Op {
     auto op = std::unique_ptr<DeformConvOp>(new DeformConvOp(node));
     if (node.HasAttr("auto_pad"))
       return ir::AttrError(node, "DeformConv has no auto_pad attribute; got one");
-    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &op->win_));
-    op->group_ = node.GetInt("group", 1);
-    op->offset_group_ = node.GetInt("offset_group", 1);
-    if (op->group_ < 1 || op->offset_group_ < 1)
+    DeformConvAttrs& a = op->a_;
+    KILN_RETURN_IF_ERROR(nn::ParseWindowAttrs(node, /*allow_dilations=*/true, &a.window));
+    a.group = node.GetInt("group", 1);
+    a.offset_group = node.GetInt("offset_group", 1);
+    if (a.group < 1 || a.offset_group < 1)
       return ir::AttrError(node, "group and offset_group must be >= 1; got " +
-                                     std::to_string(op->group_) + " and " +
-                                     std::to_string(op->offset_group_));
+                                     std::to_string(a.group) + " and " +
+                                     std::to_string(a.offset_group));
     return std::unique_ptr<ir::Op>(std::move(op));
   }
+
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Infer(InferContext& ctx) const override {
     for (size_t i = 0; i < ctx.num_inputs(); ++i)
       if (ctx.has_input(i)) KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
     nn::Window w;
-    std::string why = Resolve(ctx.shape(0), ctx.shape(1), &w);
+    std::string why = DeformConvWindow(a_, ctx.shape(0), ctx.shape(1), &w);
     if (!why.empty()) return ctx.Error(why);
     const Shape& x = ctx.shape(0);
     const int64_t m = ctx.shape(1)[0], taps = w.kernel[0] * w.kernel[1];
-    const Shape want_offset{x[0], offset_group_ * taps * 2, w.out[0], w.out[1]};
+    const Shape want_offset{x[0], a_.offset_group * taps * 2, w.out[0], w.out[1]};
     if (ctx.shape(2) != want_offset)
       return ctx.Error("offset must be " + ShapeToString(want_offset) + "; got " +
                        ShapeToString(ctx.shape(2)));
     if (ctx.has_input(3) && ctx.shape(3) != Shape{m})
       return ctx.Error("B must be [" + std::to_string(m) + "]; got " + ShapeToString(ctx.shape(3)));
-    const Shape want_mask{x[0], offset_group_ * taps, w.out[0], w.out[1]};
+    const Shape want_mask{x[0], a_.offset_group * taps, w.out[0], w.out[1]};
     if (ctx.has_input(4) && ctx.shape(4) != want_mask)
       return ctx.Error("mask must be " + ShapeToString(want_mask) + "; got " +
                        ShapeToString(ctx.shape(4)));
@@ -77,13 +82,13 @@ class DeformConvOp final : public ir::Op {
     const Tensor& x = ctx.in(0);
     const Tensor& wt = ctx.in(1);
     nn::Window win;
-    const std::string why = Resolve(x.shape(), wt.shape(), &win);
+    const std::string why = DeformConvWindow(a_, x.shape(), wt.shape(), &win);
     if (!why.empty()) return RunError(why);
     const int64_t n = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
     const int64_t m = wt.shape()[0], kh = win.kernel[0], kw = win.kernel[1];
     const int64_t oh = win.out[0], ow = win.out[1], taps = kh * kw, positions = oh * ow;
-    const int64_t c_per_group = c / group_, m_per_group = m / group_;
-    const int64_t c_per_offset_group = c / offset_group_;
+    const int64_t c_per_group = c / a_.group, m_per_group = m / a_.group;
+    const int64_t c_per_offset_group = c / a_.offset_group;
     const float* xs = x.data<float>();
     const float* ws = wt.data<float>();
     const float* off = ctx.in(2).data<float>();
@@ -95,7 +100,7 @@ class DeformConvOp final : public ir::Op {
     std::vector<double> cols(static_cast<size_t>(c_per_group * taps * positions));
     std::vector<double> acc(static_cast<size_t>(positions));
     for (int64_t b = 0; b < n; ++b) {
-      for (int64_t g = 0; g < group_; ++g) {
+      for (int64_t g = 0; g < a_.group; ++g) {
         int64_t built = -1;  // the offset group `samples` holds
         for (int64_t ci = 0; ci < c_per_group; ++ci) {
           const int64_t ch = g * c_per_group + ci;
@@ -132,27 +137,12 @@ class DeformConvOp final : public ir::Op {
   }
 
  private:
-  // Conv's window for X and W, checked against DeformConv's rules; "" or the violated rule.
-  std::string Resolve(const Shape& x, const Shape& w, nn::Window* win) const {
-    if (x.size() != 4)
-      return "X must be 4-D [N, C, H, W] (kiln implements 2-D DeformConv); got " + ShapeToString(x);
-    if (w.size() != 4) return "W must be [M, C / group, kH, kW]; got " + ShapeToString(w);
-    if (x[1] % group_ != 0 || w[1] * group_ != x[1] || w[0] % group_ != 0)
-      return "X's channels (" + std::to_string(x[1]) + ") must equal W's dim 1 (" +
-             std::to_string(w[1]) + ") times group (" + std::to_string(group_) +
-             ") and W's dim 0 (" + std::to_string(w[0]) + ") must be a multiple of group";
-    if (x[1] % offset_group_ != 0)
-      return "X's channels (" + std::to_string(x[1]) + ") must be a multiple of offset_group (" +
-             std::to_string(offset_group_) + ")";
-    return nn::ForwardWindow(win_, {x[2], x[3]}, {w[2], w[3]}, /*ceil_mode=*/false, win);
-  }
-
   void BuildSamples(const float* off, const float* mask, int64_t b, int64_t og,
                     const nn::Window& win, int64_t h, int64_t w, Sample* samples) const {
     const int64_t kh = win.kernel[0], kw = win.kernel[1], taps = kh * kw;
     const int64_t oh = win.out[0], ow = win.out[1], positions = oh * ow;
-    const float* o = off + (b * offset_group_ + og) * taps * 2 * positions;
-    const float* mk = mask ? mask + (b * offset_group_ + og) * taps * positions : nullptr;
+    const float* o = off + (b * a_.offset_group + og) * taps * 2 * positions;
+    const float* mk = mask ? mask + (b * a_.offset_group + og) * taps * positions : nullptr;
     for (int64_t i = 0; i < kh; ++i)
       for (int64_t j = 0; j < kw; ++j) {
         const int64_t t = i * kw + j;
@@ -160,7 +150,6 @@ class DeformConvOp final : public ir::Op {
           for (int64_t px = 0; px < ow; ++px) {
             const int64_t p = py * ow + px;
             Sample& s = samples[t * positions + p];
-            s = Sample{};
             const double yy =
                 static_cast<double>(py * win.strides[0] - win.pad_begin[0] + i * win.dilations[0]) +
                 o[(t * 2) * positions + p];
@@ -168,28 +157,32 @@ class DeformConvOp final : public ir::Op {
                 static_cast<double>(px * win.strides[1] - win.pad_begin[1] + j * win.dilations[1]) +
                 o[(t * 2 + 1) * positions + p];
             const double scale = mk ? static_cast<double>(mk[t * positions + p]) : 1.0;
-            // Any sample this far out reads only zeros; NaN lands here too.
-            if (!(yy > -1.0 && yy < static_cast<double>(h) && xx > -1.0 &&
-                  xx < static_cast<double>(w)))
-              continue;
-            const double fy = std::floor(yy), fx = std::floor(xx);
-            const double ly = yy - fy, lx = xx - fx;
-            const auto y0 = static_cast<int64_t>(fy), x0 = static_cast<int64_t>(fx);
-            const double wy[2] = {1.0 - ly, ly}, wx[2] = {1.0 - lx, lx};
-            for (int a = 0; a < 2; ++a)
-              for (int c = 0; c < 2; ++c) {
-                const int64_t yi = y0 + a, xi = x0 + c;
-                if (yi < 0 || yi >= h || xi < 0 || xi >= w) continue;
-                s.pos[a * 2 + c] = yi * w + xi;
-                s.wt[a * 2 + c] = wy[a] * wx[c] * scale;
-              }
+            DeformTaps(yy, xx, h, w, scale, s.pos, s.wt);
           }
       }
   }
 
-  nn::WindowAttrs win_;
-  int64_t group_ = 1, offset_group_ = 1;
+  DeformConvAttrs a_;
 };
+
+}  // namespace
+
+std::string DeformConvWindow(const DeformConvAttrs& a, const Shape& x, const Shape& w,
+                             nn::Window* win) {
+  if (x.size() != 4)
+    return "X must be 4-D [N, C, H, W] (kiln implements 2-D DeformConv); got " + ShapeToString(x);
+  if (w.size() != 4) return "W must be [M, C / group, kH, kW]; got " + ShapeToString(w);
+  if (x[1] % a.group != 0 || w[1] * a.group != x[1] || w[0] % a.group != 0)
+    return "X's channels (" + std::to_string(x[1]) + ") must equal W's dim 1 (" +
+           std::to_string(w[1]) + ") times group (" + std::to_string(a.group) +
+           ") and W's dim 0 (" + std::to_string(w[0]) + ") must be a multiple of group";
+  if (x[1] % a.offset_group != 0)
+    return "X's channels (" + std::to_string(x[1]) + ") must be a multiple of offset_group (" +
+           std::to_string(a.offset_group) + ")";
+  return nn::ForwardWindow(a.window, {x[2], x[3]}, {w[2], w[3]}, /*ceil_mode=*/false, win);
+}
+
+namespace {
 
 KILN_REGISTER_OP("DeformConv", 19, ir::kMaxOpset, &DeformConvOp::Create);
 

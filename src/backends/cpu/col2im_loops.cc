@@ -1,0 +1,119 @@
+// cpu.col2im.loops: Col2Im (PyTorch's fold) with 1 or 2 spatial dims, float32, constant
+// image_shape and block_shape (what exporters write). Output planes (N * C) are spread over the
+// threads; each plane is zeroed, then every block position's row of columns is added along the
+// output rows it covers: for one block position and one row of blocks the output columns are
+// an arithmetic sequence (stride 1: contiguous), so the innermost loop is an add of two runs that
+// vectorizes, with its ends clipped to the image instead of testing each element. The geometry
+// is the op's own (ops::ResolveCol2Im). The reference kernel accumulates in double, this one in
+// float32 (tests/kernels/onednn_kernels_test.cc, Col2ImLoops).
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cpu/onednn_common.h"
+#include "core/threading.h"
+#include "ops/attrs.h"
+#include "ops/common.h"
+#include "ops/nn/col2im.h"
+
+namespace kiln::backends::cpu {
+namespace {
+
+using runtime::KernelSupport;
+using runtime::TensorInfo;
+
+// out[j * stride] += in[j] for j < n.
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void AddRun(const float* in,
+                                                                                int64_t n,
+                                                                                int64_t stride,
+                                                                                float* out) {
+  if (stride == 1) {
+    for (int64_t j = 0; j < n; ++j) out[j] += in[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j * stride] += in[j];
+  }
+}
+
+// The first and one past the last block index l with 0 <= l * stride + offset < len.
+void Covering(int64_t offset, int64_t stride, int64_t len, int64_t blocks, int64_t* lo,
+              int64_t* hi) {
+  *lo = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
+  *hi = offset >= len ? 0 : std::min(blocks, (len - 1 - offset) / stride + 1);
+}
+
+class Col2ImLoops final : public runtime::Kernel {
+ public:
+  Col2ImLoops(const ir::Node& node, const ir::Op& op)
+      : node_(node), a_(runtime::AttrsOf<ops::Col2ImAttrs>(op)) {}
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    if (ctx->constants[1] == nullptr || ctx->constants[2] == nullptr)
+      return InvalidArgument(node_.Describe() + ": image_shape and block_shape must be constant");
+    std::string why;
+    if (!ops::ResolveCol2Im(a_, ctx->inputs[0].shape, ops::ReadInts(*ctx->constants[1]),
+                            ops::ReadInts(*ctx->constants[2]), &g_, &why))
+      return InvalidArgument(node_.Describe() + ": " + why);
+    // 1-D as 2-D with one row.
+    if (g_.image.size() == 1) {
+      for (auto* v : {&g_.image, &g_.block, &g_.blocks, &g_.strides, &g_.dilations, &g_.pads})
+        v->insert(v->begin(), v == &g_.pads ? 0 : 1);
+    }
+    planes_ = ctx->inputs[0].shape[0] * (ctx->inputs[0].shape[1] / g_.block_size);
+    return OkStatus();
+  }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const float* src = ctx.in(0).data<float>();
+    float* y = ctx.out(0).data<float>();
+    const int64_t h = g_.image[0], w = g_.image[1], bh = g_.blocks[0], bw = g_.blocks[1];
+    ParallelFor(planes_, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) {
+        float* out = y + p * g_.image_size;
+        std::fill_n(out, g_.image_size, 0.f);
+        const float* col = src + p * g_.block_size * g_.num_blocks;
+        for (int64_t ki = 0; ki < g_.block[0]; ++ki)
+          for (int64_t kj = 0; kj < g_.block[1]; ++kj) {
+            const float* c = col + (ki * g_.block[1] + kj) * g_.num_blocks;
+            const int64_t i0 = ki * g_.dilations[0] - g_.pads[0];
+            const int64_t j0 = kj * g_.dilations[1] - g_.pads[1];
+            int64_t li_lo, li_hi, lj_lo, lj_hi;
+            Covering(i0, g_.strides[0], h, bh, &li_lo, &li_hi);
+            Covering(j0, g_.strides[1], w, bw, &lj_lo, &lj_hi);
+            if (lj_hi <= lj_lo) continue;
+            for (int64_t li = li_lo; li < li_hi; ++li)
+              AddRun(c + li * bw + lj_lo, lj_hi - lj_lo, g_.strides[1],
+                     out + (li * g_.strides[0] + i0) * w + lj_lo * g_.strides[1] + j0);
+          }
+      }
+    });
+    return OkStatus();
+  }
+
+ private:
+  ir::Node node_;
+  ops::Col2ImAttrs a_;
+  ops::Col2ImGeometry g_;
+  int64_t planes_ = 0;
+};
+
+KernelSupport SupportsCol2Im(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0})) return {false, "needs float32 input"};
+  if (in[0].layout) return {false, "needs a plain input"};
+  if (in[1].shape.size() != 1 || in[1].shape[0] < 1 || in[1].shape[0] > 2)
+    return {false, "1 or 2 spatial dims only"};
+  if (op.attrs<ops::Col2ImAttrs>() == nullptr) return {false, "no Col2Im attributes"};
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.col2im.loops",
+                                        "Col2Im",
+                                        "",
+                                        18,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        10,
+                                        SupportsCol2Im,
+                                        CreateKernel<Col2ImLoops>,
+                                        {}});
+
+}  // namespace
+}  // namespace kiln::backends::cpu
