@@ -495,14 +495,15 @@ std::string Lstm() {
   return b.Bytes();
 }
 
-// GridSample-16 on a [2,5,9,11] input through a [2,7,6,2] grid (the CPU's block loops).
-std::string GridSample(const std::string& mode, const std::string& padding) {
+// GridSample-16 on a [2,C,9,11] input through a [2,7,6,2] grid (the CPU's block loops; from 16
+// channels with 4 taps or more, channels-last).
+std::string GridSample(const std::string& mode, const std::string& padding, int64_t c = 5) {
   ModelBuilder b(16);
-  b.Input("x", kF32, {2, 5, 9, 11}).Input("grid", kF32, {2, 7, 6, 2});
+  b.Input("x", kF32, {2, c, 9, 11}).Input("grid", kF32, {2, 7, 6, 2});
   auto& n = b.Node("GridSample", {"x", "grid"}, {"y"});
   ModelBuilder::StringAttr(n, "mode", mode);
   ModelBuilder::StringAttr(n, "padding_mode", padding);
-  b.Output("y", kF32, {2, 5, 7, 6});
+  b.Output("y", kF32, {2, c, 7, 6});
   return b.Bytes();
 }
 
@@ -620,6 +621,9 @@ std::vector<SelfTestCase> SelfTestCases() {
     gs.host_only = true;
     c.push_back(gs);
   }
+  Raw gs_last{"grid sample bilinear border, 24 channels", GridSample("bilinear", "border", 24)};
+  gs_last.host_only = true;
+  c.push_back(gs_last);
   Raw deform{"deformable conv 3x3, groups, offset groups, mask", DeformConv()};
   deform.host_only = true;
   c.push_back(deform);

@@ -869,9 +869,12 @@ TEST(OneDnnKernelTest, ConvTransposeVariants) {
 // [-1, 1] so every padding rule is exercised, more positions than one block of the kernel (64).
 TEST(OneDnnKernelTest, GridSampleLoops) {
   uint32_t seed = 300;
-  for (const bool three_d : {false, true}) {
+  // Few channels: gathers from each plane; 20 and 260 (more than one pass of 256): channels-last
+  // with 4 taps or more.
+  for (const auto& [three_d, channels] :
+       {std::pair{false, 5}, std::pair{true, 3}, std::pair{false, 20}, std::pair{true, 260}}) {
     const int opset = three_d ? 20 : 16;
-    const Shape xs = three_d ? Shape{2, 3, 4, 5, 6} : Shape{2, 5, 7, 9};
+    const Shape xs = three_d ? Shape{2, channels, 4, 5, 6} : Shape{2, channels, 7, 9};
     const Shape gs = three_d ? Shape{2, 3, 4, 7, 3} : Shape{2, 6, 13, 2};
     const std::vector<std::string> modes =
         three_d ? std::vector<std::string>{"linear", "nearest", "cubic"}
@@ -888,7 +891,7 @@ TEST(OneDnnKernelTest, GridSampleLoops) {
           Tensor grid = RandomTensor(gs, seed++);
           for (int64_t i = 0; i < grid.numel(); ++i) grid.data<float>()[i] *= 2.3f;
           SCOPED_TRACE(mode + " " + pad + " align_corners " + std::to_string(align) +
-                       (three_d ? " 5-D" : " 4-D"));
+                       (three_d ? " 5-D " : " 4-D ") + std::to_string(channels) + " channels");
           CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}, {"grid", grid}},
                                 {"cpu.gridsample.loops"});
         }

@@ -30,6 +30,32 @@ constexpr int kMaxTaps = 64;  // cubic in 3-D: 4 x 4 x 4
 // channel reads through them.
 constexpr int64_t kTapEntries = 8192;
 
+// From this many channels, and with 4 taps or more, X is read channels-last (a oneDNN reorder
+// into scratch per run): each tap of a position then reads its channels as one contiguous run
+// instead of one gather per channel. On [1,64,128,128] (AMD EPYC, AVX2, 2 threads) bilinear went
+// from 1.84 to 1.56 ms and bicubic from 1.95 to 1.1 ms; of the 1.56 ms, 0.55 are the reorder.
+constexpr int64_t kChannelsLastMin = 16;
+// Positions per tile of the channels-last variant: the tile [kTile, C] is written out transposed,
+// kTile consecutive floats per channel row.
+constexpr int64_t kTile = 8;
+// Channels per tile pass (a tile of 8 x 256 floats: 8 KB on the stack).
+constexpr int64_t kChannelChunk = 256;
+
+// out[c] = the sum over the taps t of wt[t * kTile] * base[off[t * kTile] * stride + c], c < n:
+// one position's taps over n channels stored contiguously (pixels `stride` floats apart).
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void BlendTaps(
+    const float* base, const int32_t* off, const float* wt, int taps, int64_t stride, int64_t n,
+    float* out) {
+  const float* s0 = base + static_cast<int64_t>(off[0]) * stride;
+  const float w0 = wt[0];
+  for (int64_t c = 0; c < n; ++c) out[c] = w0 * s0[c];
+  for (int t = 1; t < taps; ++t) {
+    const float* st = base + static_cast<int64_t>(off[t * kTile]) * stride;
+    const float w = wt[t * kTile];
+    for (int64_t c = 0; c < n; ++c) out[c] += w * st[c];
+  }
+}
+
 class GridSampleLoops final : public runtime::Kernel {
  public:
   explicit GridSampleLoops(const ir::Node& node) : node_(node) {}
@@ -63,21 +89,31 @@ class GridSampleLoops final : public runtime::Kernel {
     const int64_t threads = std::max(1, omp_get_max_threads());
     block_ = std::min<int64_t>(kTapEntries / taps_,
                                std::max<int64_t>(64, n_ * positions_ / (4 * threads)));
-    return OkStatus();
+    // Nearest (one tap) ran 1.8x slower channels-last (the copy of X costs more than it saves).
+    channels_last_ = c_ >= kChannelsLastMin && taps_ >= 4;
+    if (!channels_last_) return OkStatus();
+    x_plain_ = PlainDesc(x);
+    x_last_ = ChannelsLastDesc(x, dnnl::memory::data_type::f32);
+    return Guard(node_, [&] { x_reorder_ = MakeReorder(x_plain_, x_last_); });
   }
 
+  // The channels-last variant's copy of X.
+  size_t ScratchBytes() const override { return channels_last_ ? Align64(x_last_.get_size()) : 0; }
+
   std::string variant() const override {
+    const std::string order = channels_last_ ? ", channels-last" : "";
     switch (taps_) {
       case 1:
-        return "nearest";
+        return "nearest" + order;
       case 4:
-        return "bilinear";
+        return "bilinear" + order;
       default:
-        return std::to_string(taps_) + " taps";
+        return std::to_string(taps_) + " taps" + order;
     }
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
+    if (channels_last_) return RunChannelsLast(ctx);
     const float* x = ctx.in(0).data<float>();
     const float* grid = ctx.in(1).data<float>();
     float* y = ctx.out(0).data<float>();
@@ -99,6 +135,43 @@ class GridSampleLoops final : public runtime::Kernel {
   }
 
  private:
+  // Tiles of kTile positions spread over the threads; each position's taps blend its channels
+  // from the channels-last copy of X into a [kTile, C] tile, written out transposed.
+  Status RunChannelsLast(const ir::ComputeContext& ctx) const {
+    char* scratch = static_cast<char*>(ctx.scratch);
+    Status st = Guard(node_, [&] {
+      InputAs(x_reorder_, x_plain_, x_last_, ctx.in(0).raw(), scratch);
+      ThreadStream().wait();
+    });
+    if (!st.ok()) return st;
+    const float* x = reinterpret_cast<const float*>(scratch);
+    const float* grid = ctx.in(1).data<float>();
+    float* y = ctx.out(0).data<float>();
+    const int64_t tiles = (positions_ + kTile - 1) / kTile;
+    const int64_t chunk = std::min<int64_t>(c_, kChannelChunk);
+    ParallelFor(n_ * tiles, 4, [&](int64_t begin, int64_t end) {
+      int32_t off[kMaxTaps * kTile];
+      float wt[kMaxTaps * kTile];
+      float tile[kTile * kChannelChunk];
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t b = item / tiles, p0 = (item % tiles) * kTile;
+        const int64_t count = std::min(kTile, positions_ - p0);
+        for (int64_t p = 0; p < count; ++p)
+          Taps(grid + (b * positions_ + p0 + p) * r_, kTile, off + p, wt + p);
+        const float* image = x + b * plane_ * c_;
+        for (int64_t c0 = 0; c0 < c_; c0 += chunk) {
+          const int64_t nc = std::min(chunk, c_ - c0);
+          for (int64_t p = 0; p < count; ++p)
+            BlendTaps(image + c0, off + p, wt + p, taps_, c_, nc, tile + p * nc);
+          float* dst = y + (b * c_ + c0) * positions_ + p0;
+          for (int64_t c = 0; c < nc; ++c)
+            for (int64_t p = 0; p < count; ++p) dst[c * positions_ + p] = tile[p * nc + c];
+        }
+      }
+    });
+    return OkStatus();
+  }
+
   // One position's taps_ (offset into the plane, weight) pairs, tap t at off[t * block] (the
   // block's positions side by side per tap, so the gather below vectorizes); taps outside the
   // input under zero padding get weight 0 and offset 0, so every position has the same count.
@@ -133,6 +206,9 @@ class GridSampleLoops final : public runtime::Kernel {
 
   ir::Node node_;
   ops::GridSampleAttrs attrs_;
+  bool channels_last_ = false;
+  dnnl::memory::desc x_plain_, x_last_;
+  dnnl::reorder x_reorder_;
   int r_ = 2, taps_ = 4;
   int per_dim_ = 2;     // taps per dim: 1 nearest, 2 linear, 4 cubic
   int64_t block_ = 64;  // positions per block
