@@ -77,10 +77,10 @@ def models():
                              [("cols", cols), ("image_shape", np.array([64, 64], np.int64)),
                               ("block_shape", np.array([3, 3], np.int64))],
                              [("y", 4)], weights=("image_shape", "block_shape"), pads=[1, 1, 1, 1])
-    theta = (np.eye(2, 3)[None].repeat(8, 0) + rng.normal(0, 0.1, (8, 2, 3))).astype(f32)
+    theta = (np.eye(2, 3)[None] + rng.normal(0, 0.1, (1, 2, 3))).astype(f32)
     out["affine_grid"] = one_node("affine_grid", "AffineGrid", 20,
                                   [("theta", theta),
-                                   ("size", np.array([8, 3, 224, 224], np.int64))],
+                                   ("size", np.array([1, 3, 448, 448], np.int64))],
                                   [("grid", 4)], weights=("size",), align_corners=0)
     return out
 

@@ -539,6 +539,16 @@ std::string Col2Im() {
   return b.Bytes();
 }
 
+// AffineGrid-20, 2-D, align_corners 0, two thetas (the CPU's row loops).
+std::string AffineGrid() {
+  ModelBuilder b(20);
+  b.Input("theta", kF32, {2, 2, 3});
+  b.Int64Init("size", {4}, {2, 3, 9, 7});
+  b.Node("AffineGrid", {"theta", "size"}, {"grid"});
+  b.Output("grid", kF32, {2, 9, 7, 2});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -627,6 +637,9 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw deform{"deformable conv 3x3, groups, offset groups, mask", DeformConv()};
   deform.host_only = true;
   c.push_back(deform);
+  Raw affine{"affine grid 2-D", AffineGrid()};
+  affine.host_only = true;
+  c.push_back(affine);
   Raw col2im{"col2im 2x3 blocks, strides, dilations, pads", Col2Im()};
   col2im.host_only = true;
   c.push_back(col2im);

@@ -28,6 +28,11 @@ struct ConvTransposeAttrs : ir::OpAttrs {
   std::vector<int64_t> output_padding, output_shape;
 };
 
+// AffineGrid (ops/resize/grid_sample.h has its base coordinates).
+struct AffineGridAttrs : ir::OpAttrs {
+  bool align_corners = false;
+};
+
 // Col2Im (ops/nn/col2im.h resolves its geometry); each as written, empty when absent.
 struct Col2ImAttrs : ir::OpAttrs {
   std::vector<int64_t> dilations, pads, strides;

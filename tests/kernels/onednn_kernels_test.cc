@@ -1002,6 +1002,26 @@ TEST(OneDnnKernelTest, Col2ImLoops) {
   }
 }
 
+// AffineGrid on the CPU's row loops against the reference kernel: 2-D and 3-D, both
+// align_corners, two thetas, a dim of length 1.
+TEST(OneDnnKernelTest, AffineGridLoops) {
+  uint32_t seed = 900;
+  for (const std::vector<int64_t>& size :
+       {std::vector<int64_t>{2, 3, 7, 9}, {2, 1, 1, 5}, {2, 4, 3, 5, 6}, {2, 1, 4, 1, 3}})
+    for (const int64_t align : {0, 1}) {
+      const int64_t r = static_cast<int64_t>(size.size()) - 2;
+      const Shape ts{2, r, r + 1};
+      ModelBuilder mb(20);
+      mb.Input("theta", kF32, ts).Output("grid", kF32, {});
+      mb.Int64Init("size", {static_cast<int64_t>(size.size())}, size);
+      auto& n = mb.Node("AffineGrid", {"theta", "size"}, {"grid"});
+      ModelBuilder::IntAttr(n, "align_corners", align);
+      SCOPED_TRACE("size " + ShapeToString(size) + " align_corners " + std::to_string(align));
+      CheckAgainstReference(mb.Bytes(), {{"theta", RandomTensor(ts, seed++)}},
+                            {"cpu.affinegrid.loops"});
+    }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the reference op

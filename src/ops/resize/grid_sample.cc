@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/resize/keys_cubic.h"
 
@@ -232,11 +233,12 @@ class AffineGridOp final : public ir::Op {
     const int64_t align = node.GetInt("align_corners", 0);
     if (align != 0 && align != 1)
       return ir::AttrError(node, "align_corners must be 0 or 1; got " + std::to_string(align));
-    op->align_ = align == 1;
+    op->a_.align_corners = align == 1;
     return std::unique_ptr<ir::Op>(std::move(op));
   }
 
   std::vector<int> ShapeInputs() const override { return {1}; }
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
@@ -261,9 +263,7 @@ class AffineGridOp final : public ir::Op {
     std::vector<std::vector<double>> base(r);
     for (int64_t d = 0; d < r; ++d) {
       const int64_t len = size[2 + d];
-      for (int64_t i = 0; i < len; ++i)
-        base[d].push_back(align_ ? (len == 1 ? -1.0 : -1.0 + 2.0 * i / static_cast<double>(len - 1))
-                                 : -1.0 + (2.0 * i + 1.0) / static_cast<double>(len));
+      for (int64_t i = 0; i < len; ++i) base[d].push_back(AffineGridBase(i, len, a_.align_corners));
     }
     int64_t positions = 1;
     for (int64_t d = 0; d < r; ++d) positions *= size[2 + d];
@@ -322,7 +322,7 @@ class AffineGridOp final : public ir::Op {
     return true;
   }
 
-  bool align_ = false;
+  AffineGridAttrs a_;
 };
 
 KILN_REGISTER_OP("GridSample", 16, ir::kMaxOpset, &GridSampleOp::Create);

@@ -32,4 +32,10 @@ inline constexpr int kMaxGridTaps = 4;
 // is not finite).
 int64_t GridTaps(const GridSampleAttrs& a, double v, int64_t len, int64_t* index, double* weight);
 
+// AffineGrid's base coordinate of index i along a dim of length len, in [-1, 1].
+inline double AffineGridBase(int64_t i, int64_t len, bool align_corners) {
+  if (align_corners) return len == 1 ? -1.0 : -1.0 + 2.0 * i / static_cast<double>(len - 1);
+  return -1.0 + (2.0 * i + 1.0) / static_cast<double>(len);
+}
+
 }  // namespace kiln::ops
