@@ -637,6 +637,10 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw deform{"deformable conv 3x3, groups, offset groups, mask", DeformConv()};
   deform.host_only = true;
   c.push_back(deform);
+  Raw cubic{"resize cubic x2 half_pixel (separable passes)",
+            Resize("cubic", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {})};
+  cubic.host_only = true;
+  c.push_back(cubic);
   Raw affine{"affine grid 2-D", AffineGrid()};
   affine.host_only = true;
   c.push_back(affine);

@@ -1024,39 +1024,62 @@ TEST(OneDnnKernelTest, AffineGridLoops) {
 
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
-// reference; value-dependent misfits (a downscale, a scale that is not O/I) run the reference op
-// inside the kernel ("[reference]"), attribute misfits are declined.
+// reference; value-dependent misfits (a downscale, a scale that is not O/I) run the separable
+// passes inside the kernel ("[separable]"); attribute misfits (cubic, antialias, align_corners,
+// exclude_outside, tf_crop_and_resize with extrapolation) run on cpu.resize.separable.
 TEST(OneDnnKernelTest, ResizeModes) {
   struct Case {
     std::string mode, coord, nearest;
     std::vector<float> scales;
     std::vector<int64_t> sizes;
     std::string expect;
+    int opset = 13;
+    int64_t antialias = 0, exclude_outside = 0;
+    std::vector<float> roi = {};
   };
-  const std::string dn = "cpu.resize.onednn float32", in_ref = "cpu.resize.onednn[reference]",
-                    ref = "cpu.resize.ref";
+  // Values oneDNN does not compute as ONNX defines run on the separable passes inside its kernel;
+  // attributes it cannot do at all on cpu.resize.separable, which runs the reference op where N
+  // or C is resized.
+  const std::string dn = "cpu.resize.onednn float32", in_sep = "cpu.resize.onednn[separable]",
+                    sep = "cpu.resize.separable float32",
+                    sep_ref = "cpu.resize.separable[reference]";
   const Case cases[] = {
       {"nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, dn},
       {"nearest", "half_pixel", "round_prefer_floor", {1, 1, 3, 2}, {}, dn},
       {"nearest", "pytorch_half_pixel", "round_prefer_ceil", {}, {2, 3, 15, 8}, dn},
-      {"nearest", "asymmetric", "floor", {1, 1, 0.5f, 1}, {}, in_ref},
-      {"nearest", "asymmetric", "floor", {1, 1, 2.5f, 2}, {}, in_ref},
-      {"nearest", "align_corners", "round_prefer_floor", {1, 1, 2, 2}, {}, ref},
-      {"nearest", "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, ref},
+      {"nearest", "asymmetric", "floor", {1, 1, 0.5f, 1}, {}, in_sep},
+      {"nearest", "asymmetric", "floor", {1, 1, 2.5f, 2}, {}, in_sep},
+      {"nearest", "align_corners", "round_prefer_floor", {1, 1, 2, 2}, {}, sep},
+      {"nearest", "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, sep},
+      {"nearest", "align_corners", "round_prefer_floor", {1, 2, 1, 1}, {}, sep_ref},
       {"linear", "half_pixel", "", {1, 1, 2, 2}, {}, dn},
       {"linear", "half_pixel", "", {}, {2, 3, 8, 11}, dn},
       {"linear", "pytorch_half_pixel", "", {}, {2, 3, 2, 8}, dn},
-      {"linear", "pytorch_half_pixel", "", {1, 1, 0.5f, 2}, {}, in_ref},
-      {"linear", "half_pixel", "", {1, 1, 2.5f, 2}, {}, in_ref},
-      {"linear", "asymmetric", "", {1, 1, 2, 2}, {}, ref},
-      {"cubic", "half_pixel", "", {1, 1, 2, 2}, {}, ref},
+      {"linear", "pytorch_half_pixel", "", {1, 1, 0.5f, 2}, {}, in_sep},
+      {"linear", "half_pixel", "", {1, 1, 2.5f, 2}, {}, in_sep},
+      {"linear", "asymmetric", "", {1, 1, 2, 2}, {}, sep},
+      {"linear", "align_corners", "", {}, {2, 3, 9, 7}, sep},
+      {"cubic", "half_pixel", "", {1, 1, 2, 2}, {}, sep},
+      {"cubic", "asymmetric", "", {1, 1, 1.5f, 2.5f}, {}, sep, 13, 0, 1},
+      {"cubic", "half_pixel", "", {1, 1, 0.5f, 0.6f}, {}, sep, 18, 1},
+      {"linear", "pytorch_half_pixel", "", {}, {2, 3, 3, 2}, sep, 18, 1},
+      {"linear",
+       "tf_crop_and_resize",
+       "",
+       {},
+       {2, 3, 6, 5},
+       sep,
+       13,
+       0,
+       0,
+       {0, 0, 0.2f, -0.1f, 1, 1, 0.9f, 1.3f}},
   };
   const Shape xs = {2, 3, 5, 4};
   uint32_t seed = 100;
   for (const Case& c : cases) {
-    ModelBuilder mb;
+    ModelBuilder mb(c.opset);
     mb.Input("x", kF32, xs).Output("y", kF32, {});
-    mb.FloatInit("roi", {0}, {});
+    mb.FloatInit("roi", {static_cast<int64_t>(c.roi.size())}, c.roi);
     std::vector<std::string> ins = {"x", "roi"};
     if (!c.scales.empty()) {
       mb.FloatInit("scales", {4}, c.scales);
@@ -1071,6 +1094,12 @@ TEST(OneDnnKernelTest, ResizeModes) {
     ModelBuilder::StringAttr(n, "mode", c.mode);
     ModelBuilder::StringAttr(n, "coordinate_transformation_mode", c.coord);
     if (!c.nearest.empty()) ModelBuilder::StringAttr(n, "nearest_mode", c.nearest);
+    if (c.antialias) ModelBuilder::IntAttr(n, "antialias", 1);
+    if (c.exclude_outside) {
+      ModelBuilder::IntAttr(n, "exclude_outside", 1);
+      ModelBuilder::FloatAttr(n, "cubic_coeff_a", -0.5f);
+    }
+    if (!c.roi.empty()) ModelBuilder::FloatAttr(n, "extrapolation_value", 7.5f);
     SCOPED_TRACE(c.mode + " " + c.coord + " " + c.nearest + " -> " + c.expect);
     CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(xs, seed++)}}, {c.expect});
   }

@@ -8,11 +8,16 @@
 //     O/I; oneDNN clamps taps to the edge as the ONNX reference's edge padding does.
 // N and C must not be scaled, antialias must be off. Scales/sizes are constants (the output shape
 // depends on them); what can only be judged from their values (integer factors, scale == O/I)
-// is judged in Prepare, and a node that fails it runs the reference op's own Compute (named in
-// variant() as "[reference]"), so no node is refused for it.
+// is judged in Prepare, and a node that fails it runs on the separable passes
+// (resize_separable.h, variant "[separable]"), or where even those do not fit (N or C resized)
+// on the reference op's own Compute ("[reference]"), so no node is refused for it.
+// cpu.resize.separable / cpu.upsample.separable take every float32 Resize/Upsample that oneDNN
+// cannot compute by its attributes (cubic, antialias, align_corners, asymmetric linear,
+// tf_crop_and_resize, other nearest roundings, axes, keep_aspect_ratio_policy).
 #include <cmath>
 
 #include "backends/cpu/onednn_common.h"
+#include "backends/cpu/resize_separable.h"
 #include "ops/attrs.h"
 
 namespace kiln::backends::cpu {
@@ -70,7 +75,9 @@ class ResampleOneDnn final : public runtime::Kernel {
  public:
   ResampleOneDnn(const ir::Node& node, const ir::Op& op) : node_(node), op_(op) {}
 
-  std::string variant() const override { return use_reference_ ? "reference" : ""; }
+  std::string variant() const override {
+    return use_separable_ ? "separable" : use_reference_ ? "reference" : "";
+  }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     const Shape& xs = ctx->inputs[0].shape;
@@ -107,7 +114,11 @@ class ResampleOneDnn final : public runtime::Kernel {
             (given != 0.f && given * static_cast<float>(xs[i]) != static_cast<float>(ys[i]));
       }
     }
-    if (use_reference_) return OkStatus();
+    if (use_reference_) {
+      std::string why;
+      use_separable_ = separable_.Prepare(op_, *ctx, &why);
+      return OkStatus();
+    }
     return Guard(node_, [&] {
       src_ = PlainDesc(xs);
       dst_ = PlainDesc(ys);
@@ -124,10 +135,15 @@ class ResampleOneDnn final : public runtime::Kernel {
   }
 
   size_t ScratchBytes() const override {
+    if (use_separable_) return separable_.ScratchBytes();
     return use_reference_ ? 0 : pd_.scratchpad_desc().get_size();
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
+    if (use_separable_) {
+      separable_.Run(ctx.in(0).data<float>(), ctx.out(0).data<float>(), ctx.scratch);
+      return OkStatus();
+    }
     if (use_reference_) return op_.Compute(ctx);
     return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, dst_, ctx);
   }
@@ -135,7 +151,8 @@ class ResampleOneDnn final : public runtime::Kernel {
  private:
   ir::Node node_;
   const ir::Op& op_;
-  bool use_reference_ = false;
+  bool use_reference_ = false, use_separable_ = false;
+  SeparableResize separable_;
   memory::desc src_, dst_;
   dnnl::resampling_forward::primitive_desc pd_;
   PdDescs descs_;
@@ -144,6 +161,49 @@ class ResampleOneDnn final : public runtime::Kernel {
 
 std::unique_ptr<runtime::Kernel> CreateResample(const ir::Node& node, const ir::Op& op) {
   return std::make_unique<ResampleOneDnn>(node, op);
+}
+
+// The separable passes alone, for what oneDNN cannot do by the attributes; the reference op
+// where the values do not fit them (N or C resized).
+class ResizeSeparable final : public runtime::Kernel {
+ public:
+  explicit ResizeSeparable(const ir::Op& op) : op_(op) {}
+
+  std::string variant() const override { return use_reference_ ? "reference" : ""; }
+
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    std::string why;
+    use_reference_ = !separable_.Prepare(op_, *ctx, &why);
+    return OkStatus();
+  }
+
+  size_t ScratchBytes() const override { return use_reference_ ? 0 : separable_.ScratchBytes(); }
+
+  Status Run(const ir::ComputeContext& ctx) const override {
+    if (use_reference_) return op_.Compute(ctx);
+    separable_.Run(ctx.in(0).data<float>(), ctx.out(0).data<float>(), ctx.scratch);
+    return OkStatus();
+  }
+
+ private:
+  const ir::Op& op_;
+  bool use_reference_ = false;
+  SeparableResize separable_;
+};
+
+KernelSupport SupportsSeparable(const ir::Node&, const ir::Op& op,
+                                const std::vector<TensorInfo>& in) {
+  if (!AllFloat(in, {0})) return {false, "needs float32 X"};
+  if (in[0].layout) return {false, "needs a plain X"};
+  if (in[0].shape.empty()) return {false, "a scalar X"};
+  for (int64_t d : in[0].shape)
+    if (d <= 0) return {false, "empty input"};
+  if (op.attrs<ops::ResizeAttrs>() == nullptr) return {false, "no Resize attributes"};
+  return {true, ""};
+}
+
+std::unique_ptr<runtime::Kernel> CreateSeparable(const ir::Node&, const ir::Op& op) {
+  return std::make_unique<ResizeSeparable>(op);
 }
 
 // Resize's roi/scales/sizes and Upsample's scales fix the output shape: constants only.
@@ -166,6 +226,26 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.upsample.onednn",
                                         10,
                                         SupportsResample,
                                         CreateResample,
+                                        {1}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.resize.separable",
+                                        "Resize",
+                                        "",
+                                        10,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        5,
+                                        SupportsSeparable,
+                                        CreateSeparable,
+                                        {1, 2, 3}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.upsample.separable",
+                                        "Upsample",
+                                        "",
+                                        7,
+                                        ir::kMaxOpset,
+                                        "cpu",
+                                        5,
+                                        SupportsSeparable,
+                                        CreateSeparable,
                                         {1}});
 
 }  // namespace

@@ -34,6 +34,8 @@
 // for linear, 2 for cubic), base = ceil(x) - 1 (x an integer: x - 1, as ONNX's reference frames
 // it), weight kernel((base + i - x) * s), normalised to sum 1. Taps outside the input are
 // clamped to the edge (or dropped with exclude_outside).
+#include "ops/resize/resize.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -56,13 +58,7 @@ using Coord = ResizeCoord;
 using Rounding = ResizeRounding;
 using AspectPolicy = ResizeAspectPolicy;
 
-// Taps of every output coordinate along one dim.
-struct DimTaps {
-  int64_t stride = 4;          // the most taps any output coordinate has (4; more with antialias)
-  std::vector<int> count;      // taps per output coordinate; 0 marks extrapolation
-  std::vector<int64_t> index;  // [out * stride], clamped into [0, in)
-  std::vector<double> weight;  // [out * stride]
-};
+using DimTaps = ResizeDimTaps;
 
 template <typename T>
 T CastResult(double v) {
@@ -133,39 +129,55 @@ class ResizeOp : public Op {
     return OkStatus();
   }
 
-  Status Compute(const ComputeContext& ctx) const override {
-    const Tensor& x = ctx.in(0);
-    const int si = scales_index();
-    const Tensor* scales = si >= 0 && ctx.has(si) ? &ctx.in(si) : nullptr;
-    const Tensor* sizes = modern() && ctx.has(3) ? &ctx.in(3) : nullptr;
-    Shape out;
+  // The output shape and every dim's taps for input shape `in`, the node's inputs by position
+  // (nullptr where absent); false with the violated rule in `why`.
+  bool Plan(const Shape& in, const std::vector<const Tensor*>& inputs, ResizePlan* plan,
+            std::string* why) const {
+    auto input = [&](int i) -> const Tensor* {
+      return i >= 0 && static_cast<size_t>(i) < inputs.size() ? inputs[i] : nullptr;
+    };
+    const Tensor* scales = input(scales_index());
+    const Tensor* sizes = modern() ? input(3) : nullptr;
     std::vector<double> scale;
-    std::string why;
-    if (!OutputShape(x.shape(), scales, sizes, &out, &scale, &why)) return RunError(why);
-    Tensor& y = ctx.out(0);
-    if (out != y.shape())
-      return RunError("output shape " + ShapeToString(y.shape()) + " differs from the computed " +
-                      ShapeToString(out));
-    const int64_t rank = x.rank();
+    if (!OutputShape(in, scales, sizes, &plan->out, &scale, why)) return false;
+    const auto rank = static_cast<int64_t>(in.size());
     std::vector<double> roi(static_cast<size_t>(2 * rank), 0.0);
     for (int64_t d = 0; d < rank; ++d) roi[rank + d] = 1.0;
     if (a_.coord == Coord::kTfCropAndResize) {
       std::vector<int64_t> dims;
-      std::string err;
-      if (!Axes(rank, &dims, &err)) return RunError(err);
+      if (!Axes(rank, &dims, why)) return false;
       const auto k = static_cast<int64_t>(dims.size());
-      if (!ctx.has(1) || ctx.in(1).numel() != 2 * k)
-        return RunError("tf_crop_and_resize needs roi with 2 * " + std::to_string(k) +
-                        " values; got " +
-                        (ctx.has(1) ? std::to_string(ctx.in(1).numel()) : std::string("none")));
+      const Tensor* r = input(1);
+      if (r == nullptr || r->numel() != 2 * k) {
+        *why = "tf_crop_and_resize needs roi with 2 * " + std::to_string(k) + " values; got " +
+               (r != nullptr ? std::to_string(r->numel()) : std::string("none"));
+        return false;
+      }
       for (int64_t i = 0; i < k; ++i) {
-        roi[dims[i]] = ReadScalarAsDouble(ctx.in(1), i);
-        roi[rank + dims[i]] = ReadScalarAsDouble(ctx.in(1), k + i);
+        roi[dims[i]] = ReadScalarAsDouble(*r, i);
+        roi[rank + dims[i]] = ReadScalarAsDouble(*r, k + i);
       }
     }
-    std::vector<DimTaps> taps(static_cast<size_t>(rank));
+    plan->taps.assign(static_cast<size_t>(rank), DimTaps{});
     for (int64_t d = 0; d < rank; ++d)
-      taps[d] = BuildTaps(x.shape()[d], out[d], scale[d], roi[d], roi[rank + d]);
+      plan->taps[d] = BuildTaps(in[d], plan->out[d], scale[d], roi[d], roi[rank + d]);
+    plan->extrapolation_value = a_.extrapolation_value;
+    return true;
+  }
+
+  Status Compute(const ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    std::vector<const Tensor*> inputs;
+    for (size_t i = 0; i < ctx.inputs.size(); ++i)
+      inputs.push_back(ctx.has(i) ? &ctx.in(i) : nullptr);
+    ResizePlan plan;
+    std::string why;
+    if (!Plan(x.shape(), inputs, &plan, &why)) return RunError(why);
+    Tensor& y = ctx.out(0);
+    if (plan.out != y.shape())
+      return RunError("output shape " + ShapeToString(y.shape()) + " differs from the computed " +
+                      ShapeToString(plan.out));
+    const std::vector<DimTaps>& taps = plan.taps;
     switch (x.dtype()) {
       case DataType::kFloat:
         Run<float>(x, taps, y);
@@ -581,6 +593,20 @@ class ResizeOp : public Op {
 
   ResizeAttrs a_;
 };
+
+}  // namespace
+
+bool ResizePlanOf(const ir::Op& op, const Shape& in, const std::vector<const Tensor*>& inputs,
+                  ResizePlan* plan, std::string* why) {
+  const auto* resize = dynamic_cast<const ResizeOp*>(&op);
+  if (resize == nullptr) {
+    *why = "not a Resize or Upsample op";
+    return false;
+  }
+  return resize->Plan(in, inputs, plan, why);
+}
+
+namespace {
 
 KILN_REGISTER_OP("Resize", 10, ir::kMaxOpset, &ResizeOp::CreateResize);
 // Upsample is deprecated from opset 10; models importing a later opset still get the opset-9
