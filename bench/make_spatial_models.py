@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One-node models of the spatial ops (GridSample, DeformConv, Col2Im, AffineGrid) with inputs.
+"""One-node models of the spatial ops (GridSample, DeformConv, Col2Im, AffineGrid, Resize) with inputs.
 
     bench/.venv/bin/python bench/make_spatial_models.py [OUT_DIR]
 
@@ -11,8 +11,8 @@ prints, per model, the bench/compare options that run it on those inputs:
 
 Shapes are those of the layers these ops appear in: a GridSample warping a feature map by flow
 (the identity grid plus N(0, 0.05) noise), a DCNv2 3x3 layer of a detector neck (offsets N(0, 2)
-pixels, a sigmoid mask), a Col2Im folding 3x3 patches back (torch's nn.Fold), and AffineGrid of
-a spatial transformer.
+pixels, a sigmoid mask), a Col2Im folding 3x3 patches back (torch's nn.Fold), AffineGrid of
+a spatial transformer, and Resize in the forms oneDNN's resampling does not compute.
 """
 import argparse
 import os
@@ -82,6 +82,28 @@ def models():
                                   [("theta", theta),
                                    ("size", np.array([1, 3, 448, 448], np.int64))],
                                   [("grid", 4)], weights=("size",), align_corners=0)
+    # Resize: torchvision's Resize(antialias=True) of a 720p frame to 224 (opset 18), a
+    # segmentation head's x4 upsample with align_corners (PyTorch's F.interpolate(...,
+    # align_corners=True)), and a cubic x2 of a feature map.
+    frame = rng.standard_normal((1, 3, 720, 1280)).astype(f32)
+    for mode in ("linear", "cubic"):
+        out[f"resize_aa_{mode}"] = one_node(
+            f"resize_aa_{mode}", "Resize", 18,
+            [("x", frame), ("roi", np.zeros(0, f32)), ("scales", np.zeros(0, f32)),
+             ("sizes", np.array([1, 3, 224, 398], np.int64))],
+            [("y", 4)], weights=("roi", "scales", "sizes"), mode=mode, antialias=1)
+    seg = rng.standard_normal((1, 21, 128, 128)).astype(f32)
+    out["resize_seg"] = one_node(
+        "resize_seg", "Resize", 13,
+        [("x", seg), ("roi", np.zeros(0, f32)), ("scales", np.zeros(0, f32)),
+         ("sizes", np.array([1, 21, 512, 512], np.int64))],
+        [("y", 4)], weights=("roi", "scales", "sizes"), mode="linear",
+        coordinate_transformation_mode="align_corners")
+    feat = rng.standard_normal((1, 32, 128, 128)).astype(f32)
+    out["resize_cubic_x2"] = one_node(
+        "resize_cubic_x2", "Resize", 13,
+        [("x", feat), ("roi", np.zeros(0, f32)), ("scales", np.array([1, 1, 2, 2], f32))],
+        [("y", 4)], weights=("roi", "scales"), mode="cubic")
     return out
 
 

@@ -84,6 +84,7 @@ bool SeparableResize::Prepare(const ir::Op& op, const runtime::PrepareContext& c
     }
   }
   h_identity_ = hd < 0 || Identity(plan.taps[hd], h_in_, h_out_);
+  w_identity_ = Identity(tw, w_in_, w_out_);
   h_row_.assign(static_cast<size_t>(th_ * h_out_), 0);
   h_wt_.assign(static_cast<size_t>(th_ * h_out_), 0.f);
   h_out_of_roi_.assign(static_cast<size_t>(h_out_), 0);
@@ -98,31 +99,53 @@ bool SeparableResize::Prepare(const ir::Op& op, const runtime::PrepareContext& c
       }
     }
   }
+  // Tap reads per plane of each order (a gathered read along W counted as 4).
+  const double w_first = 4.0 * static_cast<double>(h_in_ * w_out_ * tw_) +
+                         (h_identity_ ? 0.0 : static_cast<double>(h_out_ * w_out_ * th_));
+  const double h_first = (h_identity_ ? 0.0 : static_cast<double>(h_out_ * w_in_ * th_)) +
+                         (w_identity_ ? 0.0 : 4.0 * static_cast<double>(h_out_ * w_out_ * tw_));
+  h_first_ = h_first < w_first;
   return true;
 }
 
 size_t SeparableResize::ScratchBytes() const {
-  return h_identity_ ? 0 : Align64(static_cast<size_t>(planes_ * h_in_ * w_out_) * sizeof(float));
+  if (h_identity_ || w_identity_) return 0;
+  const int64_t width = h_first_ ? w_in_ : w_out_, rows = h_first_ ? h_out_ : h_in_;
+  return Align64(static_cast<size_t>(planes_ * rows * width) * sizeof(float));
 }
 
 void SeparableResize::Run(const float* x, float* y, void* scratch) const {
-  float* rows = h_identity_ ? y : static_cast<float*>(scratch);
-  // W: every input row of every plane.
-  ParallelFor(planes_ * h_in_, 8, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      GatherTaps(x + r * w_in_, w_off_.data(), w_wt_.data(), tw_, w_out_, w_out_,
-                 rows + r * w_out_);
-  });
-  // H: every output row as the weighted sum of its taps' rows.
-  if (!h_identity_)
+  // W: `rows` rows of w_in_ from src to rows of w_out_ in dst.
+  auto w_pass = [&](const float* src, int64_t rows, float* dst) {
+    ParallelFor(rows, 8, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        GatherTaps(src + r * w_in_, w_off_.data(), w_wt_.data(), tw_, w_out_, w_out_,
+                   dst + r * w_out_);
+    });
+  };
+  // H: every output row of every plane as the weighted sum of its taps' rows of `width`.
+  auto h_pass = [&](const float* src, int64_t width, float* dst) {
     ParallelFor(planes_ * h_out_, 4, [&](int64_t begin, int64_t end) {
-      const float* src[kMaxTaps];
+      const float* taps[kMaxTaps];
       for (int64_t item = begin; item < end; ++item) {
         const int64_t p = item / h_out_, i = item % h_out_;
-        for (int t = 0; t < th_; ++t) src[t] = rows + (p * h_in_ + h_row_[i * th_ + t]) * w_out_;
-        BlendRows(src, h_wt_.data() + i * th_, th_, w_out_, y + item * w_out_);
+        for (int t = 0; t < th_; ++t) taps[t] = src + (p * h_in_ + h_row_[i * th_ + t]) * width;
+        BlendRows(taps, h_wt_.data() + i * th_, th_, width, dst + item * width);
       }
     });
+  };
+  float* tmp = static_cast<float*>(scratch);
+  if (h_identity_) {
+    w_pass(x, planes_ * h_in_, y);
+  } else if (w_identity_) {
+    h_pass(x, w_in_, y);
+  } else if (h_first_) {
+    h_pass(x, w_in_, tmp);
+    w_pass(tmp, planes_ * h_out_, y);
+  } else {
+    w_pass(x, planes_ * h_in_, tmp);
+    h_pass(tmp, w_out_, y);
+  }
   if (!extrapolates_) return;
   ParallelFor(planes_ * h_out_, 16, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
