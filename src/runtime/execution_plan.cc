@@ -243,6 +243,15 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
   p.PlanArena();
+  p.direct_output.assign(p.output_slots.size(), 0);
+  for (size_t k = 0; k < p.output_slots.size() && !p.device; ++k) {
+    const int slot = p.output_slots[k];
+    bool direct =
+        p.arena_offset[slot] >= 0 && p.static_shape[slot] && !p.constants[slot] && !p.layouts[slot];
+    for (int in : p.input_slots) direct = direct && in != slot;
+    for (size_t j = 0; j < k; ++j) direct = direct && p.output_slots[j] != slot;
+    p.direct_output[k] = direct;
+  }
   if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants(model));
   return plan;
 }
@@ -355,6 +364,13 @@ std::unique_ptr<RunContext> ExecutionPlan::NewRunContext() const {
     }
     for (int slot : step.out_slots) cc.outputs.push_back(slot >= 0 ? &run->env[slot] : nullptr);
   }
+  run->saved_outputs.resize(output_slots.size());
+  run->redirected.assign(output_slots.size(), 0);
+  // Shaped now, so that saving a view in a warm run copies into storage that is already there.
+  for (size_t k = 0; k < output_slots.size(); ++k)
+    if (direct_output[k])
+      run->saved_outputs[k] =
+          Tensor::View(dtypes[output_slots[k]], shapes[output_slots[k]], nullptr);
   return run;
 }
 
@@ -420,6 +436,37 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   ViewArena(run.get(), base);  // a new context, or another arena than last time
   for (const RunContext::InputRead& r : run->input_reads)
     run->contexts[r.step].inputs[r.position] = inputs[r.input];
+  // Directly written outputs (direct_output): the slot points at the tensor the run returns
+  // until the run ends, then at its arena view again.
+  if (bound.empty()) outputs->assign(output_slots.size(), Tensor());
+  struct Restore {
+    const ExecutionPlan* plan;
+    RunContext* run;
+    ~Restore() {
+      for (size_t k = 0; k < run->redirected.size(); ++k)
+        if (run->redirected[k]) {
+          run->env[plan->output_slots[k]] = run->saved_outputs[k];
+          run->redirected[k] = 0;
+        }
+    }
+  } restore{this, run.get()};
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    if (!direct_output[k]) continue;
+    const int slot = output_slots[k];
+    Tensor* target = nullptr;
+    if (bound.empty()) {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> storage, AlignedHostMemory(env[slot].bytes()));
+      void* data = storage.get();
+      (*outputs)[k] = Tensor::Adopt(dtypes[slot], shapes[slot], data, std::move(storage));
+      target = &(*outputs)[k];
+    } else if (k < bound.size()) {
+      target = bound[k];  // null: the caller drops this output; it stays in the arena
+    }
+    if (target == nullptr) continue;
+    run->saved_outputs[k] = env[slot];
+    env[slot] = *target;
+    run->redirected[k] = 1;
+  }
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
   KILN_RETURN_IF_ERROR(RunSteps(model, run.get(), base, control, step_ms));
   // A slot's tensor outside a step: a constant, a graph input, or the run's own.
@@ -429,13 +476,13 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
       if (input_slots[k] == slot) return inputs[k];
     return env[slot].defined() ? &env[slot] : nullptr;
   };
-  if (bound.empty()) outputs->clear();
   for (size_t k = 0; k < output_slots.size(); ++k) {
+    if (run->redirected[k]) continue;  // written where it is returned
     const Tensor* t = get(output_slots[k]);
     if (t == nullptr)
       return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
     if (bound.empty()) {
-      outputs->push_back(t->Clone());
+      (*outputs)[k] = t->Clone();
     } else if (k < bound.size() && bound[k] != nullptr) {
       if (bound[k]->shape() != t->shape())
         return InvalidArgument("output '" + g.values[g.outputs[k]].name +

@@ -82,8 +82,12 @@ struct RunContext {
   struct InputRead {
     int step, position, input;  // contexts[step].inputs[position] = graph input `input`
   };
-  std::vector<InputRead> input_reads;     // host only: a device reads inputs from its arena
-  const char* base = nullptr;             // the arena the views point into (null: not viewed yet)
+  std::vector<InputRead> input_reads;  // host only: a device reads inputs from its arena
+  const char* base = nullptr;          // the arena the views point into (null: not viewed yet)
+  // Per graph output: the arena view of a directly written output, kept while the slot points at
+  // the run's output tensor (ExecutionPlan::direct_output).
+  std::vector<Tensor> saved_outputs;
+  std::vector<char> redirected;
   std::unique_ptr<DeviceRun> device_run;  // device plans only
 };
 
@@ -99,6 +103,11 @@ struct ExecutionPlan {
   std::vector<int> last_use;
   std::vector<int> input_slots;   // per graph input
   std::vector<int> output_slots;  // per graph output, always plain
+  // Per graph output, host plans: its step writes it straight into the tensor the run returns
+  // (a new one, or the caller's bound tensor) instead of the arena, so nothing is copied after
+  // the run. Set for outputs with an arena buffer (static shape, computed by a step), each slot
+  // once.
+  std::vector<char> direct_output;
   // Memory plan: per slot, its offset in the run's arena (-1: not in the arena: constants, graph
   // inputs, outputs of dynamic steps); the arena size, and the scratch region shared by all steps.
   std::vector<int64_t> arena_offset;

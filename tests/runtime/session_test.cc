@@ -151,6 +151,54 @@ TEST(SessionTest, RunIntoWritesTheCallersBuffers) {
   EXPECT_NE(st.message().find("this run computes [3,3]"), std::string::npos) << st.message();
 }
 
+// Graph outputs are written by their steps straight into the tensors a run returns (or the
+// caller's bound ones): an output read by later steps, one produced in place over its input's
+// buffer, and each run's results in storage of their own (a later run leaves them alone).
+TEST(SessionTest, GraphOutputsAreWrittenWhereTheyAreReturned) {
+  ModelBuilder m(13);
+  m.Input("x", kF32, {4, 8}).Output("r", kF32, {}).Output("y", kF32, {}).Output("z", kF32, {});
+  m.FloatInit("b", {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  m.Int64Init("s", {2}, {8, 4});
+  m.Node("Relu", {"x"}, {"r"});  // an output that later steps read
+  m.Node("Add", {"r", "b"}, {"a"});
+  m.Node("Relu", {"a"}, {"y"});          // in place over a's buffer
+  m.Node("Reshape", {"y", "s"}, {"z"});  // y is read after: a copy
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  auto check = [](const std::vector<NamedTensor>& out, const Tensor& x) {
+    ASSERT_EQ(out.size(), 3u);
+    for (int64_t i = 0; i < 32; ++i) {
+      const float r = std::max(0.f, x.data<float>()[i]);
+      const float y = std::max(0.f, r + static_cast<float>(i % 8 + 1));
+      ASSERT_EQ(out[0].tensor.data<float>()[i], r) << i;
+      ASSERT_EQ(out[1].tensor.data<float>()[i], y) << i;
+      ASSERT_EQ(out[2].tensor.data<float>()[i], y) << i;
+    }
+    EXPECT_EQ(out[2].tensor.shape(), (Shape{8, 4}));
+  };
+  const Tensor x1 = Iota({4, 8}, -0.5f), x2 = Iota({4, 8}, 0.25f);
+  std::vector<NamedTensor> first, second;
+  ASSERT_TRUE(s->Run({{"x", x1}}, &first).ok());
+  ASSERT_TRUE(s->Run({{"x", x2}}, &second).ok());
+  check(first, x1);
+  check(second, x2);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NE(first[k].tensor.raw(), second[k].tensor.raw()) << k;
+  // Bound: y only (r and z dropped), then all three.
+  float y_storage[32];
+  std::vector<NamedTensor> bound = {{"y", Tensor::View(DataType::kFloat, {4, 8}, y_storage)}};
+  ASSERT_TRUE(s->RunInto({{"x", x1}}, &bound).ok());
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(y_storage[i], first[1].tensor.data<float>()[i]) << i;
+  std::vector<NamedTensor> all = {{"r", Tensor::Empty(DataType::kFloat, {4, 8})},
+                                  {"y", Tensor::Empty(DataType::kFloat, {4, 8})},
+                                  {"z", Tensor::Empty(DataType::kFloat, {8, 4})}};
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(s->RunInto({{"x", round == 0 ? x2 : x1}}, &all).ok());
+    check(all, round == 0 ? x2 : x1);
+  }
+  check(first, x1);  // still each run's values
+  check(second, x2);
+}
+
 TEST(SessionTest, KeepsAtMostMaxPlansLeastRecentlyUsedFirst) {
   SessionOptions o;
   o.max_plans = 2;
