@@ -1022,6 +1022,70 @@ TEST(OneDnnKernelTest, AffineGridLoops) {
     }
 }
 
+// The sampling kernels after a convolution, whose output is blocked on AVX2 and AVX-512: bilinear
+// GridSample (also with 8 channels, below the channels-last threshold) and DeformConv read that
+// layout and reorder it themselves (no conversion step in the plan); nearest GridSample and the
+// separable Resize get it converted to plain by the planner. Each is still its fast kernel (a
+// kernel declining a layout would hand the node to the reference kernel) and matches the
+// reference.
+TEST(OneDnnKernelTest, SamplingOpsAfterAConvolution) {
+  struct Case {
+    std::string op, mode;
+    int64_t channels;
+    std::string kernel;
+    bool reads_layout;
+  };
+  const Case cases[] = {
+      {"GridSample", "bilinear", 24, "cpu.gridsample.loops[bilinear, channels-last]", true},
+      {"GridSample", "bilinear", 8, "cpu.gridsample.loops[bilinear, channels-last]", true},
+      {"GridSample", "nearest", 24, "cpu.gridsample.loops[nearest]", false},
+      {"DeformConv", "", 24, "cpu.deformconv.onednn", true},
+      {"Resize", "cubic", 24, "cpu.resize.separable", false},
+  };
+  uint32_t seed = 950;
+  for (const Case& c : cases) {
+    ModelBuilder mb(19);
+    const Shape xs{1, 8, 12, 10}, ws{c.channels, 8, 3, 3};
+    mb.Input("x", kF32, xs).Output("y", kF32, {});
+    mb.FloatInit("cw", ws, Random(static_cast<size_t>(NumElements(ws)), seed++));
+    auto& conv = mb.Node("Conv", {"x", "cw"}, {"f"});
+    ModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+    std::vector<NamedTensor> feeds{{"x", RandomTensor(xs, seed++)}};
+    if (c.op == "DeformConv") {
+      const Shape offs{1, 18, 12, 10}, dws{6, c.channels, 3, 3};
+      mb.Input("offset", kF32, offs);
+      mb.FloatInit("dw", dws, Random(static_cast<size_t>(NumElements(dws)), seed++));
+      auto& n = mb.Node("DeformConv", {"f", "dw", "offset"}, {"y"});
+      ModelBuilder::IntsAttr(n, "kernel_shape", {3, 3});
+      ModelBuilder::IntsAttr(n, "pads", {1, 1, 1, 1});
+      Tensor off = RandomTensor(offs, seed++);
+      for (int64_t i = 0; i < off.numel(); ++i) off.data<float>()[i] *= 2.f;
+      feeds.push_back({"offset", off});
+    } else if (c.op == "GridSample") {
+      const Shape gs{1, 9, 7, 2};
+      mb.Input("grid", kF32, gs);
+      auto& n = mb.Node("GridSample", {"f", "grid"}, {"y"});
+      ModelBuilder::StringAttr(n, "mode", c.mode);
+      feeds.push_back({"grid", RandomTensor(gs, seed++)});
+    } else {
+      mb.FloatInit("roi", {0}, {});
+      mb.FloatInit("scales", {4}, {1, 1, 1.5f, 2});
+      auto& n = mb.Node("Resize", {"f", "roi", "scales"}, {"y"});
+      ModelBuilder::StringAttr(n, "mode", c.mode);
+    }
+    SCOPED_TRACE(c.kernel + " " + std::to_string(c.channels) + " channels");
+    CheckAgainstReference(mb.Bytes(), feeds, {"cpu.conv.onednn", c.kernel});
+    auto s = Session::LoadFromBytes(mb.Bytes());
+    ASSERT_TRUE(s.ok());
+    auto plan = (*s)->DescribePlan(feeds);
+    ASSERT_TRUE(plan.ok());
+    // Where the convolution writes plain (no CPU today), there is nothing to read or convert.
+    if (c.reads_layout && plan->find("@") != std::string::npos) {
+      EXPECT_NE(plan->find(" 0 layout conversions"), std::string::npos) << *plan;
+    }
+  }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the separable

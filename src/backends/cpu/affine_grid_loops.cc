@@ -74,7 +74,6 @@ class AffineGridLoops final : public runtime::Kernel {
 KernelSupport SupportsAffineGrid(const ir::Node&, const ir::Op& op,
                                  const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0})) return {false, "needs float32 theta"};
-  if (in[0].layout) return {false, "needs a plain theta"};
   if (op.attrs<ops::AffineGridAttrs>() == nullptr) return {false, "no AffineGrid attributes"};
   return {true, ""};
 }

@@ -97,7 +97,6 @@ class Col2ImLoops final : public runtime::Kernel {
 
 KernelSupport SupportsCol2Im(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0})) return {false, "needs float32 input"};
-  if (in[0].layout) return {false, "needs a plain input"};
   if (in[1].shape.size() != 1 || in[1].shape[0] < 1 || in[1].shape[0] > 2)
     return {false, "1 or 2 spatial dims only"};
   if (op.attrs<ops::Col2ImAttrs>() == nullptr) return {false, "no Col2Im attributes"};

@@ -64,10 +64,12 @@ class DeformConvOneDnn final : public runtime::Kernel {
     block_ = std::clamp<int64_t>(kColumnBytes / (k_ * 4) / 16 * 16, 16, positions_);
     // Rows 2^k bytes apart fall on few cache sets (docs/performance.md, vision transformers).
     ld_ = k_ % 64 == 0 ? k_ + 16 : k_;
-    x_plain_ = PlainDesc(x);
+    // X as it arrives (plain, or a convolution's blocked layout), reordered to NHWC; already
+    // NHWC, read as it is.
+    x_plain_ = InputDesc(ctx->inputs[0]);
     x_nhwc_ = ChannelsLastDesc(x, dnnl::memory::data_type::f32);
     return Guard(node_, [&] {
-      x_reorder_ = MakeReorder(x_plain_, x_nhwc_);
+      if (x_plain_ != x_nhwc_) x_reorder_ = MakeReorder(x_plain_, x_nhwc_);
       if (ctx->constants[1] != nullptr) {
         packed_w_ = Tensor::Empty(DataType::kFloat, {m_, k_});
         PackW(ctx->constants[1]->data<float>(), packed_w_.data<float>());
@@ -83,14 +85,18 @@ class DeformConvOneDnn final : public runtime::Kernel {
 
   std::string variant() const override { return "sgemm"; }
 
+  // X in any layout (reordered to NHWC); the other inputs plain.
+  bool AcceptsLayout(size_t input) const override { return input == 0; }
+
   Status Run(const ir::ComputeContext& ctx) const override {
     char* scratch = static_cast<char*>(ctx.scratch);
+    const void* xs = ctx.in(0).raw();
     Status reordered = Guard(node_, [&] {
-      InputAs(x_reorder_, x_plain_, x_nhwc_, ctx.in(0).raw(), scratch);
+      xs = InputAs(x_reorder_, x_plain_, x_nhwc_, xs, scratch);
       ThreadStream().wait();
     });
     if (!reordered.ok()) return reordered;
-    const float* x = reinterpret_cast<const float*>(scratch);
+    const float* x = static_cast<const float*>(xs);
     float* cols = reinterpret_cast<float*>(scratch + XBytes());
     const float* wt = packed_w_.defined() ? packed_w_.data<float>() : nullptr;
     if (wt == nullptr) {
@@ -125,7 +131,7 @@ class DeformConvOneDnn final : public runtime::Kernel {
   }
 
  private:
-  size_t XBytes() const { return Align64(x_nhwc_.get_size()); }
+  size_t XBytes() const { return x_reorder_ ? Align64(x_nhwc_.get_size()) : 0; }
   size_t ColumnBytes() const { return Align64(static_cast<size_t>(block_ * ld_) * sizeof(float)); }
 
   // W [M, C/group, kH, kW] as W' [M, kH * kW, C/group].
@@ -188,8 +194,6 @@ KernelSupport SupportsDeformConv(const ir::Node&, const ir::Op& op,
   for (size_t i = 3; i < in.size(); ++i)  // absent optional inputs have no dtype
     if (in[i].dtype != DataType::kUndefined && in[i].dtype != DataType::kFloat)
       return {false, "needs float32 B and mask"};
-  for (const TensorInfo& t : in)
-    if (t.layout) return {false, "needs plain inputs"};
   const auto* a = op.attrs<ops::DeformConvAttrs>();
   if (a == nullptr) return {false, "no DeformConv attributes"};
   ops::nn::Window win;

@@ -90,15 +90,28 @@ class GridSampleLoops final : public runtime::Kernel {
     block_ = std::min<int64_t>(kTapEntries / taps_,
                                std::max<int64_t>(64, n_ * positions_ / (4 * threads)));
     // Nearest (one tap) ran 1.8x slower channels-last (the copy of X costs more than it saves).
-    channels_last_ = c_ >= kChannelsLastMin && taps_ >= 4;
+    channels_last_ = (c_ >= kChannelsLastMin && taps_ >= 4) || ctx->inputs[0].layout != nullptr;
     if (!channels_last_) return OkStatus();
-    x_plain_ = PlainDesc(x);
+    // X as it arrives: plain, or the layout of the kernel that wrote it (a convolution's
+    // blocked one), reordered once to channels-last; already channels-last, read as it is.
+    x_plain_ = InputDesc(ctx->inputs[0]);
     x_last_ = ChannelsLastDesc(x, dnnl::memory::data_type::f32);
+    if (x_plain_ == x_last_) return OkStatus();
     return Guard(node_, [&] { x_reorder_ = MakeReorder(x_plain_, x_last_); });
   }
 
   // The channels-last variant's copy of X.
-  size_t ScratchBytes() const override { return channels_last_ ? Align64(x_last_.get_size()) : 0; }
+  size_t ScratchBytes() const override {
+    return channels_last_ && x_reorder_ ? Align64(x_last_.get_size()) : 0;
+  }
+
+  // X in any layout except for nearest (which the planner then converts to plain): the
+  // channels-last variant reorders it, and is taken for any X that arrives in a layout.
+  bool AcceptsLayout(size_t input) const override {
+    if (input != 0) return false;
+    auto a = ops::GridSampleAttrsOf(node_);
+    return a.ok() && a->mode != ops::GridMode::kNearest;
+  }
 
   std::string variant() const override {
     const std::string order = channels_last_ ? ", channels-last" : "";
@@ -138,13 +151,13 @@ class GridSampleLoops final : public runtime::Kernel {
   // Tiles of kTile positions spread over the threads; each position's taps blend its channels
   // from the channels-last copy of X into a [kTile, C] tile, written out transposed.
   Status RunChannelsLast(const ir::ComputeContext& ctx) const {
-    char* scratch = static_cast<char*>(ctx.scratch);
+    const void* xs = ctx.in(0).raw();
     Status st = Guard(node_, [&] {
-      InputAs(x_reorder_, x_plain_, x_last_, ctx.in(0).raw(), scratch);
+      xs = InputAs(x_reorder_, x_plain_, x_last_, xs, ctx.scratch);
       ThreadStream().wait();
     });
     if (!st.ok()) return st;
-    const float* x = reinterpret_cast<const float*>(scratch);
+    const float* x = static_cast<const float*>(xs);
     const float* grid = ctx.in(1).data<float>();
     float* y = ctx.out(0).data<float>();
     const int64_t tiles = (positions_ + kTile - 1) / kTile;
@@ -220,14 +233,13 @@ class GridSampleLoops final : public runtime::Kernel {
 KernelSupport SupportsGridSample(const ir::Node& node, const ir::Op&,
                                  const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 X and grid"};
-  if (in[0].layout || in[1].layout) return {false, "needs plain inputs"};
   const size_t rank = in[0].shape.size();
   if (rank != 4 && rank != 5) return {false, "X must be 4-D or 5-D (2 or 3 spatial dims)"};
+  if (!ops::GridSampleAttrsOf(node).ok()) return {false, "bad attributes (the op refuses them)"};
   int64_t plane = 1;
   for (size_t d = 2; d < rank; ++d) plane *= in[0].shape[d];
   if (plane > std::numeric_limits<int32_t>::max())
     return {false, "an input plane of 2^31 elements or more"};
-  if (!ops::GridSampleAttrsOf(node).ok()) return {false, "bad attributes (the op refuses them)"};
   return {true, ""};
 }
 

@@ -194,7 +194,6 @@ class ResizeSeparable final : public runtime::Kernel {
 KernelSupport SupportsSeparable(const ir::Node&, const ir::Op& op,
                                 const std::vector<TensorInfo>& in) {
   if (!AllFloat(in, {0})) return {false, "needs float32 X"};
-  if (in[0].layout) return {false, "needs a plain X"};
   if (in[0].shape.empty()) return {false, "a scalar X"};
   for (int64_t d : in[0].shape)
     if (d <= 0) return {false, "empty input"};
