@@ -242,16 +242,25 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
                                                        options.backend + "'");
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
-  p.PlanArena();
+  // Host plans: graph outputs with a static shape that a static step computes are written
+  // where the run returns them, and get no arena buffer.
+  std::vector<char> static_output(p.dtypes.size(), 0);
+  for (const Step& st : p.steps)
+    for (int slot : st.out_slots)
+      if (slot >= 0 && !st.dynamic) static_output[slot] = 1;
   p.direct_output.assign(p.output_slots.size(), 0);
   for (size_t k = 0; k < p.output_slots.size() && !p.device; ++k) {
     const int slot = p.output_slots[k];
     bool direct =
-        p.arena_offset[slot] >= 0 && p.static_shape[slot] && !p.constants[slot] && !p.layouts[slot];
+        static_output[slot] && p.static_shape[slot] && !p.constants[slot] && !p.layouts[slot];
     for (int in : p.input_slots) direct = direct && in != slot;
     for (size_t j = 0; j < k; ++j) direct = direct && p.output_slots[j] != slot;
     p.direct_output[k] = direct;
   }
+  p.direct_slot.assign(p.dtypes.size(), 0);
+  for (size_t k = 0; k < p.output_slots.size(); ++k)
+    if (p.direct_output[k]) p.direct_slot[p.output_slots[k]] = 1;
+  p.PlanArena();
   if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants(model));
   return plan;
 }
@@ -284,7 +293,7 @@ void ExecutionPlan::PlanArena() {
     const int ip = st.kernel->InPlaceInput();
     for (size_t o = 0; o < st.out_slots.size(); ++o) {
       const int slot = st.out_slots[o];
-      if (slot < 0 || constants[slot]) continue;
+      if (slot < 0 || constants[slot] || IsDirect(slot)) continue;  // direct: no buffer
       const size_t bytes = bytes_of(slot);
       if (o == 0 && ip >= 0 && static_cast<size_t>(ip) < st.in_slots.size()) {
         const int in = st.in_slots[ip];
@@ -365,12 +374,16 @@ std::unique_ptr<RunContext> ExecutionPlan::NewRunContext() const {
     for (int slot : step.out_slots) cc.outputs.push_back(slot >= 0 ? &run->env[slot] : nullptr);
   }
   run->saved_outputs.resize(output_slots.size());
+  run->spare_outputs.resize(output_slots.size());
   run->redirected.assign(output_slots.size(), 0);
-  // Shaped now, so that saving a view in a warm run copies into storage that is already there.
+  // A direct output's slot between runs: its shape and no storage. Restoring it after a run
+  // copies into a shape that is already there: no allocation.
   for (size_t k = 0; k < output_slots.size(); ++k)
-    if (direct_output[k])
-      run->saved_outputs[k] =
-          Tensor::View(dtypes[output_slots[k]], shapes[output_slots[k]], nullptr);
+    if (direct_output[k]) {
+      const int slot = output_slots[k];
+      run->saved_outputs[k] = Tensor::View(dtypes[slot], shapes[slot], nullptr);
+      run->env[slot] = run->saved_outputs[k];
+    }
   return run;
 }
 
@@ -437,7 +450,7 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   for (const RunContext::InputRead& r : run->input_reads)
     run->contexts[r.step].inputs[r.position] = inputs[r.input];
   // Directly written outputs (direct_output): the slot points at the tensor the run returns
-  // until the run ends, then at its arena view again.
+  // until the run ends, then at no storage again.
   if (bound.empty()) outputs->assign(output_slots.size(), Tensor());
   struct Restore {
     const ExecutionPlan* plan;
@@ -455,15 +468,24 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
     const int slot = output_slots[k];
     Tensor* target = nullptr;
     if (bound.empty()) {
-      KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> storage, AlignedHostMemory(env[slot].bytes()));
-      void* data = storage.get();
-      (*outputs)[k] = Tensor::Adopt(dtypes[slot], shapes[slot], data, std::move(storage));
+      auto storage = AlignedHostMemory(env[slot].bytes());
+      if (!storage.ok())
+        return Status(StatusCode::kOutOfMemory,
+                      "out of host memory while running the model: output '" +
+                          g.values[g.outputs[k]].name + "' needs " +
+                          std::to_string(env[slot].bytes()) +
+                          " bytes (a smaller batch, or fewer concurrent runs, needs less)");
+      void* data = storage->get();
+      (*outputs)[k] = Tensor::Adopt(dtypes[slot], shapes[slot], data, *std::move(storage));
       target = &(*outputs)[k];
     } else if (k < bound.size()) {
-      target = bound[k];  // null: the caller drops this output; it stays in the arena
+      target = bound[k];
     }
-    if (target == nullptr) continue;
-    run->saved_outputs[k] = env[slot];
+    if (target == nullptr) {  // the caller drops this output: storage of the run context's own
+      if (!run->spare_outputs[k].defined())
+        run->spare_outputs[k] = Tensor::Empty(dtypes[slot], shapes[slot]);
+      target = &run->spare_outputs[k];
+    }
     env[slot] = *target;
     run->redirected[k] = 1;
   }
@@ -493,7 +515,8 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   }
   // Dynamic or non-arena storage still held (outputs, values read by no step) is released now.
   for (size_t slot = 0; slot < env.size(); ++slot)
-    if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) && env[slot].defined())
+    if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) &&
+        env[slot].defined() && !IsDirect(slot))
       env[slot] = Tensor();
   return OkStatus();
 }
@@ -536,7 +559,7 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
       }
     } else {
       for (int slot : step.out_slots)
-        if (slot >= 0 && arena_offset[slot] < 0)
+        if (slot >= 0 && arena_offset[slot] < 0 && !IsDirect(slot))
           env[slot] =
               Tensor::Empty(dtypes[slot], shapes[slot], layouts[slot] ? layouts[slot]->bytes() : 0);
     }

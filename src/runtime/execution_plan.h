@@ -84,9 +84,10 @@ struct RunContext {
   };
   std::vector<InputRead> input_reads;  // host only: a device reads inputs from its arena
   const char* base = nullptr;          // the arena the views point into (null: not viewed yet)
-  // Per graph output: the arena view of a directly written output, kept while the slot points at
-  // the run's output tensor (ExecutionPlan::direct_output).
-  std::vector<Tensor> saved_outputs;
+  // Per graph output written directly (ExecutionPlan::direct_output): the slot's tensor between
+  // runs (shape, no storage), and storage for runs whose caller drops that output (RunInto
+  // without it), made on the first such run.
+  std::vector<Tensor> saved_outputs, spare_outputs;
   std::vector<char> redirected;
   std::unique_ptr<DeviceRun> device_run;  // device plans only
 };
@@ -104,10 +105,12 @@ struct ExecutionPlan {
   std::vector<int> input_slots;   // per graph input
   std::vector<int> output_slots;  // per graph output, always plain
   // Per graph output, host plans: its step writes it straight into the tensor the run returns
-  // (a new one, or the caller's bound tensor) instead of the arena, so nothing is copied after
-  // the run. Set for outputs with an arena buffer (static shape, computed by a step), each slot
-  // once.
+  // (a new one, or the caller's bound tensor), so nothing is copied after the run and the arena
+  // holds no buffer for it. Set for plain outputs with a static shape computed by a static step
+  // (not graph inputs or constants), each slot once.
   std::vector<char> direct_output;
+  std::vector<char> direct_slot;  // per slot: a direct output's
+  bool IsDirect(int slot) const { return direct_slot[slot] != 0; }
   // Memory plan: per slot, its offset in the run's arena (-1: not in the arena: constants, graph
   // inputs, outputs of dynamic steps); the arena size, and the scratch region shared by all steps.
   std::vector<int64_t> arena_offset;
