@@ -1,7 +1,7 @@
 // FormBatch and DynamicBatcher (include/kiln/batcher.h). One worker thread: it drops requests
 // whose deadline passed, asks FormBatch of each shape queue, runs the batch whose oldest request
 // is oldest, gathers the requests' inputs into one tensor per input (a lone request's inputs are
-// used as they are), runs the session, and scatters each output's rows back to the requests.
+// used as they are), runs the session, and hands each request views of its rows of the outputs.
 #include "kiln/batcher.h"
 
 #include <algorithm>
@@ -485,22 +485,22 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
       s = Unsupported("output '" + o.name + "' is " + DataTypeName(o.tensor.dtype()) +
                       ShapeToString(o.tensor.shape()) + ": batching needs the batch (" +
                       std::to_string(total) + ") as its first dimension");
-  // Scatter: each request gets its own rows.
+  // Scatter: each request gets its own rows, as a view of the batch's output that shares its
+  // ownership (Run returns outputs of the run's own: nothing is copied).
   std::vector<std::vector<NamedTensor>> results(batch.size());
   if (s.ok()) {
     if (batch.size() == 1) {
       results[0] = std::move(outputs);
     } else {
-      for (const NamedTensor& o : outputs) {
+      for (NamedTensor& o : outputs) {
         const size_t row = o.tensor.bytes() / static_cast<size_t>(total);
-        const char* src = static_cast<const char*>(o.tensor.raw());
+        auto owner = std::make_shared<Tensor>(std::move(o.tensor));
+        char* src = static_cast<char*>(owner->raw());
         for (size_t r = 0; r < batch.size(); ++r) {
-          Shape shape = o.tensor.shape();
+          Shape shape = owner->shape();
           shape[0] = batch[r].samples;
-          Tensor t = Tensor::Empty(o.tensor.dtype(), shape);
-          std::memcpy(t.raw(), src, t.bytes());
+          results[r].push_back({o.name, Tensor::Adopt(owner->dtype(), shape, src, owner)});
           src += row * static_cast<size_t>(batch[r].samples);
-          results[r].push_back({o.name, std::move(t)});
         }
       }
     }
