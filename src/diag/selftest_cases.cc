@@ -549,6 +549,18 @@ std::string AffineGrid() {
   return b.Bytes();
 }
 
+// Cast float32 -> int32 -> float32 on 40,000 elements (the CPU's parallel ranges).
+std::string CastRoundTrip() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {4, 10000});
+  auto& a = b.Node("Cast", {"x"}, {"i"});
+  ModelBuilder::IntAttr(a, "to", onnx::TensorProto::INT32);
+  auto& f = b.Node("Cast", {"i"}, {"y"});
+  ModelBuilder::IntAttr(f, "to", onnx::TensorProto::FLOAT);
+  b.Output("y", kF32, {4, 10000});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -641,6 +653,9 @@ std::vector<SelfTestCase> SelfTestCases() {
             Resize("cubic", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {})};
   cubic.host_only = true;
   c.push_back(cubic);
+  Raw cast{"cast float32 -> int32 -> float32", CastRoundTrip()};
+  cast.host_only = true;
+  c.push_back(cast);
   Raw affine{"affine grid 2-D", AffineGrid()};
   affine.host_only = true;
   c.push_back(affine);

@@ -1086,6 +1086,47 @@ TEST(OneDnnKernelTest, SamplingOpsAfterAConvolution) {
   }
 }
 
+// Cast on the threads (cpu.cast.parallel) gives the reference kernel's bytes exactly: the same
+// element conversion over ranges. 70,000 elements (several ranges) per (from, to) pair, floats
+// with NaN, infinities and values past int64.
+TEST(OneDnnKernelTest, CastParallelIsTheReference) {
+  constexpr int kF16 = onnx::TensorProto::FLOAT16, kI32 = onnx::TensorProto::INT32,
+                kI64 = onnx::TensorProto::INT64, kU8 = onnx::TensorProto::UINT8,
+                kBool = onnx::TensorProto::BOOL;
+  const Shape shape{7, 10000};
+  Tensor x = RandomTensor(shape, 990);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] *= 70000.f;
+  x.data<float>()[5] = std::nanf("");
+  x.data<float>()[6] = INFINITY;
+  x.data<float>()[7] = -1e30f;
+  struct Pair {
+    int mid, to;  // x (float32) -> mid -> to
+  };
+  for (const Pair& p : {Pair{kF16, kF32}, Pair{kI32, kF32}, Pair{kI64, kF32}, Pair{kU8, kF32},
+                        Pair{kBool, kF32}, Pair{kF32, kF16}}) {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, shape).Output("y", p.to, {});
+    auto& a = mb.Node("Cast", {"x"}, {"m"});
+    ModelBuilder::IntAttr(a, "to", p.mid);
+    auto& b = mb.Node("Cast", {"m"}, {"y"});
+    ModelBuilder::IntAttr(b, "to", p.to);
+    SCOPED_TRACE(std::to_string(p.mid) + " -> " + std::to_string(p.to));
+    SessionOptions ref_opts;
+    ref_opts.reference_only = true;
+    auto ref = Session::LoadFromBytes(mb.Bytes(), ref_opts);
+    auto fast = Session::LoadFromBytes(mb.Bytes());
+    ASSERT_TRUE(ref.ok() && fast.ok());
+    auto plan = (*fast)->DescribePlan({{"x", x}});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_NE(plan->find("cpu.cast.parallel"), std::string::npos) << *plan;
+    std::vector<NamedTensor> want, got;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+    ASSERT_EQ(want[0].tensor.bytes(), got[0].tensor.bytes());
+    EXPECT_EQ(std::memcmp(want[0].tensor.raw(), got[0].tensor.raw(), want[0].tensor.bytes()), 0);
+  }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the separable

@@ -5,6 +5,8 @@
 // integer -> integer wraps; anything -> bool is x != 0 (NaN -> true); bool -> number is 0/1;
 // -> float16 rounds to nearest even; float -> bfloat16 truncates the low 16 bits (what ONNX 1.12's
 // test data encodes). Cast-1's string `to` ("FLOAT", ...) is accepted. Strings are not supported.
+#include "ops/tensor/cast.h"
+
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -164,18 +166,7 @@ class CastOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& in = ctx.in(0);
     Tensor& out = ctx.out(0);
-    const int64_t n = in.numel();
-    bool dst_ok = false;
-    const bool src_ok = DispatchCastType(in.dtype(), [&](auto src_tag) {
-      using T = decltype(src_tag);
-      dst_ok = DispatchCastType(out.dtype(), [&](auto dst_tag) {
-        using U = decltype(dst_tag);
-        const T* src = static_cast<const T*>(in.raw());
-        U* dst = static_cast<U*>(out.raw());
-        for (int64_t i = 0; i < n; ++i) dst[i] = ConvertOne<U>(src[i]);
-      });
-    });
-    if (!src_ok || !dst_ok)
+    if (!CastElements(in.dtype(), out.dtype(), in.raw(), out.raw(), in.numel()))
       return RunError(std::string("cannot cast ") + DataTypeName(in.dtype()) + " to " +
                       DataTypeName(out.dtype()));
     return OkStatus();
@@ -185,6 +176,24 @@ class CastOp : public Op {
   CastOp(const Node& node, DataType to) : Op(node), to_(to) {}
   DataType to_;
 };
+}  // namespace
+
+bool CastElements(DataType from, DataType to, const void* src, void* dst, int64_t n) {
+  bool dst_ok = false;
+  const bool src_ok = DispatchCastType(from, [&](auto src_tag) {
+    using T = decltype(src_tag);
+    dst_ok = DispatchCastType(to, [&](auto dst_tag) {
+      using U = decltype(dst_tag);
+      const T* s = static_cast<const T*>(src);
+      U* d = static_cast<U*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = ConvertOne<U>(s[i]);
+    });
+  });
+  return src_ok && dst_ok;
+}
+
+namespace {
+
 KILN_REGISTER_OP("Cast", 1, ir::kMaxOpset, &CastOp::Create);
 KILN_REGISTER_OP("CastLike", 15, ir::kMaxOpset, &CastOp::CreateCastLike);
 
