@@ -561,6 +561,18 @@ std::string CastRoundTrip() {
   return b.Bytes();
 }
 
+// CastLike-15: float32 -> int64 like an int64 initializer, then Cast back to float32.
+std::string CastLikeRoundTrip() {
+  ModelBuilder b(15);
+  b.Input("x", kF32, {3, 1000});
+  b.Int64Init("like", {1}, {0});
+  b.Node("CastLike", {"x", "like"}, {"i"});
+  auto& f = b.Node("Cast", {"i"}, {"y"});
+  ModelBuilder::IntAttr(f, "to", onnx::TensorProto::FLOAT);
+  b.Output("y", kF32, {3, 1000});
+  return b.Bytes();
+}
+
 std::vector<SelfTestCase> SelfTestCases() {
   struct Raw {
     std::string name, model;
@@ -656,6 +668,9 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw cast{"cast float32 -> int32 -> float32", CastRoundTrip()};
   cast.host_only = true;
   c.push_back(cast);
+  Raw cast_like{"castlike float32 -> int64, cast back", CastLikeRoundTrip()};
+  cast_like.host_only = true;
+  c.push_back(cast_like);
   Raw affine{"affine grid 2-D", AffineGrid()};
   affine.host_only = true;
   c.push_back(affine);
