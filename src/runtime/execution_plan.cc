@@ -195,8 +195,29 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     }
     // Dynamic steps take the reference kernel, except control flow, whose backend kernel plans
     // its bodies for the shapes it meets.
-    SelectedKernel sel = SelectKernel(node, op, pc.inputs, pc.constants, options.backend,
-                                      (dynamic && !step.self_shaped) || options.reference_only);
+    const bool reference_only = (dynamic && !step.self_shaped) || options.reference_only;
+    SelectedKernel sel =
+        SelectKernel(node, op, pc.inputs, pc.constants, options.backend, reference_only);
+    // Every fast kernel declined inputs in the layouts they arrive in (a blocked tensor from a
+    // convolution): ask again with them plain, and convert them before the step, rather than
+    // leave the node to the reference kernel.
+    bool plain_inputs = false;
+    if (sel.reference && !reference_only) {
+      std::vector<TensorInfo> plain = pc.inputs;
+      bool any_layout = false;
+      for (TensorInfo& t : plain) {
+        any_layout = any_layout || t.layout != nullptr;
+        t.layout = nullptr;
+      }
+      if (any_layout) {
+        SelectedKernel again =
+            SelectKernel(node, op, plain, pc.constants, options.backend, reference_only);
+        if (!again.reference) {
+          sel = std::move(again);
+          plain_inputs = true;
+        }
+      }
+    }
     if (strict_device && (dynamic || sel.reference)) {
       no_kernel.push_back(
           {node.name, node.op_type, node.domain, node.opset,
@@ -209,7 +230,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     step.kernel_name = std::move(sel.name);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       int slot = node.inputs[i];
-      if (slot >= 0 && p.layouts[slot] && !step.kernel->AcceptsLayout(i)) {
+      if (slot >= 0 && p.layouts[slot] && (plain_inputs || !step.kernel->AcceptsLayout(i))) {
         slot = p.PlainSlot(slot, &plain_of);
         pc.inputs[i].layout = nullptr;
       }
