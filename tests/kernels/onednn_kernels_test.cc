@@ -1127,6 +1127,41 @@ TEST(OneDnnKernelTest, CastParallelIsTheReference) {
   }
 }
 
+// Convolutions and deconvolutions with fewer than 8 output channels write plain outputs (a
+// blocked one would pad each pixel to 8 or 16 channels for them and the elementwise steps
+// after), and match the reference: a 16 -> 1 ConvTranspose then bias Add and Sigmoid (PP-OCR's
+// probability map), a 16 -> 3 Conv; a 16 -> 8 Conv keeps oneDNN's choice.
+TEST(OneDnnKernelTest, FewOutputChannelsArePlain) {
+  uint32_t seed = 1200;
+  for (const int64_t oc : {1, 3, 8}) {
+    for (const bool transpose : {true, false}) {
+      ModelBuilder mb(13);
+      const Shape xs{1, 16, 12, 10};
+      const Shape ws = transpose ? Shape{16, oc, 2, 2} : Shape{oc, 16, 3, 3};
+      mb.Input("x", kF32, xs).Output("y", kF32, {});
+      mb.FloatInit("w", ws, Random(static_cast<size_t>(NumElements(ws)), seed++));
+      mb.FloatInit("b", {1}, {0.25f});
+      auto& n = mb.Node(transpose ? "ConvTranspose" : "Conv", {"x", "w"}, {"c"});
+      ModelBuilder::IntsAttr(
+          n, transpose ? "strides" : "pads",
+          transpose ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{1, 1, 1, 1});
+      mb.Node("Add", {"c", "b"}, {"a"});
+      mb.Node("Sigmoid", {"a"}, {"y"});
+      const std::string kernel = transpose ? "cpu.convtranspose.onednn" : "cpu.conv.onednn";
+      SCOPED_TRACE(kernel + " to " + std::to_string(oc) + " channels");
+      const Tensor x = RandomTensor(xs, seed++);
+      CheckAgainstReference(mb.Bytes(), {{"x", x}}, {kernel});
+      auto s = Session::LoadFromBytes(mb.Bytes());
+      ASSERT_TRUE(s.ok());
+      auto plan = (*s)->DescribePlan({{"x", x}});
+      ASSERT_TRUE(plan.ok());
+      if (oc < 8) {
+        EXPECT_EQ(plan->find("@"), std::string::npos) << *plan;
+      }
+    }
+  }
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the separable

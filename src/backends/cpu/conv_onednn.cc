@@ -92,7 +92,7 @@ class ConvOneDnn final : public runtime::Kernel {
     const memory::data_type dt = ComputeType(ctx->precision);
     memory::desc src_any(Dims(x.shape), dt, memory::format_tag::any);
     memory::desc w_any(wdims, dt, memory::format_tag::any);
-    memory::desc dst_any(Dims(ys), dt, memory::format_tag::any);
+    const memory::desc dst_any = DstDescFor(ys, dt);
     const bool has_bias = node_.HasInput(2);
     memory::desc b_desc({ws[0]}, memory::data_type::f32, memory::format_tag::x);
     auto desc = has_bias

@@ -111,7 +111,7 @@ class DeconvOneDnn final : public runtime::Kernel {
     const memory::data_type dt = ComputeType(ctx->precision);
     memory::desc src_any(Dims(x.shape), dt, tag::any);
     memory::desc w_any(wdims, dt, tag::any);
-    memory::desc dst_any(Dims(ys), dt, tag::any);
+    const memory::desc dst_any = DstDescFor(ys, dt);
     const bool has_bias = node_.HasInput(2);
     memory::desc b_desc({ys[1]}, memory::data_type::f32, tag::x);
     dnnl::primitive_attr attr;

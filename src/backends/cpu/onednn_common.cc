@@ -401,4 +401,9 @@ __attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void GatherT
   }
 }
 
+dnnl::memory::desc DstDescFor(const Shape& ys, dnnl::memory::data_type dt) {
+  if (ys.size() >= 3 && ys[1] < 8) return PlainDesc(ys, dt);
+  return dnnl::memory::desc(Dims(ys), dt, dnnl::memory::format_tag::any);
+}
+
 }  // namespace kiln::backends::cpu
