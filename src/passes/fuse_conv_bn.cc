@@ -10,8 +10,16 @@
 // four BatchNormalization parameters are float32 constants with one entry per output channel; the
 // BatchNormalization has one output and is not in training mode. Also accepts kiln's FusedConv
 // without activation and residual. Gemm before opset 7 (broadcast attribute) is not handled.
+//
+// The same fold takes a Mul or Add by a float32 constant that is one value or one per output
+// channel ([C, 1, ...] or [1, C, 1, ...]) after a Conv, FusedConv or ConvTranspose: s = v,
+// shift = 0 (Mul) or s = 1, shift = v (Add). PaddlePaddle's PP-LCNetV3 (PP-OCRv4) follows every
+// convolution with such a learnable scale and shift, which kept the hard-swish after it from
+// fusing into the convolution.
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "passes/graph_edit.h"
 #include "passes/pass.h"
@@ -62,8 +70,49 @@ bool FoldableBn(const GraphEditor& ed, const ir::Node& bn) {
   return true;
 }
 
-// Folds into Conv / FusedConv / ConvTranspose node `p`; false when the weights do not fit.
+// Mul / Add node `n` reading `x` and a constant of one value or one per channel of the
+// convolution's rank-`rank` output with `c` channels: as per-channel s and shift.
+std::optional<BnParams> ReadAffine(const GraphEditor& ed, const ir::Node& n, int x, int64_t c,
+                                   int64_t rank) {
+  if (n.inputs.size() != 2 || n.outputs.empty() || n.outputs[0] < 0) return std::nullopt;
+  const int other = n.inputs[0] == x ? n.inputs[1] : n.inputs[0];
+  if (other == x || (n.inputs[0] != x && n.inputs[1] != x)) return std::nullopt;
+  const Tensor* v = FloatConst(ed, other);
+  if (v == nullptr) return std::nullopt;
+  const Shape& vs = v->shape();
+  bool per_channel = false;
+  if (v->numel() != 1) {
+    // [C, 1, ...] (rank - 1 dims) or [1, C, 1, ...] (rank dims).
+    const int64_t lead = static_cast<int64_t>(vs.size()) == rank ? 1 : 0;
+    if (static_cast<int64_t>(vs.size()) != rank - 1 + lead || (lead && vs[0] != 1) || vs[lead] != c)
+      return std::nullopt;
+    for (size_t d = static_cast<size_t>(lead) + 1; d < vs.size(); ++d)
+      if (vs[d] != 1) return std::nullopt;
+    per_channel = true;
+  } else if (static_cast<int64_t>(vs.size()) > rank) {
+    return std::nullopt;  // would broadcast the output to a higher rank
+  }
+  const bool mul = IsOnnxOp(n, "Mul");
+  BnParams p;
+  for (int64_t i = 0; i < c; ++i) {
+    const double value = v->data<float>()[per_channel ? i : 0];
+    p.s.push_back(mul ? value : 1.0);
+    p.shift.push_back(mul ? 0.0 : value);
+  }
+  return p;
+}
+
+// Folds y = x * s + shift (per output channel) into Conv / FusedConv / ConvTranspose node `p`;
+// false when the weights do not fit. `read` gives s and shift for the output's channel count.
+bool FoldIntoConv(GraphEditor& ed, int p, const ir::Node& bn,
+                  const std::function<std::optional<BnParams>(int64_t c, int64_t rank)>& read);
+
 bool FoldIntoConv(GraphEditor& ed, int p, const ir::Node& bn) {
+  return FoldIntoConv(ed, p, bn, [&](int64_t c, int64_t) { return ReadBn(ed, bn, c); });
+}
+
+bool FoldIntoConv(GraphEditor& ed, int p, const ir::Node& bn,
+                  const std::function<std::optional<BnParams>(int64_t c, int64_t rank)>& read) {
   const ir::Node& conv = ed.node(p);
   const bool transpose = conv.op_type == "ConvTranspose";
   const Tensor* w = FloatConst(ed, conv.inputs.size() > 1 ? conv.inputs[1] : -1);
@@ -73,7 +122,7 @@ bool FoldIntoConv(GraphEditor& ed, int p, const ir::Node& bn) {
   const int64_t c = transpose ? w->shape()[1] * group : w->shape()[0];
   const Tensor* b = nullptr;
   if (conv.HasInput(2) && (b = Vector(ed, conv.inputs[2], c)) == nullptr) return false;
-  auto bnp = ReadBn(ed, bn, c);
+  auto bnp = read(c, w->rank());
   if (!bnp) return false;
   Tensor nw = w->Clone();
   float* wp = nw.data<float>();
@@ -144,9 +193,14 @@ class FuseConvBnPass : public Pass {
   StatusOr<bool> Run(ir::Graph& graph) override {
     summary_.clear();
     GraphEditor ed(graph);
-    int conv = 0, conv_t = 0, gemm = 0;
+    int conv = 0, conv_t = 0, gemm = 0, affine = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
-      if (!ed.alive(ni) || !IsOnnxOp(ed.node(ni), "BatchNormalization")) continue;
+      if (!ed.alive(ni)) continue;
+      if (IsOnnxOp(ed.node(ni), "Mul") || IsOnnxOp(ed.node(ni), "Add")) {
+        affine += FoldAffine(ed, ni);
+        continue;
+      }
+      if (!IsOnnxOp(ed.node(ni), "BatchNormalization")) continue;
       const ir::Node bn = ed.node(ni);
       if (!FoldableBn(ed, bn)) continue;
       const int x = bn.inputs[0];
@@ -174,12 +228,40 @@ class FuseConvBnPass : public Pass {
       ed.RemoveNode(ni);
       ed.SetOutput(p, 0, bn.outputs[0]);
     }
-    if (conv + conv_t + gemm == 0) return false;
+    if (conv + conv_t + gemm + affine == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "folded " + std::to_string(conv + conv_t + gemm) +
                " BatchNormalization into their producers (" + std::to_string(conv) + " Conv, " +
                std::to_string(conv_t) + " ConvTranspose, " + std::to_string(gemm) + " Gemm)";
+    if (affine > 0)
+      summary_ += " and " + std::to_string(affine) +
+                  " Mul/Add by a per-channel or scalar constant into convolutions";
     return true;
+  }
+
+ private:
+  // Mul/Add node `ni` by a constant after a convolution whose output it alone reads: folded.
+  static bool FoldAffine(GraphEditor& ed, int ni) {
+    const ir::Node n = ed.node(ni);
+    for (int x : n.inputs) {
+      if (x < 0 || ed.ConstantOf(x) != nullptr) continue;
+      const int p = ed.Producer(x);
+      if (p < 0 || ed.SoleConsumer(x) != ni || ed.node(p).outputs.empty() ||
+          ed.node(p).outputs[0] != x)
+        return false;
+      const ir::Node& pn = ed.node(p);
+      const bool conv =
+          IsOnnxOp(pn, "Conv") || IsOnnxOp(pn, "ConvTranspose") ||
+          (IsKilnOp(pn, "FusedConv") && pn.GetString("activation", "").empty() && !pn.HasInput(3));
+      if (!conv) return false;
+      if (!FoldIntoConv(ed, p, n,
+                        [&](int64_t c, int64_t rank) { return ReadAffine(ed, n, x, c, rank); }))
+        return false;
+      ed.RemoveNode(ni);
+      ed.SetOutput(p, 0, n.outputs[0]);
+      return true;
+    }
+    return false;
   }
 };
 

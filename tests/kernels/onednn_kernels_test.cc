@@ -839,6 +839,10 @@ TEST(OneDnnKernelTest, ConvTransposeVariants) {
       {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {13, 12}, 1, true, "", ref},
       {{2, 3, 9}, {3, 4, 5}, {3}, {1, 2}, {}, {}, {}, 1, true, "", dn},
       {{1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, {2, 1, 2}, {}, {}, {}, {}, 1, true, "", dn},
+      // 8 output channels or more: blocked outputs, the bias added after oneDNN's direct
+      // deconvolution (12 and 2 x 5 channels: a padded last block).
+      {{1, 16, 6, 5}, {16, 12, 2, 2}, {2, 2}, {}, {}, {}, {}, 1, true, "", dn},
+      {{2, 16, 5, 5}, {16, 5, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 2, true, "", dn},
   };
   uint32_t seed = 80;
   for (const Case& c : cases) {

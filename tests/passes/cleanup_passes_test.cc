@@ -155,9 +155,9 @@ TEST(FoldConstantsTest, ConstantWeightsAndConstantChains) {
   auto& conv = m.Node("Conv", {"x", "w_id"}, {"c"});
   ModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
   m.FloatInit("one", {}, {1.f});
-  m.Node("Add", {"c", "one"}, {"y"});  // not constant: stays
+  m.Node("Add", {"c", "one"}, {"y"});  // not constant: stays (fuse_conv_bn, off, would fold it)
   std::vector<std::string> log;
-  auto h = OptimizedOps(m.Bytes(), {"fuse_conv_activation"}, &log);
+  auto h = OptimizedOps(m.Bytes(), {"fuse_conv_activation", "fuse_conv_bn"}, &log);
   EXPECT_EQ(Ops(h, "Constant"), 0);
   EXPECT_EQ(Ops(h, "Mul"), 0);
   EXPECT_EQ(Ops(h, "Identity"), 0);

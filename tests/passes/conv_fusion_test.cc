@@ -99,6 +99,67 @@ TEST(FuseConvBnTest, Gemm) {
   }
 }
 
+// A Mul and an Add by a scalar or per-channel constant after a convolution (PP-LCNetV3's
+// learnable affine) fold into its weights and bias, so the activation after them fuses; also
+// after a ConvTranspose, and with the constant first.
+TEST(FuseConvBnTest, ScalarAndPerChannelAffine) {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {-1, 4, 6, 6}).Output("y", kF32, {});
+    RandomInit(m, "b", {6}, 51);
+    m.FloatInit("s", {}, {0.7f});
+    RandomInit(m, "t",
+               variant == 1 ? std::vector<int64_t>{1, 6, 1, 1} : std::vector<int64_t>{6, 1, 1}, 52);
+    if (variant == 2) {
+      RandomInit(m, "w", {4, 6, 2, 2}, 50);
+      auto& ct = m.Node("ConvTranspose", {"x", "w", "b"}, {"c"});
+      ModelBuilder::IntsAttr(ct, "strides", {2, 2});
+    } else {
+      RandomInit(m, "w", {6, 2, 3, 3}, 50);
+      Conv3x3(m, {"x", "w", "b"}, "c", /*group=*/2);
+    }
+    m.Node("Mul", {"s", "c"}, {"m"});  // the constant first
+    m.Node("Add", {"m", "t"}, {"a"});
+    m.Node("Relu", {"a"}, {"y"});
+    SCOPED_TRACE(variant);
+    auto h = OptimizedOps(m.Bytes());
+    EXPECT_EQ(Ops(h, "Mul"), 0);
+    EXPECT_EQ(Ops(h, "Add"), 0);
+    if (variant < 2) {
+      EXPECT_EQ(Ops(h, "kiln.FusedConv"), 1);
+      EXPECT_EQ(h.size(), 1u);
+    }
+    ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({2, 4, 6, 6}, 53)}});
+  }
+}
+
+// Constants that do not scale or shift whole channels stay: [C] (broadcast along W), [1, 1, H, W]
+// (spatial), a computed operand, and a convolution output read elsewhere too.
+TEST(FuseConvBnTest, AffineDoesNotFire) {
+  for (int variant = 0; variant < 4; ++variant) {
+    ModelBuilder m(13);
+    m.Input("x", kF32, {1, 4, 6, 6}).Output("y", kF32, {});
+    RandomInit(m, "w", {6, 4, 3, 3}, 60);
+    Conv3x3(m, {"x", "w"}, "c");
+    if (variant == 0) RandomInit(m, "k", {6}, 61);
+    if (variant == 1) RandomInit(m, "k", {1, 1, 6, 6}, 61);
+    if (variant == 2) m.Input("k", kF32, {1, 6, 1, 1});
+    if (variant == 3) RandomInit(m, "k", {1, 6, 1, 1}, 61);
+    m.Node("Mul", {"c", "k"}, {"m"});
+    if (variant == 3) {
+      m.Node("Add", {"m", "c"}, {"y"});  // c read twice
+    } else {
+      m.Node("Relu", {"m"}, {"y"});
+    }
+    SCOPED_TRACE(variant);
+    auto h = OptimizedOps(m.Bytes());
+    EXPECT_EQ(Ops(h, "Mul"), 1);
+    std::vector<NamedTensor> in = {{"x", RandomTensor({1, 4, 6, 6}, 62)}};
+    if (variant == 2) in.push_back({"k", RandomTensor({1, 6, 1, 1}, 63)});
+    ExpectSameOutputs(m.Bytes(), in);
+  }
+}
+
 TEST(FuseConvBnTest, DoesNotFire) {
   for (int variant = 0; variant < 3; ++variant) {
     ModelBuilder m(13);
@@ -212,7 +273,8 @@ TEST(FuseConvAddTest, DoesNotFire) {
       m.Node("Add", {"c", "z"}, {"y"});
       in.push_back({"z", RandomTensor({2, 3, 5, 5}, 74)});
     }
-    auto h = OptimizedOps(m.Bytes());
+    // (fuse_conv_bn folds variant 1's constant per-channel Add into the bias: off here.)
+    auto h = OptimizedOps(m.Bytes(), {"fuse_conv_bn"});
     EXPECT_EQ(Ops(h, "Add"), 1) << variant;
     ExpectSameOutputs(m.Bytes(), in);
   }
