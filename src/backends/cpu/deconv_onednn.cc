@@ -140,9 +140,17 @@ class DeconvOneDnn final : public runtime::Kernel {
           dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct, src_any, w_any,
           dst_any, strides, dil, pad_l, pad_r);
       dnnl::deconvolution_forward::primitive_desc pd(no_bias, attr, Engine());
-      const auto& b = pd.dst_desc().data.format_desc.blocking;
-      if (b.inner_nblks == 1 && b.inner_idxs[0] == 1 && b.inner_blks[0] <= 64 &&
-          pd.dst_desc().data.ndims >= 3) {
+      const auto& d = pd.dst_desc().data;
+      const auto& b = d.format_desc.blocking;
+      // [N][M / block][spatial...][block], dense: what AddChannelBias walks.
+      bool dense =
+          d.ndims >= 3 && b.inner_nblks == 1 && b.inner_idxs[0] == 1 && b.inner_blks[0] <= 64;
+      int64_t stride = dense ? b.inner_blks[0] : 0;
+      for (int i = d.ndims - 1; i >= 0 && dense; --i) {
+        dense = b.strides[i] == stride;
+        stride *= d.padded_dims[i] / (i == 1 ? b.inner_blks[0] : 1);
+      }
+      if (dense) {
         pd_ = pd;
         bias_block_ = b.inner_blks[0];
       }
