@@ -1,6 +1,7 @@
 // cpu.deformconv.onednn: DeformConv (2-D, float32) as sampled columns times the weights, the
 // columns built from a channels-last copy of X and the product on oneDNN's sgemm. X is reordered
-// to NHWC once per run (oneDNN), so that a bilinear sample reads each of its 4 input pixels as a
+// to NHWC once per run (oneDNN; from plain or from the layout a convolution wrote, read as it is
+// when it already is NHWC), so that a bilinear sample reads each of its 4 input pixels as a
 // contiguous run of channels. Then per image, group and block of output positions:
 //   1. for each position and kernel tap, the 4 taps (ops::DeformTaps, the reference kernel's
 //      arithmetic in double, the mask folded into the weights) of each offset group, and the

@@ -4,8 +4,11 @@
 // blocks (up to kTapEntries / taps positions), each position's taps (index into the input plane,
 // weight) are computed once for the block, and then every channel's plane is read through them,
 // so a block's writes are contiguous and the tap arithmetic is not repeated per channel. Blocks of
-// all samples are spread over the threads. The reference kernel computes in double; the results
-// agree to float32's rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
+// all samples are spread over the threads. From 16 channels with 4 taps or more, and whenever X
+// arrives in another kernel's layout, the channels-last variant runs instead: X reordered to
+// channels-last once, each position's taps blending contiguous runs of channels into a tile that
+// is written out transposed (RunChannelsLast). The reference kernel computes in double; the
+// results agree to float32's rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
 #include <omp.h>
 
 #include <algorithm>
