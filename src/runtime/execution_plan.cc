@@ -394,7 +394,7 @@ std::unique_ptr<RunContext> ExecutionPlan::NewRunContext() const {
     }
     for (int slot : step.out_slots) cc.outputs.push_back(slot >= 0 ? &run->env[slot] : nullptr);
   }
-  run->saved_outputs.resize(output_slots.size());
+  run->idle_outputs.resize(output_slots.size());
   run->spare_outputs.resize(output_slots.size());
   run->redirected.assign(output_slots.size(), 0);
   // A direct output's slot between runs: its shape and no storage. Restoring it after a run
@@ -402,8 +402,8 @@ std::unique_ptr<RunContext> ExecutionPlan::NewRunContext() const {
   for (size_t k = 0; k < output_slots.size(); ++k)
     if (direct_output[k]) {
       const int slot = output_slots[k];
-      run->saved_outputs[k] = Tensor::View(dtypes[slot], shapes[slot], nullptr);
-      run->env[slot] = run->saved_outputs[k];
+      run->idle_outputs[k] = Tensor::View(dtypes[slot], shapes[slot], nullptr);
+      run->env[slot] = run->idle_outputs[k];
     }
   return run;
 }
@@ -479,7 +479,7 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
     ~Restore() {
       for (size_t k = 0; k < run->redirected.size(); ++k)
         if (run->redirected[k]) {
-          run->env[plan->output_slots[k]] = run->saved_outputs[k];
+          run->env[plan->output_slots[k]] = run->idle_outputs[k];
           run->redirected[k] = 0;
         }
     }

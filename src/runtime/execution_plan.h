@@ -87,7 +87,7 @@ struct RunContext {
   // Per graph output written directly (ExecutionPlan::direct_output): the slot's tensor between
   // runs (shape, no storage), and storage for runs whose caller drops that output (RunInto
   // without it), made on the first such run.
-  std::vector<Tensor> saved_outputs, spare_outputs;
+  std::vector<Tensor> idle_outputs, spare_outputs;
   std::vector<char> redirected;
   std::unique_ptr<DeviceRun> device_run;  // device plans only
 };

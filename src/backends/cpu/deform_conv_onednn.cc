@@ -16,7 +16,6 @@
 // DeformConvOneDnn, compares them).
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
@@ -31,15 +30,6 @@ using runtime::TensorInfo;
 
 // The columns of one block: 2 MB holds 128 channels x 9 taps x 448 positions.
 constexpr int64_t kColumnBytes = 2 << 20;
-
-// out[c] = w[0] * a[c] + w[1] * b[c] + w[2] * d[c] + w[3] * e[c] for c < n (one bilinear sample
-// of n channels stored contiguously).
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void Blend4(
-    const float* a, const float* b, const float* d, const float* e, const float* w, int64_t n,
-    float* out) {
-  const float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
-  for (int64_t c = 0; c < n; ++c) out[c] = w0 * a[c] + w1 * b[c] + w2 * d[c] + w3 * e[c];
-}
 
 class DeformConvOneDnn final : public runtime::Kernel {
  public:
@@ -169,11 +159,12 @@ class DeformConvOneDnn final : public runtime::Kernel {
         const float wf[4] = {static_cast<float>(wd[0]), static_cast<float>(wd[1]),
                              static_cast<float>(wd[2]), static_cast<float>(wd[3])};
         float* out = row + t * cg_ + (c - c0);
+        const float* pixels[4] = {image + pos[0] * c_ + c, image + pos[1] * c_ + c,
+                                  image + pos[2] * c_ + c, image + pos[3] * c_ + c};
         if (wf[0] == 0.f && wf[1] == 0.f && wf[2] == 0.f && wf[3] == 0.f)
           std::fill_n(out, c_end - c, 0.f);
         else
-          Blend4(image + pos[0] * c_ + c, image + pos[1] * c_ + c, image + pos[2] * c_ + c,
-                 image + pos[3] * c_ + c, wf, c_end - c, out);
+          BlendRows(pixels, wf, 4, c_end - c, out);
         c = c_end;
       }
     }

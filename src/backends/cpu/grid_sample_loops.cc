@@ -44,24 +44,12 @@ constexpr int64_t kTile = 8;
 // Channels per tile pass (a tile of 8 x 256 floats: 8 KB on the stack).
 constexpr int64_t kChannelChunk = 256;
 
-// out[c] = the sum over the taps t of wt[t * kTile] * base[off[t * kTile] * stride + c], c < n:
-// one position's taps over n channels stored contiguously (pixels `stride` floats apart).
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void BlendTaps(
-    const float* base, const int32_t* off, const float* wt, int taps, int64_t stride, int64_t n,
-    float* out) {
-  const float* s0 = base + static_cast<int64_t>(off[0]) * stride;
-  const float w0 = wt[0];
-  for (int64_t c = 0; c < n; ++c) out[c] = w0 * s0[c];
-  for (int t = 1; t < taps; ++t) {
-    const float* st = base + static_cast<int64_t>(off[t * kTile]) * stride;
-    const float w = wt[t * kTile];
-    for (int64_t c = 0; c < n; ++c) out[c] += w * st[c];
-  }
-}
-
 class GridSampleLoops final : public runtime::Kernel {
  public:
-  explicit GridSampleLoops(const ir::Node& node) : node_(node) {}
+  explicit GridSampleLoops(const ir::Node& node) : node_(node) {
+    auto a = ops::GridSampleAttrsOf(node);
+    reads_layouts_ = a.ok() && a->mode != ops::GridMode::kNearest;
+  }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     auto a = ops::GridSampleAttrsOf(node_);
@@ -110,11 +98,7 @@ class GridSampleLoops final : public runtime::Kernel {
 
   // X in any layout except for nearest (which the planner then converts to plain): the
   // channels-last variant reorders it, and is taken for any X that arrives in a layout.
-  bool AcceptsLayout(size_t input) const override {
-    if (input != 0) return false;
-    auto a = ops::GridSampleAttrsOf(node_);
-    return a.ok() && a->mode != ops::GridMode::kNearest;
-  }
+  bool AcceptsLayout(size_t input) const override { return input == 0 && reads_layouts_; }
 
   std::string variant() const override {
     const std::string order = channels_last_ ? ", channels-last" : "";
@@ -169,6 +153,8 @@ class GridSampleLoops final : public runtime::Kernel {
       int32_t off[kMaxTaps * kTile];
       float wt[kMaxTaps * kTile];
       float tile[kTile * kChannelChunk];
+      const float* pixels[kMaxTaps];
+      float weights[kMaxTaps];
       for (int64_t item = begin; item < end; ++item) {
         const int64_t b = item / tiles, p0 = (item % tiles) * kTile;
         const int64_t count = std::min(kTile, positions_ - p0);
@@ -177,8 +163,13 @@ class GridSampleLoops final : public runtime::Kernel {
         const float* image = x + b * plane_ * c_;
         for (int64_t c0 = 0; c0 < c_; c0 += chunk) {
           const int64_t nc = std::min(chunk, c_ - c0);
-          for (int64_t p = 0; p < count; ++p)
-            BlendTaps(image + c0, off + p, wt + p, taps_, c_, nc, tile + p * nc);
+          for (int64_t p = 0; p < count; ++p) {
+            for (int t = 0; t < taps_; ++t) {
+              pixels[t] = image + static_cast<int64_t>(off[t * kTile + p]) * c_ + c0;
+              weights[t] = wt[t * kTile + p];
+            }
+            BlendRows(pixels, weights, taps_, nc, tile + p * nc);
+          }
           float* dst = y + (b * c_ + c0) * positions_ + p0;
           for (int64_t c = 0; c < nc; ++c)
             for (int64_t p = 0; p < count; ++p) dst[c * positions_ + p] = tile[p * nc + c];
@@ -223,6 +214,7 @@ class GridSampleLoops final : public runtime::Kernel {
   ir::Node node_;
   ops::GridSampleAttrs attrs_;
   bool channels_last_ = false;
+  bool reads_layouts_ = false;  // not nearest: X may arrive in any layout
   dnnl::memory::desc x_plain_, x_last_;
   dnnl::reorder x_reorder_;
   int r_ = 2, taps_ = 4;

@@ -406,4 +406,16 @@ dnnl::memory::desc DstDescFor(const Shape& ys, dnnl::memory::data_type dt) {
   return dnnl::memory::desc(Dims(ys), dt, dnnl::memory::format_tag::any);
 }
 
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void BlendRows(
+    const float* const* rows, const float* wt, int taps, int64_t n, float* out) {
+  const float* r0 = rows[0];
+  const float w0 = wt[0];
+  for (int64_t j = 0; j < n; ++j) out[j] = w0 * r0[j];
+  for (int t = 1; t < taps; ++t) {
+    const float* r = rows[t];
+    const float w = wt[t];
+    for (int64_t j = 0; j < n; ++j) out[j] += w * r[j];
+  }
+}
+
 }  // namespace kiln::backends::cpu

@@ -246,6 +246,11 @@ dnnl::memory::desc DstDescFor(const Shape& ys, dnnl::memory::data_type dt);
 void GatherTaps(const float* s, const int32_t* off, const float* wt, int taps, int64_t block,
                 int64_t count, float* out);
 
+// out[j] = the sum over the taps t < `taps` of wt[t] * rows[t][j], for j < n: a weighted sum of
+// contiguous runs, vectorized along them (Resize's H pass; GridSample's and DeformConv's taps
+// over channels-last pixels).
+void BlendRows(const float* const* rows, const float* wt, int taps, int64_t n, float* out);
+
 // True when every dim of every listed info is known and the dtype is float32.
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx);
 

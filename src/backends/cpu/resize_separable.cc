@@ -10,19 +10,6 @@
 namespace kiln::backends::cpu {
 namespace {
 
-// out[j] = the sum over the taps t of wt[t] * rows[t][j], j < n.
-__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void BlendRows(
-    const float* const* rows, const float* wt, int taps, int64_t n, float* out) {
-  const float* r0 = rows[0];
-  const float w0 = wt[0];
-  for (int64_t j = 0; j < n; ++j) out[j] = w0 * r0[j];
-  for (int t = 1; t < taps; ++t) {
-    const float* r = rows[t];
-    const float w = wt[t];
-    for (int64_t j = 0; j < n; ++j) out[j] += w * r[j];
-  }
-}
-
 // Whether a dim's taps copy it unchanged (output o reads input o with weight 1).
 bool Identity(const ops::ResizeDimTaps& t, int64_t in, int64_t out) {
   if (in != out) return false;
