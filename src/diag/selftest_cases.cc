@@ -586,6 +586,12 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"conv depthwise 3x3 + relu6", ConvModel(16, 16, 9, 3, 1, 1, 16, 1, "relu6")});
   c.push_back({"conv grouped dilated + silu", ConvModel(8, 8, 12, 3, 1, 2, 2, 2, "silu")});
   c.push_back({"conv 7x7 stride 2 pad 3", ConvModel(3, 8, 23, 7, 2, 3, 1, 1, "")});
+  // 3x3 stride 1 with 16+ channels and 25 output tiles: cpu.conv.winograd and
+  // cpu.fusedconv.winograd on AVX2 CPUs without AVX-512, oneDNN's convolution elsewhere.
+  c.push_back(
+      {"conv 3x3 16->24 20x20 (Winograd on AVX2)", ConvModel(16, 24, 20, 3, 1, 1, 1, 1, "")});
+  c.push_back({"conv 3x3 + residual + relu 20x20 (Winograd on AVX2)",
+               ConvModel(16, 16, 20, 3, 1, 1, 1, 1, "residual_relu")});
   c.push_back({"int8 QDQ conv 3x3 + relu, QDQ gemm input", QdqConv()});
   c.push_back({"int8 QDQ gemm transB + relu, input zero point", QdqGemm()});
   c.push_back({"int8 QDQ conv 3x3, int8 input zero point -20", QdqConv(-20)});

@@ -1166,6 +1166,86 @@ TEST(OneDnnKernelTest, FewOutputChannelsArePlain) {
   }
 }
 
+// cpu.conv.winograd / cpu.fusedconv.winograd (F(4x4, 3x3)) against the double reference:
+// partial edge tiles (sizes not multiples of 4), symmetric, asymmetric and no padding, K with a
+// last panel of 8 channels, a plain graph input and a blocked one from a convolution, bias,
+// residual Adds (summed in place) and the activations fused into it, both ways of running the
+// chunks (per thread, and shared with each step split: transformed weights above 4 MB).
+// KILN_WINOGRAD=force selects it on any CPU with AVX2 and FMA, whatever the tile count.
+// Tolerance: CheckAgainstReference's 1e-4 + 1e-4 |ref|; the values are uniform in [-1, 1], so
+// outputs reach |ref| ~ 10-20 with 144-1728 products each.
+TEST(OneDnnKernelTest, ConvWinograd) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "needs AVX2 and FMA";
+  ASSERT_EQ(setenv("KILN_WINOGRAD", "force", 1), 0);
+  struct Case {
+    Shape x;
+    int64_t k;
+    std::vector<int64_t> pads;
+    std::string act;  // fused after the residual Add: "", "Relu", "Clip", "LeakyRelu"
+    bool residual, bias, chain;
+  };
+  const Case cases[] = {
+      {{2, 16, 13, 11}, 24, {1, 1, 1, 1}, "", false, true, false},
+      {{1, 32, 9, 9}, 32, {0, 0, 0, 0}, "Relu", true, false, false},
+      {{2, 16, 10, 7}, 16, {0, 1, 2, 1}, "Clip", true, true, true},
+      {{1, 24, 6, 5}, 40, {2, 2, 2, 2}, "LeakyRelu", false, true, true},
+      {{2, 16, 40, 40}, 16, {1, 1, 1, 1}, "Relu", true, true, true},   // 200 tiles: per thread
+      {{1, 192, 9, 9}, 192, {1, 1, 1, 1}, "Relu", true, true, false},  // 5.3 MB: shared
+  };
+  uint32_t seed = 1500;
+  for (const Case& c : cases) {
+    const int64_t cin = c.x[1];
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, c.x).Output("y", kF32, {});
+    std::string in = "x";
+    if (c.chain) {  // a first convolution (oneDNN's 1x1) hands over its blocked layout
+      mb.FloatInit("w0", {cin, cin, 1, 1}, Random(static_cast<size_t>(cin * cin), seed++));
+      mb.Node("Conv", {"x", "w0"}, {"x0"});
+      in = "x0";
+    }
+    const Shape ws{c.k, cin, 3, 3};
+    mb.FloatInit("w", ws, Random(static_cast<size_t>(NumElements(ws)), seed++));
+    std::vector<std::string> ins = {in, "w"};
+    if (c.bias) {
+      mb.FloatInit("b", {c.k}, Random(static_cast<size_t>(c.k), seed++));
+      ins.push_back("b");
+    }
+    ModelBuilder::IntsAttr(mb.Node("Conv", ins, {"c"}), "pads", c.pads);
+    std::string last = "c";
+    const int64_t oh = c.x[2] + c.pads[0] + c.pads[2] - 2, ow = c.x[3] + c.pads[1] + c.pads[3] - 2;
+    // The residual: the Sigmoid of the chain's blocked input where the shapes allow (read last
+    // by the Add, so summed in place), else a plain graph input (reordered first).
+    const bool z_conv = c.residual && c.chain && oh == c.x[2] && ow == c.x[3] && c.k == cin;
+    if (c.residual) {
+      if (z_conv) {
+        mb.Node("Sigmoid", {"x0"}, {"z"});
+      } else {
+        mb.Input("z", kF32, {c.x[0], c.k, oh, ow});
+      }
+      mb.Node("Add", {"c", "z"}, {"s"});
+      last = "s";
+    }
+    if (c.act == "Clip") {
+      mb.FloatInit("lo", {}, {-0.5f});
+      mb.FloatInit("hi", {}, {2.f});
+      mb.Node("Clip", {last, "lo", "hi"}, {"y"});
+    } else if (!c.act.empty()) {
+      mb.Node(c.act, {last}, {"y"});
+    } else {
+      mb.Node("Identity", {last}, {"y"});
+    }
+    SCOPED_TRACE("x " + ShapeToString(c.x) + " k " + std::to_string(c.k) + " " + c.act);
+    std::vector<NamedTensor> inputs = {{"x", RandomTensor(c.x, seed++)}};
+    if (c.residual && !z_conv) inputs.push_back({"z", RandomTensor({c.x[0], c.k, oh, ow}, seed++)});
+    std::vector<std::string> expect = {c.residual || !c.act.empty() ? "cpu.fusedconv.winograd"
+                                                                    : "cpu.conv.winograd"};
+    if (z_conv) expect.push_back("1 outputs written in place");
+    CheckAgainstReference(mb.Bytes(), inputs, expect, /*optimize=*/true);
+  }
+  unsetenv("KILN_WINOGRAD");
+}
+
 // Resize/Upsample on oneDNN's resampling where it computes what ONNX defines (integer nearest
 // upscales: YOLO's asymmetric/floor, half_pixel/round; half_pixel linear), against the
 // reference; value-dependent misfits (a downscale, a scale that is not O/I) run the separable
