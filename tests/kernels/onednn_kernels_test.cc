@@ -1170,7 +1170,8 @@ TEST(OneDnnKernelTest, FewOutputChannelsArePlain) {
 // partial edge tiles (sizes not multiples of 4), symmetric, asymmetric and no padding, K with a
 // last panel of 8 channels, a plain graph input and a blocked one from a convolution, bias,
 // residual Adds (summed in place) and the activations fused into it, both ways of running the
-// chunks (per thread, and shared with each step split: transformed weights above 4 MB).
+// chunks (per thread, and shared with each step split: transformed weights above 4 MB), and
+// more than 256 input channels (the products then sum in two passes).
 // KILN_WINOGRAD=force selects it on any CPU with AVX2 and FMA, whatever the tile count.
 // Tolerance: CheckAgainstReference's 1e-4 + 1e-4 |ref|; the values are uniform in [-1, 1], so
 // outputs reach |ref| ~ 10-20 with 144-1728 products each.
@@ -1192,6 +1193,7 @@ TEST(OneDnnKernelTest, ConvWinograd) {
       {{1, 24, 6, 5}, 40, {2, 2, 2, 2}, "LeakyRelu", false, true, true},
       {{2, 16, 40, 40}, 16, {1, 1, 1, 1}, "Relu", true, true, true},   // 200 tiles: per thread
       {{1, 192, 9, 9}, 192, {1, 1, 1, 1}, "Relu", true, true, false},  // 5.3 MB: shared
+      {{1, 264, 6, 6}, 16, {1, 1, 1, 1}, "", false, true, false},      // C > 256: two passes
   };
   uint32_t seed = 1500;
   for (const Case& c : cases) {
