@@ -36,7 +36,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "backends/cpu/onednn_common.h"
