@@ -478,20 +478,29 @@ std::string ControlFlow() {
   return b.Bytes();
 }
 
-// A bidirectional LSTM over 4 steps with bias and initial state (the CPU's float loop).
-std::string Lstm() {
+// A bidirectional LSTM, GRU or RNN over 4 steps with bias and initial state (the CPU's float
+// loops; GRU in PyTorch's linear_before_reset form).
+std::string Recurrent(const std::string& op) {
   ModelBuilder b(14);
   const int64_t seq = 4, batch = 2, in = 5, h = 6;
+  const int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
   b.Input("x", kF32, {seq, batch, in}).Input("h0", kF32, {2, batch, h});
-  b.Input("c0", kF32, {2, batch, h});
-  Weight(b, "w", {2, 4 * h, in}, 51);
-  Weight(b, "r", {2, 4 * h, h}, 52);
-  Weight(b, "bias", {2, 8 * h}, 53);
-  auto& n = b.Node("LSTM", {"x", "w", "r", "bias", "", "h0", "c0"}, {"y", "yh", "yc"});
+  if (op == "LSTM") b.Input("c0", kF32, {2, batch, h});
+  Weight(b, "w", {2, gates * h, in}, 51);
+  Weight(b, "r", {2, gates * h, h}, 52);
+  Weight(b, "bias", {2, 2 * gates * h}, 53);
+  std::vector<std::string> ins = {"x", "w", "r", "bias", "", "h0"};
+  std::vector<std::string> outs = {"y", "yh"};
+  if (op == "LSTM") {
+    ins.push_back("c0");
+    outs.push_back("yc");
+  }
+  auto& n = b.Node(op, ins, outs);
   ModelBuilder::StringAttr(n, "direction", "bidirectional");
   ModelBuilder::IntAttr(n, "hidden_size", h);
+  if (op == "GRU") ModelBuilder::IntAttr(n, "linear_before_reset", 1);
   b.Output("y", kF32, {seq, 2, batch, h}).Output("yh", kF32, {2, batch, h});
-  b.Output("yc", kF32, {2, batch, h});
+  if (op == "LSTM") b.Output("yc", kF32, {2, batch, h});
   return b.Bytes();
 }
 
@@ -692,9 +701,11 @@ std::vector<SelfTestCase> SelfTestCases() {
   Raw dyn_conv{"dynamic int8 conv (ONNX Runtime's quantize_dynamic form)", DynamicQuantConv()};
   dyn_conv.host_only = true;
   c.push_back(dyn_conv);
-  Raw lstm{"lstm bidirectional", Lstm()};
-  lstm.host_only = true;
-  c.push_back(lstm);
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    Raw rnn{std::string(op) + " bidirectional", Recurrent(op)};
+    rnn.host_only = true;
+    c.push_back(rnn);
+  }
   std::vector<SelfTestCase> out;
   for (Raw& r : c) {
     SelfTestCase k;

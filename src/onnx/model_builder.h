@@ -106,6 +106,13 @@ class ModelBuilder {
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(v);
   }
+  static void StringsAttr(onnx::NodeProto& n, const std::string& name,
+                          const std::vector<std::string>& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const auto& x : v) a->add_strings(x);
+  }
   static void IntsAttr(onnx::NodeProto& n, const std::string& name, const std::vector<int64_t>& v) {
     auto* a = n.add_attribute();
     a->set_name(name);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "ir/op.h"
@@ -145,27 +146,36 @@ struct ActivationAttrs : ir::OpAttrs {
   Activation act;
 };
 
-// LSTM: one gate activation per position (f, g, h) per direction.
+// LSTM, GRU and RNN: one activation per position (LSTM f, g, h; GRU f, g; RNN f) per direction.
 struct RnnActivation {
   enum Kind { kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu } kind = kSigmoid;
   double alpha = 0, beta = 0;
 };
-struct LstmAttrs : ir::OpAttrs {
+struct RnnAttrs : ir::OpAttrs {
   int64_t directions = 1;  // 2: bidirectional
   bool reverse = false;    // direction "reverse"
   int64_t hidden_size = -1;
-  int64_t layout = 0;  // 1: batch first
-  bool input_forget = false;
+  int64_t layout = 0;               // 1: batch first
   double clip = 0;                  // 0: none
-  std::vector<RnnActivation> acts;  // 3 per direction
-  // The ONNX defaults: Sigmoid, Tanh, Tanh everywhere, no clip, no coupled input/forget gate.
-  bool DefaultMath() const {
-    if (clip > 0 || input_forget) return false;
+  std::vector<RnnActivation> acts;  // per direction: LSTM 3, GRU 2, RNN 1
+  // No clip, and per direction the activations `kinds` (`kinds` lists one direction's).
+  bool ActsAre(std::initializer_list<RnnActivation::Kind> kinds) const {
+    if (clip > 0 || kinds.size() == 0) return false;
     for (size_t i = 0; i < acts.size(); ++i)
-      if (acts[i].kind != (i % 3 == 0 ? RnnActivation::kSigmoid : RnnActivation::kTanh))
-        return false;
+      if (acts[i].kind != kinds.begin()[i % kinds.size()]) return false;
     return true;
   }
+};
+struct LstmAttrs : RnnAttrs {
+  bool input_forget = false;
+  // The ONNX defaults: Sigmoid, Tanh, Tanh everywhere, no clip, no coupled input/forget gate.
+  bool DefaultMath() const {
+    return !input_forget &&
+           ActsAre({RnnActivation::kSigmoid, RnnActivation::kTanh, RnnActivation::kTanh});
+  }
+};
+struct GruAttrs : RnnAttrs {
+  bool linear_before_reset = false;  // 1: r multiplies (R_h h + Rb_h), PyTorch's form
 };
 
 }  // namespace kiln::ops

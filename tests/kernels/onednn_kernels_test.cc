@@ -1454,8 +1454,9 @@ TEST(OneDnnKernelTest, DisabledKernelsAreNotSelected) {
 // LSTM's float loop against the double reference: both directions, bias, peepholes, initial
 // state, both layouts, several steps and batch rows, all three outputs.
 TEST(OneDnnKernelTest, LstmLoop) {
-  const int64_t seq = 5, batch = 3, in = 7, h = 6, dirs = 2;
+  const int64_t seq = 5, batch = 3, in = 7, dirs = 2;
   for (int64_t layout : {0, 1}) {
+    const int64_t h = layout ? 19 : 6;  // 19: the gates' 8-wide vector paths and their tails
     ModelBuilder mb(14);
     const Shape xs = layout ? Shape{batch, seq, in} : Shape{seq, batch, in};
     const Shape ss = layout ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
@@ -1474,6 +1475,55 @@ TEST(OneDnnKernelTest, LstmLoop) {
         mb.Bytes(),
         {{"x", RandomTensor(xs, 44)}, {"h0", RandomTensor(ss, 45)}, {"c0", RandomTensor(ss, 46)}},
         {"cpu.lstm.loop"});
+  }
+}
+
+// cpu.gru.loop (both linear_before_reset forms) and cpu.rnn.loop (Tanh, Relu) against the
+// reference: forward, reverse and bidirectional, both layouts, with and without B and initial_h.
+TEST(OneDnnKernelTest, GruAndRnnLoops) {
+  const int64_t seq = 5, batch = 3, in = 7;
+  struct Case {
+    std::string op, direction;
+    int64_t layout, lbr;
+    bool bias, h0;
+    std::string act;  // RNN only
+  };
+  int64_t h = 6;
+  const std::vector<Case> cases = {{"GRU", "bidirectional", 0, 0, true, true, ""},
+                                   {"GRU", "forward", 1, 1, true, false, ""},
+                                   {"GRU", "reverse", 0, 1, false, true, ""},
+                                   {"GRU", "bidirectional", 1, 0, false, false, ""},
+                                   {"RNN", "bidirectional", 0, 0, true, true, ""},
+                                   {"RNN", "reverse", 1, 0, true, false, "Relu"},
+                                   {"RNN", "forward", 0, 0, false, true, "Tanh"}};
+  int seed = 300;
+  for (const Case& c : cases) {
+    h = h == 6 ? 21 : 6;  // 21: the gates' 8-wide vector paths and their tails
+    const int64_t dirs = c.direction == "bidirectional" ? 2 : 1;
+    const int64_t gates = c.op == "GRU" ? 3 : 1;
+    ModelBuilder mb(14);
+    const Shape xs = c.layout ? Shape{batch, seq, in} : Shape{seq, batch, in};
+    const Shape ss = c.layout ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
+    mb.Input("x", kF32, xs).Output("y", kF32, {}).Output("yh", kF32, {});
+    std::vector<NamedTensor> feeds = {{"x", RandomTensor(xs, ++seed)}};
+    if (c.h0) {
+      mb.Input("h0", kF32, ss);
+      feeds.push_back({"h0", RandomTensor(ss, ++seed)});
+    }
+    mb.FloatInit("w", {dirs, gates * h, in}, Random(dirs * gates * h * in, ++seed));
+    mb.FloatInit("r", {dirs, gates * h, h}, Random(dirs * gates * h * h, ++seed));
+    if (c.bias) mb.FloatInit("b", {dirs, 2 * gates * h}, Random(dirs * 2 * gates * h, ++seed));
+    auto& n = mb.Node(c.op, {"x", "w", "r", c.bias ? "b" : "", "", c.h0 ? "h0" : ""}, {"y", "yh"});
+    ModelBuilder::StringAttr(n, "direction", c.direction);
+    ModelBuilder::IntAttr(n, "hidden_size", h);
+    ModelBuilder::IntAttr(n, "layout", c.layout);
+    if (c.op == "GRU") ModelBuilder::IntAttr(n, "linear_before_reset", c.lbr);
+    if (!c.act.empty())
+      ModelBuilder::StringsAttr(n, "activations", std::vector<std::string>(dirs, c.act));
+    SCOPED_TRACE(c.op + " " + c.direction + " h " + std::to_string(h) + " layout " +
+                 std::to_string(c.layout) + " lbr " + std::to_string(c.lbr) + (c.bias ? " B" : "") +
+                 (c.h0 ? " h0" : "") + " " + c.act);
+    CheckAgainstReference(mb.Bytes(), feeds, {c.op == "GRU" ? "cpu.gru.loop" : "cpu.rnn.loop"});
   }
 }
 

@@ -6,6 +6,10 @@ torchvision.ops.deform_conv2d: mask, groups, offset groups, stride, dilation, pa
 Resize-18 antialias (against F.interpolate(antialias=True): exclude_outside=1 and, for cubic,
 cubic_coeff_a=-0.5, which is how PyTorch and PIL filter).
 
+LSTM, GRU (linear_before_reset=1, PyTorch's form) and RNN (Tanh, Relu) against torch.nn's layers
+with the same weights, gates reordered to ONNX's order: bidirectional, batch_first (layout 1),
+initial states, and sequence_lens against packed sequences.
+
 Each case is a one-node ONNX model written with the pinned onnx package, run by `kiln run` with
 the default (optimized) plan, and compared with PyTorch's output at rtol 1e-4 / atol 1e-5
 (PyTorch computes in float32, kiln's reference kernels in double).
@@ -37,11 +41,15 @@ failures, worst, count = [], 0.0, 0
 rng = np.random.default_rng(7)
 
 
-def run_case(name, opset, op, inputs, want, attrs, consts=None):
-    """inputs: [(name, array)] fed at run time; consts: [(name, array)] as initializers."""
+def run_case(name, opset, op, inputs, want, attrs, consts=None, node_inputs=None, out_slot=0):
+    """inputs: [(name, array)] fed at run time; consts: [(name, array)] as initializers;
+    node_inputs: the node's input names in order ("" for an absent one), by default inputs then
+    consts; out_slot: which of the node's outputs is compared (the others are not produced)."""
     global worst, count
     consts = consts or []
-    node = helper.make_node(op, [n for n, _ in inputs] + [n for n, _ in consts], ["y"], **attrs)
+    if node_inputs is None:
+        node_inputs = [n for n, _ in inputs] + [n for n, _ in consts]
+    node = helper.make_node(op, node_inputs, [""] * out_slot + ["y"], **attrs)
     graph = helper.make_graph(
         [node], name,
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
@@ -158,6 +166,85 @@ for mode, onnx_mode, a in (("bilinear", "linear", -0.75), ("bicubic", "cubic", -
                       coordinate_transformation_mode="half_pixel"),
                  consts=[("roi", np.zeros(0, np.float32)), ("scales", np.zeros(0, np.float32)),
                          ("sizes", np.array((2, 3) + size, np.int64))])
+
+# LSTM, GRU and RNN (opset 14) against torch.nn. ONNX's gate orders: LSTM i, o, f, c (PyTorch
+# i, f, g, o); GRU z, r, h (PyTorch r, z, n), with linear_before_reset=1 as PyTorch computes it.
+ORDER = {"LSTM": (0, 3, 1, 2), "GRU": (1, 0, 2), "RNN": (0,)}
+torch.manual_seed(11)
+for op, act, dirs, batch_first, with_state, with_lens in (
+        ("RNN", "tanh", 1, False, True, False), ("RNN", "relu", 2, True, False, False),
+        ("RNN", "tanh", 2, False, True, True), ("GRU", "", 2, False, True, False),
+        ("GRU", "", 1, True, False, False), ("GRU", "", 2, False, False, True),
+        ("LSTM", "", 2, False, True, False), ("LSTM", "", 1, True, True, True)):
+    seq, batch, n_in, hid = 6, 3, 5, 8
+    kw = dict(bidirectional=dirs == 2, batch_first=batch_first)
+    layer = (torch.nn.RNN(n_in, hid, nonlinearity=act, **kw) if op == "RNN" else
+             getattr(torch.nn, op)(n_in, hid, **kw))
+    gates = len(ORDER[op])
+
+    def onnx_weights(kind):
+        mats = []
+        for d in range(dirs):
+            t = getattr(layer, f"{kind}_l0" + ("_reverse" if d else "")).detach().numpy()
+            mats.append(np.concatenate([t[g * hid:(g + 1) * hid] for g in ORDER[op]]))
+        return np.stack(mats).astype(np.float32)
+
+    w, r = onnx_weights("weight_ih"), onnx_weights("weight_hh")
+    b = np.concatenate([onnx_weights("bias_ih"), onnx_weights("bias_hh")], axis=1)
+    x = f32(batch, seq, n_in) if batch_first else f32(seq, batch, n_in)
+    h0 = f32(dirs, batch, hid, scale=0.5)
+    c0 = f32(dirs, batch, hid, scale=0.5)
+    lens = np.array([6, 2, 4], np.int32)
+    tx = torch.from_numpy(x)
+    state = None
+    if with_state:
+        state = (torch.from_numpy(h0), torch.from_numpy(c0)) if op == "LSTM" else torch.from_numpy(h0)
+    with torch.no_grad():
+        if with_lens:
+            packed = torch.nn.utils.rnn.pack_padded_sequence(
+                tx, torch.from_numpy(lens).long(), batch_first=batch_first, enforce_sorted=False)
+            out, hn = layer(packed, state)
+            out = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=batch_first,
+                                                         total_length=seq)[0]
+        else:
+            out, hn = layer(tx, state)
+    if op == "LSTM":
+        hn = hn[0]
+    out, hn = out.numpy(), hn.numpy()
+    # PyTorch: out [seq, batch, dirs*H] (batch_first: [batch, seq, dirs*H]), h_n [dirs, batch, H];
+    # ONNX: Y [seq, dirs, batch, H] (layout 1: [batch, seq, dirs, H]), Y_h [dirs, batch, H]
+    # (layout 1: [batch, dirs, H]).
+    if batch_first:
+        want_y = out.reshape(batch, seq, dirs, hid)
+        want_h = hn.transpose(1, 0, 2)
+        h0_in, c0_in = h0.transpose(1, 0, 2).copy(), c0.transpose(1, 0, 2).copy()
+    else:
+        want_y = out.reshape(seq, batch, dirs, hid).transpose(0, 2, 1, 3)
+        want_h = hn
+        h0_in, c0_in = h0, c0
+    inputs = [("x", x)]
+    names = ["x", "w", "r", "b", "", ""]
+    if with_lens:
+        inputs.append(("lens", lens))
+        names[4] = "lens"
+    if with_state:
+        inputs.append(("h0", h0_in))
+        names[5] = "h0"
+        if op == "LSTM":
+            inputs.append(("c0", c0_in))
+            names.append("c0")
+    attrs = dict(hidden_size=hid, layout=int(batch_first),
+                 direction="bidirectional" if dirs == 2 else "forward")
+    if op == "GRU":
+        attrs["linear_before_reset"] = 1
+    if op == "RNN":
+        attrs["activations"] = [act.capitalize()] * dirs
+    tag = (f"{op.lower()}{'_' + act if act else ''}_{'bi' if dirs == 2 else 'fwd'}"
+           f"{'_batchfirst' if batch_first else ''}{'_state' if with_state else ''}"
+           f"{'_lens' if with_lens else ''}")
+    for slot, want in ((0, want_y), (1, want_h)):
+        run_case(f"{tag}_{'y' if slot == 0 else 'yh'}", 14, op, inputs, np.ascontiguousarray(want),
+                 attrs, consts=[("w", w), ("r", r), ("b", b)], node_inputs=names, out_slot=slot)
 
 if failures:
     print("\n".join(failures))

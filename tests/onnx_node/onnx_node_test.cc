@@ -132,6 +132,8 @@ const std::set<std::string> kInScopeOps = {"Conv",
                                            "Loop",
                                            "Scan",
                                            "LSTM",
+                                           "GRU",
+                                           "RNN",
                                            "NonMaxSuppression",
                                            "RoiAlign"};
 

@@ -54,7 +54,7 @@ TYPES_ONLY = {
     "Transpose": [21, 23, 24], "Unsqueeze": [21, 23, 24],
     # control flow: the bodies' value types widened (float8, int4, float4, float8e8m0); the body
     # nodes refuse those types at load
-    "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22],
+    "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22], "GRU": [22], "RNN": [22],
     "RoiAlign": [22], "GridSample": [22], "DeformConv": [22],
 }
 def main():

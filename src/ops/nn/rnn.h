@@ -1,0 +1,72 @@
+// What ONNX's recurrent layers (LSTM, GRU, RNN) share: their attributes (direction, hidden_size,
+// layout, clip, activations with their alphas and betas), the checks of X, W, R, B,
+// sequence_lens and initial_h, the activations in double, and the indexing of X, Y and the states
+// in either layout. Used by the reference kernels (ops/nn/lstm.cc, ops/nn/gru.cc) and the CPU's
+// float loops.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+#include "ops/attrs.h"
+
+namespace kiln::ops {
+
+// Parses direction, hidden_size, layout, clip and activations into `a`. `defaults` are one
+// direction's activations, used when the attribute is absent; the alphas and betas are consumed
+// in order by the kinds that take them (HardSigmoid: alpha 0.2, beta 0.5; LeakyRelu: alpha
+// 0.01 by default). Kinds other than Sigmoid, Tanh, Relu, HardSigmoid and LeakyRelu are refused.
+Status ParseRnnAttrs(const ir::Node& node, const std::vector<std::string>& defaults, RnnAttrs* a);
+
+// The activation, in double.
+double ApplyRnnActivation(const RnnActivation& a, double x);
+
+// Checks X (0), W (1), R (2), B (3), sequence_lens (4) and initial_h (5) of a layer with `gates`
+// gates per hidden unit (LSTM 4, GRU 3, RNN 1) and sets Y (output 0) and Y_h (output 1); *hidden
+// is the hidden size read from W.
+Status InferRnnCommon(ir::InferContext& ctx, const RnnAttrs& a, int64_t gates, int64_t* hidden);
+
+// Offsets of x_t, y_t and the state of one batch row and direction, in either layout:
+// X [seq, batch, in] or [batch, seq, in]; Y [seq, dirs, batch, h] or [batch, seq, dirs, h];
+// states [dirs, batch, h] or [batch, dirs, h].
+struct RnnDims {
+  int64_t seq = 0, batch = 0, in = 0, h = 0, dirs = 1;
+  bool batch_first = false;
+  RnnDims(const Shape& x, int64_t hidden, const RnnAttrs& a)
+      : seq(x[a.layout ? 1 : 0]),
+        batch(x[a.layout ? 0 : 1]),
+        in(x[2]),
+        h(hidden),
+        dirs(a.directions),
+        batch_first(a.layout == 1) {}
+  int64_t X(int64_t t, int64_t b) const { return (batch_first ? b * seq + t : t * batch + b) * in; }
+  int64_t Y(int64_t t, int64_t d, int64_t b) const {
+    return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * h;
+  }
+  int64_t State(int64_t d, int64_t b) const {
+    return (batch_first ? b * dirs + d : d * batch + b) * h;
+  }
+};
+
+// out[j] += sum_i m[j * cols + i] * v[i] for j in [0, rows), each sum in double: one gate
+// block's products with x_t (V float) or h_{t-1} (V double).
+template <typename V>
+void AddRowDots(const float* m, int64_t rows, int64_t cols, const V* v, double* out) {
+  for (int64_t j = 0; j < rows; ++j) {
+    double acc = 0.0;
+    const float* row = m + j * cols;
+    for (int64_t i = 0; i < cols; ++i) acc += static_cast<double>(row[i]) * v[i];
+    out[j] += acc;
+  }
+}
+
+// Batch row b's sequence length: sequence_lens[b] (input 4) when given, checked to be in
+// [0, seq], else seq.
+StatusOr<int64_t> RnnSeqLen(const ir::Op& op, const ir::ComputeContext& ctx, int64_t b,
+                            int64_t seq);
+
+}  // namespace kiln::ops
