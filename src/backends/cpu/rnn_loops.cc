@@ -163,7 +163,7 @@ struct LoopState {
       std::copy_n(s.data() + b * dm.h, dm.h, ctx.out(index).data<float>() + dm.State(d, b));
   }
   const float* XwAt(int64_t t, int64_t b, int64_t d) const {
-    return xw.data() + dm.X(t, b) / dm.in * dm.dirs * gh + d * gh;
+    return xw.data() + dm.Row(t, b) * dm.dirs * gh + d * gh;
   }
 };
 

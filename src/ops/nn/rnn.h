@@ -43,7 +43,9 @@ struct RnnDims {
         h(hidden),
         dirs(a.directions),
         batch_first(a.layout == 1) {}
-  int64_t X(int64_t t, int64_t b) const { return (batch_first ? b * seq + t : t * batch + b) * in; }
+  // Row of x_t for batch row b among X's seq x batch rows.
+  int64_t Row(int64_t t, int64_t b) const { return batch_first ? b * seq + t : t * batch + b; }
+  int64_t X(int64_t t, int64_t b) const { return Row(t, b) * in; }
   int64_t Y(int64_t t, int64_t d, int64_t b) const {
     return (batch_first ? (b * seq + t) * dirs + d : (t * dirs + d) * batch + b) * h;
   }
