@@ -209,6 +209,21 @@ std::string SliceAndPad() {  // Slice with a negative step, then a constant Pad 
   return b.Bytes();
 }
 
+std::string SliceThirds() {  // attention's Q/K/V split: three Slices of the last axis
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 5, 96}).Output("y", kF32, {2, 5, 32});
+  b.Int64Init("axes", {1}, {-1});
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    b.Int64Init("s" + n, {1}, {32 * i});
+    b.Int64Init("e" + n, {1}, {32 * i + 32});
+    b.Node("Slice", {"x", "s" + n, "e" + n, "axes"}, {"q" + n});
+  }
+  b.Node("Add", {"q0", "q1"}, {"a"});
+  b.Node("Mul", {"a", "q2"}, {"y"});
+  return b.Bytes();
+}
+
 std::string Split() {  // Split-13 with sizes as an input, along the channel axis
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 7, 3, 4}).Output("a", kF32, {2, 2, 3, 4}).Output("c", kF32, {2, 5, 3, 4});
@@ -627,6 +642,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"batch normalization", BatchNorm()});
   c.push_back({"transpose, concat, reshape", Layout()});
   c.push_back({"slice step -2, pad (crop)", SliceAndPad()});
+  c.push_back({"slice thirds of the last axis (contiguous runs)", SliceThirds()});
   c.push_back({"gather axis 1, negative indices", Gather()});
   c.push_back({"split 2+5 along channels", Split()});
   c.push_back({"reduce mean H,W keepdims", Reduce("ReduceMean", {2, 3}, true, {2, 3, 1, 1})});

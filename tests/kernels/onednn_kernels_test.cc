@@ -1527,6 +1527,49 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
   }
 }
 
+// cpu.slice.copy against the reference: attention's Q/K/V split along the last axis, a middle
+// axis, several axes with negative and clamped indices, steps (the strided gather) and Slice-1's
+// attributes.
+TEST(OneDnnKernelTest, SliceCopy) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  const std::vector<Case> cases = {
+      {{2, 7, 96}, {32}, {64}, {-1}, {}},                     // one third of the last axis
+      {{2, 7, 96}, {2}, {5}, {1}, {}},                        // a middle axis: runs of 96 floats
+      {{3, 9, 40}, {1, -7, 8}, {3, 100, 40}, {0, 1, 2}, {}},  // clamped and negative
+      {{4, 10, 33}, {0, 1}, {4, 10}, {0, 1}, {1, 3}},         // a step on a middle axis
+      {{4, 10, 33}, {30, 8}, {0, 1}, {2, 1}, {-2, -3}},       // negative steps (the gather)
+  };
+  int seed = 400;
+  for (const Case& c : cases) {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, c.x).Output("y", kF32, {});
+    mb.Int64Init("s", {static_cast<int64_t>(c.starts.size())}, c.starts);
+    mb.Int64Init("e", {static_cast<int64_t>(c.ends.size())}, c.ends);
+    mb.Int64Init("a", {static_cast<int64_t>(c.axes.size())}, c.axes);
+    std::vector<std::string> ins = {"x", "s", "e", "a"};
+    if (!c.steps.empty()) {
+      mb.Int64Init("st", {static_cast<int64_t>(c.steps.size())}, c.steps);
+      ins.push_back("st");
+    }
+    mb.Node("Slice", ins, {"y"});
+    SCOPED_TRACE(ShapeToString(c.x) + " starts " + std::to_string(c.starts[0]));
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor(c.x, ++seed)}}, {"cpu.slice.copy"});
+  }
+  {  // Slice-1: attributes
+    ModelBuilder mb(9);
+    mb.Input("x", kF32, {5, 6, 70}).Output("y", kF32, {});
+    auto& n = mb.Node("Slice", {"x"}, {"y"});
+    ModelBuilder::IntsAttr(n, "starts", {1, 5});
+    ModelBuilder::IntsAttr(n, "ends", {4, 70});
+    ModelBuilder::IntsAttr(n, "axes", {0, 2});
+    CheckAgainstReference(mb.Bytes(), {{"x", RandomTensor({5, 6, 70}, ++seed)}},
+                          {"cpu.slice.copy"});
+  }
+}
+
 // cpu.<op>.small (plain loops for small plain tensors, where a oneDNN call's fixed cost dominates)
 // against the reference: every activation and unary math kind they take, chained so each reads
 // the previous one's output (in place where the planner allows), and Add/Sub/Mul/Div with equal
