@@ -1461,20 +1461,24 @@ TEST(OneDnnKernelTest, LstmLoop) {
     const Shape xs = layout ? Shape{batch, seq, in} : Shape{seq, batch, in};
     const Shape ss = layout ? Shape{batch, dirs, h} : Shape{dirs, batch, h};
     mb.Input("x", kF32, xs).Input("h0", kF32, ss).Input("c0", kF32, ss);
+    mb.Input("lens", onnx::TensorProto::INT32, {batch});  // {5, 2, 0} with layout 1
     mb.Output("y", kF32, {}).Output("yh", kF32, {}).Output("yc", kF32, {});
     mb.FloatInit("w", {dirs, 4 * h, in}, Random(dirs * 4 * h * in, 40));
     mb.FloatInit("r", {dirs, 4 * h, h}, Random(dirs * 4 * h * h, 41));
     mb.FloatInit("b", {dirs, 8 * h}, Random(dirs * 8 * h, 42));
     mb.FloatInit("p", {dirs, 3 * h}, Random(dirs * 3 * h, 43));
-    auto& n = mb.Node("LSTM", {"x", "w", "r", "b", "", "h0", "c0", "p"}, {"y", "yh", "yc"});
+    auto& n = mb.Node("LSTM", {"x", "w", "r", "b", layout ? "lens" : "", "h0", "c0", "p"},
+                      {"y", "yh", "yc"});
     ModelBuilder::StringAttr(n, "direction", "bidirectional");
     ModelBuilder::IntAttr(n, "hidden_size", h);
     ModelBuilder::IntAttr(n, "layout", layout);
     SCOPED_TRACE("layout " + std::to_string(layout));
-    CheckAgainstReference(
-        mb.Bytes(),
-        {{"x", RandomTensor(xs, 44)}, {"h0", RandomTensor(ss, 45)}, {"c0", RandomTensor(ss, 46)}},
-        {"cpu.lstm.loop"});
+    CheckAgainstReference(mb.Bytes(),
+                          {{"x", RandomTensor(xs, 44)},
+                           {"h0", RandomTensor(ss, 45)},
+                           {"c0", RandomTensor(ss, 46)},
+                           {"lens", Tensor::FromVector<int32_t>({5, 2, 0}, {batch})}},
+                          {"cpu.lstm.loop"});
   }
 }
 
@@ -1486,7 +1490,8 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
     std::string op, direction;
     int64_t layout, lbr;
     bool bias, h0;
-    std::string act;  // RNN only
+    std::string act;    // RNN only
+    bool lens = false;  // sequence_lens {5, 2, 0}
   };
   int64_t h = 6;
   const std::vector<Case> cases = {{"GRU", "bidirectional", 0, 0, true, true, ""},
@@ -1495,7 +1500,10 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
                                    {"GRU", "bidirectional", 1, 0, false, false, ""},
                                    {"RNN", "bidirectional", 0, 0, true, true, ""},
                                    {"RNN", "reverse", 1, 0, true, false, "Relu"},
-                                   {"RNN", "forward", 0, 0, false, true, "Tanh"}};
+                                   {"RNN", "forward", 0, 0, false, true, "Tanh"},
+                                   {"GRU", "bidirectional", 0, 0, true, true, "", true},
+                                   {"GRU", "reverse", 1, 1, true, true, "", true},
+                                   {"RNN", "bidirectional", 1, 0, true, false, "Tanh", true}};
   int seed = 300;
   for (const Case& c : cases) {
     h = h == 6 ? 21 : 6;  // 21: the gates' 8-wide vector paths and their tails
@@ -1513,7 +1521,13 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
     mb.FloatInit("w", {dirs, gates * h, in}, Random(dirs * gates * h * in, ++seed));
     mb.FloatInit("r", {dirs, gates * h, h}, Random(dirs * gates * h * h, ++seed));
     if (c.bias) mb.FloatInit("b", {dirs, 2 * gates * h}, Random(dirs * 2 * gates * h, ++seed));
-    auto& n = mb.Node(c.op, {"x", "w", "r", c.bias ? "b" : "", "", c.h0 ? "h0" : ""}, {"y", "yh"});
+    if (c.lens) {
+      mb.Input("lens", onnx::TensorProto::INT32, {batch});
+      feeds.push_back({"lens", Tensor::FromVector<int32_t>({5, 2, 0}, {batch})});
+    }
+    auto& n =
+        mb.Node(c.op, {"x", "w", "r", c.bias ? "b" : "", c.lens ? "lens" : "", c.h0 ? "h0" : ""},
+                {"y", "yh"});
     ModelBuilder::StringAttr(n, "direction", c.direction);
     ModelBuilder::IntAttr(n, "hidden_size", h);
     ModelBuilder::IntAttr(n, "layout", c.layout);
@@ -1522,7 +1536,7 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
       ModelBuilder::StringsAttr(n, "activations", std::vector<std::string>(dirs, c.act));
     SCOPED_TRACE(c.op + " " + c.direction + " h " + std::to_string(h) + " layout " +
                  std::to_string(c.layout) + " lbr " + std::to_string(c.lbr) + (c.bias ? " B" : "") +
-                 (c.h0 ? " h0" : "") + " " + c.act);
+                 (c.h0 ? " h0" : "") + (c.lens ? " lens" : "") + " " + c.act);
     CheckAgainstReference(mb.Bytes(), feeds, {c.op == "GRU" ? "cpu.gru.loop" : "cpu.rnn.loop"});
   }
 }

@@ -1,9 +1,9 @@
 // cpu.lstm.loop, cpu.gru.loop and cpu.rnn.loop: ONNX's recurrent layers in float32 for the
 // activations exporters write: LSTM with its defaults (Sigmoid, Tanh, Tanh; no clip, no coupled
 // input/forget gate; peepholes allowed), GRU with its defaults (Sigmoid, Tanh; either
-// linear_before_reset) and RNN with Tanh or Relu, any direction, either layout, optional B and
-// initial states; sequence_lens is declined (the reference runs it: its rows would leave the
-// steps below at different times).
+// linear_before_reset) and RNN with Tanh or Relu, any direction, either layout, optional B,
+// initial states and sequence_lens (a row past its length, or in reverse not yet at it, is left
+// out of the step's gate math: its products are computed with the others' and dropped).
 //
 // The input projections of every step and both directions, X W^T + Wb (+ Rb where it is simply
 // added), are one oneDNN sgemm over all seq x batch rows; then, the two directions of a
@@ -162,6 +162,18 @@ struct LoopState {
     for (int64_t b = 0; b < dm.batch; ++b)
       std::copy_n(s.data() + b * dm.h, dm.h, ctx.out(index).data<float>() + dm.State(d, b));
   }
+  // Each batch row's length: sequence_lens (input 4, checked against seq) or seq. Row b takes
+  // part in the steps t < len[b] (forward from 0, reverse from len[b] - 1); at the others its
+  // state stays and its Y rows are zeros.
+  std::vector<int64_t> len;
+  Status ReadLens(const ir::Op& op, const ir::ComputeContext& ctx) {
+    len.assign(static_cast<size_t>(dm.batch), dm.seq);
+    for (int64_t b = 0; b < dm.batch && ctx.has(4); ++b) {
+      KILN_ASSIGN_OR_RETURN(len[b], ops::RnnSeqLen(op, ctx, b, dm.seq));
+    }
+    return OkStatus();
+  }
+  bool Active(int64_t t, int64_t b) const { return t < len[b]; }
   const float* XwAt(int64_t t, int64_t b, int64_t d) const {
     return xw.data() + dm.Row(t, b) * dm.dirs * gh + d * gh;
   }
@@ -185,8 +197,13 @@ void RunDirections(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, LoopSt
         const int64_t t = rev ? st.dm.seq - 1 - k : k;
         step(d, t, s);
         if (y != nullptr)
-          for (int64_t b = 0; b < st.dm.batch; ++b)
-            std::copy_n(s.h.data() + b * h, h, y + st.dm.Y(t, d, b));
+          for (int64_t b = 0; b < st.dm.batch; ++b) {
+            float* yt = y + st.dm.Y(t, d, b);
+            if (st.Active(t, b))
+              std::copy_n(s.h.data() + b * h, h, yt);
+            else
+              std::fill(yt, yt + h, 0.f);
+          }
       }
       st.StoreState(ctx, 1, d, s.h);
       if (cell) st.StoreState(ctx, 2, d, s.c);
@@ -196,10 +213,11 @@ void RunDirections(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, LoopSt
 
 class LstmLoop final : public runtime::Kernel {
  public:
-  LstmLoop(const ir::Node&, const ir::Op& op) : a_(runtime::AttrsOf<ops::LstmAttrs>(op)) {}
+  LstmLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::LstmAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
     LoopState st(ctx, a_, 4);
+    KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h, gh = st.gh;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
       const float* r = ctx.in(2).data<float>() + d * gh * h;
@@ -207,6 +225,7 @@ class LstmLoop final : public runtime::Kernel {
       RowsTimesMT(st.dm.batch, gh, h, s.h.data(), h, r, s.g.data());
       float* tc = s.tmp.data();
       for (int64_t b = 0; b < st.dm.batch; ++b) {
+        if (!st.Active(t, b)) continue;
         float* g = s.g.data() + b * gh;  // gate order i, o, f, c
         float* hb = s.h.data() + b * h;
         float* cb = s.c.data() + b * h;
@@ -234,15 +253,17 @@ class LstmLoop final : public runtime::Kernel {
   }
 
  private:
+  const ir::Op& op_;
   const ops::LstmAttrs& a_;
 };
 
 class GruLoop final : public runtime::Kernel {
  public:
-  GruLoop(const ir::Node&, const ir::Op& op) : a_(runtime::AttrsOf<ops::GruAttrs>(op)) {}
+  GruLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::GruAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
     LoopState st(ctx, a_, 3);
+    KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h, gh = st.gh, batch = st.dm.batch;
     const bool lbr = a_.linear_before_reset;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
@@ -255,6 +276,7 @@ class GruLoop final : public runtime::Kernel {
       RowsTimesMT(batch, lbr ? gh : 2 * h, h, s.h.data(), h, r, s.g.data());
       const int64_t gs = lbr ? gh : 2 * h;  // row stride of g
       for (int64_t b = 0; b < batch; ++b) {
+        if (!st.Active(t, b)) continue;
         float* g = s.g.data() + b * gs;
         const float* xw = st.XwAt(t, b, d);
         for (int64_t j = 0; j < 2 * h; ++j) g[j] += xw[j];
@@ -264,6 +286,7 @@ class GruLoop final : public runtime::Kernel {
       }
       if (!lbr) RowsTimesMT(batch, h, h, rh, h, r + 2 * h * h, hh);
       for (int64_t b = 0; b < batch; ++b) {
+        if (!st.Active(t, b)) continue;
         float* g = s.g.data() + b * gs;
         float* hb = s.h.data() + b * h;
         const float* xw = st.XwAt(t, b, d) + 2 * h;
@@ -282,21 +305,24 @@ class GruLoop final : public runtime::Kernel {
   }
 
  private:
+  const ir::Op& op_;
   const ops::GruAttrs& a_;
 };
 
 class RnnLoop final : public runtime::Kernel {
  public:
-  RnnLoop(const ir::Node&, const ir::Op& op) : a_(runtime::AttrsOf<ops::RnnAttrs>(op)) {}
+  RnnLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::RnnAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
     LoopState st(ctx, a_, 1);
+    KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
       RowsTimesMT(st.dm.batch, h, h, s.h.data(), h, ctx.in(2).data<float>() + d * h * h,
                   s.g.data());
       const bool relu = a_.acts[d].kind == ops::RnnActivation::kRelu;
       for (int64_t b = 0; b < st.dm.batch; ++b) {
+        if (!st.Active(t, b)) continue;
         float* hb = s.h.data() + b * h;
         const float* g = s.g.data() + b * h;
         const float* xw = st.XwAt(t, b, d);
@@ -309,12 +335,13 @@ class RnnLoop final : public runtime::Kernel {
   }
 
  private:
+  const ir::Op& op_;
   const ops::RnnAttrs& a_;
 };
 
 KernelSupport SupportsCommon(const std::vector<TensorInfo>& in) {
-  if (in.size() > 4 && in[4].dtype != DataType::kUndefined)
-    return {false, "sequence_lens (the reference runs it)"};
+  if (in.size() > 4 && in[4].dtype != DataType::kUndefined && in[4].dtype != DataType::kInt32)
+    return {false, "sequence_lens must be int32"};
   for (size_t i : {0, 1, 2, 3, 5, 6, 7})
     if (i < in.size() && in[i].dtype != DataType::kUndefined && in[i].dtype != DataType::kFloat)
       return {false, "needs float32 inputs"};
