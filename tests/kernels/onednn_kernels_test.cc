@@ -965,9 +965,9 @@ TEST(OneDnnKernelTest, DeformConvOneDnn) {
   }
 }
 
-// Col2Im (fold) on the CPU's row loops against the reference kernel: 1-D and 2-D, strides (the
+// Col2Im (fold) on the CPU's row loops against the reference kernel: 1-D to 4-D, strides (the
 // strided inner loop), dilations, asymmetric pads that clip blocks at both ends, several images
-// and channels; 3-D declines to the reference kernel.
+// and channels.
 TEST(OneDnnKernelTest, Col2ImLoops) {
   struct Case {
     std::vector<int64_t> image, block, strides, dilations, pads;
@@ -979,7 +979,16 @@ TEST(OneDnnKernelTest, Col2ImLoops) {
       {{10, 11}, {2, 3}, {2, 3}, {1, 2}, {0, 2, 1, 0}, 1, 2, "cpu.col2im.loops"},
       {{7, 12}, {3, 2}, {1, 2}, {2, 1}, {2, 0, 0, 3}, 2, 1, "cpu.col2im.loops"},
       {{17}, {4}, {3}, {2}, {1, 2}, 2, 2, "cpu.col2im.loops"},
-      {{5, 4, 6}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 0, 1, 0, 1}, 1, 2, "cpu.col2im.ref"},
+      {{5, 4, 6}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 0, 1, 0, 1}, 1, 2, "cpu.col2im.loops"},
+      {{6, 5, 7}, {3, 2, 2}, {2, 1, 3}, {1, 2, 1}, {1, 0, 2, 0, 1, 1}, 2, 1, "cpu.col2im.loops"},
+      {{3, 4, 3, 5},
+       {2, 2, 1, 3},
+       {1, 2, 1, 1},
+       {1, 1, 2, 1},
+       {0, 1, 0, 1, 1, 0, 1, 0},
+       1,
+       2,
+       "cpu.col2im.loops"},
   };
   uint32_t seed = 800;
   for (const Case& c : cases) {
