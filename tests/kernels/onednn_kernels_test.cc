@@ -1550,6 +1550,56 @@ TEST(OneDnnKernelTest, GruAndRnnLoops) {
   }
 }
 
+// Bad recurrent layers fail with the rule and the value, on the fast and the reference kernels:
+// sequence_lens past the sequence (at run time), and at load a wrong R, a hidden_size that W
+// contradicts, a wrong number of activations and an unsupported activation.
+TEST(OneDnnKernelTest, RecurrentLayersRefuseBadInput) {
+  const int64_t seq = 5, batch = 3, in = 7, h = 6;
+  struct Case {
+    std::string what;
+    Shape r;
+    int64_t hidden;
+    std::vector<std::string> acts;
+    std::vector<int32_t> lens;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {"lens", {1, 3 * h, h}, h, {}, {5, 9, 0}, "sequence_lens[1] must be in [0, 5]; got 9"},
+      {"R", {1, 3 * h, h - 1}, h, {}, {5, 5, 5}, "R must be [1,18,6]; got [1,18,5]"},
+      {"hidden", {1, 3 * h, h}, h + 1, {}, {5, 5, 5}, "W gives hidden size 6, hidden_size is 7"},
+      {"acts", {1, 3 * h, h}, h, {"Sigmoid"}, {5, 5, 5}, "activations must list 2 per direction"},
+      {"kind",
+       {1, 3 * h, h},
+       h,
+       {"Sigmoid", "Softsign"},
+       {5, 5, 5},
+       "activation 'Softsign' is not supported"},
+  };
+  for (const Case& c : cases) {
+    ModelBuilder mb(14);
+    mb.Input("x", kF32, {seq, batch, in}).Input("lens", onnx::TensorProto::INT32, {batch});
+    mb.Output("y", kF32, {});
+    mb.FloatInit("w", {1, 3 * h, in}, Random(3 * h * in, 1));
+    mb.FloatInit("r", c.r, Random(static_cast<size_t>(NumElements(c.r)), 2));
+    auto& n = mb.Node("GRU", {"x", "w", "r", "", "lens"}, {"y"});
+    ModelBuilder::IntAttr(n, "hidden_size", c.hidden);
+    if (!c.acts.empty()) ModelBuilder::StringsAttr(n, "activations", c.acts);
+    const std::vector<NamedTensor> feeds = {{"x", RandomTensor({seq, batch, in}, 3)},
+                                            {"lens", Tensor::FromVector<int32_t>(c.lens, {batch})}};
+    for (bool reference : {false, true}) {
+      SCOPED_TRACE(c.what + (reference ? " reference" : " fast"));
+      SessionOptions opts;
+      opts.reference_only = reference;
+      auto session = Session::LoadFromBytes(mb.Bytes(), opts);
+      Status st = session.status();
+      std::vector<NamedTensor> out;
+      if (st.ok()) st = (*session)->Run(feeds, &out);
+      ASSERT_FALSE(st.ok());
+      EXPECT_NE(st.message().find(c.want), std::string::npos) << st.ToString();
+    }
+  }
+}
+
 // cpu.slice.copy against the reference: attention's Q/K/V split along the last axis, a middle
 // axis, several axes with negative and clamped indices, steps (the strided gather) and Slice-1's
 // attributes.
