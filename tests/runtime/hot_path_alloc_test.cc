@@ -199,6 +199,22 @@ std::string KilnStacks() {
   return s;
 }
 
+// Two RunInto calls to warm up, then the allocations of 10 more, which must have none from
+// kiln's code.
+Counts WarmRunIntoCounts(Session& s, const std::vector<NamedTensor>& inputs,
+                         std::vector<NamedTensor>* bound) {
+  Status st = s.RunInto(inputs, bound);
+  if (st.ok()) st = s.RunInto(inputs, bound);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  const Counts warm = Count([&] {
+    for (int i = 0; i < 10 && st.ok(); ++i) st = s.RunInto(inputs, bound);
+  });
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(warm.by[kKiln], 0) << "allocations from kiln's code in 10 warm RunInto calls ("
+                               << warm.Describe() << "); first stacks:" << KilnStacks();
+  return warm;
+}
+
 // A small CNN with one node for each kind of CPU kernel a vision model meets: convolutions, a
 // transposed one, a standalone BatchNormalization, a squeeze-excite scale, Resize, MaxPool,
 // AveragePool, Split, Concat, global pooling, Gemm and Softmax.
@@ -263,16 +279,8 @@ TEST(HotPathAllocTest, WarmRunIntoMakesNoKilnAllocation) {
   ASSERT_TRUE((*s)->Run({{"x", x}}, &fresh).ok());  // cold: plans, prepares, allocates the arena
   const std::vector<NamedTensor> inputs = {{"x", x}};
   std::vector<NamedTensor> bound = {{"y", Tensor::Empty(DataType::kFloat, {1, 10})}};
-  ASSERT_TRUE((*s)->RunInto(inputs, &bound).ok());
-  ASSERT_TRUE((*s)->RunInto(inputs, &bound).ok());
-
+  const Counts warm = WarmRunIntoCounts(**s, inputs, &bound);
   Status st = OkStatus();
-  const Counts warm = Count([&] {
-    for (int i = 0; i < 10 && st.ok(); ++i) st = (*s)->RunInto(inputs, &bound);
-  });
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(warm.by[kKiln], 0) << "allocations from kiln's code in 10 warm RunInto calls ("
-                               << warm.Describe() << "); first stacks:" << KilnStacks();
   std::printf("10 warm RunInto calls: %s\n", warm.Describe().c_str());
   ::testing::Test::RecordProperty("onednn_allocations_per_run", warm.by[kOneDnn] / 10);
 
@@ -292,6 +300,50 @@ TEST(HotPathAllocTest, WarmRunIntoMakesNoKilnAllocation) {
     std::free(const_cast<void*>(p));
   });
   EXPECT_EQ(own.by[kTest], 1) << own.Describe();
+}
+
+// A sequence model: Slices (one of contiguous runs, one strided) feeding a bidirectional LSTM
+// with sequence_lens, a GRU and an RNN (the CPU's recurrent loops and cpu.slice.copy).
+std::string SequenceModel() {
+  ModelBuilder mb(14);
+  mb.Input("x", kF32, {6, 2, 24}).Input("lens", onnx::TensorProto::INT32, {2});
+  mb.Output("y", kF32, {6, 1, 2, 8}).Output("ly", kF32, {6, 2, 2, 8});
+  mb.Int64Init("s", {1}, {0});
+  mb.Int64Init("e", {1}, {16});
+  mb.Int64Init("a", {1}, {2});
+  mb.Int64Init("st", {1}, {2});
+  mb.Node("Slice", {"x", "s", "e", "a"}, {"x16"});       // [6,2,16]: runs of 16 floats
+  mb.Node("Slice", {"x", "s", "e", "a", "st"}, {"x8"});  // [6,2,8]: every other float
+  mb.FloatInit("lw", {2, 32, 16}, std::vector<float>(2 * 32 * 16, 0.05f));
+  mb.FloatInit("lr", {2, 32, 8}, std::vector<float>(2 * 32 * 8, 0.05f));
+  mb.FloatInit("gw", {1, 24, 8}, std::vector<float>(24 * 8, 0.05f));
+  mb.FloatInit("gr", {1, 24, 8}, std::vector<float>(24 * 8, 0.05f));
+  mb.FloatInit("rw", {1, 8, 8}, std::vector<float>(8 * 8, 0.05f));
+  mb.FloatInit("rr", {1, 8, 8}, std::vector<float>(8 * 8, 0.05f));
+  auto& lstm = mb.Node("LSTM", {"x16", "lw", "lr", "", "lens"}, {"ly"});
+  ModelBuilder::StringAttr(lstm, "direction", "bidirectional");
+  ModelBuilder::IntAttr(lstm, "hidden_size", 8);
+  ModelBuilder::IntAttr(mb.Node("GRU", {"x8", "gw", "gr"}, {"gy"}), "hidden_size", 8);
+  ModelBuilder::IntAttr(mb.Node("RNN", {"x8", "rw", "rr"}, {"ry"}), "hidden_size", 8);
+  mb.Node("Add", {"gy", "ry"}, {"y"});
+  return mb.Bytes();
+}
+
+TEST(HotPathAllocTest, WarmRunIntoOfASequenceModelMakesNoKilnAllocation) {
+  FindRanges();
+  auto s = Session::LoadFromBytes(SequenceModel());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  Tensor x = Tensor::Empty(DataType::kFloat, {6, 2, 24});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 13) / 13.f;
+  const std::vector<NamedTensor> inputs = {{"x", x},
+                                           {"lens", Tensor::FromVector<int32_t>({6, 3}, {2})}};
+  auto plan = (*s)->DescribePlan(inputs);
+  ASSERT_TRUE(plan.ok());
+  for (const char* k : {"cpu.slice.copy", "cpu.lstm.loop", "cpu.gru.loop", "cpu.rnn.loop"})
+    EXPECT_NE(plan->find(k), std::string::npos) << k << " not in the plan:\n" << *plan;
+  std::vector<NamedTensor> bound = {{"y", Tensor::Empty(DataType::kFloat, {6, 1, 2, 8})},
+                                    {"ly", Tensor::Empty(DataType::kFloat, {6, 2, 2, 8})}};
+  WarmRunIntoCounts(**s, inputs, &bound);
 }
 
 TEST(HotPathAllocTest, AfterPrepareTheFirstRunIntoMakesNoKilnAllocation) {

@@ -106,49 +106,67 @@ void RowsTimesMT(int64_t rows, int64_t n, int64_t k, const float* a, int64_t lda
 
 // One direction's working state: the batch's states and this step's recurrent products.
 struct DirState {
-  std::vector<float> h, c;  // [batch, h]
-  std::vector<float> g;     // [batch, gates * h]
-  std::vector<float> tmp;   // [batch, 2 * h]: the kernel's own use
+  float *h = nullptr, *c = nullptr;  // [batch, h]
+  float* g = nullptr;                // [batch, gates * h]
+  float* tmp = nullptr;              // [batch, 2 * h]: the kernel's own use
 };
 
-// What one layer's loop works on: the dims, the input projections of both directions and each
-// direction's state.
+// What one layer's loop works on, all of it in the run's scratch (planned from the shapes, so a
+// warm run allocates nothing): the dims, the input projections of both directions, their
+// biases, each batch row's length and each direction's state.
 struct LoopState {
   ops::RnnDims dm;
   int64_t gh;
-  std::vector<float> xw;  // [seq x batch rows, dirs * gates * h]
+  float* xw = nullptr;     // [seq x batch rows, dirs * gates * h]
+  float* bias = nullptr;   // [dirs * gates * h]
+  int64_t* len = nullptr;  // [batch]
   DirState dir[2];
-  LoopState(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, int64_t gates)
-      : dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / gates, a),
-        gh(gates * dm.h),
-        xw(static_cast<size_t>(dm.seq * dm.batch * dm.dirs * gh)) {
+
+  // Scratch bytes for a layer of these dims, each block 64-byte aligned.
+  static size_t Bytes(const ops::RnnDims& dm, int64_t gates) {
+    const int64_t gh = gates * dm.h;
+    auto a64 = [](int64_t floats) { return (floats * 4 + 63) / 64 * 64; };
+    return static_cast<size_t>(
+        a64(dm.seq * dm.batch * dm.dirs * gh) + a64(dm.dirs * gh) + a64(2 * dm.batch) +
+        dm.dirs * (2 * a64(dm.batch * dm.h) + a64(dm.batch * gh) + a64(2 * dm.batch * dm.h)));
+  }
+  LoopState(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, int64_t gates, void* scratch)
+      : dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / gates, a), gh(gates * dm.h) {
+    char* at = static_cast<char*>(scratch);
+    auto take = [&](int64_t floats) {
+      float* p = reinterpret_cast<float*>(at);
+      at += (floats * 4 + 63) / 64 * 64;
+      return p;
+    };
+    xw = take(dm.seq * dm.batch * dm.dirs * gh);
+    bias = take(dm.dirs * gh);
+    len = reinterpret_cast<int64_t*>(take(2 * dm.batch));
     for (int64_t d = 0; d < dm.dirs; ++d) {
-      dir[d].h.resize(static_cast<size_t>(dm.batch * dm.h));
-      dir[d].c.resize(dir[d].h.size());
-      dir[d].g.resize(static_cast<size_t>(dm.batch * gh));
-      dir[d].tmp.resize(2 * dir[d].h.size());
+      dir[d].h = take(dm.batch * dm.h);
+      dir[d].c = take(dm.batch * dm.h);
+      dir[d].g = take(dm.batch * gh);
+      dir[d].tmp = take(2 * dm.batch * dm.h);
     }
   }
   // xw = X W^T + Wb, plus Rb on each direction's first `rb_cols` columns: both directions' W are
   // one [dirs * gates * h, in] matrix, so this is one product.
   void Project(const ir::ComputeContext& ctx, int64_t rb_cols) {
     const int64_t n = dm.dirs * gh, rows = dm.seq * dm.batch;
-    RowsTimesMT(rows, n, dm.in, ctx.in(0).data<float>(), dm.in, ctx.in(1).data<float>(), xw.data());
+    RowsTimesMT(rows, n, dm.in, ctx.in(0).data<float>(), dm.in, ctx.in(1).data<float>(), xw);
     if (!ctx.has(3)) return;
-    std::vector<float> bias(static_cast<size_t>(n));
     for (int64_t d = 0; d < dm.dirs; ++d) {
       const float* wb = ctx.in(3).data<float>() + d * 2 * gh;
       for (int64_t j = 0; j < gh; ++j) bias[d * gh + j] = wb[j] + (j < rb_cols ? wb[gh + j] : 0.f);
     }
     for (int64_t r = 0; r < rows; ++r) {
-      float* row = xw.data() + r * n;
+      float* row = xw + r * n;
       for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
     }
   }
   // Loads (or zeroes) direction d's states from input `index`.
-  void LoadState(const ir::ComputeContext& ctx, size_t index, int64_t d, std::vector<float>* s) {
+  void LoadState(const ir::ComputeContext& ctx, size_t index, int64_t d, float* s) const {
     for (int64_t b = 0; b < dm.batch; ++b) {
-      float* dst = s->data() + b * dm.h;
+      float* dst = s + b * dm.h;
       if (ctx.has(index))
         std::copy_n(ctx.in(index).data<float>() + dm.State(d, b), dm.h, dst);
       else
@@ -156,27 +174,48 @@ struct LoopState {
     }
   }
   // Stores direction d's states into output `index` when it is wanted.
-  void StoreState(const ir::ComputeContext& ctx, size_t index, int64_t d,
-                  const std::vector<float>& s) const {
+  void StoreState(const ir::ComputeContext& ctx, size_t index, int64_t d, const float* s) const {
     if (ctx.outputs.size() <= index || ctx.outputs[index] == nullptr) return;
     for (int64_t b = 0; b < dm.batch; ++b)
-      std::copy_n(s.data() + b * dm.h, dm.h, ctx.out(index).data<float>() + dm.State(d, b));
+      std::copy_n(s + b * dm.h, dm.h, ctx.out(index).data<float>() + dm.State(d, b));
   }
   // Each batch row's length: sequence_lens (input 4, checked against seq) or seq. Row b takes
   // part in the steps t < len[b] (forward from 0, reverse from len[b] - 1); at the others its
   // state stays and its Y rows are zeros.
-  std::vector<int64_t> len;
   Status ReadLens(const ir::Op& op, const ir::ComputeContext& ctx) {
-    len.assign(static_cast<size_t>(dm.batch), dm.seq);
-    for (int64_t b = 0; b < dm.batch && ctx.has(4); ++b) {
-      KILN_ASSIGN_OR_RETURN(len[b], ops::RnnSeqLen(op, ctx, b, dm.seq));
+    for (int64_t b = 0; b < dm.batch; ++b) {
+      len[b] = dm.seq;
+      if (ctx.has(4)) {
+        KILN_ASSIGN_OR_RETURN(len[b], ops::RnnSeqLen(op, ctx, b, dm.seq));
+      }
     }
     return OkStatus();
   }
   bool Active(int64_t t, int64_t b) const { return t < len[b]; }
   const float* XwAt(int64_t t, int64_t b, int64_t d) const {
-    return xw.data() + dm.Row(t, b) * dm.dirs * gh + d * gh;
+    return xw + dm.Row(t, b) * dm.dirs * gh + d * gh;
   }
+};
+
+// The kernels' shared planning: the scratch a layer of the prepared shapes needs.
+class RecurrentKernel : public runtime::Kernel {
+ public:
+  RecurrentKernel(const ir::Op& op, const ops::RnnAttrs& a, int64_t gates)
+      : op_(op), ra_(a), gates_(gates) {}
+  Status Prepare(runtime::PrepareContext* ctx) override {
+    const ops::RnnDims dm(ctx->inputs[0].shape, ctx->inputs[1].shape[1] / gates_, ra_);
+    bytes_ = LoopState::Bytes(dm, gates_);
+    return OkStatus();
+  }
+  size_t ScratchBytes() const override { return bytes_; }
+
+ protected:
+  const ir::Op& op_;
+
+ private:
+  const ops::RnnAttrs& ra_;
+  int64_t gates_;
+  size_t bytes_ = 0;
 };
 
 // Runs every direction, the two of a bidirectional layer on two threads (each one's products
@@ -191,8 +230,9 @@ void RunDirections(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, LoopSt
     for (int64_t d = begin; d < end; ++d) {
       DirState& s = st.dir[d];
       const bool rev = a.reverse || d == 1;
-      st.LoadState(ctx, 5, d, &s.h);
-      if (cell) st.LoadState(ctx, 6, d, &s.c);
+      st.LoadState(ctx, 5, d, s.h);
+      if (cell) st.LoadState(ctx, 6, d, s.c);
+      std::fill_n(s.tmp, 2 * st.dm.batch * h, 0.f);
       for (int64_t k = 0; k < st.dm.seq; ++k) {
         const int64_t t = rev ? st.dm.seq - 1 - k : k;
         step(d, t, s);
@@ -200,7 +240,7 @@ void RunDirections(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, LoopSt
           for (int64_t b = 0; b < st.dm.batch; ++b) {
             float* yt = y + st.dm.Y(t, d, b);
             if (st.Active(t, b))
-              std::copy_n(s.h.data() + b * h, h, yt);
+              std::copy_n(s.h + b * h, h, yt);
             else
               std::fill(yt, yt + h, 0.f);
           }
@@ -211,24 +251,26 @@ void RunDirections(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, LoopSt
   });
 }
 
-class LstmLoop final : public runtime::Kernel {
+class LstmLoop final : public RecurrentKernel {
  public:
-  LstmLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::LstmAttrs>(op)) {}
+  LstmLoop(const ir::Node&, const ir::Op& op)
+      : RecurrentKernel(op, runtime::AttrsOf<ops::LstmAttrs>(op), 4),
+        a_(runtime::AttrsOf<ops::LstmAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    LoopState st(ctx, a_, 4);
+    LoopState st(ctx, a_, 4, ctx.scratch);
     KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h, gh = st.gh;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
       const float* r = ctx.in(2).data<float>() + d * gh * h;
       const float* p = ctx.has(7) ? ctx.in(7).data<float>() + d * 3 * h : nullptr;
-      RowsTimesMT(st.dm.batch, gh, h, s.h.data(), h, r, s.g.data());
-      float* tc = s.tmp.data();
+      RowsTimesMT(st.dm.batch, gh, h, s.h, h, r, s.g);
+      float* tc = s.tmp;
       for (int64_t b = 0; b < st.dm.batch; ++b) {
         if (!st.Active(t, b)) continue;
-        float* g = s.g.data() + b * gh;  // gate order i, o, f, c
-        float* hb = s.h.data() + b * h;
-        float* cb = s.c.data() + b * h;
+        float* g = s.g + b * gh;  // gate order i, o, f, c
+        float* hb = s.h + b * h;
+        float* cb = s.c + b * h;
         const float* xw = st.XwAt(t, b, d);
         for (int64_t j = 0; j < gh; ++j) g[j] += xw[j];
         if (p != nullptr)
@@ -253,31 +295,32 @@ class LstmLoop final : public runtime::Kernel {
   }
 
  private:
-  const ir::Op& op_;
   const ops::LstmAttrs& a_;
 };
 
-class GruLoop final : public runtime::Kernel {
+class GruLoop final : public RecurrentKernel {
  public:
-  GruLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::GruAttrs>(op)) {}
+  GruLoop(const ir::Node&, const ir::Op& op)
+      : RecurrentKernel(op, runtime::AttrsOf<ops::GruAttrs>(op), 3),
+        a_(runtime::AttrsOf<ops::GruAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    LoopState st(ctx, a_, 3);
+    LoopState st(ctx, a_, 3, ctx.scratch);
     KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h, gh = st.gh, batch = st.dm.batch;
     const bool lbr = a_.linear_before_reset;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
       // Without linear_before_reset: rh = r . h_{t-1} and hh = rh R_h^T, per batch row.
-      float* rh = s.tmp.data();
+      float* rh = s.tmp;
       float* hh = rh + batch * h;
       const float* r = ctx.in(2).data<float>() + d * gh * h;
       const float* rb = ctx.has(3) ? ctx.in(3).data<float>() + d * 2 * gh + gh : nullptr;
       // z and r (and with linear_before_reset the h gate's h R_h^T) for every row at once.
-      RowsTimesMT(batch, lbr ? gh : 2 * h, h, s.h.data(), h, r, s.g.data());
+      RowsTimesMT(batch, lbr ? gh : 2 * h, h, s.h, h, r, s.g);
       const int64_t gs = lbr ? gh : 2 * h;  // row stride of g
       for (int64_t b = 0; b < batch; ++b) {
         if (!st.Active(t, b)) continue;
-        float* g = s.g.data() + b * gs;
+        float* g = s.g + b * gs;
         const float* xw = st.XwAt(t, b, d);
         for (int64_t j = 0; j < 2 * h; ++j) g[j] += xw[j];
         Sigmoid(g, 2 * h);  // z, r
@@ -287,8 +330,8 @@ class GruLoop final : public runtime::Kernel {
       if (!lbr) RowsTimesMT(batch, h, h, rh, h, r + 2 * h * h, hh);
       for (int64_t b = 0; b < batch; ++b) {
         if (!st.Active(t, b)) continue;
-        float* g = s.g.data() + b * gs;
-        float* hb = s.h.data() + b * h;
+        float* g = s.g + b * gs;
+        float* hb = s.h + b * h;
         const float* xw = st.XwAt(t, b, d) + 2 * h;
         // pre-activation of h~, into hh (no lbr) or g's h block (lbr)
         float* pre = lbr ? g + 2 * h : hh + b * h;
@@ -305,26 +348,26 @@ class GruLoop final : public runtime::Kernel {
   }
 
  private:
-  const ir::Op& op_;
   const ops::GruAttrs& a_;
 };
 
-class RnnLoop final : public runtime::Kernel {
+class RnnLoop final : public RecurrentKernel {
  public:
-  RnnLoop(const ir::Node&, const ir::Op& op) : op_(op), a_(runtime::AttrsOf<ops::RnnAttrs>(op)) {}
+  RnnLoop(const ir::Node&, const ir::Op& op)
+      : RecurrentKernel(op, runtime::AttrsOf<ops::RnnAttrs>(op), 1),
+        a_(runtime::AttrsOf<ops::RnnAttrs>(op)) {}
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    LoopState st(ctx, a_, 1);
+    LoopState st(ctx, a_, 1, ctx.scratch);
     KILN_RETURN_IF_ERROR(st.ReadLens(op_, ctx));
     const int64_t h = st.dm.h;
     auto step = [&](int64_t d, int64_t t, DirState& s) {
-      RowsTimesMT(st.dm.batch, h, h, s.h.data(), h, ctx.in(2).data<float>() + d * h * h,
-                  s.g.data());
+      RowsTimesMT(st.dm.batch, h, h, s.h, h, ctx.in(2).data<float>() + d * h * h, s.g);
       const bool relu = a_.acts[d].kind == ops::RnnActivation::kRelu;
       for (int64_t b = 0; b < st.dm.batch; ++b) {
         if (!st.Active(t, b)) continue;
-        float* hb = s.h.data() + b * h;
-        const float* g = s.g.data() + b * h;
+        float* hb = s.h + b * h;
+        const float* g = s.g + b * h;
         const float* xw = st.XwAt(t, b, d);
         for (int64_t i = 0; i < h; ++i) hb[i] = relu ? std::max(xw[i] + g[i], 0.f) : xw[i] + g[i];
         if (!relu) Tanh(hb, h);
@@ -335,7 +378,6 @@ class RnnLoop final : public runtime::Kernel {
   }
 
  private:
-  const ir::Op& op_;
   const ops::RnnAttrs& a_;
 };
 

@@ -30,7 +30,9 @@ struct Copy {
   ops::SlicePlan plan;
   std::vector<int64_t> dims, strides;  // the outer dims (of the output) and their source strides
   int64_t rows = 0, run = 0, offset = 0;
-  bool gather = false;  // strided gather instead (short runs, innermost step != 1)
+  bool gather = false;                  // strided gather instead (short runs, innermost step != 1)
+  std::vector<int64_t> gather_strides;  // its source strides (elements) and offset
+  int64_t gather_offset = 0;
 };
 
 Copy MakeCopy(const Shape& in, ops::SlicePlan plan, size_t esz) {
@@ -54,6 +56,13 @@ Copy MakeCopy(const Shape& in, ops::SlicePlan plan, size_t esz) {
     c.rows *= plan.out[k];
   }
   c.gather = c.run < kMinRunBytes || (r > 0 && plan.step[r - 1] != 1);
+  if (c.gather) {
+    c.gather_strides.resize(strides.size());
+    for (size_t k = 0; k < strides.size(); ++k) {
+      c.gather_strides[k] = strides[k] * plan.step[k];
+      c.gather_offset += plan.start[k] * strides[k];
+    }
+  }
   c.plan = std::move(plan);
   return c;
 }
@@ -116,14 +125,8 @@ class SliceCopy final : public runtime::Kernel {
                           " but the slice has shape " + ShapeToString(c.plan.out));
     if (NumElements(c.plan.out) == 0) return OkStatus();
     if (c.gather) {
-      const std::vector<int64_t> strides = ops::Strides(x.shape());
-      std::vector<int64_t> st(strides.size());
-      int64_t offset = 0;
-      for (size_t d = 0; d < strides.size(); ++d) {
-        st[d] = strides[d] * c.plan.step[d];
-        offset += c.plan.start[d] * strides[d];
-      }
-      ops::StridedGather(y->raw(), x.raw(), c.plan.out, st, offset, DataTypeSize(x.dtype()));
+      ops::StridedGather(y->raw(), x.raw(), c.plan.out, c.gather_strides, c.gather_offset,
+                         DataTypeSize(x.dtype()));
       return OkStatus();
     }
     const auto* src = static_cast<const char*>(x.raw()) + c.offset;

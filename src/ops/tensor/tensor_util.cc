@@ -23,7 +23,14 @@ void GatherTyped(E* dst, const E* src, const Shape& out, const std::vector<int64
   const int64_t inner = out[r - 1], inner_stride = st[r - 1];
   int64_t outer = 1;
   for (size_t d = 0; d + 1 < r; ++d) outer *= out[d];
-  std::vector<int64_t> idx(r, 0);
+  // The odometer on the stack up to rank 16, so a warm run allocates nothing here.
+  int64_t small[16] = {};
+  std::vector<int64_t> large;
+  int64_t* idx = small;
+  if (r > 16) {
+    large.assign(r, 0);
+    idx = large.data();
+  }
   int64_t base = offset;
   for (int64_t o = 0; o < outer; ++o) {
     const E* s = src + base;
