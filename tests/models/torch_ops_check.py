@@ -8,7 +8,8 @@ cubic_coeff_a=-0.5, which is how PyTorch and PIL filter).
 
 LSTM, GRU (linear_before_reset=1, PyTorch's form) and RNN (Tanh, Relu) against torch.nn's layers
 with the same weights, gates reordered to ONNX's order: bidirectional, batch_first (layout 1),
-initial states, and sequence_lens against packed sequences.
+initial states, and sequence_lens against packed sequences; and a small CRNN (convolutions, a
+two-layer bidirectional LSTM, a GRU, an RNN, a Linear) exported by torch.onnx.export itself.
 
 Each case is a one-node ONNX model written with the pinned onnx package, run by `kiln run` with
 the default (optimized) plan, and compared with PyTorch's output at rtol 1e-4 / atol 1e-5
@@ -20,6 +21,7 @@ usage: tests/models/torch_ops_check.py KILN_BINARY WORKDIR   (exit 0 and "ok: ..
 import os
 import subprocess
 import sys
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "pyenv"))
@@ -245,6 +247,54 @@ for op, act, dirs, batch_first, with_state, with_lens in (
     for slot, want in ((0, want_y), (1, want_h)):
         run_case(f"{tag}_{'y' if slot == 0 else 'yh'}", 14, op, inputs, np.ascontiguousarray(want),
                  attrs, consts=[("w", w), ("r", r), ("b", b)], node_inputs=names, out_slot=slot)
+
+# A small CRNN text recognizer as PyTorch's own exporter writes it (torch.onnx.export, opset 14):
+# convolutions, the feature map read as a sequence, a two-layer bidirectional LSTM, a GRU and a
+# Linear, against PyTorch on the same input.
+class Crnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d((2, 2)),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d((4, 1)))
+        self.lstm = torch.nn.LSTM(32 * 2, 48, num_layers=2, bidirectional=True)
+        self.gru = torch.nn.GRU(96, 40)
+        self.rnn = torch.nn.RNN(40, 24, nonlinearity="relu", batch_first=True)
+        self.fc = torch.nn.Linear(24, 37)
+
+    def forward(self, x):
+        f = self.conv(x)                                    # [N, 32, 2, W/2]
+        f = f.flatten(1, 2).permute(2, 0, 1)                # [W/2, N, 64]
+        f, _ = self.lstm(f)
+        f, _ = self.gru(f)
+        f, _ = self.rnn(f.permute(1, 0, 2))                 # batch_first
+        return self.fc(f)                                   # [N, W/2, 37]
+
+
+crnn = Crnn().eval()
+xc = f32(2, 1, 16, 40)
+with torch.no_grad():
+    want = crnn(torch.from_numpy(xc)).numpy()
+d = os.path.join(work, "crnn_export")
+os.makedirs(d, exist_ok=True)
+path = os.path.join(d, "model.onnx")
+with warnings.catch_warnings():  # the exporter's notes on LSTM batch sizes
+    warnings.simplefilter("ignore")
+    torch.onnx.export(crnn, torch.from_numpy(xc), path, opset_version=14, input_names=["x"],
+                      output_names=["y"])
+np.save(os.path.join(d, "x.npy"), xc)
+r = subprocess.run([kiln, "run", path, "-o", os.path.join(d, "out"), "--input",
+                    f"x={os.path.join(d, 'x.npy')}"], capture_output=True, text=True)
+if r.returncode != 0:
+    failures.append(f"crnn_export: kiln run failed ({r.returncode}): {r.stderr.strip()[-600:]}")
+else:
+    got = np.load(os.path.join(d, "out", "y.npy"))
+    count += 1
+    err = np.abs(got.astype(np.float64) - want)
+    worst = max(worst, float(err.max()))
+    if got.shape != want.shape or (err > ATOL + RTOL * np.abs(want)).any():
+        failures.append(f"crnn_export: shape {got.shape} vs {want.shape}, max abs err "
+                        f"{float(err.max()):.3g}")
 
 if failures:
     print("\n".join(failures))
