@@ -59,18 +59,19 @@ KILN_AVX2_FMA inline __m256 Exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-KILN_AVX2_FMA void SigmoidAvx2(float* x, int64_t n) {
+// The AVX2 loops do whole vectors and return how many elements they did; the callers finish.
+KILN_AVX2_FMA int64_t SigmoidAvx2(float* x, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(x + i)));
     _mm256_storeu_ps(x + i, _mm256_div_ps(one, _mm256_add_ps(one, e)));
   }
-  for (; i < n; ++i) x[i] = 1.f / (1.f + std::exp(-x[i]));
+  return i;
 }
 
 // tanh(x) = sign(x) (1 - e) / (1 + e) with e = exp(-2|x|).
-KILN_AVX2_FMA void TanhAvx2(float* x, int64_t n) {
+KILN_AVX2_FMA int64_t TanhAvx2(float* x, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.f), sign = _mm256_set1_ps(-0.f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -80,17 +81,16 @@ KILN_AVX2_FMA void TanhAvx2(float* x, int64_t n) {
     const __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
     _mm256_storeu_ps(x + i, _mm256_or_ps(t, _mm256_and_ps(sign, v)));
   }
-  for (; i < n; ++i) x[i] = std::tanh(x[i]);
+  return i;
 }
 
 void Sigmoid(float* x, int64_t n) {
-  if (HasAvx2()) return SigmoidAvx2(x, n);
-  for (int64_t i = 0; i < n; ++i) x[i] = 1.f / (1.f + std::exp(-x[i]));
+  for (int64_t i = HasAvx2() ? SigmoidAvx2(x, n) : 0; i < n; ++i)
+    x[i] = 1.f / (1.f + std::exp(-x[i]));
 }
 
 void Tanh(float* x, int64_t n) {
-  if (HasAvx2()) return TanhAvx2(x, n);
-  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+  for (int64_t i = HasAvx2() ? TanhAvx2(x, n) : 0; i < n; ++i) x[i] = std::tanh(x[i]);
 }
 
 // c[rows][n] = a[rows][k] (rows `lda` apart) . m[n][k]^T (beta 0).
@@ -122,31 +122,17 @@ struct LoopState {
   int64_t* len = nullptr;  // [batch]
   DirState dir[2];
 
-  // Scratch bytes for a layer of these dims, each block 64-byte aligned.
+  // Scratch bytes for a layer of these dims: the blocks the constructor carves, each 64-byte
+  // aligned.
   static size_t Bytes(const ops::RnnDims& dm, int64_t gates) {
-    const int64_t gh = gates * dm.h;
-    auto a64 = [](int64_t floats) { return (floats * 4 + 63) / 64 * 64; };
-    return static_cast<size_t>(
-        a64(dm.seq * dm.batch * dm.dirs * gh) + a64(dm.dirs * gh) + a64(2 * dm.batch) +
-        dm.dirs * (2 * a64(dm.batch * dm.h) + a64(dm.batch * gh) + a64(2 * dm.batch * dm.h)));
+    size_t bytes = 0;
+    Carve(dm, gates * dm.h, nullptr, &bytes);
+    return bytes;
   }
   LoopState(const ir::ComputeContext& ctx, const ops::RnnAttrs& a, int64_t gates, void* scratch)
       : dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / gates, a), gh(gates * dm.h) {
-    char* at = static_cast<char*>(scratch);
-    auto take = [&](int64_t floats) {
-      float* p = reinterpret_cast<float*>(at);
-      at += (floats * 4 + 63) / 64 * 64;
-      return p;
-    };
-    xw = take(dm.seq * dm.batch * dm.dirs * gh);
-    bias = take(dm.dirs * gh);
-    len = reinterpret_cast<int64_t*>(take(2 * dm.batch));
-    for (int64_t d = 0; d < dm.dirs; ++d) {
-      dir[d].h = take(dm.batch * dm.h);
-      dir[d].c = take(dm.batch * dm.h);
-      dir[d].g = take(dm.batch * gh);
-      dir[d].tmp = take(2 * dm.batch * dm.h);
-    }
+    size_t bytes = 0;
+    Carve(dm, gh, this, &bytes, static_cast<char*>(scratch));
   }
   // xw = X W^T + Wb, plus Rb on each direction's first `rb_cols` columns: both directions' W are
   // one [dirs * gates * h, in] matrix, so this is one product.
@@ -192,8 +178,37 @@ struct LoopState {
     return OkStatus();
   }
   bool Active(int64_t t, int64_t b) const { return t < len[b]; }
+
   const float* XwAt(int64_t t, int64_t b, int64_t d) const {
     return xw + dm.Row(t, b) * dm.dirs * gh + d * gh;
+  }
+
+ private:
+  // Lays the blocks out one after the other from offset 0, counting the bytes; with `st`, points
+  // its buffers at them in `base`.
+  static void Carve(const ops::RnnDims& dm, int64_t gh, LoopState* st, size_t* bytes,
+                    char* base = nullptr) {
+    auto take = [&](int64_t floats) {
+      float* p = st != nullptr ? reinterpret_cast<float*>(base + *bytes) : nullptr;
+      *bytes += static_cast<size_t>((floats * 4 + 63) / 64 * 64);
+      return p;
+    };
+    float* xw = take(dm.seq * dm.batch * dm.dirs * gh);
+    float* bias = take(dm.dirs * gh);
+    float* len = take(2 * dm.batch);  // int64_t
+    DirState dir[2];
+    for (int64_t d = 0; d < dm.dirs; ++d) {
+      dir[d].h = take(dm.batch * dm.h);
+      dir[d].c = take(dm.batch * dm.h);
+      dir[d].g = take(dm.batch * gh);
+      dir[d].tmp = take(2 * dm.batch * dm.h);
+    }
+    if (st == nullptr) return;
+    st->xw = xw;
+    st->bias = bias;
+    st->len = reinterpret_cast<int64_t*>(len);
+    st->dir[0] = dir[0];
+    st->dir[1] = dir[1];
   }
 };
 

@@ -12,7 +12,6 @@
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
 #include "ops/attrs.h"
-#include "ops/common.h"
 #include "ops/tensor/slice.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -31,38 +30,28 @@ struct Copy {
   std::vector<int64_t> dims, strides;  // the outer dims (of the output) and their source strides
   int64_t rows = 0, run = 0, offset = 0;
   bool gather = false;                  // strided gather instead (short runs, innermost step != 1)
-  std::vector<int64_t> gather_strides;  // its source strides (elements) and offset
+  std::vector<int64_t> gather_strides;  // the gather's source strides and offset (elements)
   int64_t gather_offset = 0;
 };
 
 Copy MakeCopy(const Shape& in, ops::SlicePlan plan, size_t esz) {
   Copy c;
-  const std::vector<int64_t> strides = ops::Strides(in);
+  ops::SliceGather(in, plan, &c.gather_strides, &c.gather_offset);
+  const auto e = static_cast<int64_t>(esz);
   const auto r = static_cast<int64_t>(in.size());
+  c.offset = c.gather_offset * e;
   int64_t d = r - 1;
-  c.run = static_cast<int64_t>(esz);
+  c.run = e;
   while (d >= 0 && plan.step[d] == 1 && plan.start[d] == 0 && plan.out[d] == in[d])
     c.run *= in[d--];
-  if (d >= 0 && plan.step[d] == 1) {
-    c.run *= plan.out[d];
-    c.offset += plan.start[d] * strides[d] * static_cast<int64_t>(esz);
-    --d;
-  }
+  if (d >= 0 && plan.step[d] == 1) c.run *= plan.out[d--];
   c.rows = 1;
   for (int64_t k = 0; k <= d; ++k) {
     c.dims.push_back(plan.out[k]);
-    c.strides.push_back(strides[k] * plan.step[k] * static_cast<int64_t>(esz));
-    c.offset += plan.start[k] * strides[k] * static_cast<int64_t>(esz);
+    c.strides.push_back(c.gather_strides[k] * e);
     c.rows *= plan.out[k];
   }
   c.gather = c.run < kMinRunBytes || (r > 0 && plan.step[r - 1] != 1);
-  if (c.gather) {
-    c.gather_strides.resize(strides.size());
-    for (size_t k = 0; k < strides.size(); ++k) {
-      c.gather_strides[k] = strides[k] * plan.step[k];
-      c.gather_offset += plan.start[k] * strides[k];
-    }
-  }
   c.plan = std::move(plan);
   return c;
 }
@@ -81,7 +70,8 @@ class SliceCopy final : public runtime::Kernel {
       ints[i] = ctx->constants[i];
     }
     ops::SlicePlan plan;
-    if (!MakePlan(ctx->inputs[0].shape, ints, &plan).empty()) return OkStatus();  // Run says why
+    if (!ops::SlicePlanOf(op_.opset(), a_, ctx->inputs[0].shape, ints, &plan).empty())
+      return OkStatus();  // Run says why
     copy_ = MakeCopy(ctx->inputs[0].shape, std::move(plan), DataTypeSize(ctx->inputs[0].dtype));
     ready_ = true;
     return OkStatus();
@@ -94,31 +84,12 @@ class SliceCopy final : public runtime::Kernel {
     for (size_t i = 1; i < 5; ++i)
       if (ctx.has(i)) ints[i] = &ctx.in(i);
     ops::SlicePlan plan;
-    const std::string err = MakePlan(x.shape(), ints, &plan);
+    const std::string err = ops::SlicePlanOf(op_.opset(), a_, x.shape(), ints, &plan);
     if (!err.empty()) return op_.RunError(err);
     return Execute(MakeCopy(x.shape(), std::move(plan), DataTypeSize(x.dtype())), x, &ctx.out(0));
   }
 
  private:
-  // starts, ends, axes, steps from the attributes (Slice-1) or the tensors `ints[1..4]`.
-  std::string MakePlan(const Shape& in, const std::vector<const Tensor*>& ints,
-                       ops::SlicePlan* plan) const {
-    if (op_.opset() < 10)
-      return ops::MakeSlicePlan(in, a_.starts, a_.ends, a_.has_axes ? &a_.axes : nullptr, nullptr,
-                                plan);
-    std::vector<int64_t> v[5];
-    for (size_t i = 1; i < 5; ++i) {
-      if (ints[i] == nullptr) continue;
-      if (ints[i]->dtype() != DataType::kInt64 && ints[i]->dtype() != DataType::kInt32)
-        return std::string("starts, ends, axes and steps must be int64 or int32; got ") +
-               DataTypeName(ints[i]->dtype());
-      v[i] = ops::ReadInts(*ints[i]);
-    }
-    if (ints[1] == nullptr || ints[2] == nullptr) return "starts and ends are required";
-    return ops::MakeSlicePlan(in, v[1], v[2], ints[3] ? &v[3] : nullptr, ints[4] ? &v[4] : nullptr,
-                              plan);
-  }
-
   Status Execute(const Copy& c, const Tensor& x, Tensor* y) const {
     if (c.plan.out != y->shape())
       return op_.RunError("output was allocated as " + ShapeToString(y->shape()) +

@@ -30,43 +30,6 @@ using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
 
-// The step loop both layers share: for each direction and batch row, `step(d, hprev, xt, hb)`
-// computes the new state hb from the previous one (hprev, a copy) and x_t; Y and Y_h are written
-// here.
-template <typename Step>
-Status RunLayer(const ir::Op& op, const ComputeContext& ctx, const RnnAttrs& a, int64_t gates,
-                Step&& step) {
-  const RnnDims dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / gates, a);
-  const int64_t h = dm.h;
-  const float* X = ctx.in(0).data<float>();
-  float* Y = ctx.outputs.size() > 0 && ctx.outputs[0] ? ctx.out(0).data<float>() : nullptr;
-  if (Y != nullptr) std::fill(Y, Y + ctx.out(0).numel(), 0.f);
-  std::vector<double> hs(static_cast<size_t>(dm.dirs * dm.batch * h), 0.0);
-  if (ctx.has(5)) std::copy_n(ctx.in(5).data<float>(), hs.size(), hs.begin());
-  std::vector<double> hprev(static_cast<size_t>(h));
-  for (int64_t d = 0; d < dm.dirs; ++d) {
-    const bool rev = a.reverse || d == 1;
-    for (int64_t b = 0; b < dm.batch; ++b) {
-      KILN_ASSIGN_OR_RETURN(const int64_t len, RnnSeqLen(op, ctx, b, dm.seq));
-      double* hb = hs.data() + dm.State(d, b);
-      for (int64_t k = 0; k < len; ++k) {
-        const int64_t t = rev ? len - 1 - k : k;
-        std::copy(hb, hb + h, hprev.begin());
-        step(d, hprev.data(), X + dm.X(t, b), hb);
-        if (Y != nullptr)
-          for (int64_t i = 0; i < h; ++i) Y[dm.Y(t, d, b) + i] = static_cast<float>(hb[i]);
-      }
-    }
-  }
-  if (ctx.outputs.size() > 1 && ctx.outputs[1] != nullptr) {
-    float* dst = ctx.out(1).data<float>();
-    for (size_t i = 0; i < hs.size(); ++i) dst[i] = static_cast<float>(hs[i]);
-  }
-  return OkStatus();
-}
-
-double Clip(const RnnAttrs& a, double v) { return a.clip > 0 ? std::clamp(v, -a.clip, a.clip) : v; }
-
 class GruOp final : public ir::Op {
  public:
   explicit GruOp(const Node& node) : ir::Op(node) {}
@@ -88,7 +51,7 @@ class GruOp final : public ir::Op {
     const int64_t in = ctx.in(0).shape()[2], h = ctx.in(1).shape()[1] / 3;
     std::vector<double> g(static_cast<size_t>(3 * h)), rh(static_cast<size_t>(h)),
         hr(static_cast<size_t>(h));
-    auto step = [&](int64_t d, const double* hprev, const float* xt, double* hb) {
+    auto step = [&](int64_t d, const double* hprev, const float* xt, double* hb, double*) {
       const float* W = ctx.in(1).data<float>() + d * 3 * h * in;
       const float* R = ctx.in(2).data<float>() + d * 3 * h * h;
       const float* Wb = ctx.has(3) ? ctx.in(3).data<float>() + d * 6 * h : nullptr;
@@ -100,7 +63,7 @@ class GruOp final : public ir::Op {
         g[j] = Wb != nullptr ? static_cast<double>(Wb[j]) + (j < 2 * h ? Rb[j] : 0.0) : 0.0;
       AddRowDots(W, 3 * h, in, xt, g.data());
       AddRowDots(R, 2 * h, h, hprev, g.data());
-      for (int64_t i = 0; i < 2 * h; ++i) g[i] = ApplyRnnActivation(f, Clip(a_, g[i]));
+      for (int64_t i = 0; i < 2 * h; ++i) g[i] = ApplyRnnActivation(f, RnnClip(a_, g[i]));
       const double* z = g.data();
       const double* r = g.data() + h;
       // hr = (linear_before_reset ? h : r . h) R_h^T + Rb_h
@@ -111,11 +74,11 @@ class GruOp final : public ir::Op {
       AddRowDots(R + 2 * h * h, h, h, rh.data(), hr.data());
       for (int64_t i = 0; i < h; ++i) {
         const double pre = g[2 * h + i] + (a_.linear_before_reset ? r[i] * hr[i] : hr[i]);
-        const double cand = ApplyRnnActivation(gact, Clip(a_, pre));
+        const double cand = ApplyRnnActivation(gact, RnnClip(a_, pre));
         hb[i] = (1.0 - z[i]) * cand + z[i] * hprev[i];
       }
     };
-    return RunLayer(*this, ctx, a_, 3, step);
+    return RunRnnReference(*this, ctx, a_, 3, false, step);
   }
 
  private:
@@ -140,15 +103,15 @@ class RnnOp final : public ir::Op {
 
   Status Compute(const ComputeContext& ctx) const override {
     const int64_t in = ctx.in(0).shape()[2], h = ctx.in(1).shape()[1];
-    auto step = [&](int64_t d, const double* hprev, const float* xt, double* hb) {
+    auto step = [&](int64_t d, const double* hprev, const float* xt, double* hb, double*) {
       const float* Wb = ctx.has(3) ? ctx.in(3).data<float>() + d * 2 * h : nullptr;
       for (int64_t i = 0; i < h; ++i)
         hb[i] = Wb != nullptr ? static_cast<double>(Wb[i]) + Wb[h + i] : 0.0;
       AddRowDots(ctx.in(1).data<float>() + d * h * in, h, in, xt, hb);
       AddRowDots(ctx.in(2).data<float>() + d * h * h, h, h, hprev, hb);
-      for (int64_t i = 0; i < h; ++i) hb[i] = ApplyRnnActivation(a_.acts[d], Clip(a_, hb[i]));
+      for (int64_t i = 0; i < h; ++i) hb[i] = ApplyRnnActivation(a_.acts[d], RnnClip(a_, hb[i]));
     };
-    return RunLayer(*this, ctx, a_, 1, step);
+    return RunRnnReference(*this, ctx, a_, 1, false, step);
   }
 
  private:

@@ -52,66 +52,32 @@ class LstmOp final : public ir::Op {
   }
 
   Status Compute(const ComputeContext& ctx) const override {
-    const RnnDims dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / 4, a_);
-    const int64_t batch = dm.batch, in = dm.in, h = dm.h;
-    const float* X = ctx.in(0).data<float>();
-    float* Y = ctx.outputs.size() > 0 && ctx.outputs[0] ? ctx.out(0).data<float>() : nullptr;
-    if (Y != nullptr) std::fill(Y, Y + ctx.out(0).numel(), 0.f);
-    std::vector<double> hs(static_cast<size_t>(a_.directions * batch * h), 0.0), cs(hs.size(), 0.0);
-    for (int64_t i = 0; i < a_.directions * batch * h; ++i) {
-      if (ctx.has(5)) hs[i] = ctx.in(5).data<float>()[i];
-      if (ctx.has(6)) cs[i] = ctx.in(6).data<float>()[i];
-    }
-    std::vector<double> gates(4 * h), hprev(h);
-    for (int64_t d = 0; d < a_.directions; ++d) {
-      const bool rev = a_.reverse || d == 1;
-      const float* W = ctx.in(1).data<float>() + d * 4 * h * in;
-      const float* R = ctx.in(2).data<float>() + d * 4 * h * h;
+    const int64_t in = ctx.in(0).shape()[2], h = ctx.in(1).shape()[1] / 4;
+    std::vector<double> gates(static_cast<size_t>(4 * h));
+    auto step = [&](int64_t d, const double* hprev, const float* xt, double* hb, double* cb) {
       const float* B = ctx.has(3) ? ctx.in(3).data<float>() + d * 8 * h : nullptr;
       const float* P = ctx.has(7) ? ctx.in(7).data<float>() + d * 3 * h : nullptr;
       const RnnActivation& f = a_.acts[3 * d];
       const RnnActivation& g = a_.acts[3 * d + 1];
       const RnnActivation& hact = a_.acts[3 * d + 2];
-      for (int64_t b = 0; b < batch; ++b) {
-        KILN_ASSIGN_OR_RETURN(const int64_t len, RnnSeqLen(*this, ctx, b, dm.seq));
-        double* hb = hs.data() + dm.State(d, b);
-        double* cb = cs.data() + dm.State(d, b);
-        for (int64_t k = 0; k < len; ++k) {
-          const int64_t t = rev ? len - 1 - k : k;
-          const float* xt = X + dm.X(t, b);
-          std::copy(hb, hb + h, hprev.begin());
-          for (int64_t j = 0; j < 4 * h; ++j)
-            gates[j] = B ? static_cast<double>(B[j]) + B[4 * h + j] : 0.0;
-          AddRowDots(W, 4 * h, in, xt, gates.data());
-          AddRowDots(R, 4 * h, h, hprev.data(), gates.data());
-          auto clip = [&](double v) { return a_.clip > 0 ? std::clamp(v, -a_.clip, a_.clip) : v; };
-          for (int64_t i = 0; i < h; ++i) {
-            // iofc
-            double gi = gates[i] + (P ? P[i] * cb[i] : 0.0);
-            double gf = gates[2 * h + i] + (P ? P[2 * h + i] * cb[i] : 0.0);
-            const double it = ApplyRnnActivation(f, clip(gi));
-            const double ft = a_.input_forget ? 1.0 - it : ApplyRnnActivation(f, clip(gf));
-            const double ct = ApplyRnnActivation(g, clip(gates[3 * h + i]));
-            const double c_new = ft * cb[i] + it * ct;
-            const double go = gates[h + i] + (P ? P[h + i] * c_new : 0.0);
-            const double ot = ApplyRnnActivation(f, clip(go));
-            cb[i] = c_new;
-            hb[i] = ot * ApplyRnnActivation(hact, c_new);
-          }
-          if (Y != nullptr) {
-            float* yt = Y + dm.Y(t, d, b);
-            for (int64_t i = 0; i < h; ++i) yt[i] = static_cast<float>(hb[i]);
-          }
-        }
+      for (int64_t j = 0; j < 4 * h; ++j)
+        gates[j] = B ? static_cast<double>(B[j]) + B[4 * h + j] : 0.0;
+      AddRowDots(ctx.in(1).data<float>() + d * 4 * h * in, 4 * h, in, xt, gates.data());
+      AddRowDots(ctx.in(2).data<float>() + d * 4 * h * h, 4 * h, h, hprev, gates.data());
+      for (int64_t i = 0; i < h; ++i) {  // gate order i, o, f, c
+        const double gi = gates[i] + (P ? P[i] * cb[i] : 0.0);
+        const double gf = gates[2 * h + i] + (P ? P[2 * h + i] * cb[i] : 0.0);
+        const double it = ApplyRnnActivation(f, RnnClip(a_, gi));
+        const double ft = a_.input_forget ? 1.0 - it : ApplyRnnActivation(f, RnnClip(a_, gf));
+        const double ct = ApplyRnnActivation(g, RnnClip(a_, gates[3 * h + i]));
+        const double c_new = ft * cb[i] + it * ct;
+        const double go = gates[h + i] + (P ? P[h + i] * c_new : 0.0);
+        const double ot = ApplyRnnActivation(f, RnnClip(a_, go));
+        cb[i] = c_new;
+        hb[i] = ot * ApplyRnnActivation(hact, c_new);
       }
-    }
-    for (size_t o = 1; o < std::min<size_t>(ctx.outputs.size(), 3); ++o) {
-      if (ctx.outputs[o] == nullptr) continue;
-      const std::vector<double>& src = o == 1 ? hs : cs;
-      float* dst = ctx.out(o).data<float>();
-      for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
-    }
-    return OkStatus();
+    };
+    return RunRnnReference(*this, ctx, a_, 4, true, step);
   }
 
  private:

@@ -1,10 +1,11 @@
 // What ONNX's recurrent layers (LSTM, GRU, RNN) share: their attributes (direction, hidden_size,
 // layout, clip, activations with their alphas and betas), the checks of X, W, R, B,
 // sequence_lens and initial_h, the activations in double, and the indexing of X, Y and the states
-// in either layout. Used by the reference kernels (ops/nn/lstm.cc, ops/nn/gru.cc) and the CPU's
-// float loops.
+// in either layout, and the reference kernels' step loop. Used by the reference kernels
+// (ops/nn/lstm.cc, ops/nn/gru.cc) and the CPU's float loops.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ Status ParseRnnAttrs(const ir::Node& node, const std::vector<std::string>& defau
 
 // The activation, in double.
 double ApplyRnnActivation(const RnnActivation& a, double x);
+
+// `clip` applied to an activation's input (none when clip is 0).
+inline double RnnClip(const RnnAttrs& a, double v) {
+  return a.clip > 0 ? std::clamp(v, -a.clip, a.clip) : v;
+}
 
 // Checks X (0), W (1), R (2), B (3), sequence_lens (4) and initial_h (5) of a layer with `gates`
 // gates per hidden unit (LSTM 4, GRU 3, RNN 1) and sets Y (output 0) and Y_h (output 1); *hidden
@@ -70,5 +76,47 @@ void AddRowDots(const float* m, int64_t rows, int64_t cols, const V* v, double* 
 // [0, seq], else seq.
 StatusOr<int64_t> RnnSeqLen(const ir::Op& op, const ir::ComputeContext& ctx, int64_t b,
                             int64_t seq);
+
+// The reference kernels' step loop. For each direction and batch row (over its sequence length;
+// reverse from its last valid step), step(d, hprev, xt, hb, cb) makes the new state hb (and, with
+// `cell`, updates the cell state cb) from hprev, a copy of the previous state, and x_t. Y (zeros
+// past a row's length), Y_h and, with `cell`, Y_c are written here. States in double, from
+// initial_h (input 5) and initial_c (input 6) when given.
+template <typename Step>
+Status RunRnnReference(const ir::Op& op, const ir::ComputeContext& ctx, const RnnAttrs& a,
+                       int64_t gates, bool cell, Step&& step) {
+  const RnnDims dm(ctx.in(0).shape(), ctx.in(1).shape()[1] / gates, a);
+  const int64_t h = dm.h;
+  const float* X = ctx.in(0).data<float>();
+  float* Y = ctx.outputs.size() > 0 && ctx.outputs[0] ? ctx.out(0).data<float>() : nullptr;
+  if (Y != nullptr) std::fill(Y, Y + ctx.out(0).numel(), 0.f);
+  std::vector<double> hs(static_cast<size_t>(dm.dirs * dm.batch * h), 0.0);
+  std::vector<double> cs(cell ? hs.size() : 0, 0.0);
+  if (ctx.has(5)) std::copy_n(ctx.in(5).data<float>(), hs.size(), hs.begin());
+  if (cell && ctx.has(6)) std::copy_n(ctx.in(6).data<float>(), cs.size(), cs.begin());
+  std::vector<double> hprev(static_cast<size_t>(h));
+  for (int64_t d = 0; d < dm.dirs; ++d) {
+    const bool rev = a.reverse || d == 1;
+    for (int64_t b = 0; b < dm.batch; ++b) {
+      KILN_ASSIGN_OR_RETURN(const int64_t len, RnnSeqLen(op, ctx, b, dm.seq));
+      double* hb = hs.data() + dm.State(d, b);
+      double* cb = cell ? cs.data() + dm.State(d, b) : nullptr;
+      for (int64_t k = 0; k < len; ++k) {
+        const int64_t t = rev ? len - 1 - k : k;
+        std::copy(hb, hb + h, hprev.begin());
+        step(d, hprev.data(), X + dm.X(t, b), hb, cb);
+        if (Y != nullptr)
+          for (int64_t i = 0; i < h; ++i) Y[dm.Y(t, d, b) + i] = static_cast<float>(hb[i]);
+      }
+    }
+  }
+  for (size_t o = 1; o < std::min<size_t>(ctx.outputs.size(), cell ? 3 : 2); ++o) {
+    if (ctx.outputs[o] == nullptr) continue;
+    const std::vector<double>& src = o == 1 ? hs : cs;
+    float* dst = ctx.out(o).data<float>();
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
+  }
+  return OkStatus();
+}
 
 }  // namespace kiln::ops

@@ -79,6 +79,34 @@ std::string MakeSlicePlan(const Shape& in, const std::vector<int64_t>& starts,
   return "";
 }
 
+std::string SlicePlanOf(int opset, const SliceAttrs& a, const Shape& in,
+                        const std::vector<const Tensor*>& ints, SlicePlan* plan) {
+  if (opset < 10)
+    return MakeSlicePlan(in, a.starts, a.ends, a.has_axes ? &a.axes : nullptr, nullptr, plan);
+  std::vector<int64_t> v[5];
+  for (size_t i = 1; i < 5 && i < ints.size(); ++i) {
+    if (ints[i] == nullptr) continue;
+    if (ints[i]->dtype() != DataType::kInt64 && ints[i]->dtype() != DataType::kInt32)
+      return "input " + std::to_string(i) + " must be int64 or int32; got " +
+             DataTypeName(ints[i]->dtype());
+    v[i] = ReadInts(*ints[i]);
+  }
+  auto has = [&](size_t i) { return i < ints.size() && ints[i] != nullptr; };
+  if (!has(1) || !has(2)) return "starts and ends are required";
+  return MakeSlicePlan(in, v[1], v[2], has(3) ? &v[3] : nullptr, has(4) ? &v[4] : nullptr, plan);
+}
+
+void SliceGather(const Shape& in, const SlicePlan& plan, std::vector<int64_t>* strides,
+                 int64_t* offset) {
+  const std::vector<int64_t> s = Strides(in);
+  strides->resize(s.size());
+  *offset = 0;
+  for (size_t d = 0; d < s.size(); ++d) {
+    (*strides)[d] = s[d] * plan.step[d];
+    *offset += plan.start[d] * s[d];
+  }
+}
+
 namespace {
 
 using ir::ComputeContext;
@@ -124,31 +152,18 @@ class SliceOp : public Op {
   }
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& in = ctx.in(0);
+    std::vector<const Tensor*> ints(5, nullptr);
+    for (size_t i = 1; i < 5; ++i)
+      if (ctx.has(i)) ints[i] = &ctx.in(i);
     SlicePlan plan;
-    std::string err;
-    if (opset() < 10) {
-      err = MakeSlicePlan(in.shape(), a_.starts, a_.ends, a_.has_axes ? &a_.axes : nullptr, nullptr,
-                          &plan);
-    } else {
-      std::vector<int64_t> v[5];
-      for (size_t i = 1; i < 5; ++i) {
-        if (!ctx.has(i)) continue;
-        KILN_ASSIGN_OR_RETURN(v[i], RunInts(*this, ctx.in(i), "input " + std::to_string(i)));
-      }
-      err = MakeSlicePlan(in.shape(), v[1], v[2], ctx.has(3) ? &v[3] : nullptr,
-                          ctx.has(4) ? &v[4] : nullptr, &plan);
-    }
+    const std::string err = SlicePlanOf(opset(), a_, in.shape(), ints, &plan);
     if (!err.empty()) return RunError(err);
     if (plan.out != ctx.out(0).shape())
       return RunError("output was allocated as " + ShapeToString(ctx.out(0).shape()) +
                       " but the slice has shape " + ShapeToString(plan.out));
-    const auto strides = Strides(in.shape());
-    std::vector<int64_t> st(strides.size());
+    std::vector<int64_t> st;
     int64_t offset = 0;
-    for (size_t d = 0; d < strides.size(); ++d) {
-      st[d] = strides[d] * plan.step[d];
-      offset += plan.start[d] * strides[d];
-    }
+    SliceGather(in.shape(), plan, &st, &offset);
     StridedGather(ctx.out(0).raw(), in.raw(), plan.out, st, offset, DataTypeSize(in.dtype()));
     return OkStatus();
   }

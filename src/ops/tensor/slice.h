@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/tensor.h"
+#include "ops/attrs.h"
 
 namespace kiln::ops {
 
@@ -20,5 +21,16 @@ struct SlicePlan {
 std::string MakeSlicePlan(const Shape& in, const std::vector<int64_t>& starts,
                           const std::vector<int64_t>& ends, const std::vector<int64_t>* axes,
                           const std::vector<int64_t>* steps, SlicePlan* plan);
+
+// The plan of a Slice of opset `opset` over input shape `in`: from Slice-1's attributes, or from
+// starts, ends, axes and steps in `ints[1..4]` (null when absent; int64 or int32). Empty string
+// on success, else the broken rule.
+std::string SlicePlanOf(int opset, const SliceAttrs& a, const Shape& in,
+                        const std::vector<const Tensor*>& ints, SlicePlan* plan);
+
+// The strided gather that takes `plan` from a row-major input of shape `in`: a source stride per
+// dim (elements) and the first element's offset.
+void SliceGather(const Shape& in, const SlicePlan& plan, std::vector<int64_t>* strides,
+                 int64_t* offset);
 
 }  // namespace kiln::ops
