@@ -52,6 +52,9 @@ struct OpInfo {
   int since = 0, until = 0;               // the opsets kiln accepts
   std::vector<std::string> cpu_kernels;   // the reference kernel first
   std::vector<std::string> cuda_kernels;  // empty without the CUDA backend loaded
+  // Those of cuda_kernels that also take float16 activations (precision fp16 keeps activations
+  // float16 between them).
+  std::vector<std::string> float16_kernels;
 };
 // Every op kiln implements, sorted by domain and name.
 std::vector<OpInfo> RegisteredOps();

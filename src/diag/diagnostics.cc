@@ -59,8 +59,10 @@ std::vector<OpInfo> RegisteredOps() {
       probe.opset = v;
       for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cpu"))
         add(&r.cpu_kernels, k->name);
-      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cuda"))
+      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cuda")) {
         add(&r.cuda_kernels, k->name);
+        if (!k->half_inputs.empty()) add(&r.float16_kernels, k->name);
+      }
     }
     out.push_back(std::move(r));
   }

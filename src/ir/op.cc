@@ -40,6 +40,12 @@ Status InferContext::Error(const std::string& rule) const {
 Status InferContext::ExpectDtype(size_t i, std::initializer_list<DataType> allowed) const {
   if (!has_input(i)) return OkStatus();
   if (std::find(allowed.begin(), allowed.end(), dtypes_[i]) != allowed.end()) return OkStatus();
+  // float16 goes wherever float32 does, as in ONNX's type lists. Float16 models are computed in
+  // float32 (passes/lower_float16.h); float16 values reach only kernels that declare them
+  // (runtime/half_values.h), so inference admits them and the kernels decide.
+  if (dtypes_[i] == DataType::kFloat16 &&
+      std::find(allowed.begin(), allowed.end(), DataType::kFloat) != allowed.end())
+    return OkStatus();
   std::string names;
   for (DataType t : allowed) names += std::string(names.empty() ? "" : "/") + DataTypeName(t);
   return Unsupported("failed to infer shapes of " + node_.Describe() + ": input " +

@@ -54,7 +54,7 @@ class InferContext {
 
   // Helpers for the usual failures, phrased "failed to infer shapes of <node>: <rule>; got <v>".
   Status Error(const std::string& rule) const;
-  // Checks input i's dtype is one of `allowed`.
+  // Checks input i's dtype is one of `allowed` (float16 counts as float32: see op.cc).
   Status ExpectDtype(size_t i, std::initializer_list<DataType> allowed) const;
 
  private:

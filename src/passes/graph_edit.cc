@@ -234,6 +234,17 @@ Status GraphEditor::Commit() {
   return OkStatus();
 }
 
+ir::Node CastNode(const ir::Graph& graph, std::string name, int in, int out, DataType to) {
+  ir::Node cast;
+  cast.name = std::move(name);
+  cast.op_type = "Cast";
+  cast.opset = graph.opset_imports.count("") ? graph.opset_imports.at("") : 13;
+  cast.inputs = {in};
+  cast.outputs = {out};
+  cast.attrs["to"] = IntAttr(static_cast<int64_t>(to));
+  return cast;
+}
+
 ir::Attribute StringAttr(const std::string& s) {
   ir::Attribute a;
   a.type = ir::Attribute::Type::kString;

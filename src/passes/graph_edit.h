@@ -86,6 +86,10 @@ ir::Attribute StringAttr(const std::string& s);
 ir::Attribute FloatAttr(float f);
 ir::Attribute IntAttr(int64_t i);
 
+// A Cast node `name` from value `in` to value `out` with target type `to`, at the graph's
+// default-domain opset.
+ir::Node CastNode(const ir::Graph& graph, std::string name, int in, int out, DataType to);
+
 // Makes the graph import domain "kiln" at opset 1 (kiln's fused ops); false, changing nothing,
 // when the model already imports "kiln" at another version.
 bool ImportKilnDomain(ir::Graph& graph);

@@ -19,21 +19,6 @@ Tensor ToFloat32(const Tensor& t) {
   return out;
 }
 
-// A Cast node `name` from value `in` to value `out` with target type `to`.
-ir::Node MakeCast(const ir::Graph& graph, std::string name, int in, int out, DataType to) {
-  ir::Node cast;
-  cast.name = std::move(name);
-  cast.op_type = "Cast";
-  cast.opset = graph.opset_imports.count("") ? graph.opset_imports.at("") : 13;
-  cast.inputs = {in};
-  cast.outputs = {out};
-  ir::Attribute attr;
-  attr.type = ir::Attribute::Type::kInt;
-  attr.i = static_cast<int64_t>(to);
-  cast.attrs["to"] = attr;
-  return cast;
-}
-
 }  // namespace
 
 Status LowerHalfFloats(ir::Graph& graph, std::string* what) {
@@ -79,7 +64,7 @@ Status LowerHalfFloats(ir::Graph& graph, std::string* what) {
       const int f32 =
           ed.AddValue(graph.values[id].name + "_f32", DataType::kFloat, graph.values[id].shape);
       ed.ReplaceUses(v, f32);
-      ed.AddNode(MakeCast(graph, ed.UniqueName(graph.values[id].name + "_to_float32"), v, f32,
+      ed.AddNode(CastNode(graph, ed.UniqueName(graph.values[id].name + "_to_float32"), v, f32,
                           DataType::kFloat));
       ++casts_in;
       continue;
@@ -93,7 +78,7 @@ Status LowerHalfFloats(ir::Graph& graph, std::string* what) {
       const ir::Node& p = ed.node(producer);
       for (size_t slot = 0; slot < p.outputs.size(); ++slot)
         if (p.outputs[slot] == v) ed.SetOutput(producer, slot, f32);
-      ed.AddNode(MakeCast(graph, ed.UniqueName(graph.values[id].name + "_to_" + DataTypeName(dt)),
+      ed.AddNode(CastNode(graph, ed.UniqueName(graph.values[id].name + "_to_" + DataTypeName(dt)),
                           f32, v, dt));
       ++casts_out;
       continue;

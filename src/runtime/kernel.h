@@ -111,7 +111,13 @@ struct KernelDef {
   std::function<std::unique_ptr<Kernel>(const ir::Node&, const ir::Op&)> create;
   // Inputs that must be constant (weights the kernel prepacks); the selector declines otherwise.
   std::vector<int> constant_inputs;
+  // The data inputs this kernel also takes as float16 (kAllInputs: every input), its float
+  // outputs then being float16 too: under precision fp16 the session stores activations as
+  // float16 between such kernels (runtime/half_values.h). Other inputs (weights, bias, scales)
+  // stay float32. Empty: float32 only.
+  std::vector<int> half_inputs = {};
 };
+inline constexpr int kAllInputs = -1;
 
 class KernelRegistry {
  public:

@@ -17,6 +17,7 @@
 #include "passes/lower_float16.h"
 #include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
+#include "runtime/half_values.h"
 #include "runtime/plugin.h"
 
 namespace kiln {
@@ -112,6 +113,11 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   KILN_RETURN_IF_ERROR(passes::LowerHalfFloats(**graph, &lowered));
   if (!lowered.empty()) pass_log.push_back("lower_float16: " + lowered);
   if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
+  if (options.precision == "fp16") {
+    std::string half;
+    KILN_RETURN_IF_ERROR(runtime::StoreHalfBetweenKernels(**graph, options.backend, &half));
+    if (!half.empty()) pass_log.push_back("half_values: " + half);
+  }
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
   auto impl = std::make_unique<Session::Impl>();

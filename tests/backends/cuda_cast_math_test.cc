@@ -5,9 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <vector>
 
 #include "backends/cuda/kernels/cast_math.h"
+#include "backends/cuda/kernels/epilogue_math.h"
+#include "backends/cuda/kernels/pool_math.h"
+#include "backends/cuda/kernels/reduce_axes_math.h"
+#include "backends/cuda/kernels/reduce_math.h"
+#include "backends/cuda/kernels/resize_math.h"
+#include "core/half.h"
 
 namespace kiln {
 namespace {
@@ -68,6 +76,80 @@ TEST(CudaCastMathTest, RoundsToNearestEvenOverTheWholeRange) {
     }
     ASSERT_EQ(h >> 15, f < 0 ? 1 : 0) << f;
   }
+}
+
+// The session converts float16 constants on the host with core/half.h (DoubleToHalf); the device
+// rounds activations with cast_math.h's FloatToHalf. Both must give the same bits.
+TEST(CudaCastMathTest, HostConstantsAndDeviceStoresRoundAlike) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 1000000; ++i) {
+    uint32_t u = bits(rng);
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f)) continue;  // NaN payloads differ; both stay NaN
+    cuda_math::Half h{};
+    cuda_math::Store(&h, f);
+    ASSERT_EQ(h.bits, DoubleToHalf(static_cast<double>(f))) << f;
+    ASSERT_EQ(cuda_math::ToFloat(h), HalfToFloat(h.bits));
+  }
+}
+
+// The kernels' arithmetic over float16 storage (precision fp16 between kernels) is their float32
+// arithmetic on the widened values: the same bits as the float path fed the rounded inputs.
+TEST(CudaCastMathTest, KernelMathOverHalfStorageEqualsFloatMathOnTheRoundedValues) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  const int64_t n = 2 * 3 * 7 * 9;  // [2, 3, 7, 9]
+  std::vector<cuda_math::Half> xh(n);
+  std::vector<float> xf(n);
+  for (int64_t i = 0; i < n; ++i) {
+    cuda_math::Store(&xh[i], dist(rng));
+    xf[i] = cuda_math::ToFloat(xh[i]);
+  }
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, 4) == 0; };
+  // Pools over one 7x9 plane.
+  const cuda_math::Pool2dParams p{7, 9, 3, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false};
+  for (int64_t oh = 0; oh < 3; ++oh)
+    for (int64_t ow = 0; ow < 4; ++ow) {
+      EXPECT_TRUE(same(cuda_math::MaxPoolAt(xh.data(), p, oh, ow),
+                       cuda_math::MaxPoolAt(xf.data(), p, oh, ow)));
+      EXPECT_TRUE(same(cuda_math::AvgPoolAt(xh.data(), p, oh, ow),
+                       cuda_math::AvgPoolAt(xf.data(), p, oh, ow)));
+    }
+  // Row loads (global pools, softmax, layer norm).
+  const auto k = cuda_math::ReduceKind::kSum;
+  EXPECT_TRUE(same(cuda_math::ThreadPartial(k, cuda_math::LoadRow{xh.data(), 3}, 40, 1, 4),
+                   cuda_math::ThreadPartial(k, cuda_math::LoadRow{xf.data(), 3}, 40, 1, 4)));
+  EXPECT_TRUE(
+      same(cuda_math::ThreadPartial(k, cuda_math::LoadExpShifted{xh.data(), 1, 0.5f}, 60, 0, 1),
+           cuda_math::ThreadPartial(k, cuda_math::LoadExpShifted{xf.data(), 1, 0.5f}, 60, 0, 1)));
+  EXPECT_TRUE(
+      same(cuda_math::ThreadPartial(k, cuda_math::LoadSquaredDev{xh.data(), 0.25f}, 63, 2, 8),
+           cuda_math::ThreadPartial(k, cuda_math::LoadSquaredDev{xf.data(), 0.25f}, 63, 2, 8)));
+  // Reductions over axes 1 and 3.
+  cuda_math::ReduceAxesShape rs{};
+  ASSERT_TRUE(cuda_math::MakeReduceAxesShape({2, 3, 7, 9}, {1, 3}, &rs));
+  for (auto op : {cuda_math::ReduceOp::kSum, cuda_math::ReduceOp::kMax, cuda_math::ReduceOp::kL2})
+    for (int64_t o = 0; o < rs.outputs; ++o)
+      EXPECT_TRUE(same(cuda_math::StridedReduceAt(op, xh.data(), rs, o),
+                       cuda_math::StridedReduceAt(op, xf.data(), rs, o)));
+  // Bilinear resize of the [6, 7, 9] planes to [6, 10, 5].
+  cuda_math::Resize2dParams rp{};
+  ASSERT_TRUE(cuda_math::MakeResize2dParams(
+      {2, 3, 7, 9}, {2, 3, 10, 5}, {1.0, 1.0, 10.0 / 7.0, 5.0 / 9.0},
+      cuda_math::ResizeMode::kLinear, cuda_math::ResizeCoord::kHalfPixel,
+      cuda_math::ResizeNearest::kRoundPreferFloor, &rp));
+  for (int64_t oh = 0; oh < 10; ++oh)
+    for (int64_t ow = 0; ow < 5; ++ow)
+      EXPECT_TRUE(same(cuda_math::ResizeAt(xh.data() + 63, rp, oh, ow),
+                       cuda_math::ResizeAt(xf.data() + 63, rp, oh, ow)));
+  // The convolution epilogue's residual.
+  const float bias[3] = {0.5f, -1.f, 2.f};
+  const cuda_math::EpilogueParams ep{cuda_math::Activation::kRelu, 0.f, 0.f};
+  for (int64_t i = 0; i < n; i += 17)
+    EXPECT_TRUE(same(cuda_math::ConvEpilogueAt(1.5f, bias, xh.data(), i, i % 3, ep),
+                     cuda_math::ConvEpilogueAt(1.5f, bias, xf.data(), i, i % 3, ep)));
 }
 
 }  // namespace

@@ -79,6 +79,19 @@ TEST(CudaDeviceTest, Fp16MatchesReferenceLoosely) {
   o.backend = "cuda";
   o.precision = "fp16";
   Compare(o, 1e-2, 1);
+  // Activations stay float16 between the kernels: x is cast once, the convolution, pool and
+  // product read and write float16, and only y is cast back.
+  auto d = Session::LoadFromBytes(SmallCnn(), o);
+  ASSERT_TRUE(d.ok());
+  auto plan = (*d)->DescribePlan({{"x", Tensor::Empty(DataType::kFloat, {2, 8, 10, 10})}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find("cuda.globalaveragepool.kernel float16[2,8,1,1]"), std::string::npos)
+      << *plan;
+  size_t casts = 0;
+  for (size_t at = plan->find("cuda.cast.kernel"); at != std::string::npos;
+       at = plan->find("cuda.cast.kernel", at + 1))
+    ++casts;
+  EXPECT_EQ(casts, 2u) << *plan;
 }
 
 TEST(CudaDeviceTest, GraphReplayMatchesReference) {

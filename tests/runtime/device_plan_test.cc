@@ -11,9 +11,12 @@
 #include <mutex>
 #include <thread>
 
+#include "core/half.h"
 #include "kiln/session.h"
 #include "model_builder.h"
+#include "onnx/onnx_loader.h"
 #include "runtime/device.h"
+#include "runtime/half_values.h"
 #include "runtime/kernel.h"
 
 namespace kiln {
@@ -413,6 +416,200 @@ TEST(DevicePlanTest, HostBuffersComeFromTheDevice) {
   ASSERT_TRUE((*dev)->Run({{"x", x}}, &got).ok());
   ASSERT_TRUE((*cpu)->Run({{"x", Input(3)}}, &want).ok());
   ExpectSameOutputs(got, want);
+}
+
+// "fakehalf": a host-memory device whose Relu and Add take float16 (KernelDef::half_inputs) and
+// count the float16 runs; everything else runs on the reference kernels (Mul in float32, the
+// inserted Casts). Under precision fp16 the session keeps activations float16 between them.
+std::atomic<int> half_runs{0};
+float ReadAsFloat(const Tensor& t, int64_t i) {
+  return t.dtype() == DataType::kFloat16 ? HalfToFloat(static_cast<const uint16_t*>(t.raw())[i])
+                                         : t.data<float>()[i];
+}
+void WriteFromFloat(Tensor& t, int64_t i, float v) {
+  if (t.dtype() == DataType::kFloat16)
+    static_cast<uint16_t*>(t.raw())[i] = DoubleToHalf(v);
+  else
+    t.data<float>()[i] = v;
+}
+// Relu, or Add with B of A's shape or broadcast along the last dim.
+class HalfOrFloat final : public runtime::Kernel {
+ public:
+  explicit HalfOrFloat(bool add) : add_(add) {}
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const Tensor& a = ctx.in(0);
+    Tensor& y = ctx.out(0);
+    if (a.dtype() != y.dtype()) return Internal("input and output dtypes differ");
+    if (a.dtype() == DataType::kFloat16) ++half_runs;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      float v = ReadAsFloat(a, i);
+      if (add_) {
+        const Tensor& b = ctx.in(1);
+        if (b.dtype() != a.dtype()) return Internal("A and B dtypes differ");
+        v += ReadAsFloat(b, b.numel() == a.numel() ? i : i % b.numel());
+      }
+      WriteFromFloat(y, i, add_ || v > 0 ? v : 0.f);
+    }
+    return OkStatus();
+  }
+
+ private:
+  bool add_;
+};
+runtime::DeviceRegistrar half_device("fakehalf", &MakeLenient);
+runtime::PrecisionCheckRegistrar half_precision("fakehalf", [](const std::string& p) {
+  return p == "fp32" || p == "fp16" ? OkStatus() : Unsupported("fp32 or fp16");
+});
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakehalf.relu.test",
+    "Relu",
+    "",
+    6,
+    ir::kMaxOpset,
+    "fakehalf",
+    1,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<HalfOrFloat>(false); },
+    {},
+    {0}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakehalf.add.test",
+    "Add",
+    "",
+    7,
+    ir::kMaxOpset,
+    "fakehalf",
+    1,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<HalfOrFloat>(true); },
+    {},
+    {runtime::kAllInputs}});
+
+// a = x + b; r = relu(a); m = r * w (no float16 kernel); y = relu(m); z = r + big, whose constant
+// is beyond float16's range. Outputs y, z and r.
+std::string HalfModel() {
+  ModelBuilder b;
+  b.Input("x", kF32, {-1, 4}).Output("y", kF32, {-1, 4}).Output("z", kF32, {-1, 4});
+  b.Output("r", kF32, {-1, 4});
+  b.FloatInit("b", {4}, {0.25f, 0.5f, -1.f, 2.f});
+  b.FloatInit("w", {4}, {1.f, -2.f, 0.5f, 3.f});
+  b.FloatInit("big", {4}, {1e5f, 0.f, 0.f, 0.f});
+  b.Node("Add", {"x", "b"}, {"a"});
+  b.Node("Relu", {"a"}, {"r"});
+  b.Node("Mul", {"r", "w"}, {"m"});
+  b.Node("Relu", {"m"}, {"y"});
+  b.Node("Add", {"r", "big"}, {"z"});
+  return b.Bytes();
+}
+
+TEST(DevicePlanTest, Fp16KeepsActivationsHalfBetweenKernelsThatTakeIt) {
+  SessionOptions opts;
+  opts.backend = "fakehalf";
+  opts.precision = "fp16";
+  auto dev = Session::LoadFromBytes(HalfModel(), opts);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  std::string log;
+  for (const auto& line : (*dev)->optimization_log()) log += line + "\n";
+  // Add a, Relu r and Relu y run in float16; z's Add keeps float32 for its constant 1e5.
+  EXPECT_NE(log.find("half_values: float16 between kernels: 3 of 5 nodes, 3 values float16, 2 "
+                     "casts to float16, 2 back to float32, 1 constants converted, 1 nodes kept "
+                     "float32 (a constant beyond float16's range)"),
+            std::string::npos)
+      << log;
+  // The graph's inputs and outputs keep their names and float32.
+  for (const auto& spec : (*dev)->outputs()) EXPECT_EQ(spec.dtype, DataType::kFloat) << spec.name;
+  EXPECT_EQ((*dev)->inputs()[0].dtype, DataType::kFloat);
+  // The plan: x cast once, Add -> Relu in float16, r cast back once for Mul, z's Add and the
+  // output; m cast to float16 for the second Relu, whose y is cast back.
+  auto plan = (*dev)->DescribePlan({{"x", Input(3)}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const char* step : {"Cast 'x_to_float16' -> fakehalf.cast.ref float16[3,4]",
+                           "Add 'Add1' -> fakehalf.add.test float16[3,4]",
+                           "Relu 'Relu2' -> fakehalf.relu.test float16[3,4]",
+                           "Cast 'r_to_float32' -> fakehalf.cast.ref float32[3,4]",
+                           "Mul 'Mul3' -> fakehalf.mul.ref float32[3,4]",
+                           "Add 'Add5' -> fakehalf.add.test float32[3,4]",
+                           "Cast 'm_to_float16' -> fakehalf.cast.ref float16[3,4]",
+                           "Relu 'Relu4' -> fakehalf.relu.test float16[3,4]",
+                           "Cast 'y_to_float32' -> fakehalf.cast.ref float32[3,4]"})
+    EXPECT_NE(plan->find(step), std::string::npos) << step << "\n" << *plan;
+  EXPECT_NE(plan->find("9 steps"), std::string::npos) << *plan;
+
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto cpu = Session::LoadFromBytes(HalfModel(), ref_opts);
+  ASSERT_TRUE(cpu.ok());
+  Tensor x = Tensor::Empty(DataType::kFloat, {3, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.3f * static_cast<float>(i) - 1.7f;
+  std::vector<NamedTensor> got, want;
+  half_runs = 0;
+  Status s = (*dev)->Run({{"x", x}}, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(half_runs, 3);  // the two Relus and the first Add, each once
+  ASSERT_TRUE((*cpu)->Run({{"x", x}}, &want).ok());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < got.size(); ++o) {
+    ASSERT_EQ(got[o].name, want[o].name);
+    ASSERT_EQ(got[o].tensor.dtype(), DataType::kFloat) << got[o].name;
+    for (int64_t i = 0; i < want[o].tensor.numel(); ++i) {
+      const float g = got[o].tensor.data<float>()[i], w = want[o].tensor.data<float>()[i];
+      // float16 keeps 11 significant bits: each rounding is within 2^-11 relative.
+      EXPECT_NEAR(g, w, 2e-3f * std::fabs(w) + 1e-6f) << got[o].name << "[" << i << "]";
+    }
+  }
+  // Rounding did happen: x + b stored as float16 is not the float32 sum everywhere.
+  bool any_rounded = false;
+  for (int64_t i = 0; i < want[2].tensor.numel(); ++i)
+    any_rounded = any_rounded || got[2].tensor.data<float>()[i] != want[2].tensor.data<float>()[i];
+  EXPECT_TRUE(any_rounded);
+
+  // fp32 on the same backend: nothing is float16.
+  opts.precision = "fp32";
+  auto f32 = Session::LoadFromBytes(HalfModel(), opts);
+  ASSERT_TRUE(f32.ok());
+  for (const auto& line : (*f32)->optimization_log())
+    EXPECT_EQ(line.find("half_values"), std::string::npos) << line;
+  half_runs = 0;
+  got.clear();
+  ASSERT_TRUE((*f32)->Run({{"x", x}}, &got).ok());
+  EXPECT_EQ(half_runs, 0);
+  ExpectSameOutputs(got, want);
+}
+
+// What the float16 rewrite leaves alone: a node computed from constants only (the plan folds
+// it in float32 on the host) and any graph with a subgraph, whose body may read outer values.
+TEST(DevicePlanTest, Fp16LeavesConstantNodesAndControlFlowInFloat32) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2, 4}).Output("y", kF32, {2, 4});
+  b.FloatInit("c", {4}, {1.f, -2.f, 3.f, -4.f});
+  b.Node("Relu", {"c"}, {"rc"});  // from constants alone
+  b.Node("Add", {"x", "rc"}, {"y"});
+  auto g = onnxio::LoadModelFromBytes(b.Bytes(), "");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string what;
+  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**g, "fakehalf", &what).ok());
+  EXPECT_NE(what.find("1 of 2 nodes"), std::string::npos) << what;  // the Add only
+  for (const ir::Node& n : (*g)->nodes)
+    if (n.op_type == "Relu") {
+      EXPECT_EQ((*g)->values[n.outputs[0]].name, "rc");
+    }
+
+  ModelBuilder l;
+  ModelBuilder::Subgraph then_b, else_b;
+  then_b.Output("t", kF32, {2, 4}).Node("Relu", {"x"}, {"t"});
+  else_b.Output("e", kF32, {2, 4}).Node("Add", {"x", "x"}, {"e"});
+  l.Input("x", kF32, {2, 4}).Input("p", onnx::TensorProto::BOOL, {}).Output("y", kF32, {2, 4});
+  l.Node("Relu", {"x"}, {"r"});
+  auto& branch = l.Node("If", {"p"}, {"y"});
+  ModelBuilder::GraphAttr(branch, "then_branch", then_b);
+  ModelBuilder::GraphAttr(branch, "else_branch", else_b);
+  auto lg = onnxio::LoadModelFromBytes(l.Bytes(), "");
+  ASSERT_TRUE(lg.ok()) << lg.status().ToString();
+  const size_t nodes = (*lg)->nodes.size();
+  what.clear();
+  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**lg, "fakehalf", &what).ok());
+  EXPECT_TRUE(what.empty()) << what;
+  EXPECT_EQ((*lg)->nodes.size(), nodes);
 }
 
 TEST(DevicePlanTest, UnknownBackendNamesTheKnownOnes) {

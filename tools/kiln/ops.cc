@@ -1,6 +1,7 @@
 // `kiln ops [--markdown]`: every op kiln implements, its opsets and its CPU and CUDA kernels
 // (kiln/diagnostics.h, RegisteredOps); --markdown prints docs/support-matrix.md.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -31,13 +32,20 @@ void PrintOps(bool markdown) {
         "node; each version's semantics are honoured. The CUDA column lists the `--device "
         "cuda` kernels of a build with CUDA (compiled and tested on the CPU, not yet run on a "
         "GPU: see the README); a model with a node whose op has none there is refused on "
-        "`--device cuda` with the list of such nodes.\n\n| op | opsets | CPU kernels | CUDA "
-        "kernels |\n|---|---|---|---|\n",
+        "`--device cuda` with the list of such nodes. CUDA kernels marked (fp16) also take "
+        "float16 activations: under `--precision fp16` activations stay float16 between "
+        "them.\n\n| op | opsets | CPU kernels | CUDA kernels |\n|---|---|---|---|\n",
         ops.size());
   }
   for (const OpInfo& r : ops) {
     const std::string name = (r.domain.empty() ? "" : r.domain + ".") + r.op_type;
-    const std::string cpu = Join(r.cpu_kernels), cuda = Join(r.cuda_kernels);
+    std::vector<std::string> cuda_names;
+    for (const std::string& k : r.cuda_kernels)
+      cuda_names.push_back(std::find(r.float16_kernels.begin(), r.float16_kernels.end(), k) !=
+                                   r.float16_kernels.end()
+                               ? k + " (fp16)"
+                               : k);
+    const std::string cpu = Join(r.cpu_kernels), cuda = Join(cuda_names);
     if (markdown)
       std::printf("| %s | %d-%d | %s | %s |\n", name.c_str(), r.since, r.until, cpu.c_str(),
                   cuda.empty() ? "-" : cuda.c_str());

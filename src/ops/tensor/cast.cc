@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/tensor/tensor_util.h"
 
@@ -171,10 +172,12 @@ class CastOp : public Op {
                       DataTypeName(out.dtype()));
     return OkStatus();
   }
+  const ir::OpAttrs* attributes() const override { return &a_; }
 
  private:
-  CastOp(const Node& node, DataType to) : Op(node), to_(to) {}
+  CastOp(const Node& node, DataType to) : Op(node), to_(to) { a_.to = to; }
   DataType to_;
+  CastAttrs a_;
 };
 }  // namespace
 

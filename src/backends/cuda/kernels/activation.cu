@@ -1,5 +1,6 @@
 // Elementwise unary kernel (activations and math, activation_math.h): one thread per element,
-// grid-stride loop. In place is allowed (dst == src). Float32, any length; declared in launch.h.
+// grid-stride loop. In place is allowed (dst == src). float or Half storage (computed in float32),
+// any length; declared in launch.h.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/kernels/activation_math.h"
@@ -8,20 +9,26 @@
 
 namespace kiln::cuda_kernels {
 
-__global__ void ActivationKernel(const float* src, float* dst, int64_t n, int activation,
-                                 float alpha, float beta) {
+template <typename T>
+__global__ void ActivationKernel(const T* src, T* dst, int64_t n, int activation, float alpha,
+                                 float beta) {
   const auto act = static_cast<cuda_math::Activation>(activation);
   for (int64_t i = GridStart(); i < n; i += GridStep())
-    dst[i] = cuda_math::Apply(act, src[i], alpha, beta);
+    cuda_math::Store(&dst[i], cuda_math::Apply(act, cuda_math::ToFloat(src[i]), alpha, beta));
 }
 
-cudaError_t LaunchActivation(const float* src, float* dst, int64_t n, int activation, float alpha,
+template <typename T>
+cudaError_t LaunchActivation(const T* src, T* dst, int64_t n, int activation, float alpha,
                              float beta, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ActivationKernel<<<GridFor(n), kThreads, 0, stream>>>(src, dst, n, activation, alpha, beta);
+  ActivationKernel<T><<<GridFor(n), kThreads, 0, stream>>>(src, dst, n, activation, alpha, beta);
   return cudaGetLastError();
 }
 
-KILN_CUDA_MODULE(ActivationKernel);
+#define KILN_INSTANTIATE(T) \
+  template cudaError_t LaunchActivation<T>(const T*, T*, int64_t, int, float, float, cudaStream_t);
+KILN_FLOAT_STORAGE(KILN_INSTANTIATE)
+
+KILN_CUDA_MODULE(ActivationKernel<float>);
 
 }  // namespace kiln::cuda_kernels

@@ -64,4 +64,15 @@ KILN_HD float HalfToFloat(uint16_t h) {
   return (sign ? -1.f : 1.f) * static_cast<float>(mant) * 5.9604644775390625e-8f;
 }
 
+// The storage types of float activations: float32, or float16 (precision fp16 between kernels,
+// runtime/half_values.h) as its bits. Kernels templated on T compute in float32: ToFloat on
+// every load, Store on every write (rounding to nearest even).
+struct Half {
+  uint16_t bits;
+};
+KILN_HD float ToFloat(float x) { return x; }
+KILN_HD float ToFloat(Half h) { return HalfToFloat(h.bits); }
+KILN_HD void Store(float* dst, float v) { *dst = v; }
+KILN_HD void Store(Half* dst, float v) { dst->bits = FloatToHalf(v); }
+
 }  // namespace kiln::cuda_math

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "backends/cuda/kernels/activation_math.h"
+#include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/hd.h"
 
 namespace kiln::cuda_math {
@@ -22,10 +23,11 @@ struct EpilogueParams {
 KILN_HD int64_t ChannelOf(int64_t i, int64_t channels, int64_t hw) { return (i / hw) % channels; }
 
 // One element: y plus bias (may be null) at `channel`, plus residual (may be null) at `i`.
-KILN_HD float ConvEpilogueAt(float y, const float* bias, const float* residual, int64_t i,
+template <typename T>
+KILN_HD float ConvEpilogueAt(float y, const float* bias, const T* residual, int64_t i,
                              int64_t channel, const EpilogueParams& p) {
   if (bias != nullptr) y += bias[channel];
-  if (residual != nullptr) y += residual[i];
+  if (residual != nullptr) y += ToFloat(residual[i]);
   return Apply(p.activation, y, p.alpha, p.beta);
 }
 

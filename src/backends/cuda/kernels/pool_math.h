@@ -36,7 +36,8 @@ KILN_HD void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t i
 }
 
 // Output (oh, ow) of one plane `x` [in_h, in_w].
-KILN_HD float MaxPoolAt(const float* x, const Pool2dParams& p, int64_t oh, int64_t ow) {
+template <typename T>
+KILN_HD float MaxPoolAt(const T* x, const Pool2dParams& p, int64_t oh, int64_t ow) {
   const int64_t sh = oh * p.stride_h - p.pad_top, sw = ow * p.stride_w - p.pad_left;
   int64_t kh0, kh1, kw0, kw1;
   TapRange(sh, p.kernel_h, p.dilation_h, p.in_h, &kh0, &kh1);
@@ -44,9 +45,9 @@ KILN_HD float MaxPoolAt(const float* x, const Pool2dParams& p, int64_t oh, int64
   float best = -3.402823466e+38f;
   bool first = true;
   for (int64_t kh = kh0; kh < kh1; ++kh) {
-    const float* row = x + (sh + kh * p.dilation_h) * p.in_w;
+    const T* row = x + (sh + kh * p.dilation_h) * p.in_w;
     for (int64_t kw = kw0; kw < kw1; ++kw) {
-      const float v = row[sw + kw * p.dilation_w];
+      const float v = ToFloat(row[sw + kw * p.dilation_w]);
       if (first || v > best) best = v;
       first = false;
     }
@@ -65,13 +66,14 @@ KILN_HD void AvgSpan(int64_t o, int64_t stride, int64_t kernel, int64_t pad_begi
   *hi = Max64(*lo, Min64(end, in));
 }
 
-KILN_HD float AvgPoolAt(const float* x, const Pool2dParams& p, int64_t oh, int64_t ow) {
+template <typename T>
+KILN_HD float AvgPoolAt(const T* x, const Pool2dParams& p, int64_t oh, int64_t ow) {
   int64_t h0, h1, hn, w0, w1, wn;
   AvgSpan(oh, p.stride_h, p.kernel_h, p.pad_top, p.pad_bottom, p.in_h, &h0, &h1, &hn);
   AvgSpan(ow, p.stride_w, p.kernel_w, p.pad_left, p.pad_right, p.in_w, &w0, &w1, &wn);
   float sum = 0.f;
   for (int64_t ih = h0; ih < h1; ++ih)
-    for (int64_t iw = w0; iw < w1; ++iw) sum += x[ih * p.in_w + iw];
+    for (int64_t iw = w0; iw < w1; ++iw) sum += ToFloat(x[ih * p.in_w + iw]);
   const int64_t count = p.count_include_pad ? hn * wn : (h1 - h0) * (w1 - w0);
   return count > 0 ? sum / static_cast<float>(count) : 0.f;
 }

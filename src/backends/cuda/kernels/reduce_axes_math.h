@@ -68,12 +68,15 @@ KILN_HD float ReduceFinish(ReduceOp op, float r, int64_t count) {
 KILN_HD float NanOrZero(float p) { return p != p ? p : 0.f; }
 
 // Loads of one reduced row of the contiguous view.
+template <typename T>
 struct LoadReduced {
-  const float* x;
+  const T* x;
   int64_t stride;
   ReduceOp op;
-  KILN_HD float operator()(int64_t j) const { return ReduceLoad(op, x[j * stride]); }
+  KILN_HD float operator()(int64_t j) const { return ReduceLoad(op, ToFloat(x[j * stride])); }
 };
+template <typename T>
+LoadReduced(const T*, int64_t, ReduceOp) -> LoadReduced<T>;
 
 // Thread t's fold of load(j) over j = t, t + threads, ... < n (ThreadPartial with FoldStep).
 template <typename Load>
@@ -90,7 +93,8 @@ KILN_HD int64_t ReduceRowBase(const ReduceAxesShape& s, int64_t o) {
 }
 
 // Strided path: output o, folded sequentially over its reduced elements in row-major order.
-KILN_HD float StridedReduceAt(ReduceOp op, const float* x, const ReduceAxesShape& s, int64_t o) {
+template <typename T>
+KILN_HD float StridedReduceAt(ReduceOp op, const T* x, const ReduceAxesShape& s, int64_t o) {
   int64_t off = 0;
   for (int d = s.kept_rank - 1; d >= 0; --d) {
     const int64_t q = o / s.kept_dims[d];
@@ -101,7 +105,7 @@ KILN_HD float StridedReduceAt(ReduceOp op, const float* x, const ReduceAxesShape
   float acc = ReduceInit(k);
   int64_t c[kMaxRank] = {};
   for (int64_t j = 0; j < s.count; ++j) {
-    acc = FoldStep(k, acc, ReduceLoad(op, x[off]));
+    acc = FoldStep(k, acc, ReduceLoad(op, ToFloat(x[off])));
     for (int d = s.reduced_rank - 1; d >= 0; --d) {
       off += s.reduced_strides[d];
       if (++c[d] < s.reduced_dims[d]) break;

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/hd.h"
 
 namespace kiln::cuda_math {
@@ -33,25 +34,35 @@ KILN_HD float ThreadPartial(ReduceKind k, const Load& load, int64_t n, int t, in
 }
 
 // Loads of one row: plain, exp(x - shift), squared deviation (x - mean)^2.
+// T: float or Half storage (cast_math.h), loaded as float.
+template <typename T>
 struct LoadRow {
-  const float* x;
+  const T* x;
   int64_t stride;
-  KILN_HD float operator()(int64_t j) const { return x[j * stride]; }
+  KILN_HD float operator()(int64_t j) const { return ToFloat(x[j * stride]); }
 };
+template <typename T>
+LoadRow(const T*, int64_t) -> LoadRow<T>;
+template <typename T>
 struct LoadExpShifted {
-  const float* x;
+  const T* x;
   int64_t stride;
   float shift;
-  KILN_HD float operator()(int64_t j) const { return expf(x[j * stride] - shift); }
+  KILN_HD float operator()(int64_t j) const { return expf(ToFloat(x[j * stride]) - shift); }
 };
+template <typename T>
+LoadExpShifted(const T*, int64_t, float) -> LoadExpShifted<T>;
+template <typename T>
 struct LoadSquaredDev {
-  const float* x;
+  const T* x;
   float mean;
   KILN_HD float operator()(int64_t j) const {
-    const float d = x[j] - mean;
+    const float d = ToFloat(x[j]) - mean;
     return d * d;
   }
 };
+template <typename T>
+LoadSquaredDev(const T*, float) -> LoadSquaredDev<T>;
 
 // x is finite (not inf, not NaN), without relying on a host or device isfinite overload.
 KILN_HD bool IsFinite(float x) { return x - x == 0.f; }

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/hd.h"
 
 namespace kiln::cuda_math {
@@ -115,15 +116,16 @@ KILN_HD ResizeTaps ResizeDimTaps(const Resize2dParams& p, int64_t o, int64_t in,
 }
 
 // Output (oh, ow) of one plane `x` [in_h, in_w].
-KILN_HD float ResizeAt(const float* x, const Resize2dParams& p, int64_t oh, int64_t ow) {
+template <typename T>
+KILN_HD float ResizeAt(const T* x, const Resize2dParams& p, int64_t oh, int64_t ow) {
   const ResizeTaps th = ResizeDimTaps(p, oh, p.in_h, p.out_h, p.scale_h);
   const ResizeTaps tw = ResizeDimTaps(p, ow, p.in_w, p.out_w, p.scale_w);
-  if (p.mode == ResizeMode::kNearest) return x[th.index[0] * p.in_w + tw.index[0]];
+  if (p.mode == ResizeMode::kNearest) return ToFloat(x[th.index[0] * p.in_w + tw.index[0]]);
   double acc = 0.0;
   for (int i = 0; i < th.count; ++i) {
-    const float* row = x + th.index[i] * p.in_w;
+    const T* row = x + th.index[i] * p.in_w;
     for (int j = 0; j < tw.count; ++j)
-      acc += th.weight[i] * tw.weight[j] * static_cast<double>(row[tw.index[j]]);
+      acc += th.weight[i] * tw.weight[j] * static_cast<double>(ToFloat(row[tw.index[j]]));
   }
   return static_cast<float>(acc);
 }

@@ -7,6 +7,10 @@
 // results match the CPU within fp32 summation-order differences. Bias, residual and activation run
 // after the convolution in one epilogue kernel (kernels/epilogue.cu). Asymmetric padding declines
 // (cuDNN's legacy descriptor is symmetric).
+// --precision fp16: cuDNN convolves float16 on Tensor Cores with float32 accumulation, the weights
+// converted once at Prepare. X, Z and Y are float16 themselves when the session keeps
+// activations float16 between kernels (runtime/half_values.h); otherwise X is converted into
+// scratch and Y converted back to float32.
 // With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search instead
 // (cudnnFindConvolutionForwardAlgorithm: every algorithm timed on the device), or from the plan
 // cache's earlier search ("algo N"); the kernel name then shows "[algo N]".
@@ -28,8 +32,8 @@ class ConvCudnn final : public runtime::Kernel {
     Status s = DoPrepare(ctx);
     return s.ok() ? s : s.AddContext("while preparing cuDNN convolution");
   }
-  // Scratch: [X half | Y half | W half (non-constant W only) | cuDNN workspace] in fp16, else the
-  // workspace alone.
+  // Scratch: [X half | Y half (both only for float32 X) | W half (non-constant W only) | cuDNN
+  // workspace] in fp16, else the workspace alone.
   size_t ScratchBytes() const override { return half_bytes_ + workspace_bytes_; }
   std::string variant() const override { return AlgoVariant(tuned_, static_cast<int>(algo_)); }
   // Not in place: the convolution writes Y before the epilogue reads the residual Z.
@@ -37,24 +41,25 @@ class ConvCudnn final : public runtime::Kernel {
     cudaStream_t stream = StreamOf(ctx);
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t h, CudnnHandle(stream));
     const float one = 1.f, zero = 0.f;
-    float* y = ctx.out(0).data<float>();
+    void* y = ctx.out(0).raw();
     const void* x = ctx.in(0).raw();
     const void* w = ctx.in(1).raw();
     char* scratch = static_cast<char*>(ctx.scratch);
-    uint16_t *x_half = nullptr, *y_half = nullptr;
-    if (fp16_) {
-      x_half = reinterpret_cast<uint16_t*>(scratch);
+    uint16_t* y_half = nullptr;  // cuDNN's float16 output when Y is float32
+    if (fp16_ && !half_io_) {
+      auto* x_half = reinterpret_cast<uint16_t*>(scratch);
       y_half = reinterpret_cast<uint16_t*>(scratch + AlignScratch(x_elems_ * 2));
       KILN_RETURN_IF_ERROR(
           CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(0).data<float>(), x_half,
                                                       static_cast<int64_t>(x_elems_), stream),
                       "float16 cast", node_));
       x = x_half;
+    }
+    if (fp16_) {
       if (w_half_) {
         w = w_half_.get();
       } else {
-        auto* wh = reinterpret_cast<uint16_t*>(scratch + AlignScratch(x_elems_ * 2) +
-                                               AlignScratch(y_elems_ * 2));
+        auto* wh = reinterpret_cast<uint16_t*>(scratch + w_half_offset_);
         KILN_RETURN_IF_ERROR(CheckLaunch(
             cuda_kernels::LaunchFloatToHalf(ctx.in(1).data<float>(), wh, ctx.in(1).numel(), stream),
             "float16 cast", node_));
@@ -63,18 +68,21 @@ class ConvCudnn final : public runtime::Kernel {
     }
     KILN_CUDNN_CHECK(cudnnConvolutionForward(h, &one, d_.x, x, d_.w, w, d_.conv, algo_,
                                              scratch + half_bytes_, workspace_bytes_, &zero, d_.y,
-                                             fp16_ ? static_cast<void*>(y_half) : y));
-    if (fp16_)
-      KILN_RETURN_IF_ERROR(CheckLaunch(
-          cuda_kernels::LaunchHalfToFloat(y_half, y, static_cast<int64_t>(y_elems_), stream),
-          "float32 cast", node_));
+                                             y_half != nullptr ? static_cast<void*>(y_half) : y));
+    if (y_half != nullptr)
+      KILN_RETURN_IF_ERROR(
+          CheckLaunch(cuda_kernels::LaunchHalfToFloat(y_half, static_cast<float*>(y),
+                                                      static_cast<int64_t>(y_elems_), stream),
+                      "float32 cast", node_));
     if (!needs_epilogue_) return OkStatus();
     const float* bias = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
-    const float* residual = ctx.has(3) ? ctx.in(3).data<float>() : nullptr;
-    return CheckLaunch(
-        cuda_kernels::LaunchConvEpilogue(y, bias, residual, batch_, channels_, hw_,
-                                         static_cast<int>(act_), act_alpha_, act_beta_, stream),
-        "conv epilogue", node_);
+    const cudaError_t e = WithStorage(ctx.out(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchConvEpilogue<T>(
+          static_cast<T*>(y), bias, ctx.has(3) ? InAs<T>(ctx, 3) : nullptr, batch_, channels_, hw_,
+          static_cast<int>(act_), act_alpha_, act_beta_, stream);
+    });
+    return CheckLaunch(e, "conv epilogue", node_);
   }
 
  private:
@@ -89,12 +97,15 @@ class ConvCudnn final : public runtime::Kernel {
     if (win.pad_begin != win.pad_end)
       return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
     const int group = static_cast<int>(a_.conv.group);
-    fp16_ = ctx->precision == "fp16";
+    half_io_ = ctx->inputs[0].dtype == DataType::kFloat16;
+    fp16_ = ctx->precision == "fp16" || half_io_;
     const cudnnDataType_t dt = fp16_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     x_elems_ = static_cast<size_t>(NumElements(x));
     y_elems_ = static_cast<size_t>(NumElements(y));
+    half_bytes_ = 0;
     if (fp16_) {
-      half_bytes_ = AlignScratch(x_elems_ * 2) + AlignScratch(y_elems_ * 2);
+      if (!half_io_) half_bytes_ = AlignScratch(x_elems_ * 2) + AlignScratch(y_elems_ * 2);
+      w_half_offset_ = half_bytes_;
       if (ctx->constants[1]) {
         KILN_ASSIGN_OR_RETURN(w_half_, UploadHalf(ctx->device, *ctx->constants[1]));
       } else {
@@ -140,7 +151,8 @@ class ConvCudnn final : public runtime::Kernel {
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_bytes_ = 0;
   bool fp16_ = false, tuned_ = false;
-  size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0;
+  bool half_io_ = false;  // X, Z and Y are float16 (activations float16 between kernels)
+  size_t x_elems_ = 0, y_elems_ = 0, half_bytes_ = 0, w_half_offset_ = 0;
   std::shared_ptr<void> w_half_;  // prepacked float16 weights (fp16, constant W)
   cuda_math::Activation act_ = cuda_math::Activation::kNone;
   float act_alpha_ = 0, act_beta_ = 0;
@@ -150,7 +162,8 @@ class ConvCudnn final : public runtime::Kernel {
 
 KernelSupport SupportsConv(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
   const ops::nn::WindowAttrs& win = runtime::AttrsOf<ops::ConvAttrs>(op).conv.window;
-  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (!FloatOrHalf(in, {0, 3}))
+    return {false, "needs float32 tensors (X and Z may be float16), W and B float32"};
   if (in[0].shape.size() != 4) return {false, "needs a 2-D convolution (NCHW input)"};
   const std::vector<int64_t>& pads = win.pads;
   if (pads.size() == 4 && (pads[0] != pads[2] || pads[1] != pads[3]))
@@ -169,7 +182,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.conv.cudnn",
                                         10,
                                         SupportsConv,
                                         Make<ConvCudnn>,
-                                        {}});
+                                        {},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedconv.cudnn",
                                         "FusedConv",
                                         "kiln",
@@ -179,7 +193,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedconv.cudnn",
                                         10,
                                         SupportsConv,
                                         Make<ConvCudnn>,
-                                        {}});
+                                        {},
+                                        {0, 3}});
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -40,7 +40,7 @@ class ConvTransposeCudnn final : public runtime::Kernel {
                                                   ctx.in(0).raw(), d_.conv, algo_, ctx.scratch,
                                                   workspace_bytes_, &zero, d_.x, y));
     if (!ctx.has(2)) return OkStatus();
-    return CheckLaunch(cuda_kernels::LaunchConvEpilogue(
+    return CheckLaunch(cuda_kernels::LaunchConvEpilogue<float>(
                            y, ctx.in(2).data<float>(), nullptr, batch_, channels_, hw_,
                            static_cast<int>(cuda_math::Activation::kNone), 0.f, 0.f, stream),
                        "bias epilogue", node_);

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,6 +36,47 @@ inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
   for (const auto& t : in)
     if (t.dtype != DataType::kUndefined && t.dtype != DataType::kFloat) return false;
   return true;
+}
+
+// Float16 between kernels (runtime/half_values.h): a kernel whose KernelDef lists `data` in
+// half_inputs takes those inputs all float32 or all float16 (its outputs following them), every
+// other input float32 (omitted ones aside).
+inline bool FloatOrHalf(const std::vector<runtime::TensorInfo>& in,
+                        std::initializer_list<int> data) {
+  auto is_data = [&](size_t i) {
+    for (int d : data)
+      if (d == runtime::kAllInputs || d == static_cast<int>(i)) return true;
+    return false;
+  };
+  DataType storage = DataType::kUndefined;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const DataType t = in[i].dtype;
+    if (t == DataType::kUndefined) continue;
+    if (!is_data(i)) {
+      if (t != DataType::kFloat) return false;
+      continue;
+    }
+    if (t != DataType::kFloat && t != DataType::kFloat16) return false;
+    if (storage != DataType::kUndefined && t != storage) return false;
+    storage = t;
+  }
+  return true;
+}
+
+// Calls f(T{}) with T the device storage of float activations of `dtype`: cuda_math::Half for
+// float16, float otherwise; returns what f returns.
+template <typename F>
+auto WithStorage(DataType dtype, F&& f) {
+  if (dtype == DataType::kFloat16) return f(cuda_math::Half{});
+  return f(float{});
+}
+template <typename T>
+const T* InAs(const ir::ComputeContext& ctx, size_t i) {
+  return static_cast<const T*>(ctx.in(i).raw());
+}
+template <typename T>
+T* OutAs(const ir::ComputeContext& ctx, size_t i) {
+  return static_cast<T*>(ctx.out(i).raw());
 }
 
 // A constant float32 tensor converted to float16 on the host (cast_math.h) and uploaded once:

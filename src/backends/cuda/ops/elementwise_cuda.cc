@@ -1,4 +1,5 @@
-// cuda.<op>.kernel for elementwise ops and pure reshapes, float32:
+// cuda.<op>.kernel for elementwise ops and pure reshapes, float32 or (precision fp16 between
+// kernels) float16 storage, computed in float32:
 // - unary activations and math (Relu, Sigmoid, Tanh, LeakyRelu, HardSigmoid, HardSwish, Elu, Gelu,
 // Clip,
 //   Erf, Exp, Log, Sqrt, Neg, Abs, Reciprocal) through kernels/activation.cu, in place when the
@@ -6,7 +7,10 @@
 // - broadcast binary ops (Add, Sub, Mul, Div, Pow, and two-input Max/Min) through
 //   kernels/binary.cu, up to rank 6 after merging dims;
 // - Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference Dropout (any dtype): the output
-//   shares the input's buffer when the planner allows, else one device-to-device copy.
+//   shares the input's buffer when the planner allows, else one device-to-device copy;
+// - Cast between float32 and float16 (kernels/cast.cu, round to nearest even; the casts the
+//   session inserts around float16 activations, runtime/half_values.h), or to its own type (a
+//   copy).
 #include <limits>
 
 #include "backends/cuda/ops/cuda_kernel.h"
@@ -28,10 +32,13 @@ class UnaryCuda final : public runtime::Kernel {
   }
   int InPlaceInput() const override { return 0; }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(cuda_kernels::LaunchActivation(
-                           ctx.in(0).data<float>(), ctx.out(0).data<float>(), ctx.in(0).numel(),
-                           static_cast<int>(act_.kind), act_.alpha, act_.beta, StreamOf(ctx)),
-                       "activation", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchActivation<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0), ctx.in(0).numel(),
+                                               static_cast<int>(act_.kind), act_.alpha, act_.beta,
+                                               StreamOf(ctx));
+    });
+    return CheckLaunch(e, "activation", node_);
   }
 
  private:
@@ -41,7 +48,8 @@ class UnaryCuda final : public runtime::Kernel {
 
 KernelSupport SupportsUnary(const ir::Node& node, const ir::Op&,
                             const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16)
+    return {false, "needs float32 or float16"};
   if (node.op_type == "Clip" && node.opset >= 11)
     for (size_t i = 1; i < in.size(); ++i)
       if (in[i].dtype != DataType::kUndefined && in[i].dtype != DataType::kFloat)
@@ -74,10 +82,12 @@ class BinaryCuda final : public runtime::Kernel {
   }
   int InPlaceInput() const override { return same_shape_a_ ? 0 : -1; }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(cuda_kernels::LaunchBinary(static_cast<int>(op_), ctx.in(0).data<float>(),
-                                                  ctx.in(1).data<float>(), ctx.out(0).data<float>(),
-                                                  index_, StreamOf(ctx)),
-                       "binary", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchBinary<T>(static_cast<int>(op_), InAs<T>(ctx, 0), InAs<T>(ctx, 1),
+                                           OutAs<T>(ctx, 0), index_, StreamOf(ctx));
+    });
+    return CheckLaunch(e, "binary", node_);
   }
 
  private:
@@ -89,7 +99,7 @@ class BinaryCuda final : public runtime::Kernel {
 
 KernelSupport SupportsBinary(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
   if (in.size() != 2) return {false, "needs exactly two inputs"};
-  if (!AllFloat(in)) return {false, "needs float32"};
+  if (!FloatOrHalf(in, {0, 1})) return {false, "needs two float32 or two float16 inputs"};
   return {true, ""};
 }
 
@@ -115,9 +125,45 @@ KernelSupport SupportsReshape(const ir::Node& node, const ir::Op&, const std::ve
   return {true, ""};
 }
 
+class CastCuda final : public runtime::Kernel {
+ public:
+  explicit CastCuda(const ir::Node& node) : node_(node) {}
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    Tensor& y = ctx.out(0);
+    cudaStream_t s = StreamOf(ctx);
+    if (x.dtype() == y.dtype()) {
+      if (x.raw() != y.raw())
+        KILN_CUDA_CHECK(cudaMemcpyAsync(y.raw(), x.raw(), y.bytes(), cudaMemcpyDeviceToDevice, s));
+      return OkStatus();
+    }
+    if (x.dtype() == DataType::kFloat)
+      return CheckLaunch(
+          cuda_kernels::LaunchFloatToHalf(x.data<float>(), y.data<uint16_t>(), x.numel(), s),
+          "float16 cast", node_);
+    return CheckLaunch(
+        cuda_kernels::LaunchHalfToFloat(x.data<uint16_t>(), y.data<float>(), x.numel(), s),
+        "float32 cast", node_);
+  }
+  int InPlaceInput() const override { return 0; }  // used only when the sizes match (a copy)
+
+ private:
+  ir::Node node_;
+};
+
+KernelSupport SupportsCast(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
+  const DataType to = runtime::AttrsOf<ops::CastAttrs>(op).to;
+  const DataType from = in[0].dtype;
+  auto float_kind = [](DataType t) { return t == DataType::kFloat || t == DataType::kFloat16; };
+  if (to == DataType::kUndefined) return {false, "CastLike"};
+  if (from == to) return {true, ""};
+  if (float_kind(from) && float_kind(to)) return {true, ""};
+  return {false, "casts between float32 and float16 only"};
+}
+
 #define KILN_CUDA_UNARY(op, name)          \
   KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}})
+      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}, {0}})
 KILN_CUDA_UNARY("Relu", "cuda.relu.kernel");
 KILN_CUDA_UNARY("Sigmoid", "cuda.sigmoid.kernel");
 KILN_CUDA_UNARY("Tanh", "cuda.tanh.kernel");
@@ -127,7 +173,7 @@ KILN_CUDA_UNARY("HardSwish", "cuda.hardswish.kernel");
 KILN_CUDA_UNARY("Elu", "cuda.elu.kernel");
 KILN_CUDA_UNARY("Gelu", "cuda.gelu.kernel");
 KILN_REGISTER_KERNEL(runtime::KernelDef{
-    "cuda.gelu.kernel", "Gelu", "kiln", 1, 1, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}});
+    "cuda.gelu.kernel", "Gelu", "kiln", 1, 1, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}, {0}});
 KILN_CUDA_UNARY("Erf", "cuda.erf.kernel");
 KILN_CUDA_UNARY("Exp", "cuda.exp.kernel");
 KILN_CUDA_UNARY("Log", "cuda.log.kernel");
@@ -145,11 +191,32 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.clip.kernel",
                                         10,
                                         SupportsUnary,
                                         Make<UnaryCuda>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {0}});
 
-#define KILN_CUDA_BINARY(op, name, since)  \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", since, ir::kMaxOpset, "cuda", 10, SupportsBinary, Make<BinaryCuda>, {}})
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.cast.kernel",
+                                        "Cast",
+                                        "",
+                                        1,
+                                        ir::kMaxOpset,
+                                        "cuda",
+                                        10,
+                                        SupportsCast,
+                                        Make<CastCuda>,
+                                        {}});
+
+#define KILN_CUDA_BINARY(op, name, since)                   \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{name,             \
+                                          op,               \
+                                          "",               \
+                                          since,            \
+                                          ir::kMaxOpset,    \
+                                          "cuda",           \
+                                          10,               \
+                                          SupportsBinary,   \
+                                          Make<BinaryCuda>, \
+                                          {},               \
+                                          {0, 1}})
 // Opset 7 is where these ops took numpy broadcasting.
 KILN_CUDA_BINARY("Add", "cuda.add.kernel", 7);
 KILN_CUDA_BINARY("Sub", "cuda.sub.kernel", 7);
@@ -161,7 +228,7 @@ KILN_CUDA_BINARY("Min", "cuda.min.kernel", 8);
 
 #define KILN_CUDA_RESHAPE(op, name)        \
   KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReshape, Make<ReshapeCuda>, {}})
+      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReshape, Make<ReshapeCuda>, {}, {0}})
 KILN_CUDA_RESHAPE("Reshape", "cuda.reshape.copy");
 KILN_CUDA_RESHAPE("Flatten", "cuda.flatten.copy");
 KILN_CUDA_RESHAPE("Squeeze", "cuda.squeeze.copy");

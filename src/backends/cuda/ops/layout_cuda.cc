@@ -1,10 +1,11 @@
-// cuda.<op>.kernel for data-movement ops, float32: Transpose (rank <= 6), Concat (one copy kernel
+// cuda.<op>.kernel for data-movement ops, float32 or (precision fp16 between kernels) float16:
+// Transpose (rank <= 6), Concat (one copy kernel
 // per input), Slice (starts/ends/axes/steps constant, resolved by the reference op's own rules in
 // ops/tensor/slice.h, negative steps included) and constant-mode Pad (pads and value constant;
 // negative pads crop), Split (one slice per output), all strided gathers or copies over the output
-// (kernels/layout.cu); and Gather along one axis of float32 or int64 data with int64 indices
-// (kernels/gather.cu): constant indices are range-checked once in Prepare; computed ones out of
-// range produce zeros.
+// (kernels/layout.cu); and Gather along one axis of float32, float16 or int64 data with int64
+// indices (kernels/gather.cu): constant indices are range-checked once in Prepare; computed ones
+// out of range produce zeros.
 #include "backends/cuda/ops/cuda_kernel.h"
 #include "ops/nn/spatial.h"
 #include "ops/tensor/slice.h"
@@ -25,6 +26,15 @@ std::vector<int64_t> ConstantInts(const runtime::PrepareContext& ctx, size_t i) 
   return v;
 }
 
+// Output `o` = the strided gather of input 0 that `index` describes, in the input's storage.
+cudaError_t Gather(const ir::ComputeContext& ctx, size_t o, const cuda_math::GatherIndex& index) {
+  return WithStorage(ctx.in(0).dtype(), [&](auto t) {
+    using T = decltype(t);
+    return cuda_kernels::LaunchStridedGather<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, o), index,
+                                                StreamOf(ctx));
+  });
+}
+
 class TransposeCuda final : public runtime::Kernel {
  public:
   TransposeCuda(const ir::Node& node, const ir::Op& op)
@@ -39,10 +49,7 @@ class TransposeCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
-                                          StreamOf(ctx)),
-        "transpose", node_);
+    return CheckLaunch(Gather(ctx, 0, index_), "transpose", node_);
   }
 
  private:
@@ -68,12 +75,15 @@ class ConcatCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    for (size_t i = 0; i < copies_.size(); ++i)
-      KILN_RETURN_IF_ERROR(CheckLaunch(
-          cuda_kernels::LaunchConcatCopy(ctx.in(i).data<float>(), ctx.out(0).data<float>(),
-                                         copies_[i], StreamOf(ctx)),
-          "concat copy", node_));
-    return OkStatus();
+    return WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      for (size_t i = 0; i < copies_.size(); ++i)
+        KILN_RETURN_IF_ERROR(
+            CheckLaunch(cuda_kernels::LaunchConcatCopy<T>(InAs<T>(ctx, i), OutAs<T>(ctx, 0),
+                                                          copies_[i], StreamOf(ctx)),
+                        "concat copy", node_));
+      return OkStatus();
+    });
   }
 
  private:
@@ -106,10 +116,7 @@ class SliceCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
-                                          StreamOf(ctx)),
-        "slice", node_);
+    return CheckLaunch(Gather(ctx, 0, index_), "slice", node_);
   }
 
  private:
@@ -142,10 +149,12 @@ class PadCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchPadConstant(ctx.in(0).data<float>(), ctx.out(0).data<float>(), index_,
-                                        StreamOf(ctx)),
-        "pad", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchPadConstant<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0), index_,
+                                                StreamOf(ctx));
+    });
+    return CheckLaunch(e, "pad", node_);
   }
 
  private:
@@ -182,10 +191,7 @@ class SplitCuda final : public runtime::Kernel {
   Status Run(const ir::ComputeContext& ctx) const override {
     for (size_t o = 0; o < pieces_.size(); ++o) {
       if (ctx.outputs[o] == nullptr) continue;
-      KILN_RETURN_IF_ERROR(CheckLaunch(
-          cuda_kernels::LaunchStridedGather(ctx.in(0).data<float>(), ctx.out(o).data<float>(),
-                                            pieces_[o], StreamOf(ctx)),
-          "split", node_));
+      KILN_RETURN_IF_ERROR(CheckLaunch(Gather(ctx, o, pieces_[o]), "split", node_));
     }
     return OkStatus();
   }
@@ -232,20 +238,24 @@ class GatherCuda final : public runtime::Kernel {
 };
 
 KernelSupport SupportsGather(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kInt64)
-    return {false, "needs float32 or int64 data"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16 &&
+      in[0].dtype != DataType::kInt64)
+    return {false, "needs float32, float16 or int64 data"};
   if (in[1].dtype != DataType::kInt64) return {false, "needs int64 indices"};
   return {true, ""};
 }
 
 KernelSupport SupportsData(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32 data"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16)
+    return {false, "needs float32 or float16 data"};
   if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
   return {true, ""};
 }
 
 KernelSupport SupportsConcat(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  return AllFloat(in) ? KernelSupport{true, ""} : KernelSupport{false, "needs float32"};
+  return FloatOrHalf(in, {runtime::kAllInputs})
+             ? KernelSupport{true, ""}
+             : KernelSupport{false, "needs all float32 or all float16 inputs"};
 }
 
 KernelSupport SupportsPad(const ir::Node& node, const ir::Op& op,
@@ -268,7 +278,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.transpose.kernel",
                                         10,
                                         SupportsData,
                                         Make<TransposeCuda>,
-                                        {}});
+                                        {},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.concat.kernel",
                                         "Concat",
                                         "",
@@ -278,7 +289,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.concat.kernel",
                                         10,
                                         SupportsConcat,
                                         Make<ConcatCuda>,
-                                        {}});
+                                        {},
+                                        {runtime::kAllInputs}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.slice.kernel",
                                         "Slice",
                                         "",
@@ -288,7 +300,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.slice.kernel",
                                         10,
                                         SupportsData,
                                         Make<SliceCuda>,
-                                        {1, 2, 3, 4}});
+                                        {1, 2, 3, 4},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.split.kernel",
                                         "Split",
                                         "",
@@ -298,7 +311,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.split.kernel",
                                         10,
                                         SupportsData,
                                         Make<SplitCuda>,
-                                        {}});
+                                        {},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gather.kernel",
                                         "Gather",
                                         "",
@@ -308,7 +322,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gather.kernel",
                                         10,
                                         SupportsGather,
                                         Make<GatherCuda>,
-                                        {}});
+                                        {},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.pad.kernel",
                                         "Pad",
                                         "",
@@ -318,7 +333,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.pad.kernel",
                                         10,
                                         SupportsPad,
                                         Make<PadCuda>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {0}});
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -8,7 +8,10 @@
 // bias [N] and the activation, in the row-bias epilogue (kernels/epilogue.cu).
 // --precision fp16: A (and a non-constant B) converted to float16 in scratch, a constant B once at
 // Prepare; cublasGemmEx / cublasGemmStridedBatchedEx multiply in float16 on Tensor Cores with
-// float32 accumulation (CUBLAS_COMPUTE_32F) and write float32 Y.
+// float32 accumulation (CUBLAS_COMPUTE_32F) and write float32 Y. When the session keeps
+// activations float16 between kernels (runtime/half_values.h), A, B and Y are float16 themselves
+// (a constant B converted once at load) and nothing is converted at run time; Gemm's C and the
+// bias stay float32.
 #include "backends/cuda/ops/cuda_kernel.h"
 
 namespace kiln::cuda {
@@ -76,31 +79,36 @@ class MatMulCublas final : public runtime::Kernel {
       act_alpha_ = act.alpha;
       act_beta_ = act.beta;
     }
-    fp16_ = ctx->precision == "fp16";
+    half_io_ = ctx->inputs[0].dtype == DataType::kFloat16;
+    fp16_ = ctx->precision == "fp16" || half_io_;
     a_elems_ = static_cast<size_t>(NumElements(a));
     b_elems_ = static_cast<size_t>(NumElements(b));
-    if (fp16_ && ctx->constants[1]) {
+    if (fp16_ && !half_io_ && ctx->constants[1]) {
       KILN_ASSIGN_OR_RETURN(b_half_, UploadHalf(ctx->device, *ctx->constants[1]));
     }
     return OkStatus();
   }
 
-  // Scratch (fp16 only): A in float16, then B in float16 when B is not constant.
+  // Scratch (fp16 with float32 A only): A in float16, then B in float16 when B is not constant.
   size_t ScratchBytes() const override {
-    if (!fp16_) return 0;
+    if (!fp16_ || half_io_) return 0;
     return AlignScratch(a_elems_ * 2) + (b_half_ ? 0 : AlignScratch(b_elems_ * 2));
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
     cudaStream_t stream = StreamOf(ctx);
     KILN_ASSIGN_OR_RETURN(cublasHandle_t h, CublasHandle(stream));
-    const float* a = ctx.in(0).data<float>();
-    const float* b = ctx.in(1).data<float>();
-    float* y = ctx.out(0).data<float>();
     float beta = 0.f;
     if (full_c_) {
-      KILN_CUDA_CHECK(cudaMemcpyAsync(y, ctx.in(2).raw(), ctx.out(0).bytes(),
-                                      cudaMemcpyDeviceToDevice, stream));
+      if (half_io_) {
+        KILN_RETURN_IF_ERROR(CheckLaunch(
+            cuda_kernels::LaunchFloatToHalf(ctx.in(2).data<float>(), OutAs<uint16_t>(ctx, 0),
+                                            ctx.out(0).numel(), stream),
+            "float16 cast", node_));
+      } else {
+        KILN_CUDA_CHECK(cudaMemcpyAsync(ctx.out(0).raw(), ctx.in(2).raw(), ctx.out(0).bytes(),
+                                        cudaMemcpyDeviceToDevice, stream));
+      }
       beta = beta_;
     }
     // Column-major view: Y^T[N,M] = op(B)^T[N,K] * op(A)^T[K,M].
@@ -108,6 +116,9 @@ class MatMulCublas final : public runtime::Kernel {
     const cublasOperation_t op_a = p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
     const int ldb = p_.trans_b ? k : n, lda = p_.trans_a ? m : k;
+    const float* a = fp16_ ? nullptr : ctx.in(0).data<float>();
+    const float* b = fp16_ ? nullptr : ctx.in(1).data<float>();
+    float* y = fp16_ ? nullptr : ctx.out(0).data<float>();
     if (fp16_) {
       KILN_RETURN_IF_ERROR(Fp16Product(ctx, h, op_a, op_b, lda, ldb, beta));
     } else if (p_.batch == 1) {
@@ -119,10 +130,13 @@ class MatMulCublas final : public runtime::Kernel {
     }
     if (!row_bias_ && act_ == cuda_math::Activation::kNone) return OkStatus();
     const float* bias = row_bias_ ? ctx.in(2).data<float>() : nullptr;
-    return CheckLaunch(
-        cuda_kernels::LaunchRowBiasEpilogue(y, bias, p_.batch * p_.m, p_.n, static_cast<int>(act_),
-                                            act_alpha_, act_beta_, stream),
-        "row-bias epilogue", node_);
+    const cudaError_t e = WithStorage(ctx.out(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchRowBiasEpilogue<T>(OutAs<T>(ctx, 0), bias, p_.batch * p_.m, p_.n,
+                                                    static_cast<int>(act_), act_alpha_, act_beta_,
+                                                    stream);
+    });
+    return CheckLaunch(e, "row-bias epilogue", node_);
   }
 
  private:
@@ -130,13 +144,17 @@ class MatMulCublas final : public runtime::Kernel {
                      cublasOperation_t op_b, int lda, int ldb, float beta) const {
     cudaStream_t stream = StreamOf(ctx);
     char* scratch = static_cast<char*>(ctx.scratch);
-    auto* a = reinterpret_cast<uint16_t*>(scratch);
-    KILN_RETURN_IF_ERROR(
-        CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(0).data<float>(), a,
-                                                    static_cast<int64_t>(a_elems_), stream),
-                    "float16 cast", node_));
-    const void* b = b_half_.get();
-    if (!b_half_) {
+    const void* a = ctx.in(0).raw();
+    const void* b = half_io_ ? ctx.in(1).raw() : b_half_.get();
+    if (!half_io_) {
+      auto* ah = reinterpret_cast<uint16_t*>(scratch);
+      KILN_RETURN_IF_ERROR(
+          CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(0).data<float>(), ah,
+                                                      static_cast<int64_t>(a_elems_), stream),
+                      "float16 cast", node_));
+      a = ah;
+    }
+    if (!half_io_ && !b_half_) {
       auto* bh = reinterpret_cast<uint16_t*>(scratch + AlignScratch(a_elems_ * 2));
       KILN_RETURN_IF_ERROR(
           CheckLaunch(cuda_kernels::LaunchFloatToHalf(ctx.in(1).data<float>(), bh,
@@ -145,16 +163,17 @@ class MatMulCublas final : public runtime::Kernel {
       b = bh;
     }
     const int m = static_cast<int>(p_.m), n = static_cast<int>(p_.n), k = static_cast<int>(p_.k);
-    float* y = ctx.out(0).data<float>();
+    void* y = ctx.out(0).raw();
+    const cudaDataType_t yt = half_io_ ? CUDA_R_16F : CUDA_R_32F;
     if (p_.batch == 1) {
       KILN_CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha_, b, CUDA_R_16F, ldb, a,
-                                     CUDA_R_16F, lda, &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                     CUDA_R_16F, lda, &beta, y, yt, n, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT));
     } else {
       KILN_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
           h, op_b, op_a, n, m, k, &alpha_, b, CUDA_R_16F, ldb, p_.stride_b, a, CUDA_R_16F, lda,
-          p_.stride_a, &beta, y, CUDA_R_32F, n, p_.m * p_.n, static_cast<int>(p_.batch),
-          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          p_.stride_a, &beta, y, yt, n, p_.m * p_.n, static_cast<int>(p_.batch), CUBLAS_COMPUTE_32F,
+          CUBLAS_GEMM_DEFAULT));
     }
     return OkStatus();
   }
@@ -163,6 +182,7 @@ class MatMulCublas final : public runtime::Kernel {
   ops::GemmAttrs a_;
   Product p_;
   bool fp16_ = false;
+  bool half_io_ = false;  // A, B and Y are float16 (activations float16 between kernels)
   size_t a_elems_ = 0, b_elems_ = 0;
   std::shared_ptr<void> b_half_;  // prepacked float16 B (fp16, constant B)
   float alpha_ = 1.f, beta_ = 1.f;
@@ -172,7 +192,8 @@ class MatMulCublas final : public runtime::Kernel {
 };
 
 KernelSupport SupportsMatMul(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (!FloatOrHalf(in, {0, 1}))
+    return {false, "needs float32 tensors (A and B may both be float16), bias float32"};
   Product p;
   std::string why = MatMulProduct(in[0].shape, in[1].shape, &p);
   if (!why.empty()) return {false, why};
@@ -182,7 +203,8 @@ KernelSupport SupportsMatMul(const ir::Node&, const ir::Op&, const std::vector<T
 KernelSupport SupportsGemm(const ir::Node& node, const ir::Op& op,
                            const std::vector<TensorInfo>& in) {
   const ops::GemmAttrs& a = runtime::AttrsOf<ops::GemmAttrs>(op);
-  if (!AllFloat(in)) return {false, "needs float32 tensors"};
+  if (!FloatOrHalf(in, {0, 1}))
+    return {false, "needs float32 tensors (A and B may both be float16), C float32"};
   if (in[0].shape.size() != 2 || in[1].shape.size() != 2) return {false, "needs 2-D A and B"};
   if (!node.HasInput(2)) return {true, ""};
   const int64_t m = a.trans_a ? in[0].shape[1] : in[0].shape[0];
@@ -203,7 +225,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.matmul.cublas",
                                         10,
                                         SupportsMatMul,
                                         Make<MatMulCublas>,
-                                        {}});
+                                        {},
+                                        {0, 1}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedmatmul.cublas",
                                         "FusedMatMul",
                                         "kiln",
@@ -213,7 +236,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedmatmul.cublas",
                                         10,
                                         SupportsMatMul,
                                         Make<MatMulCublas>,
-                                        {}});
+                                        {},
+                                        {0, 1}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gemm.cublas",
                                         "Gemm",
                                         "",
@@ -223,7 +247,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gemm.cublas",
                                         10,
                                         SupportsGemm,
                                         Make<MatMulCublas>,
-                                        {}});
+                                        {},
+                                        {0, 1}});
 
 }  // namespace
 }  // namespace kiln::cuda

@@ -1,4 +1,5 @@
-// cuda.<op>.kernel for the NCHW network ops besides convolution and matrix products, float32:
+// cuda.<op>.kernel for the NCHW network ops besides convolution and matrix products, float32 or
+// (precision fp16 between kernels) float16 X and Y, computed in float32:
 // MaxPool / AveragePool (2-D, pads, strides, dilations, ceil_mode, count_include_pad; MaxPool's
 // Indices output declines), GlobalAveragePool / GlobalMaxPool, Softmax / LogSoftmax (opset >= 13
 // along one axis; earlier opsets over the flattened trailing dims), LayerNormalization (ONNX
@@ -49,18 +50,22 @@ class PoolCuda final : public runtime::Kernel {
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    const float* x = ctx.in(0).data<float>();
-    float* y = ctx.out(0).data<float>();
-    cudaStream_t s = StreamOf(ctx);
-    const std::string& op = node_.op_type;
-    if (op == "MaxPool")
-      return CheckLaunch(cuda_kernels::LaunchMaxPool2d(x, y, planes_, p_, s), "max pool", node_);
-    if (op == "AveragePool")
-      return CheckLaunch(cuda_kernels::LaunchAveragePool2d(x, y, planes_, p_, s), "average pool",
-                         node_);
-    return CheckLaunch(
-        cuda_kernels::LaunchGlobalPool(x, y, planes_, plane_size_, op == "GlobalMaxPool", s),
-        "global pool", node_);
+    return WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* x = InAs<T>(ctx, 0);
+      T* y = OutAs<T>(ctx, 0);
+      cudaStream_t s = StreamOf(ctx);
+      const std::string& op = node_.op_type;
+      if (op == "MaxPool")
+        return CheckLaunch(cuda_kernels::LaunchMaxPool2d<T>(x, y, planes_, p_, s), "max pool",
+                           node_);
+      if (op == "AveragePool")
+        return CheckLaunch(cuda_kernels::LaunchAveragePool2d<T>(x, y, planes_, p_, s),
+                           "average pool", node_);
+      return CheckLaunch(
+          cuda_kernels::LaunchGlobalPool<T>(x, y, planes_, plane_size_, op == "GlobalMaxPool", s),
+          "global pool", node_);
+    });
   }
 
  private:
@@ -72,7 +77,8 @@ class PoolCuda final : public runtime::Kernel {
 
 KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
                            const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16)
+    return {false, "needs float32 or float16"};
   if (node.op_type == "AveragePool")
     for (int64_t d : runtime::AttrsOf<ops::PoolAttrs>(op).window.dilations)
       if (d != 1) return {false, "dilated AveragePool (opset 19)"};
@@ -97,10 +103,12 @@ class SoftmaxCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchSoftmax(ctx.in(0).data<float>(), ctx.out(0).data<float>(), shape_,
-                                    node_.op_type == "LogSoftmax", StreamOf(ctx)),
-        "softmax", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchSoftmax<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0), shape_,
+                                            node_.op_type == "LogSoftmax", StreamOf(ctx));
+    });
+    return CheckLaunch(e, "softmax", node_);
   }
 
  private:
@@ -126,10 +134,13 @@ class LayerNormCuda final : public runtime::Kernel {
   }
   Status Run(const ir::ComputeContext& ctx) const override {
     const float* beta = ctx.has(2) ? ctx.in(2).data<float>() : nullptr;
-    return CheckLaunch(cuda_kernels::LaunchLayerNorm(
-                           ctx.in(0).data<float>(), ctx.out(0).data<float>(),
-                           ctx.in(1).data<float>(), beta, rows_, cols_, epsilon_, StreamOf(ctx)),
-                       "layer norm", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchLayerNorm<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0),
+                                              ctx.in(1).data<float>(), beta, rows_, cols_, epsilon_,
+                                              StreamOf(ctx));
+    });
+    return CheckLaunch(e, "layer norm", node_);
   }
 
  private:
@@ -141,15 +152,15 @@ class LayerNormCuda final : public runtime::Kernel {
 
 KernelSupport SupportsFloatOneOutput(const ir::Node& node, const ir::Op&,
                                      const std::vector<TensorInfo>& in) {
-  if (!AllFloat(in)) return {false, "needs float32"};
+  if (!FloatOrHalf(in, {0})) return {false, "needs float32 (X may be float16)"};
   for (size_t o = 1; o < node.outputs.size(); ++o)
     if (node.outputs[o] >= 0) return {false, "optional output " + std::to_string(o) + " requested"};
   return {true, ""};
 }
 
 #define KILN_CUDA_NN(op, domain, since, until, name, supports, kernel) \
-  KILN_REGISTER_KERNEL(                                                \
-      runtime::KernelDef{name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}})
+  KILN_REGISTER_KERNEL(runtime::KernelDef{                             \
+      name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}, {0}})
 KILN_CUDA_NN("MaxPool", "", 1, ir::kMaxOpset, "cuda.maxpool.kernel", SupportsPool, PoolCuda);
 KILN_CUDA_NN("AveragePool", "", 1, ir::kMaxOpset, "cuda.averagepool.kernel", SupportsPool,
              PoolCuda);

@@ -1,4 +1,5 @@
-// cuda.<op>.kernel for reductions and resizing, float32:
+// cuda.<op>.kernel for reductions and resizing, float32 or (precision fp16 between kernels)
+// float16 X and Y, computed in float32:
 // - ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2 over any axes (the
 //   `axes` attribute, or the constant axes input of ReduceSum-13 / Reduce*-18; no axes reduce
 //   everything, or with noop_with_empty_axes copy the input), keepdims via the output shape
@@ -60,10 +61,12 @@ class ReduceCuda final : public runtime::Kernel {
                                       cudaMemcpyDeviceToDevice, StreamOf(ctx)));
       return OkStatus();
     }
-    return CheckLaunch(
-        cuda_kernels::LaunchReduceAxes(ctx.in(0).data<float>(), ctx.out(0).data<float>(), shape_,
-                                       static_cast<int>(op_), StreamOf(ctx)),
-        "reduce", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchReduceAxes<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0), shape_,
+                                               static_cast<int>(op_), StreamOf(ctx));
+    });
+    return CheckLaunch(e, "reduce", node_);
   }
 
  private:
@@ -76,7 +79,8 @@ class ReduceCuda final : public runtime::Kernel {
 
 KernelSupport SupportsReduce(const ir::Node& node, const ir::Op&,
                              const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16)
+    return {false, "needs float32 or float16"};
   if (in[0].shape.size() > static_cast<size_t>(cuda_math::kMaxRank)) return {false, "rank > 6"};
   if (node.HasInput(1) && in[1].dtype != DataType::kInt64) return {false, "needs int64 axes"};
   return {true, ""};
@@ -125,10 +129,12 @@ class ResizeCuda final : public runtime::Kernel {
     return OkStatus();
   }
   Status Run(const ir::ComputeContext& ctx) const override {
-    return CheckLaunch(
-        cuda_kernels::LaunchResize2d(ctx.in(0).data<float>(), ctx.out(0).data<float>(), planes_, p_,
-                                     StreamOf(ctx)),
-        "resize", node_);
+    const cudaError_t e = WithStorage(ctx.in(0).dtype(), [&](auto t) {
+      using T = decltype(t);
+      return cuda_kernels::LaunchResize2d<T>(InAs<T>(ctx, 0), OutAs<T>(ctx, 0), planes_, p_,
+                                             StreamOf(ctx));
+    });
+    return CheckLaunch(e, "resize", node_);
   }
 
  private:
@@ -142,7 +148,8 @@ KernelSupport SupportsResize(const ir::Node& node, const ir::Op& op,
                              const std::vector<TensorInfo>& in) {
   const ops::ResizeAttrs& a = runtime::AttrsOf<ops::ResizeAttrs>(op);
   using C = ops::ResizeCoord;
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kFloat16)
+    return {false, "needs float32 or float16"};
   if (in[0].shape.size() != 4) return {false, "needs a 4-D NCHW input"};
   if (a.interp == ops::ResizeInterp::kCubic) return {false, "mode cubic (nearest and linear only)"};
   if (node.op_type == "Resize" && node.opset >= 11 && a.coord != C::kHalfPixel &&
@@ -159,7 +166,7 @@ KernelSupport SupportsResize(const ir::Node& node, const ir::Op& op,
 
 #define KILN_CUDA_REDUCE(op, name)         \
   KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReduce, Make<ReduceCuda>, {1}})
+      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReduce, Make<ReduceCuda>, {1}, {0}})
 // The axes input (when present) is read once in Prepare.
 KILN_CUDA_REDUCE("ReduceSum", "cuda.reducesum.kernel");
 KILN_CUDA_REDUCE("ReduceMean", "cuda.reducemean.kernel");
@@ -177,7 +184,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.resize.kernel",
                                         10,
                                         SupportsResize,
                                         Make<ResizeCuda>,
-                                        {1, 2, 3}});
+                                        {1, 2, 3},
+                                        {0}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.upsample.kernel",
                                         "Upsample",
                                         "",
@@ -187,7 +195,8 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.upsample.kernel",
                                         10,
                                         SupportsResize,
                                         Make<ResizeCuda>,
-                                        {1}});
+                                        {1},
+                                        {0}});
 
 }  // namespace
 }  // namespace kiln::cuda
