@@ -11,8 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "onnx/model_builder.h"
+#include "onnx/onnx_loader.h"
 #include "runtime/device.h"
+#include "runtime/half_values.h"
 #include "runtime/kernel.h"
 #include "runtime/plugin_abi.h"
 
@@ -120,6 +124,55 @@ TEST(PluginTest, CudaPluginLoadsAndRegistersItsKernels) {
     EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable) << dev.status().ToString();
   }
   EXPECT_NE(Maps().find("libcudnn"), std::string::npos);
+}
+
+// The real CUDA kernels' half_inputs, through the rewrite --precision fp16 makes: every node of a
+// small CNN keeps float16 activations but ConvTranspose (float32 only), whose input and output
+// are cast; Gemm's B becomes a float16 constant while the convolution's weights, its bias and
+// Gemm's C stay float32 (not data inputs).
+TEST(PluginTest, CudaKernelsDeclareTheirFloat16Inputs) {
+  ASSERT_TRUE(LoadBackendPlugin("cuda").ok());
+  constexpr int kF32 = onnx::TensorProto::FLOAT;
+  onnxio::ModelBuilder b(13);
+  b.Input("x", kF32, {1, 4, 8, 8}).Output("y", kF32, {1, 3});
+  b.FloatInit("w", {4, 4, 3, 3}, std::vector<float>(144, 0.1f));
+  b.FloatInit("b", {4}, {0.f, 1.f, 2.f, 3.f});
+  b.FloatInit("wt", {4, 4, 2, 2}, std::vector<float>(64, 0.2f));
+  b.FloatInit("fc", {3, 4}, std::vector<float>(12, 0.3f));
+  b.FloatInit("fb", {3}, {1.f, 2.f, 3.f});
+  onnxio::ModelBuilder::IntsAttr(b.Node("Conv", {"x", "w", "b"}, {"c"}), "pads", {1, 1, 1, 1});
+  b.Node("Add", {"c", "x"}, {"s"});
+  b.Node("Relu", {"s"}, {"r"});
+  auto& pool = b.Node("MaxPool", {"r"}, {"p"});
+  onnxio::ModelBuilder::IntsAttr(pool, "kernel_shape", {2, 2});
+  onnxio::ModelBuilder::IntsAttr(pool, "strides", {2, 2});
+  onnxio::ModelBuilder::IntsAttr(b.Node("ConvTranspose", {"p", "wt"}, {"u"}), "strides", {2, 2});
+  b.Node("Mul", {"u", "r"}, {"m"});
+  b.Node("GlobalAveragePool", {"m"}, {"g"});
+  b.Node("Flatten", {"g"}, {"f"});
+  onnxio::ModelBuilder::IntAttr(b.Node("Gemm", {"f", "fc", "fb"}, {"z"}), "transB", 1);
+  b.Node("Softmax", {"z"}, {"y"});
+  auto g = onnxio::LoadModelFromBytes(b.Bytes(), "");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  std::string what;
+  ASSERT_TRUE(StoreHalfBetweenKernels(**g, "cuda", &what).ok());
+  EXPECT_EQ(what,
+            "float16 between kernels: 9 of 10 nodes, 9 values float16, 2 casts to float16, 2 back "
+            "to float32, 1 constants converted");
+  for (const ir::Node& n : (*g)->nodes) {
+    const DataType in = (*g)->values[n.inputs[0]].dtype;
+    if (n.op_type == "ConvTranspose") {
+      EXPECT_NE(in, DataType::kFloat16);
+    }
+    if (n.op_type == "Gemm") {
+      EXPECT_EQ((*g)->values[n.inputs[1]].dtype, DataType::kFloat16);  // B, converted
+      EXPECT_EQ((*g)->values[n.inputs[2]].dtype, DataType::kFloat);    // C
+    }
+    if (n.op_type == "Conv") {
+      EXPECT_EQ(in, DataType::kFloat16);
+      EXPECT_EQ((*g)->values[n.inputs[1]].dtype, DataType::kFloat);  // W
+    }
+  }
 }
 #endif
 
