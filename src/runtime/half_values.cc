@@ -28,11 +28,6 @@ const std::vector<int>* HalfInputsOf(const ir::Node& node, const std::string& ba
   return nullptr;
 }
 
-bool IsData(const std::vector<int>& half_inputs, size_t slot) {
-  return std::any_of(half_inputs.begin(), half_inputs.end(),
-                     [&](int i) { return i == kAllInputs || i == static_cast<int>(slot); });
-}
-
 bool FitsHalf(const Tensor& t) {
   const float* x = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i)
@@ -85,7 +80,7 @@ Status StoreHalfBetweenKernels(ir::Graph& graph, const std::string& backend, std
     bool ok = true, any_data = false, range_ok = true;
     for (size_t s = 0; s < n.inputs.size(); ++s) {
       const int v = n.inputs[s];
-      if (v < 0 || !IsData(*inputs, s)) continue;
+      if (v < 0 || !IsHalfInput(*inputs, s)) continue;
       any_data = true;
       ok = ok && is_float(v);
       if (ok && ed.ConstantOf(v) != nullptr && !FitsHalf(*ed.ConstantOf(v))) range_ok = false;
@@ -99,7 +94,7 @@ Status StoreHalfBetweenKernels(ir::Graph& graph, const std::string& backend, std
     half[i] = inputs;
   }
   auto reads_half = [&](int node, size_t slot) {
-    return node < nodes && half[node] != nullptr && IsData(*half[node], slot);
+    return node < nodes && half[node] != nullptr && IsHalfInput(*half[node], slot);
   };
 
   int half_nodes = 0, half_values = 0, to_half = 0, to_float = 0, constants = 0;

@@ -9,8 +9,18 @@
 
 #include "ir/graph.h"
 #include "kiln/status.h"
+#include "runtime/kernel.h"
 
 namespace kiln::runtime {
+
+// Whether input `slot` is among `half_inputs` (KernelDef::half_inputs, kAllInputs for every
+// input): the rewrite below and the kernels' Supports() read the lists the same way.
+template <typename List>
+bool IsHalfInput(const List& half_inputs, size_t slot) {
+  for (int i : half_inputs)
+    if (i == kAllInputs || i == static_cast<int>(slot)) return true;
+  return false;
+}
 
 // A node runs in float16 when a kernel of `backend` for it declares half inputs, every such input
 // it has is float32, its outputs are float32 and not computed from constants alone, and every

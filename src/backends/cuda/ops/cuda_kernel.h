@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/launch.h"
 #include "ops/attrs.h"
+#include "runtime/half_values.h"
 #include "runtime/kernel.h"
 
 namespace kiln::cuda {
@@ -43,16 +44,11 @@ inline bool AllFloat(const std::vector<runtime::TensorInfo>& in) {
 // other input float32 (omitted ones aside).
 inline bool FloatOrHalf(const std::vector<runtime::TensorInfo>& in,
                         std::initializer_list<int> data) {
-  auto is_data = [&](size_t i) {
-    for (int d : data)
-      if (d == runtime::kAllInputs || d == static_cast<int>(i)) return true;
-    return false;
-  };
   DataType storage = DataType::kUndefined;
   for (size_t i = 0; i < in.size(); ++i) {
     const DataType t = in[i].dtype;
     if (t == DataType::kUndefined) continue;
-    if (!is_data(i)) {
+    if (!runtime::IsHalfInput(data, i)) {
       if (t != DataType::kFloat) return false;
       continue;
     }
