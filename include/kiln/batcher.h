@@ -52,6 +52,12 @@ struct BatchPolicy {
   // spends its time on requests that can still make theirs. false (default, Triton's meaning):
   // the deadline bounds the wait in the queue.
   bool deadline_includes_run = false;
+  // Added to the worker thread's nice value (0..19; the result is capped at 19). The compute
+  // threads its runs start (OpenMP's team) inherit it. Above 0, threads of normal priority on the
+  // same cores (a server's I/O threads, its clients) preempt the runs: refusals and small
+  // requests are answered sooner while batches run, at the cost of the runs' own time whenever
+  // anything else wants the cores. Requests run inline by Infer keep their caller's priority.
+  int worker_nice = 0;
 };
 
 // What the policy sees of one queued request (front = oldest of the highest priority).

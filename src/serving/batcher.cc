@@ -4,7 +4,11 @@
 // used as they are), runs the session, and hands each request views of its rows of the outputs.
 #include "kiln/batcher.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +199,10 @@ StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(const Session& 
     if (p < 1 || p > policy.max_batch)
       return InvalidArgument("preferred batch sizes must be in 1..max_batch = " +
                              std::to_string(policy.max_batch) + "; got " + std::to_string(p));
+  if (policy.worker_nice < 0 || policy.worker_nice > 19)
+    return InvalidArgument(
+        "worker_nice must be in 0..19 (a worker can only be made to yield); got " +
+        std::to_string(policy.worker_nice));
   if (!policy.merge) policy.max_batch = 1;
   if (session.inputs().empty()) return InvalidArgument("the model has no inputs to batch");
   for (const TensorSpec& spec : session.inputs())
@@ -342,6 +350,14 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
 }
 
 void DynamicBatcher::Impl::Loop() {
+  if (policy.worker_nice > 0) {
+    // Linux keeps a nice value per thread; threads created from here on inherit it. Raising it
+    // needs no privilege, so this cannot fail for want of one.
+    const auto tid = static_cast<id_t>(gettid());
+    errno = 0;
+    const int now = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) setpriority(PRIO_PROCESS, tid, std::min(19, now + policy.worker_nice));
+  }
   std::vector<QueuedRequest> view;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {

@@ -5,9 +5,12 @@
 #include "kiln/batcher.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <future>
 #include <map>
 #include <mutex>
@@ -265,6 +268,55 @@ TEST(DynamicBatcherTest, InferOnAnIdleEngineRunsInline) {
   EXPECT_EQ(st.requests, 2u);
   EXPECT_EQ(st.batches, 2u);
   EXPECT_EQ(st.batched_samples, 3u);
+}
+
+int OwnNice() {
+  errno = 0;
+  return getpriority(PRIO_PROCESS, static_cast<id_t>(gettid()));
+}
+
+// worker_nice lowers the worker's priority and that of the threads it starts (OpenMP's team), not
+// the caller's: a request run inline by Infer keeps its caller's.
+TEST(DynamicBatcherTest, WorkerNiceLowersTheWorkersPriorityOnly) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  const int base = OwnNice();
+  ASSERT_LE(base, 14) << "the test needs room for 5 nice levels";
+  BatchPolicy policy = Policy(8, 1000, {}, true);
+  policy.worker_nice = 5;
+  auto b = DynamicBatcher::Create(*session, policy);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  std::mutex mu;
+  std::vector<int> nice_seen, child_nice_seen;
+  (*b)->SetObserver([&](const BatchEvent&) {
+    int child = -100;
+    std::thread([&] { child = OwnNice(); }).join();
+    std::lock_guard<std::mutex> lock(mu);
+    nice_seen.push_back(OwnNice());
+    child_nice_seen.push_back(child);
+  });
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE((*b)->Infer({{"x", Rows(1, 3, 0.f)}}, &out).ok());  // idle: inline
+  std::promise<void> done;
+  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 3, 0.f)}},
+                           [&](Status s, std::vector<NamedTensor>) {
+                             EXPECT_TRUE(s.ok());
+                             done.set_value();
+                           })
+                  .ok());
+  done.get_future().wait();
+  (*b)->Shutdown();
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(nice_seen, (std::vector<int>{base, base + 5}));
+  EXPECT_EQ(child_nice_seen, (std::vector<int>{base, base + 5}));
+  EXPECT_EQ(OwnNice(), base);
+
+  for (int bad : {-1, 20}) {
+    policy.worker_nice = bad;
+    auto refused = DynamicBatcher::Create(*session, policy);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find("worker_nice"), std::string::npos);
+  }
 }
 
 // Six 3x3 convolutions of 32 channels on 64x64 (0.45 GFLOP per sample): a run of milliseconds.

@@ -35,6 +35,7 @@ struct ServeArgs {
   size_t max_queue = 1024;
   int64_t queue_timeout_us = 0;
   bool timeout_includes_run = false;
+  int compute_nice = 0;
   double drain_timeout_s = 30;
   int http_threads = 2;
   int instances = 1;
@@ -128,6 +129,7 @@ Status DoServe(const ServeArgs& a) {
   o.batch.max_queue = a.max_queue;
   o.queue_timeout_us = a.queue_timeout_us;
   o.batch.deadline_includes_run = a.timeout_includes_run;
+  o.batch.worker_nice = a.compute_nice;
   o.drain_timeout_ms = static_cast<int64_t>(a.drain_timeout_s * 1000);
   o.http_threads = a.http_threads;
   o.instances = a.instances;
@@ -217,6 +219,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                 "A timeout (--queue-timeout-us or the request's own) covers the run too: a "
                 "request whose batch would end after it is answered 504 at once, unrun "
                 "(expected run: the last measured run of that batch size)");
+  cmd->add_option("--compute-nice", args->compute_nice,
+                  "Run the batches this many nice levels below the I/O threads (0-19; default "
+                  "0): where clients or I/O share the compute cores, refusals and answers are "
+                  "sent while a batch runs; the batches yield to everything else too")
+      ->check(CLI::Range(0, 19));
   cmd->add_option("--drain-timeout", args->drain_timeout_s,
                   "Seconds to finish accepted requests after SIGTERM (default 30)")
       ->check(CLI::Range(0.0, 3600.0));
