@@ -15,7 +15,9 @@
 // becomes MaxPool on the 8-bit values -> DequantizeLinear, and with a QuantizeLinear of the same
 // scale and zero point after it (ONNX Runtime keeps MaxPool's input scale) MaxPool on the 8-bit
 // values alone. Exact: dequantization is increasing, so the maximum commutes with it, and
-// quantizing a dequantized value with the same scale and zero point gives it back.
+// quantizing a dequantized value with the same scale and zero point gives it back. And for
+// Concat, when every input is dequantized with one scale and zero point (shared scales):
+// the Concat joins the 8-bit values.
 #include <memory>
 #include <string>
 
@@ -79,12 +81,16 @@ class FuseQdqAddPass : public Pass {
       return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int adds = 0, relus = 0, pools = 0;
+    int adds = 0, relus = 0, pools = 0, concats = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
       if (IsOnnxOp(n, "MaxPool")) {
         pools += FuseMaxPool(ed, probe, ni);
+        continue;
+      }
+      if (IsOnnxOp(n, "Concat")) {
+        concats += FuseConcat(ed, probe, ni);
         continue;
       }
       if (!IsOnnxOp(n, "Add") || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
@@ -129,7 +135,7 @@ class FuseQdqAddPass : public Pass {
       ++adds;
       relus += relu >= 0;
     }
-    if (adds + pools == 0) return false;
+    if (adds + pools + concats == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "fused " + std::to_string(adds) +
                " DequantizeLinear+Add+QuantizeLinear groups into QAdd (int8 sums" +
@@ -137,6 +143,9 @@ class FuseQdqAddPass : public Pass {
     if (pools)
       summary_ += "; " + std::to_string(pools) +
                   " MaxPool after a DequantizeLinear now pool the 8-bit values";
+    if (concats)
+      summary_ += "; " + std::to_string(concats) +
+                  " Concat of DequantizeLinears with one scale now join the 8-bit values";
     return true;
   }
 
@@ -167,14 +176,67 @@ class FuseQdqAddPass : public Pass {
       RemoveIfUnread(ed, d);
       return true;
     }
-    ir::Node after = dn;  // the same scale and zero point, now on the pooled values
+    return MoveDequantizeAfter(ed, probe, ni, d);
+  }
+
+  // Every input of a Concat dequantized per tensor from the same 8-bit type with the same scale
+  // and zero point (shared scales: NNCF's unified ones, `kiln quantize`'s): the Concat joins the
+  // 8-bit values. As for MaxPool, a QuantizeLinear of that scale and zero point alone reading the
+  // result goes; otherwise one DequantizeLinear follows the Concat. Exact: (de)quantization is
+  // elementwise with the same constants on every input, so it commutes with the copy.
+  static bool FuseConcat(GraphEditor& ed, const ShapeProbe& probe, int ni) {
+    const ir::Node& n = ed.node(ni);
+    const int out = n.outputs.size() == 1 ? n.outputs[0] : -1;
+    if (n.inputs.empty() || out < 0 || ed.IsGraphOutput(out) || ed.Consumers(out).empty())
+      return false;
+    std::vector<int> dqs;
+    for (int v : n.inputs) {
+      const int d = ed.Producer(v);
+      if (!PerTensorDequantize(ed, probe, d)) return false;
+      dqs.push_back(d);
+    }
+    const ir::Node& d0 = ed.node(dqs[0]);
+    const DataType t = probe.dtype(d0.inputs[0]);
+    for (int d : dqs) {
+      const ir::Node& dn = ed.node(d);
+      if (probe.dtype(dn.inputs[0]) != t ||
+          FloatOf(ed, dn.inputs[1]) != FloatOf(ed, d0.inputs[1]) ||
+          ZeroOf(ed, dn) != ZeroOf(ed, d0))
+        return false;
+    }
+    const int q = ed.SoleConsumer(out);
+    if (q >= 0 && PerTensorQuantize(ed, q, out) && !ed.IsGraphOutput(ed.node(q).outputs[0]) &&
+        FloatOf(ed, d0.inputs[1]) == FloatOf(ed, ed.node(q).inputs[1]) &&
+        ZeroOf(ed, d0) == ZeroOf(ed, ed.node(q)) && ZeroOf(ed, d0).first == t) {
+      const int yq = ed.node(q).outputs[0];
+      ed.RemoveNode(q);
+      for (size_t k = 0; k < dqs.size(); ++k)
+        ed.SetInput(ni, static_cast<int>(k), ed.node(dqs[k]).inputs[0]);
+      ed.SetOutput(ni, 0, yq);
+      for (int d : dqs) RemoveIfUnread(ed, d);
+      return true;
+    }
+    for (size_t k = 1; k < dqs.size(); ++k)
+      ed.SetInput(ni, static_cast<int>(k), ed.node(dqs[k]).inputs[0]);
+    const bool moved = MoveDequantizeAfter(ed, probe, ni, dqs[0]);
+    for (size_t k = 1; k < dqs.size(); ++k) RemoveIfUnread(ed, dqs[k]);
+    return moved;
+  }
+
+  // Node `ni` (output 0 float, read by someone) now reads DequantizeLinear `d`'s 8-bit input
+  // (input 0) and writes 8-bit values; `d`'s copy dequantizes them into the old output.
+  static bool MoveDequantizeAfter(GraphEditor& ed, const ShapeProbe& probe, int ni, int d) {
+    const ir::Node& n = ed.node(ni);
+    const int out = n.outputs[0];
+    const ir::Node& dn = ed.node(d);
+    const int xq = dn.inputs[0];
+    ir::Node after = dn;  // the same scale and zero point, now on the node's 8-bit output
     after.name = ed.UniqueName(n.name + "_DequantizeLinear");
-    const int pooled =
-        ed.AddValue(ed.value(out).name + "_quantized", probe.dtype(xq), std::nullopt);
-    after.inputs[0] = pooled;
+    const int q8 = ed.AddValue(ed.value(out).name + "_quantized", probe.dtype(xq), std::nullopt);
+    after.inputs[0] = q8;
     after.outputs = {out};
     ed.SetInput(ni, 0, xq);
-    ed.SetOutput(ni, 0, pooled);
+    ed.SetOutput(ni, 0, q8);
     ed.AddNode(std::move(after));
     RemoveIfUnread(ed, d);
     return true;

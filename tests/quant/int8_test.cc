@@ -1091,6 +1091,47 @@ TEST(QdqMaxPool, PoolsTheQuantizedValuesExactly) {
     }
 }
 
+// Concat of DequantizeLinears with one scale and zero point (shared scales: `kiln quantize`,
+// NNCF's unified ones) joins the 8-bit values; a QuantizeLinear of the same scale after it goes,
+// another scale's stays (the DequantizeLinear moves after the Concat). Inputs with different
+// scales are left float. Every case exactly the reference's result.
+TEST(QdqConcat, JoinsTheQuantizedValuesWhenTheScalesAreShared) {
+  for (bool is_signed : {false, true})
+    for (int variant : {0, 1, 2}) {  // 0: one scale throughout; 1: another after; 2: inputs differ
+      SCOPED_TRACE(std::string(is_signed ? "int8" : "uint8") + ", variant " +
+                   std::to_string(variant));
+      ModelBuilder mb(13);
+      mb.Input("x", kF32, {2, 4, 5, 5}).OutputAnyShape("y", kF32);
+      mb.FloatInit("s", {}, {0.03f});
+      mb.FloatInit("sb", {}, {variant == 2 ? 0.02f : 0.03f});
+      mb.FloatInit("s2", {}, {variant == 1 ? 0.05f : 0.03f});
+      mb.FloatInit("half", {}, {0.5f});
+      ZeroPoints(mb, "z", is_signed, 0, is_signed ? 0 : 120);
+      mb.Node("QuantizeLinear", {"x", "s", "z"}, {"aq"});
+      mb.Node("DequantizeLinear", {"aq", "s", "z"}, {"ad"});
+      mb.Node("Mul", {"x", "half"}, {"xh"});
+      mb.Node("QuantizeLinear", {"xh", "sb", "z"}, {"bq"});
+      mb.Node("DequantizeLinear", {"bq", "sb", "z"}, {"bd"});
+      ModelBuilder::IntAttr(mb.Node("Concat", {"ad", "bd", "ad"}, {"c"}), "axis", 1);
+      mb.Node("QuantizeLinear", {"c", "s2", "z"}, {"cq"});
+      mb.Node("DequantizeLinear", {"cq", "s2", "z"}, {"y"});
+      RefAndFast r;
+      RunRefAndFast(mb.Bytes(),
+                    Tensor::FromVector<float>(Uniform(2 * 4 * 25, 21, -5.f, 5.f), {2, 4, 5, 5}),
+                    &r);
+      if (HasFatalFailure()) return;
+      const std::string eight = is_signed ? "int8" : "uint8";
+      const bool joined = r.plan.find("cpu.concat.copy " + eight) != std::string::npos;
+      EXPECT_EQ(joined, variant != 2) << r.plan;
+      // The QuantizeLinear after the Concat goes only when its scale is the inputs'.
+      EXPECT_EQ(r.plan.find("QuantizeLinear 'QuantizeLinear7'") == std::string::npos, variant == 0)
+          << r.plan;
+      ASSERT_EQ(r.want.numel(), 2 * 12 * 25);
+      for (int64_t i = 0; i < r.want.numel(); ++i)
+        ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+    }
+}
+
 // NNCF's form: DequantizeLinear -> MaxPool -> Conv with no QuantizeLinear after the MaxPool (it
 // is on the grid already). The DequantizeLinear moves after the MaxPool, which then pools the
 // 8-bit values, and the convolution sees a dequantized input: an int8 QConv.
