@@ -47,6 +47,12 @@ struct QuantizeOptions {
   // ran 10-15 % slower at batch 32 on an AVX2 CPU). ONNX Runtime and TensorRT run a convolution
   // with such an input in float.
   bool channel_activations = false;
+  // A Concat whose output only quantized nodes read gets that output's scale on each of its inputs
+  // (each quantized before the Concat): the Concat then joins 8-bit values, and what writes its
+  // inputs can write them in 8 bits. The values the readers see are unchanged, because
+  // quantization is elementwise. false: the Concat runs float between its inputs and its
+  // quantized output.
+  bool share_concat_scales = true;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -81,6 +87,7 @@ struct QuantizeSummary {
   int64_t model_bytes = 0;  // of the written model
   bool from_cache = false;  // the ranges came from the calibration cache
   int bias_corrected = 0;   // convolutions whose bias was corrected
+  int shared_concats = 0;   // Concats whose inputs share their output's scale
 };
 
 // A key for calibration data: a content hash of the first `count` samples (rows along dim 0) of

@@ -75,10 +75,30 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
   std::map<std::string, const onnx::TensorProto*> inits;
   for (const auto& t : m.graph().initializer()) inits[t.name()] = &t;
   const auto& nodes = m.graph().node();
+  std::set<std::string> graph_outputs;
+  for (const auto& o : m.graph().output()) graph_outputs.insert(o.name());
+  std::map<std::string, size_t> concat_of;  // output -> index in info.concats
   for (int i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& n = nodes[i];
+    for (int k = 0; k < n.input_size(); ++k) {
+      auto c = concat_of.find(n.input(k));
+      if (c != concat_of.end()) info.concats[c->second].readers.emplace_back(NodeName(n, i), k);
+    }
     const std::string& op = n.op_type();
     if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
+    if (op == "Concat" && n.output_size() == 1) {
+      QdqConcat c;
+      c.node = NodeName(n, i);
+      c.output = n.output(0);
+      for (const auto& in : n.input()) {
+        c.inputs.push_back(in);
+        c.constant_input = c.constant_input || in.empty() || inits.count(in) > 0;
+      }
+      c.graph_output = graph_outputs.count(c.output) > 0;
+      concat_of[c.output] = info.concats.size();
+      info.concats.push_back(std::move(c));
+      continue;
+    }
     if (op != "Conv" && op != "Gemm" && op != "MatMul") continue;
     QdqCandidate c;
     c.node = NodeName(n, i);
@@ -194,11 +214,10 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
   std::set<std::string> graph_inputs;
   for (const auto& v : g->input()) graph_inputs.insert(v.name());
 
-  auto quantize_activation = [&](const std::string& t) -> Status {
-    if (act_dq.count(t)) return OkStatus();
-    auto it = acts.find(t);
-    if (it == acts.end()) return InvalidArgument("no range was planned for tensor '" + t + "'");
-    const ActivationQuant& a = *it->second;
+  // Q -> DQ of tensor `t` with `a`'s scale and zero point; act_dq[key] names the result.
+  auto quantize_as = [&](const std::string& t, const ActivationQuant& a,
+                         const std::string& key) -> Status {
+    if (act_dq.count(key)) return OkStatus();
     const std::string s = fresh(t + "_scale"), z = fresh(t + "_zero_point");
     const std::string q = fresh(t + "_quantized"), dq = fresh(t + "_dequantized");
     const bool per_channel = !a.channel_scales.empty();
@@ -237,9 +256,27 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     auto& dst = graph_inputs.count(t) ? head : after[t];
     dst.push_back(qn);
     dst.push_back(dqn);
-    act_dq[t] = dq;
+    act_dq[key] = dq;
     return OkStatus();
   };
+  auto quantize_activation = [&](const std::string& t) -> Status {
+    auto it = acts.find(t);
+    if (it == acts.end()) return InvalidArgument("no range was planned for tensor '" + t + "'");
+    return quantize_as(t, *it->second, t);
+  };
+  std::map<std::string, const QdqConcat*> shared;
+  for (const auto& c : info.concats)
+    if (std::find(plan.shared_concats.begin(), plan.shared_concats.end(), c.node) !=
+        plan.shared_concats.end()) {
+      auto a = acts.find(c.output);
+      if (c.constant_input || a == acts.end() || !a->second->channel_scales.empty())
+        return InvalidArgument("Concat '" + c.node +
+                               "' cannot share its output's scale: it needs computed inputs and "
+                               "a per-tensor scale planned for its output");
+      shared[c.node] = &c;
+    }
+  if (shared.size() != plan.shared_concats.size())
+    return InvalidArgument("the plan names a Concat the model does not have");
 
   auto quantize_weight = [&](const QdqCandidate& c) -> Status {
     if (weight_dq.count(c.weight)) return OkStatus();
@@ -282,6 +319,17 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
 
   std::vector<onnx::NodeProto> nodes(g->node().begin(), g->node().end());
   for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    auto sc = shared.find(NodeName(nodes[i], i));
+    if (sc != shared.end()) {
+      const ActivationQuant& a = *acts.at(sc->second->output);
+      for (int k = 0; k < nodes[i].input_size(); ++k) {
+        const std::string in = nodes[i].input(k);
+        const std::string key = in + "\n" + sc->second->output;
+        KILN_RETURN_IF_ERROR(quantize_as(in, a, key));
+        nodes[i].set_input(k, act_dq[key]);
+      }
+      continue;
+    }
     auto it = planned.find(NodeName(nodes[i], i));
     if (it == planned.end()) continue;
     KILN_RETURN_IF_ERROR(quantize_activation(it->second->activation));

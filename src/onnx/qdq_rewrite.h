@@ -26,9 +26,21 @@ struct QdqCandidate {
   std::string reason;      // non-empty when the node cannot be quantized: why
 };
 
+// A Concat of the main graph, for shared scales: its inputs, and who reads its output.
+struct QdqConcat {
+  std::string node;
+  std::string output;
+  std::vector<std::string> inputs;
+  bool constant_input = false;  // an input is an initializer (or empty)
+  bool graph_output = false;    // the output is also a graph output
+  // (node name, input index) of every reader of the output.
+  std::vector<std::pair<std::string, int>> readers;
+};
+
 struct QdqModelInfo {
   int64_t opset = 0;  // ai.onnx opset import
   std::vector<QdqCandidate> candidates;
+  std::vector<QdqConcat> concats;
 };
 
 StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
@@ -55,6 +67,10 @@ struct QdqPlan {
   // Bias correction: per planned Conv node, a value per output channel added to its bias (a bias
   // is created when the node has none).
   std::map<std::string, std::vector<float>> bias_shift;
+  // Concat nodes (QdqConcat::node) whose inputs get the scale and zero point of their output's
+  // activation (planned, per tensor): each input is quantized with them before the Concat, which
+  // then joins values on one grid (runtimes join the 8-bit values; fuse_qdq_add does).
+  std::vector<std::string> shared_concats;
 };
 
 // Weight quantization as RewriteQdq does it (shared with tests): symmetric int8, scale per channel
@@ -64,8 +80,9 @@ void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64
 
 // Inserts Q -> DQ after each planned activation (feeding only the planned nodes; other consumers
 // keep the float tensor) and replaces each planned node's weight by an int8 initializer and a
-// DequantizeLinear. Biases stay float. `model_dir` anchors external data of the input model; the
-// output embeds what it rewrote. Returns the serialized model.
+// DequantizeLinear, and quantizes the inputs of each shared Concat. Biases stay float. `model_dir`
+// anchors external data of the input model; the output embeds what it rewrote. Returns the
+// serialized model.
 StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
                                  const QdqPlan& plan);
 

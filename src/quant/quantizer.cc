@@ -32,6 +32,7 @@ struct Quantizer::Impl {
   quant::Method method = quant::Method::kPercentile;
   int64_t opset = 0;
   std::vector<onnxio::QdqCandidate> selected;
+  std::vector<onnxio::QdqConcat> concats;
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<std::string> tensors;  // quantized activations, in graph order
   std::map<std::string, quant::TensorStats> stats;
@@ -111,6 +112,27 @@ struct Quantizer::Impl {
       plan.nodes.push_back(c.node);
       if (summary) summary->quantized_nodes.push_back(c.node);
     }
+    if (options.share_concat_scales) {
+      // Only where every reader is a quantized node reading the output as its activation: they
+      // see the same values either way.
+      std::map<std::string, std::string> activation_of;  // selected node -> its activation
+      for (const auto& c : selected) activation_of[c.node] = c.activation;
+      for (const auto& c : concats) {
+        auto r = ranges.find(c.output);
+        if (c.constant_input || c.graph_output || c.readers.empty() || !used.count(c.output) ||
+            r == ranges.end() || !r->second.channel_thresholds.empty())
+          continue;
+        bool all_quantized = true;
+        for (const auto& [node, k] : c.readers) {
+          auto a = activation_of.find(node);
+          all_quantized =
+              all_quantized && k == 0 && a != activation_of.end() && a->second == c.output;
+        }
+        if (!all_quantized) continue;
+        plan.shared_concats.push_back(c.node);
+        if (summary) ++summary->shared_concats;
+      }
+    }
     return plan;
   }
   // The convolutions' outputs whose bias the correction adjusts.
@@ -188,6 +210,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
     }
   }
 
+  impl->concats = info->concats;
   std::vector<const onnxio::QdqCandidate*> valid;
   for (const auto& c : info->candidates) {
     if (!c.reason.empty())

@@ -211,6 +211,78 @@ TEST_F(QuantizerTest, WritesAQdqModelThatRunsCloseToFloatOnInt8Kernels) {
       << "the int8 model computed exactly float's outputs: was it quantized?";
 }
 
+// Two convolutions (+Relu) joined by a Concat that only a third convolution reads: the Concat's
+// inputs get its output's scale, so the first two write uint8, the Concat joins uint8 and no
+// QuantizeLinear or DequantizeLinear is left to run. The values the third convolution sees are
+// unchanged: on the reference kernels both models give the same outputs, bit for bit.
+TEST_F(QuantizerTest, ConcatInputsShareTheOutputsScale) {
+  {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+    mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+    mb.FloatInit("w2", {6, 4, 1, 1}, Uniform(24, 3, -0.2f, 0.2f));  // a narrower range
+    mb.FloatInit("w4", {8, 14, 1, 1}, Uniform(8 * 14, 4, -0.5f, 0.5f));
+    mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+    mb.Node("Relu", {"c1"}, {"r1"});
+    mb.Node("Conv", {"x", "w2"}, {"c2"}, "conv2");
+    mb.Node("Relu", {"c2"}, {"r2"});
+    ModelBuilder::IntAttr(mb.Node("Concat", {"r1", "r2"}, {"cat"}, "join"), "axis", 1);
+    mb.Node("Conv", {"cat", "w4"}, {"c4"}, "conv4");
+    mb.Node("Relu", {"c4"}, {"r4"});
+    std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "r4");
+  }
+  const Tensor x = Tensor::FromVector<float>(Uniform(2 * 400, 41), {2, 4, 10, 10});
+  std::vector<Tensor> ref_out, fast_out;
+  std::vector<std::string> plans;
+  for (bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared" : "not shared");
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    o.share_concat_scales = share;
+    const std::string out = (dir_ / (share ? "shared.onnx" : "apart.onnx")).string();
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->shared_concats, share ? 1 : 0);
+    std::ifstream f(out, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    SessionOptions ro;
+    ro.reference_only = true;
+    ro.optimize = false;
+    auto ref = Session::LoadFromBytes(bytes, ro);
+    auto fast = Session::LoadFromBytes(bytes, SessionOptions{});
+    ASSERT_TRUE(ref.ok() && fast.ok());
+    std::vector<NamedTensor> y;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &y).ok());
+    ref_out.push_back(y[0].tensor);
+    ASSERT_TRUE((*fast)->Run({{"x", x}}, &y).ok());
+    fast_out.push_back(y[0].tensor);
+    auto plan = (*fast)->DescribePlan({{"x", x}});
+    ASSERT_TRUE(plan.ok());
+    plans.push_back(*plan);
+  }
+  ASSERT_EQ(ref_out.size(), 2u);
+  for (int64_t i = 0; i < ref_out[0].numel(); ++i)
+    ASSERT_EQ(ref_out[0].data<float>()[i], ref_out[1].data<float>()[i]) << "[" << i << "]";
+  // The fast kernels too, up to where oneDNN's requantization inside the convolutions and the
+  // QuantizeLinear loop round a value at a step's midpoint differently.
+  const auto [err, ref] = MaxAbsError(fast_out[1], fast_out[0]);
+  EXPECT_LE(err, 0.01 * ref);
+  // The convolutions write uint8 in oneDNN's layout, which the Concat joins as it is.
+  EXPECT_NE(plans[0].find("Concat 'join' -> cpu.concat.onednn uint8[2,14,10,10]@acdb"),
+            std::string::npos)
+      << plans[0];
+  EXPECT_EQ(plans[0].find("to_plain"), std::string::npos) << plans[0];
+  for (const char* gone :
+       {"r1_QuantizeLinear", "r2_QuantizeLinear", "cat_QuantizeLinear", "DequantizeLinear '"})
+    EXPECT_EQ(plans[0].find(gone), std::string::npos) << gone << "\n" << plans[0];
+  // Without sharing, the Concat joins float and its output is quantized by a loop.
+  EXPECT_NE(plans[1].find("Concat 'join' -> cpu.concat.onednn float32"), std::string::npos)
+      << plans[1];
+  EXPECT_NE(plans[1].find("cat_QuantizeLinear"), std::string::npos) << plans[1];
+}
+
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
   QuantizeOptions o;
   o.quantize_all = true;
@@ -1096,40 +1168,46 @@ TEST(QdqMaxPool, PoolsTheQuantizedValuesExactly) {
 // another scale's stays (the DequantizeLinear moves after the Concat). Inputs with different
 // scales are left float. Every case exactly the reference's result.
 TEST(QdqConcat, JoinsTheQuantizedValuesWhenTheScalesAreShared) {
-  for (bool is_signed : {false, true})
-    for (int variant : {0, 1, 2}) {  // 0: one scale throughout; 1: another after; 2: inputs differ
-      SCOPED_TRACE(std::string(is_signed ? "int8" : "uint8") + ", variant " +
-                   std::to_string(variant));
-      ModelBuilder mb(13);
-      mb.Input("x", kF32, {2, 4, 5, 5}).OutputAnyShape("y", kF32);
-      mb.FloatInit("s", {}, {0.03f});
-      mb.FloatInit("sb", {}, {variant == 2 ? 0.02f : 0.03f});
-      mb.FloatInit("s2", {}, {variant == 1 ? 0.05f : 0.03f});
-      mb.FloatInit("half", {}, {0.5f});
-      ZeroPoints(mb, "z", is_signed, 0, is_signed ? 0 : 120);
-      mb.Node("QuantizeLinear", {"x", "s", "z"}, {"aq"});
-      mb.Node("DequantizeLinear", {"aq", "s", "z"}, {"ad"});
-      mb.Node("Mul", {"x", "half"}, {"xh"});
-      mb.Node("QuantizeLinear", {"xh", "sb", "z"}, {"bq"});
-      mb.Node("DequantizeLinear", {"bq", "sb", "z"}, {"bd"});
-      ModelBuilder::IntAttr(mb.Node("Concat", {"ad", "bd", "ad"}, {"c"}), "axis", 1);
-      mb.Node("QuantizeLinear", {"c", "s2", "z"}, {"cq"});
-      mb.Node("DequantizeLinear", {"cq", "s2", "z"}, {"y"});
-      RefAndFast r;
-      RunRefAndFast(mb.Bytes(),
-                    Tensor::FromVector<float>(Uniform(2 * 4 * 25, 21, -5.f, 5.f), {2, 4, 5, 5}),
-                    &r);
-      if (HasFatalFailure()) return;
-      const std::string eight = is_signed ? "int8" : "uint8";
-      const bool joined = r.plan.find("cpu.concat.copy " + eight) != std::string::npos;
-      EXPECT_EQ(joined, variant != 2) << r.plan;
-      // The QuantizeLinear after the Concat goes only when its scale is the inputs'.
-      EXPECT_EQ(r.plan.find("QuantizeLinear 'QuantizeLinear7'") == std::string::npos, variant == 0)
-          << r.plan;
-      ASSERT_EQ(r.want.numel(), 2 * 12 * 25);
-      for (int64_t i = 0; i < r.want.numel(); ++i)
-        ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
-    }
+  // 5x5: small inputs (cpu.concat.copy); 64x64: oneDNN's concat.
+  for (int64_t side : {5, 64})
+    for (bool is_signed : {false, true})
+      for (int variant :
+           {0, 1, 2}) {  // 0: one scale throughout; 1: another after; 2: inputs differ
+        SCOPED_TRACE(std::to_string(side) + "x" + std::to_string(side) + ", " +
+                     (is_signed ? "int8" : "uint8") + ", variant " + std::to_string(variant));
+        ModelBuilder mb(13);
+        mb.Input("x", kF32, {2, 4, side, side}).OutputAnyShape("y", kF32);
+        mb.FloatInit("s", {}, {0.03f});
+        mb.FloatInit("sb", {}, {variant == 2 ? 0.02f : 0.03f});
+        mb.FloatInit("s2", {}, {variant == 1 ? 0.05f : 0.03f});
+        mb.FloatInit("half", {}, {0.5f});
+        ZeroPoints(mb, "z", is_signed, 0, is_signed ? 0 : 120);
+        mb.Node("QuantizeLinear", {"x", "s", "z"}, {"aq"});
+        mb.Node("DequantizeLinear", {"aq", "s", "z"}, {"ad"});
+        mb.Node("Mul", {"x", "half"}, {"xh"});
+        mb.Node("QuantizeLinear", {"xh", "sb", "z"}, {"bq"});
+        mb.Node("DequantizeLinear", {"bq", "sb", "z"}, {"bd"});
+        ModelBuilder::IntAttr(mb.Node("Concat", {"ad", "bd", "ad"}, {"c"}), "axis", 1);
+        mb.Node("QuantizeLinear", {"c", "s2", "z"}, {"cq"});
+        mb.Node("DequantizeLinear", {"cq", "s2", "z"}, {"y"});
+        RefAndFast r;
+        RunRefAndFast(mb.Bytes(),
+                      Tensor::FromVector<float>(Uniform(2 * 4 * side * side, 21, -5.f, 5.f),
+                                                {2, 4, side, side}),
+                      &r);
+        if (HasFatalFailure()) return;
+        const std::string eight = is_signed ? "int8" : "uint8";
+        const std::string kernel = side == 5 ? "cpu.concat.copy " : "cpu.concat.onednn ";
+        const bool joined = r.plan.find(kernel + eight) != std::string::npos;
+        EXPECT_EQ(joined, variant != 2) << r.plan;
+        // The QuantizeLinear after the Concat goes only when its scale is the inputs'.
+        EXPECT_EQ(r.plan.find("QuantizeLinear 'QuantizeLinear7'") == std::string::npos,
+                  variant == 0)
+            << r.plan;
+        ASSERT_EQ(r.want.numel(), 2 * 12 * side * side);
+        for (int64_t i = 0; i < r.want.numel(); ++i)
+          ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+      }
 }
 
 // NNCF's form: DequantizeLinear -> MaxPool -> Conv with no QuantizeLinear after the MaxPool (it

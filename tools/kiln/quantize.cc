@@ -411,6 +411,9 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (!s.per_channel)
     std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
+  if (s.shared_concats > 0)
+    std::printf("  shared scales: %d Concat(s) take their output's scale on every input\n",
+                s.shared_concats);
   if (a.options.channel_activations) {
     int channel_scaled = 0;
     for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
@@ -482,6 +485,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                 "Depthwise convolutions' inputs get one scale per channel (Q/DQ axis 1), for "
                 "channels whose ranges differ widely; ONNX Runtime and TensorRT run those "
                 "convolutions float");
+  cmd->add_flag("!--no-shared-concat-scales", a->options.share_concat_scales,
+                "Leave Concats float instead of giving their inputs their output's scale "
+                "(shared when only quantized nodes read the Concat)");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
   cmd->add_option("--cache", a->cache,

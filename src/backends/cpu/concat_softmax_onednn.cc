@@ -69,7 +69,11 @@ KernelSupport SupportsConcat(const ir::Node&, const ir::Op& op, const std::vecto
   }
   if (plain && bytes <= kSmallCopyBytes)
     return {false, "small plain inputs (cpu.concat.copy copies them)"};
-  return ConcatShapes(op, in, false);
+  // 8-bit inputs of one type (quantized values on one grid: fuse_qdq_add) join as they are.
+  const bool eight_bit = in[0].dtype == DataType::kUInt8 || in[0].dtype == DataType::kInt8;
+  for (const TensorInfo& t : in)
+    if (eight_bit && t.dtype != in[0].dtype) return {false, "8-bit inputs differ in type"};
+  return ConcatShapes(op, in, eight_bit);
 }
 
 KernelSupport SupportsConcatCopy(const ir::Node&, const ir::Op& op,
@@ -153,11 +157,14 @@ class ConcatOneDnn final : public runtime::Kernel {
       // All inputs plain: a plain output (what the graph's consumers read without a reorder).
       bool plain = true;
       for (const TensorInfo& t : ctx->inputs) plain = plain && !t.layout;
-      pd_ = plain ? dnnl::concat::primitive_desc(PlainDesc(ys), axis, srcs_, Engine(), attr)
+      const auto dt = srcs_[0].data_type();
+      pd_ = plain ? dnnl::concat::primitive_desc(PlainDesc(ys, dt), axis, srcs_, Engine(), attr)
                   : dnnl::concat::primitive_desc(axis, srcs_, Engine(), attr);
       prim_ = dnnl::concat(pd_);
       descs_ = PdDescs(pd_);
-      ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
+      // Plain 8-bit values need no layout (LayoutFor keeps only plain float32 without one).
+      ctx->outputs[0].layout =
+          pd_.dst_desc() == PlainDesc(ys, dt) ? nullptr : LayoutFor(pd_.dst_desc(), ys);
     });
   }
 
