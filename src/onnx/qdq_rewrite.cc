@@ -78,6 +78,13 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
   std::set<std::string> graph_outputs;
   for (const auto& o : m.graph().output()) graph_outputs.insert(o.name());
   std::map<std::string, size_t> concat_of;  // output -> index in info.concats
+  // A subgraph (If, Loop, Scan) may read a Concat's output without naming it as an input: no
+  // Concat's readers are then known, so none is listed.
+  bool subgraphs = false;
+  for (const auto& n : nodes)
+    for (const auto& a : n.attribute())
+      subgraphs = subgraphs || a.type() == onnx::AttributeProto::GRAPH ||
+                  a.type() == onnx::AttributeProto::GRAPHS;
   for (int i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& n = nodes[i];
     for (int k = 0; k < n.input_size(); ++k) {
@@ -86,7 +93,7 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     }
     const std::string& op = n.op_type();
     if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
-    if (op == "Concat" && n.output_size() == 1) {
+    if (op == "Concat" && n.output_size() == 1 && !subgraphs) {
       QdqConcat c;
       c.node = NodeName(n, i);
       c.output = n.output(0);

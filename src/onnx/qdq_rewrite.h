@@ -40,7 +40,7 @@ struct QdqConcat {
 struct QdqModelInfo {
   int64_t opset = 0;  // ai.onnx opset import
   std::vector<QdqCandidate> candidates;
-  std::vector<QdqConcat> concats;
+  std::vector<QdqConcat> concats;  // none when the graph has subgraphs
 };
 
 StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);

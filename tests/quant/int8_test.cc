@@ -62,6 +62,37 @@ TEST(Calibration, ThresholdsOnKnownDistributions) {
   EXPECT_FALSE(quant::ParseMethod("kl").ok());
 }
 
+// A Concat's readers, which decide whether its inputs may share its scale, are known only
+// without subgraphs: a branch of an If may read the output without naming it.
+TEST(Calibration, ConcatsAreListedWithTheirReadersOnlyWithoutSubgraphs) {
+  for (bool with_if : {false, true}) {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {1, 2, 4, 4})
+        .Input("cond", onnx::TensorProto::BOOL, {})
+        .OutputAnyShape("y", kF32);
+    mb.FloatInit("w", {3, 4, 1, 1}, Uniform(12, 1));
+    ModelBuilder::IntAttr(mb.Node("Concat", {"x", "x"}, {"cat"}, "join"), "axis", 1);
+    mb.Node("Conv", {"cat", "w"}, {"y"}, "conv");
+    if (with_if) {
+      ModelBuilder::Subgraph branch;
+      branch.Output("cat", kF32, {1, 4, 4, 4});
+      auto& n = mb.Node("If", {"cond"}, {"z"}, "branch");
+      ModelBuilder::GraphAttr(n, "then_branch", branch);
+      ModelBuilder::GraphAttr(n, "else_branch", branch);
+    }
+    auto info = onnxio::InspectForQdq(mb.Bytes());
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    if (with_if) {
+      EXPECT_TRUE(info->concats.empty());
+      continue;
+    }
+    ASSERT_EQ(info->concats.size(), 1u);
+    EXPECT_EQ(info->concats[0].node, "join");
+    EXPECT_EQ(info->concats[0].inputs, (std::vector<std::string>{"x", "x"}));
+    EXPECT_EQ(info->concats[0].readers, (std::vector<std::pair<std::string, int>>{{"conv", 0}}));
+  }
+}
+
 TEST(Calibration, SymmetricWeightsPerChannel) {
   // Channel 0 spans [-2, 2], channel 1 [-0.01, 0.01], channel 2 is all zero ([3, 4] weights,
   // channels along axis 0).
