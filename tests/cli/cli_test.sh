@@ -191,6 +191,7 @@ check bench-rate-needs-url 1 "" -- "$KILN" bench "$M" --rate 10
 check bench-url-bad-format 1 "" -- "$KILN" bench flat --url "http://127.0.0.1:$HTTP_PORT" --concurrency 1 --tensor-format xml
 check serve-bad-instances 1 "" -- "$KILN" serve "$M" --instances 0
 check serve-bad-queue-timeout 1 "" -- "$KILN" serve "$M" --queue-timeout-us -1
+check serve-bad-compute-nice 1 "compute-nice: Value 20 not in range 0 to 19" -- "$KILN" serve "$M" --compute-nice 20
 kill -TERM "$SERVE_PID"
 wait "$SERVE_PID"
 SERVE_RC=$?

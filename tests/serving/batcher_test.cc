@@ -231,6 +231,16 @@ TEST(DynamicBatcherTest, MalformedRequestsAndPolicies) {
   EXPECT_NE(nb.status().message().find("symbolic first"), std::string::npos);
 }
 
+// Submit (the server's path: the worker runs it), then wait for its successful answer.
+void SubmitAndWait(DynamicBatcher& b, std::vector<NamedTensor> inputs) {
+  std::promise<void> done;
+  ASSERT_TRUE(b.Submit(std::move(inputs), [&](Status s, std::vector<NamedTensor>) {
+                 EXPECT_TRUE(s.ok()) << s.ToString();
+                 done.set_value();
+               }).ok());
+  done.get_future().wait();
+}
+
 // Infer on an idle engine runs on the caller's thread (no hand-off); one arriving while a batch
 // runs goes through the worker. The observer runs where the batch ran.
 TEST(DynamicBatcherTest, InferOnAnIdleEngineRunsInline) {
@@ -251,14 +261,7 @@ TEST(DynamicBatcherTest, InferOnAnIdleEngineRunsInline) {
   EXPECT_EQ(out[0].tensor.data<float>()[0], 1.f);  // Relu(-1) + 1
   EXPECT_EQ(out[0].tensor.data<float>()[5], 5.f);  // Relu(4) + 1
   // A submitted request (the server's path) runs on the worker.
-  std::promise<void> done;
-  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 3, 0.f)}},
-                           [&](Status s, std::vector<NamedTensor>) {
-                             EXPECT_TRUE(s.ok());
-                             done.set_value();
-                           })
-                  .ok());
-  done.get_future().wait();
+  SubmitAndWait(**b, {{"x", Rows(1, 3, 0.f)}});
   (*b)->Shutdown();
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(ran_on.size(), 2u);
@@ -297,14 +300,7 @@ TEST(DynamicBatcherTest, WorkerNiceLowersTheWorkersPriorityOnly) {
   });
   std::vector<NamedTensor> out;
   ASSERT_TRUE((*b)->Infer({{"x", Rows(1, 3, 0.f)}}, &out).ok());  // idle: inline
-  std::promise<void> done;
-  ASSERT_TRUE((*b)->Submit({{"x", Rows(1, 3, 0.f)}},
-                           [&](Status s, std::vector<NamedTensor>) {
-                             EXPECT_TRUE(s.ok());
-                             done.set_value();
-                           })
-                  .ok());
-  done.get_future().wait();
+  SubmitAndWait(**b, {{"x", Rows(1, 3, 0.f)}});
   (*b)->Shutdown();
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(nice_seen, (std::vector<int>{base, base + 5}));
