@@ -673,7 +673,16 @@ struct QConvCase {
   // No activation before the QuantizeLinear (ONNX Runtime's convolution before a residual Add:
   // an asymmetric requantization, negative values kept).
   bool no_relu = false;
+  // HardSigmoid before the QuantizeLinear: its own eltwise_linear precedes the division by
+  // y_scale (oneDNN 2.6's AVX2 int8 convolution gave a second eltwise_linear the first's
+  // alpha and beta).
+  bool hard_sigmoid = false;
 };
+
+QConvCase WithHardSigmoid(QConvCase c) {
+  c.hard_sigmoid = true;
+  return c;
+}
 
 QConvCase WithXZero(QConvCase c, int zero) {
   c.x_zero = zero;
@@ -895,6 +904,10 @@ TEST_P(QConvKernelTest, MatchesReference) {
     }
     if (c.no_relu) {
       mb.Node("Identity", {last}, {"r"});
+    } else if (c.hard_sigmoid) {
+      auto& hs = mb.Node("HardSigmoid", {last}, {"r"});
+      ModelBuilder::FloatAttr(hs, "alpha", 0.3f);
+      ModelBuilder::FloatAttr(hs, "beta", 0.4f);
     } else if (c.relu6) {
       mb.FloatInit("lo", {}, {0.f});
       mb.FloatInit("hi", {}, {6.f});
@@ -991,6 +1004,10 @@ INSTANTIATE_TEST_SUITE_P(
                   false,
                   true,
                   true},
+        // HardSigmoid (a linear step and a clip) before the requantization, dense and depthwise.
+        WithHardSigmoid(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false, true}),
+        WithHardSigmoid(QConvCase{
+            {1, 16, 10, 10}, 16, 3, 1, 1, 16, false, true, true, false, true}),
         // ONNX Runtime's asymmetric activations: X with a zero point (uint8 100 and 128; int8
         // -20 and 37, fed to oneDNN as uint8), padded, strided, depthwise, residual, requantized.
         WithXZero(QConvCase{{2, 8, 9, 9}, 16, 3, 1, 1, 1, false, true, true, false}, 100),
@@ -1281,6 +1298,7 @@ struct QMatMulCase {
   bool requantize = false;  // -> QuantizeLinear -> DequantizeLinear: QMatMul writes uint8/int8
   int y_zero = 0;           // the requantization's zero point (int8 when relu is false)
   float alpha = 1.f, beta = 1.f;
+  bool hard_sigmoid = false;  // HardSigmoid(0.3, 0.4) after relu's place: a linear step and a clip
 };
 
 class QMatMulKernelTest : public ::testing::TestWithParam<QMatMulCase> {};
@@ -1334,12 +1352,18 @@ TEST_P(QMatMulKernelTest, MatchesReference) {
   if (c.relu) {
     mb.Node("Relu", {last}, {"r"});
     last = "r";
+  } else if (c.hard_sigmoid) {
+    auto& hs = mb.Node("HardSigmoid", {last}, {"r"});
+    ModelBuilder::FloatAttr(hs, "alpha", 0.3f);
+    ModelBuilder::FloatAttr(hs, "beta", 0.4f);
+    last = "r";
   }
+  const bool unsigned_y = c.relu || c.hard_sigmoid;
   if (c.requantize) {
-    mb.FloatInit("sy", {}, {0.05f});
+    mb.FloatInit("sy", {}, {c.hard_sigmoid ? 0.004f : 0.05f});
     auto* zy = mb.proto().mutable_graph()->add_initializer();
     zy->set_name("zy");
-    zy->set_data_type(c.relu ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8);
+    zy->set_data_type(unsigned_y ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8);
     zy->set_raw_data(std::string(1, static_cast<char>(c.y_zero)));
     mb.Node("QuantizeLinear", {last, "sy", "zy"}, {"yq"});
     mb.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
@@ -1356,12 +1380,12 @@ TEST_P(QMatMulKernelTest, MatchesReference) {
   if (HasFatalFailure()) return;
   const std::string* plan = &r.plan;
   // An int8 requantization with a zero point is written as uint8 (qdq_int8_to_uint8).
-  EXPECT_NE(plan->find(c.requantize ? (c.relu || c.y_zero != 0 ? "cpu.qmatmul.onednn uint8"
-                                                               : "cpu.qmatmul.onednn int8")
+  EXPECT_NE(plan->find(c.requantize ? (unsigned_y || c.y_zero != 0 ? "cpu.qmatmul.onednn uint8"
+                                                                   : "cpu.qmatmul.onednn int8")
                                     : "cpu.qmatmul.onednn float32"),
             std::string::npos)
       << *plan;
-  for (const char* op : {"  Add '", "  Relu '", "  Gemm '", "  MatMul '"})
+  for (const char* op : {"  Add '", "  Relu '", "  HardSigmoid '", "  Gemm '", "  MatMul '"})
     EXPECT_EQ(plan->find(op), std::string::npos) << op << " should be fused:\n" << *plan;
   // Only the output's DequantizeLinear (requantized) may remain.
   const size_t dq_at = plan->find("  DequantizeLinear '");
@@ -1369,11 +1393,11 @@ TEST_P(QMatMulKernelTest, MatchesReference) {
   if (dq_at != std::string::npos) {
     EXPECT_EQ(plan->find("  DequantizeLinear '", dq_at + 1), std::string::npos);
   }
-  ExpectCloseOrOneStep(r, c.requantize, [](int64_t) { return 0.05f; });
+  ExpectCloseOrOneStep(r, c.requantize, [&](int64_t) { return c.hard_sigmoid ? 0.004f : 0.05f; });
   float range = 0;
   for (int64_t i = 0; i < r.want.numel(); ++i)
     range = std::max(range, std::fabs(r.want.data<float>()[i]));
-  EXPECT_GT(range, 1.f) << "the outputs should not be all (near) zero";
+  EXPECT_GT(range, c.hard_sigmoid ? 0.5f : 1.f) << "the outputs should not be all (near) zero";
 }
 
 // Gemm with alpha 0 (Y = beta * C) is left float: its scales would be 0, and the int8 kernel's
@@ -1514,7 +1538,10 @@ INSTANTIATE_TEST_SUITE_P(
         QMatMulCase{{2, 6, 32}, 16, false, false, true, true, true, false, 0, true, -5},
         QMatMulCase{{5, 64}, 20, true, true, false, true, true, true, 128, true, 10},
         // Gemm's alpha and beta.
-        QMatMulCase{{4, 32}, 12, true, true, true, true, true, false, 0, false, 0, 0.5f, 2.f}));
+        QMatMulCase{{4, 32}, 12, true, true, true, true, true, false, 0, false, 0, 0.5f, 2.f},
+        // HardSigmoid before the requantization (its linear step and 1 / y_scale).
+        QMatMulCase{
+            {8, 64}, 24, true, true, false, true, true, false, 0, true, 0, 1.f, 1.f, true}));
 
 // QOperator models (ONNX Runtime's quantize_static with QuantFormat.QOperator): QLinearConv,
 // QLinearMatMul and the com.microsoft QLinear* operators. The optimizer expands each into

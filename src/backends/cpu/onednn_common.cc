@@ -172,6 +172,17 @@ bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops) {
   return true;
 }
 
+bool AppendScaledActivation(const ops::Activation& act, float scale, dnnl::post_ops* ops) {
+  if (act.kind == ops::ActivationKind::kHardSigmoid) {
+    ops->append_eltwise(1.f, dnnl::algorithm::eltwise_linear, act.alpha * scale, act.beta * scale);
+    ops->append_eltwise(1.f, dnnl::algorithm::eltwise_clip_v2, 0.f, scale);
+    return true;
+  }
+  if (!AppendActivation(act, ops)) return false;
+  ops->append_eltwise(1.f, dnnl::algorithm::eltwise_linear, scale, 0.f);
+  return true;
+}
+
 ConvGeometry ConvGeometryFor(const ops::nn::ConvParams& conv, const Shape& x, const Shape& ws) {
   ops::nn::Window win;
   std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(ws.begin() + 2, ws.end());

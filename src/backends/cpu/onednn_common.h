@@ -65,6 +65,11 @@ std::shared_ptr<const runtime::Layout> LayoutFor(const dnnl::memory::desc& desc,
 // Appends the eltwise post-op(s) computing `act` (kiln's one activation type,
 // ops/activation.h); false when oneDNN has no equivalent. kNone appends nothing.
 bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops);
+// Appends act(x) * scale (scale > 0: a quantized output's 1 / y_scale) with at most one
+// eltwise_linear in the chain: oneDNN 2.6's AVX2 int8 convolution gives a second eltwise_linear
+// the first one's alpha and beta, so HardSigmoid's linear step takes the scale into itself
+// (clip(a x + b, 0, 1) s = clip(a s x + b s, 0, s)). False as AppendActivation.
+bool AppendScaledActivation(const ops::Activation& act, float scale, dnnl::post_ops* ops);
 // The eltwise algorithm and parameters of a single-primitive activation; false when `act` needs
 // more than one eltwise (HardSigmoid) or has none.
 bool EltwiseOf(const ops::Activation& act, dnnl::algorithm* alg, float* alpha, float* beta);

@@ -120,7 +120,10 @@ class QConvOneDnn final : public runtime::Kernel {
     dnnl::post_ops ops;
     has_sum_ = node_.HasInput(6);
     if (has_sum_) ops.append_sum(1.f);
-    AppendActivation(a_.act, &ops);
+    if (quantized && !y_channels)
+      AppendScaledActivation(a_.act, 1.f / sy, &ops);
+    else
+      AppendActivation(a_.act, &ops);
     if (y_channels) {
       // One 1/y_scale per output channel, broadcast over the rest: [1, M, 1, ...].
       memory::dims d(ys.size(), 1);
@@ -149,8 +152,6 @@ class QConvOneDnn final : public runtime::Kernel {
         ops.append_binary(dnnl::algorithm::binary_add, plain);
         y_zeros_ = memory(plain, Engine(), y_zero_copy_.raw());
       }
-    } else if (quantized) {
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, 1.f / sy, 0.f);
     }
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);

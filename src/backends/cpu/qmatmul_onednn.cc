@@ -89,12 +89,13 @@ class QMatMulOneDnn final : public runtime::Kernel {
       a_zero_ = memory(s32_one, Engine(), &a_zero_value_);
     }
     dnnl::post_ops ops;
-    AppendActivation(a_.act, &ops);
     const bool quantized = node_.HasInput(6);
+    if (quantized)
+      AppendScaledActivation(a_.act, 1.f / ctx->constants[6]->data<float>()[0], &ops);
+    else
+      AppendActivation(a_.act, &ops);
     memory::data_type ydt = memory::data_type::f32;
     if (quantized) {
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear,
-                         1.f / ctx->constants[6]->data<float>()[0], 0.f);
       ydt =
           ctx->outputs[0].dtype == DataType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
       y_zero_value_ = zero_point(ctx->constants[7]);
