@@ -318,7 +318,12 @@ void ExecutionPlan::PlanArena() {
       const size_t bytes = bytes_of(slot);
       if (o == 0 && ip >= 0 && static_cast<size_t>(ip) < st.in_slots.size()) {
         const int in = st.in_slots[ip];
-        if (in >= 0 && buffer_of[in] >= 0 && last_use[in] == step && bytes_of(in) == bytes) {
+        // Not when the step reads the same value through another input too (a convolution
+        // whose residual is its own input, x + conv(x)): writing would clobber what it reads.
+        int reads = 0;
+        for (int s : st.in_slots) reads += s == in;
+        if (in >= 0 && reads == 1 && buffer_of[in] >= 0 && last_use[in] == step &&
+            bytes_of(in) == bytes) {
           buffer_of[slot] = buffer_of[in];
           BufferRequest& r = requests[buffer_of[in]];
           r.last_step = std::max({r.last_step, last_use[slot], step});
