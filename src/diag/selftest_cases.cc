@@ -387,7 +387,8 @@ std::string QdqConv(int x_zero = 0) {
 // A residual block as ONNX Runtime's quantize_static writes it: Q/DQ around MaxPool (one scale),
 // a QDQ convolution whose output is requantized with an int8 zero point (no activation), and an
 // Add of two dequantized tensors quantized again (int8 zero point -128: the ReLU removed). The
-// optimizer turns it into an int8 MaxPool, a QConv with a destination zero point, and a QAdd.
+// optimizer turns it into an int8 MaxPool and a QConvAdd (the QConv with its destination zero
+// point and the QAdd in one oneDNN convolution; `--disable-pass fuse_qconv_add` keeps them apart).
 std::string QdqResidual() {
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 8, 9, 9});

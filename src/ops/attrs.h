@@ -22,6 +22,11 @@ struct ConvAttrs : ir::OpAttrs {
   Activation act;
 };
 
+// kiln.QConvAdd: QConv's attributes plus the residual sum's activation (Relu or none).
+struct QConvAddAttrs : ConvAttrs {
+  bool sum_relu = false;
+};
+
 // ConvTranspose.
 struct ConvTransposeAttrs : ir::OpAttrs {
   nn::WindowAttrs window;

@@ -45,5 +45,6 @@ std::unique_ptr<Pass> MakeQdqInt8ToUint8Pass();      // qdq_int8_to_uint8.cc
 std::unique_ptr<Pass> MakeFuseQdqConvPass();         // fuse_qdq_conv.cc
 std::unique_ptr<Pass> MakeFuseQdqMatMulPass();       // fuse_qdq_matmul.cc
 std::unique_ptr<Pass> MakeFuseQdqAddPass();          // fuse_qdq_add.cc
+std::unique_ptr<Pass> MakeFuseQConvAddPass();        // fuse_qconv_add.cc
 
 }  // namespace kiln::passes

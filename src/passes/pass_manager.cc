@@ -12,9 +12,10 @@
 // after the conv fusions so it keeps their activation and residual), fuse_qdq_matmul
 // (DequantizeLinear -> MatMul/Gemm becomes an int8 QMatMul), fuse_qdq_add (a residual Add with Q/DQ
 // on every side becomes an int8 QAdd, and DequantizeLinear -> MaxPool -> QuantizeLinear of one
-// scale a MaxPool on the 8-bit values). A second round catches what one rewrite exposes to an
-// earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops at the first
-// round without changes, after kMaxRounds at most.
+// scale a MaxPool on the 8-bit values), fuse_qconv_add (a QConv read only by a QAdd becomes one
+// QConvAdd: the residual sum as the convolution writes). A second round catches what one rewrite
+// exposes to an earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops
+// at the first round without changes, after kMaxRounds at most.
 #include "passes/pass_manager.h"
 
 #include <algorithm>
@@ -43,6 +44,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeFuseQdqConvPass());
   p.push_back(MakeFuseQdqMatMulPass());
   p.push_back(MakeFuseQdqAddPass());
+  p.push_back(MakeFuseQConvAddPass());
   return p;
 }
 

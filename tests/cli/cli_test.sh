@@ -33,6 +33,8 @@ check unsupported-run 13 "2 unsupported nodes.*" -- "$KILN" run "$W/unsupported.
 check unsupported-lists-both 13 "'det1' Det \(ai.onnx opset 13\)" -- "$KILN" run "$W/unsupported.onnx" --input "$W/a.npy" --output-dir "$W/o"
 check run-repeat-zero 1 "--repeat: Value 0 not in range" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --repeat 0
 check run-repeat-steady 0 "steady run [0-9.]+ ms \(median of 2 runs after the first\)" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --repeat 3
+check run-disable-pass-unknown 11 "no pass is named 'fuse_nothing'; the passes are .*fuse_qconv_add" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --disable-pass fuse_nothing
+check bench-disable-pass 0 "pass fuse_conv_bn disabled \(--disable-pass\)" -- "$KILN" bench "$M" --shape a=2x3 --shape b=2x3 --warmup 1 --iterations 2 --disable-pass fuse_conv_bn
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
 check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$KILN" inspect --optimized --shape a=4xq "$M"

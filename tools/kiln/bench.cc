@@ -311,6 +311,7 @@ SessionOptions OptionsOf(const BenchArgs& a) {
   opts.cuda_graph = a.cuda_graph;
   opts.tune = a.tune;
   opts.plan_cache_dir = a.plan_cache;
+  opts.disabled_passes = a.disabled_passes;
   return opts;
 }
 
@@ -684,6 +685,8 @@ Status DoBench(BenchArgs a) {
                cpu.physical_cores, cpu.logical_cpus,
                isa.empty() ? " (none of interest)" : isa.c_str());
   std::fprintf(out, "  kiln %s, oneDNN %s\n", KILN_VERSION_STRING, cpu.onednn_version.c_str());
+  for (const std::string& pass : a.disabled_passes)
+    std::fprintf(out, "  pass %s disabled (--disable-pass)\n", pass.c_str());
   if (a.precision == "bf16" &&
       std::none_of(cpu_isa.begin(), cpu_isa.end(),
                    [](const std::string& f) { return f == "avx512_bf16" || f == "amx_bf16"; }))
@@ -798,6 +801,7 @@ Status DoBench(BenchArgs a) {
     j["throughput_per_s"] = throughput;
     j["precision"] = a.precision;
     j["reference"] = a.reference;
+    j["disabled_passes"] = a.disabled_passes;
     j["tune"] = a.tune;
     j["plan_cache"] = session->plan_cache_status();
     j["device"] = a.device;
@@ -894,6 +898,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
                   "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_flag("--reference", args->reference, "Use only the reference kernels");
+  cmd->add_option("--disable-pass", args->disabled_passes,
+                  "Skip this optimizer pass (repeatable; names in `kiln inspect --optimized`), to "
+                  "measure what it gives");
   CLI::Option* concurrency =
       cmd->add_option("--concurrency", args->concurrency,
                       "In-process clients through the dynamic batcher, e.g. 1,8,32,64 (each "

@@ -37,6 +37,7 @@ struct BenchArgs {
   bool tune = false;
   std::string plan_cache;
   bool reference = false;
+  std::vector<std::string> disabled_passes;  // --disable-pass NAME (repeatable)
   bool profile = false;
   // --concurrency 1,8,32,64: in-process clients through the dynamic batcher (DoConcurrency).
   std::vector<int> concurrency;

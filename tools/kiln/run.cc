@@ -21,6 +21,7 @@ struct RunArgs {
   std::string output_dir;
   bool reference = false;
   bool no_optimize = false;
+  std::vector<std::string> disabled_passes;
   std::string precision = "fp32";
   std::string device = "cpu";
   bool tune = false;
@@ -33,6 +34,7 @@ SessionOptions OptionsOf(const RunArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
   opts.optimize = !a.no_optimize;
+  opts.disabled_passes = a.disabled_passes;
   opts.precision = a.precision;
   opts.backend = a.device;
   opts.tune = a.tune;
@@ -113,6 +115,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-optimize", args->no_optimize,
                 "Run the graph as written: no graph optimizer (with --reference: every node on "
                 "its own op's reference kernel)");
+  cmd->add_option("--disable-pass", args->disabled_passes,
+                  "Skip this optimizer pass (repeatable; names in `kiln inspect --optimized`)");
   cmd->add_option("--precision", args->precision,
                   "fp32 (default); bf16 on the CPU (AVX512-BF16/AMX); fp16 on --device cuda")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));

@@ -148,7 +148,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
       {"FusedBatchNormalization", "BatchNormalization"},
       {"QConv", "DequantizeLinear"},
       {"QMatMul", "DequantizeLinear"},
-      {"QAdd", "DequantizeLinear"}};
+      {"QAdd", "DequantizeLinear"},
+      {"QConvAdd", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);

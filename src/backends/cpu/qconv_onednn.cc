@@ -35,15 +35,21 @@ using runtime::TensorInfo;
 class QConvOneDnn final : public runtime::Kernel {
  public:
   QConvOneDnn(const ir::Node& node, const ir::Op& op)
-      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
+      : node_(node),
+        a_(runtime::AttrsOf<ops::ConvAttrs>(op)),
+        add_(node.op_type == "QConvAdd"),
+        sum_relu_(add_ && runtime::AttrsOf<ops::QConvAddAttrs>(op).sum_relu),
+        sum_in_(add_ ? 9 : 6) {}
 
-  bool AcceptsLayout(size_t input) const override { return input == 0 || input == 6; }
+  bool AcceptsLayout(size_t input) const override {
+    return input == 0 || static_cast<int>(input) == sum_in_;
+  }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
-  int InPlaceInput() const override { return has_sum_ && z_desc_ == pd_.dst_desc() ? 6 : -1; }
+  int InPlaceInput() const override { return has_sum_ && z_desc_ == z_dst_desc_ ? sum_in_ : -1; }
 
   // Scratch: X as uint8 (an int8 X with a zero point), X reordered, oneDNN's scratchpad.
   size_t ScratchBytes() const override {
@@ -58,7 +64,8 @@ class QConvOneDnn final : public runtime::Kernel {
       if (x_to_u8_) x_data = Int8AsUint8(x_data, src_in_desc_.get_size(), scratch);
       scratch += FlipBytes();
       const void* src_data = InputAs(src_reorder_, src_in_desc_, descs_.src, x_data, scratch);
-      if (has_sum_) StageResidual(ctx.in(6), &ctx.out(0), z_desc_, descs_.dst, z_reorder_);
+      if (has_sum_) StageResidual(ctx.in(sum_in_), &ctx.out(0), z_desc_, z_dst_desc_, z_reorder_);
+      if (flip_r_) Int8AsUint8(ctx.out(0).raw(), z_dst_desc_.get_size(), ctx.out(0).raw());
       RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
       Execute(prim_,
@@ -118,13 +125,49 @@ class QConvOneDnn final : public runtime::Kernel {
     const float sy = quantized ? ctx->constants[7]->data<float>()[0] : 1.f;
 
     dnnl::post_ops ops;
-    has_sum_ = node_.HasInput(6);
-    if (has_sum_) ops.append_sum(1.f);
-    if (quantized && !y_channels)
-      AppendScaledActivation(a_.act, 1.f / sy, &ops);
-    else
+    has_sum_ = add_ || node_.HasInput(6);
+    if (has_sum_ && !add_) ops.append_sum(1.f);
+    if (add_) {
+      // QConvAdd: A = the convolution quantized as the QConv wrote it, dequantized again, plus R
+      // dequantized (the sum post-op reads R, in its own type, where Y goes); the sum's Relu;
+      // 1 / y_scale and y_zero_point as a QConv's quantized output. The output scales and the
+      // bias put the value in A's units without its zero point (below), so the convolution's
+      // own activation (Relu or none: fuse_qconv_add's condition) keeps its meaning, rounding
+      // to nearest even and clipping to A's range shifted by za give A - za, and one
+      // eltwise_linear is enough (oneDNN 2.6's AVX2 int8 convolution gives a second one the
+      // first one's alpha and beta).
+      const Tensor& za_t = *ctx->constants[8];
+      const float za = static_cast<float>(
+          za_t.dtype() == DataType::kUInt8 ? za_t.data<uint8_t>()[0] : za_t.data<int8_t>()[0]);
+      const bool a_u8 = za_t.dtype() == DataType::kUInt8;
       AppendActivation(a_.act, &ops);
-    if (y_channels) {
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, (a_u8 ? 0.f : -128.f) - za,
+                         (a_u8 ? 255.f : 127.f) - za);
+      a_grid_ = true;
+      const DataType r_type = ctx->inputs[9].dtype;
+      int32_t zr = 0;
+      if (node_.HasInput(11)) {
+        const Tensor& t = *ctx->constants[11];
+        zr = t.dtype() == DataType::kUInt8 ? t.data<uint8_t>()[0] : t.data<int8_t>()[0];
+      }
+      // oneDNN 2.6's AVX2 int8 convolutions read the sum operand in the destination's type
+      // whatever the sum's data type says: an R of the other 8-bit type has its sign bit
+      // flipped where Y goes (exact, with the zero point moved by 128).
+      flip_r_ = r_type != ctx->outputs[0].dtype;
+      if (flip_r_) zr += r_type == DataType::kInt8 ? 128 : -128;
+      // In A's units: (A - za) + (sr / sa) (R - zr); the Relu; times sa / y_scale.
+      ops.append_sum(ctx->constants[10]->data<float>()[0] / sy, zr);
+      if (sum_relu_) ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear,
+                         sy / ctx->constants[12]->data<float>()[0], 0.f);
+    } else {
+      if (quantized && !y_channels)
+        AppendScaledActivation(a_.act, 1.f / sy, &ops);
+      else
+        AppendActivation(a_.act, &ops);
+    }
+    if (y_channels && !add_) {
       // One 1/y_scale per output channel, broadcast over the rest: [1, M, 1, ...].
       memory::dims d(ys.size(), 1);
       d[1] = m;
@@ -153,6 +196,8 @@ class QConvOneDnn final : public runtime::Kernel {
         y_zeros_ = memory(plain, Engine(), y_zero_copy_.raw());
       }
     }
+    if (a_grid_)
+      for (float& v : scales) v /= sy;
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
     if (x_zero_value_ != 0) {
@@ -164,7 +209,7 @@ class QConvOneDnn final : public runtime::Kernel {
     // oneDNN adds it after the post-ops, before rounding and saturating.
     y_zero_value_ = 0;
     if (quantized && !y_channels) {
-      const Tensor& zp = *ctx->constants[8];
+      const Tensor& zp = *ctx->constants[add_ ? 13 : 8];
       y_zero_value_ = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
     }
     if (y_zero_value_ != 0) {
@@ -208,13 +253,20 @@ class QConvOneDnn final : public runtime::Kernel {
       // oneDNN 2.6 scales (accumulator + bias): the bias goes in divided by the output scale.
       bias_copy_ = Tensor::Empty(DataType::kFloat, {m});
       const float* b = ctx->constants[5]->data<float>();
-      for (int64_t i = 0; i < m; ++i)
-        bias_copy_.data<float>()[i] = scales[i] != 0.f ? b[i] / scales[i] : 0.f;
+      for (int64_t i = 0; i < m; ++i) {
+        // In A's units the bias is b / a_scale (the scales are already divided by it).
+        const float bi = b[i] / (a_grid_ ? sy : 1.f);
+        bias_copy_.data<float>()[i] = scales[i] != 0.f ? bi / scales[i] : 0.f;
+      }
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());
     }
     if (has_sum_) {
-      z_desc_ = InputDesc(ctx->inputs[6]);
-      if (z_desc_ != pd_.dst_desc()) z_reorder_ = MakeReorder(z_desc_, pd_.dst_desc());
+      // The residual in the destination's layout and in its own type (R may be int8 for a
+      // uint8 Y: the sum post-op reads it as such).
+      z_desc_ = InputDesc(ctx->inputs[sum_in_]);
+      z_dst_desc_ = pd_.dst_desc();
+      z_dst_desc_.data.data_type = z_desc_.data.data_type;
+      if (z_desc_ != z_dst_desc_) z_reorder_ = MakeReorder(z_desc_, z_dst_desc_);
     }
     ctx->outputs[0].layout = LayoutFor(pd_.dst_desc(), ys);
   }
@@ -223,10 +275,12 @@ class QConvOneDnn final : public runtime::Kernel {
 
   ir::Node node_;
   ops::ConvAttrs a_;
+  bool add_ = false, sum_relu_ = false, flip_r_ = false, a_grid_ = false;
+  int sum_in_ = 6;  // the residual: Z (QConv, float32) or R (QConvAdd, 8-bit)
   dnnl::convolution_forward::primitive_desc pd_;
   PdDescs descs_;
   dnnl::convolution_forward prim_;
-  memory::desc src_in_desc_, z_desc_;
+  memory::desc src_in_desc_, z_desc_, z_dst_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
   Tensor packed_w_, bias_copy_, y_inv_copy_, y_zero_copy_;
   memory weights_, bias_, y_inv_scales_, y_zeros_, x_zero_, y_zero_;
@@ -261,6 +315,17 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconv.onednn",
                                         SupportsQConv,
                                         CreateKernel<QConvOneDnn>,
                                         {1, 2, 3, 4, 5, 7, 8}});
+// QConvAdd: also a_scale, a_zero_point, r_scale, r_zero_point, y_scale and y_zero_point.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconvadd.onednn",
+                                        "QConvAdd",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsQConv,
+                                        CreateKernel<QConvOneDnn>,
+                                        {1, 2, 3, 4, 5, 7, 8, 10, 11, 12, 13}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

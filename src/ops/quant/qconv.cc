@@ -14,6 +14,20 @@
 //
 // Reference kernel: dequantizes X and W to float32 (exactly the DequantizeLinear arithmetic),
 // then the Conv reference routine, + Z, activation: the result of the unfused QDQ graph.
+//
+// QConvAdd (domain "kiln", opset 1): a QConv with a quantized output followed by QAdd's residual
+// sum, written by src/passes/fuse_qconv_add.cc in place of QConv -> QAdd:
+//
+//   A = QConv(inputs 0-5, y_scale = a_scale (7), y_zero_point = a_zero_point (8))
+//   Y = QuantizeLinear(sum_act(DequantizeLinear(A) + DequantizeLinear(R, r_scale, r_zero_point)),
+//                      y_scale, y_zero_point)
+//
+// Inputs 0-5 as QConv's, 6 empty, 7 a_scale and 8 a_zero_point (one element each), 9 R
+// (uint8/int8, A's shape), 10 r_scale, 11 r_zero_point (optional, R's type), 12 y_scale, 13
+// y_zero_point (uint8/int8: Y's type), one element each. Attributes: QConv's, plus
+// `sum_activation` ("" or "Relu"). Reference kernel: QConv's reference to A, then QAdd's
+// arithmetic: the unfused graph's result, bit for bit.
+#include <algorithm>
 #include <memory>
 
 #include "ops/attrs.h"
@@ -35,9 +49,19 @@ class QConvOp : public Op {
     std::unique_ptr<QConvOp> op(new QConvOp(node));
     KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
     KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
-    if (node.inputs.size() < 5 || node.inputs.size() > 9)
+    op->add_ = node.op_type == "QConvAdd";
+    if (op->add_) {
+      const std::string s = node.GetString("sum_activation", "");
+      if (s != "" && s != "Relu")
+        return ir::AttrError(node, "sum_activation must be \"\" or \"Relu\"; got \"" + s + "\"");
+      op->a_.sum_relu = s == "Relu";
+      if (node.inputs.size() != 14)
+        return ir::AttrError(node,
+                             "QConvAdd takes 14 inputs; got " + std::to_string(node.inputs.size()));
+    } else if (node.inputs.size() < 5 || node.inputs.size() > 9) {
       return ir::AttrError(node,
                            "QConv takes 5 to 9 inputs; got " + std::to_string(node.inputs.size()));
+    }
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -80,9 +104,27 @@ class QConvOp : public Op {
           (!one && !per_channel))
         return ctx.Error("y_scale and y_zero_point must be one element each or [M] each (M = " +
                          std::to_string(m) + "), uint8/int8 zero point");
-      ctx.SetOutput(0, ctx.dtype(8), y);
+      if (!add_) {
+        ctx.SetOutput(0, ctx.dtype(8), y);
+        return OkStatus();
+      }
+      if (!one) return ctx.Error("QConvAdd's a_scale and a_zero_point must be one element each");
+      if (!ctx.has_input(9) || !quant::Is8Bit(ctx.dtype(9)) || ctx.shape(9) != y)
+        return ctx.Error("R must be uint8 or int8 of the convolution's output shape " +
+                         ShapeToString(y));
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(10, {DataType::kFloat}));
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(12, {DataType::kFloat}));
+      if (NumElements(ctx.shape(10)) != 1 || NumElements(ctx.shape(12)) != 1 ||
+          (ctx.has_input(11) &&
+           (ctx.dtype(11) != ctx.dtype(9) || NumElements(ctx.shape(11)) != 1)) ||
+          !ctx.has_input(13) || !quant::Is8Bit(ctx.dtype(13)) || NumElements(ctx.shape(13)) != 1)
+        return ctx.Error(
+            "r_scale, y_scale (float32) and r_zero_point (R's type), y_zero_point (uint8/int8) "
+            "must be one element each");
+      ctx.SetOutput(0, ctx.dtype(13), y);
       return OkStatus();
     }
+    if (add_) return ctx.Error("QConvAdd needs a_scale and a_zero_point (inputs 7 and 8)");
     ctx.SetOutput(0, DataType::kFloat, y);
     return OkStatus();
   }
@@ -116,14 +158,29 @@ class QConvOp : public Op {
       const int64_t per_channel = sy.numel() > 1;
       // Channel of element i of [N, M, ...]: (i / inner) % M.
       const int64_t inner = n / std::max<int64_t>(1, y.shape()[0] * m_out);
+      Tensor a = add_ ? Tensor::Empty(ctx.in(8).dtype(), y.shape()) : Tensor();
+      Tensor& q = add_ ? a : ctx.out(0);
       double lo, hi;
-      quant::QuantRange(ctx.out(0).dtype(), &lo, &hi);
+      quant::QuantRange(q.dtype(), &lo, &hi);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t c = per_channel ? (i / inner) % m_out : 0;
         quant::WriteQuant(
-            &ctx.out(0), i,
+            &q, i,
             quant::QuantizeValue(yp[i], sy.data<float>()[c], quant::ReadQuant(ctx.in(8), c),
                                  static_cast<float>(lo), static_cast<float>(hi)));
+      }
+      if (add_) {  // QAdd's arithmetic (ops/quant/qadd.cc), in place in yf
+        const float sa = sy.data<float>()[0], sr = ctx.in(10).data<float>()[0];
+        const int32_t za = quant::ReadQuant(ctx.in(8), 0);
+        const int32_t zr = ctx.has(11) ? quant::ReadQuant(ctx.in(11), 0) : 0;
+        const Tensor& r = ctx.in(9);
+        for (int64_t i = 0; i < n; ++i)
+          yp[i] = static_cast<float>(quant::ReadQuant(a, i) - za) * sa +
+                  static_cast<float>(quant::ReadQuant(r, i) - zr) * sr;
+        if (a_.sum_relu)
+          for (int64_t i = 0; i < n; ++i) yp[i] = std::max(yp[i], 0.f);
+        quant::QuantizeTensor(yp, ctx.in(12).data<float>()[0], quant::ReadQuant(ctx.in(13), 0),
+                              &ctx.out(0));
       }
     }
     return OkStatus();
@@ -131,10 +188,12 @@ class QConvOp : public Op {
 
  private:
   explicit QConvOp(const Node& node) : Op(node) {}
-  ConvAttrs a_;
+  QConvAddAttrs a_;
+  bool add_ = false;
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "QConv", 1, 1, &QConvOp::Create);
+KILN_REGISTER_OP_DOMAIN("kiln", "QConvAdd", 1, 1, &QConvOp::Create);
 
 }  // namespace
 }  // namespace kiln::ops
