@@ -6,7 +6,7 @@ layers float (the default) and all layers int8 (--quantize-all), without and wit
 
 usage: /usr/bin/python3 demo/int8_accuracy.py [--model demo/fashion_mnist_cnn.onnx]
        [--methods minmax,percentile,entropy,mse] [--kiln build/release/tools/kiln/kiln]
-       [--work DIR] [--ort-python bench/.venv/bin/python]
+       [--work DIR] [--float-adds] [--schemes 0,1,2] [--ort-python bench/.venv/bin/python]
 Calibration: 300 training images (seeded choice, never the test set). With --ort-python, ONNX
 Runtime also runs each QDQ model (its int8 kernels, and with graph optimizations off: the QDQ
 graph's float arithmetic).
@@ -54,6 +54,12 @@ def main():
     p.add_argument("--channel-activations", action="store_true",
                    help="pass --channel-activations to every kiln quantize (per-channel scales "
                         "on depthwise convolutions' inputs)")
+    p.add_argument("--float-adds", action="store_true",
+                   help="pass --float-adds to every kiln quantize (residual Adds float, as before "
+                        "2026-11-28)")
+    p.add_argument("--schemes", default="0,1,2",
+                   help="which schemes to run: 0 first/last float, 1 all int8, 2 all int8 + bias "
+                        "correction (default all)")
     p.add_argument("--ort-python")
     a = p.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="kiln_int8_")
@@ -74,10 +80,13 @@ def main():
     print(header)
     schemes = (("first/last float", []), ("all int8", ["--quantize-all"]),
                ("all int8 + bias correction", ["--quantize-all", "--bias-correction"]))
-    for scheme, flags in schemes:
+    for i, (scheme, flags) in enumerate(schemes):
+        if str(i) not in a.schemes.split(","):
+            continue
         for method in a.methods.split(","):
             q = os.path.join(work, f"q_{method}_{len(flags)}.onnx")
             extra = ["--channel-activations"] if a.channel_activations else []
+            extra += ["--float-adds"] if a.float_adds else []
             subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,
                             "--method", method] + flags + extra, check=True, capture_output=True)
             acc = top1(a.kiln, q, images, labels, work)

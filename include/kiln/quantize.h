@@ -53,6 +53,13 @@ struct QuantizeOptions {
   // quantization is elementwise. false: the Concat runs float between its inputs and its
   // quantized output.
   bool share_concat_scales = true;
+  // Residual Adds (two computed inputs, one written by a quantized convolution) whose sum (or
+  // its Relu) a quantized node reads get both inputs quantized, as ONNX Runtime's and NNCF's
+  // quantizers do: the residual stream stays int8 (the convolution, the sum and its Relu in one
+  // oneDNN convolution: fuse_qconv_add). false: the Adds run float, the convolution before each
+  // adds its float residual and a QuantizeLinear follows (more accurate, slower). An Add kept by
+  // --keep-float (its name or "Add") stays float.
+  bool quantize_adds = true;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -88,6 +95,7 @@ struct QuantizeSummary {
   bool from_cache = false;  // the ranges came from the calibration cache
   int bias_corrected = 0;   // convolutions whose bias was corrected
   int shared_concats = 0;   // Concats whose inputs share their output's scale
+  int quantized_adds = 0;   // residual Adds with both inputs quantized (quantize_adds)
 };
 
 // A key for calibration data: a content hash of the first `count` samples (rows along dim 0) of

@@ -140,6 +140,33 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     }
     info.candidates.push_back(std::move(c));
   }
+  if (subgraphs) return info;
+  // Residual Adds: two computed inputs; the sum carried on by the Add's output or by the Relu
+  // that alone reads it.
+  std::map<std::string, std::vector<int>> readers;
+  for (int i = 0; i < nodes.size(); ++i)
+    for (const auto& in : nodes[i].input()) readers[in].push_back(i);
+  for (int i = 0; i < nodes.size(); ++i) {
+    const onnx::NodeProto& n = nodes[i];
+    if (n.op_type() != "Add" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
+        n.input_size() != 2 || n.output_size() != 1)
+      continue;
+    bool computed = true;
+    for (const auto& in : n.input()) computed = computed && !in.empty() && !inits.count(in);
+    if (!computed) continue;
+    QdqAdd a;
+    a.node = NodeName(n, i);
+    a.inputs = {n.input(0), n.input(1)};
+    a.result = n.output(0);
+    a.graph_output = graph_outputs.count(a.result) > 0;
+    const auto& r = readers[a.result];
+    if (r.size() == 1 && nodes[r[0]].op_type() == "Relu" &&
+        (nodes[r[0]].domain().empty() || nodes[r[0]].domain() == "ai.onnx")) {
+      a.result = nodes[r[0]].output(0);
+      a.graph_output = a.graph_output || graph_outputs.count(a.result) > 0;
+    }
+    info.adds.push_back(std::move(a));
+  }
   return info;
 }
 
@@ -284,6 +311,11 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     }
   if (shared.size() != plan.shared_concats.size())
     return InvalidArgument("the plan names a Concat the model does not have");
+  std::map<std::string, const QdqAdd*> adds;
+  for (const auto& a : info.adds)
+    if (std::find(plan.adds.begin(), plan.adds.end(), a.node) != plan.adds.end()) adds[a.node] = &a;
+  if (adds.size() != plan.adds.size())
+    return InvalidArgument("the plan names an Add the model does not have (or one of constants)");
 
   auto quantize_weight = [&](const QdqCandidate& c) -> Status {
     if (weight_dq.count(c.weight)) return OkStatus();
@@ -334,6 +366,14 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
         const std::string key = in + "\n" + sc->second->output;
         KILN_RETURN_IF_ERROR(quantize_as(in, a, key));
         nodes[i].set_input(k, act_dq[key]);
+      }
+      continue;
+    }
+    if (adds.count(NodeName(nodes[i], i))) {
+      for (int k = 0; k < 2; ++k) {
+        const std::string in = nodes[i].input(k);
+        KILN_RETURN_IF_ERROR(quantize_activation(in));
+        nodes[i].set_input(k, act_dq[in]);
       }
       continue;
     }

@@ -37,10 +37,22 @@ struct QdqConcat {
   std::vector<std::pair<std::string, int>> readers;
 };
 
+// An Add of the main graph whose two inputs are computed tensors (a residual sum), for int8
+// residual streams: both inputs quantized, so the convolution writing one of them and the sum
+// run in 8 bits (fuse_qdq_add, fuse_qconv_add).
+struct QdqAdd {
+  std::string node;
+  std::vector<std::string> inputs;  // the two summands
+  // What carries the sum on: the Add's output, or the output of the Relu that alone reads it.
+  std::string result;
+  bool graph_output = false;  // the Add's (or that Relu's) output is also a graph output
+};
+
 struct QdqModelInfo {
   int64_t opset = 0;  // ai.onnx opset import
   std::vector<QdqCandidate> candidates;
   std::vector<QdqConcat> concats;  // none when the graph has subgraphs
+  std::vector<QdqAdd> adds;        // none when the graph has subgraphs
 };
 
 StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
@@ -71,6 +83,8 @@ struct QdqPlan {
   // activation (planned, per tensor): each input is quantized with them before the Concat, which
   // then joins values on one grid (runtimes join the 8-bit values; fuse_qdq_add does).
   std::vector<std::string> shared_concats;
+  // Add nodes (QdqAdd::node) whose two inputs are quantized (each with its planned activation).
+  std::vector<std::string> adds;
 };
 
 // Weight quantization as RewriteQdq does it (shared with tests): symmetric int8, scale per channel
@@ -80,7 +94,7 @@ void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64
 
 // Inserts Q -> DQ after each planned activation (feeding only the planned nodes; other consumers
 // keep the float tensor) and replaces each planned node's weight by an int8 initializer and a
-// DequantizeLinear, and quantizes the inputs of each shared Concat. Biases stay float. `model_dir`
+// DequantizeLinear, and quantizes the inputs of each shared Concat and planned Add. Biases stay float. `model_dir`
 // anchors external data of the input model; the output embeds what it rewrote. Returns the
 // serialized model.
 StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,

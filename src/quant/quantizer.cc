@@ -23,6 +23,20 @@
 
 namespace kiln {
 
+namespace {
+
+// Why node `node` (of `op_type`) stays float by the user's keep-float list, or "".
+std::string KeptBy(const std::string& node, const std::string& op_type,
+                   const std::vector<std::string>& keep) {
+  for (const auto& k : keep) {
+    if (k == node || k == op_type || fnmatch(k.c_str(), node.c_str(), 0) == 0)
+      return "--keep-float " + k;
+  }
+  return "";
+}
+
+}  // namespace
+
 struct Quantizer::Impl {
   std::string model_bytes, model_dir;
   std::string model_hash;  // of the file as given (before any opset conversion)
@@ -33,6 +47,7 @@ struct Quantizer::Impl {
   int64_t opset = 0;
   std::vector<onnxio::QdqCandidate> selected;
   std::vector<onnxio::QdqConcat> concats;
+  std::vector<onnxio::QdqAdd> adds;  // residual Adds whose inputs are calibrated
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<std::string> tensors;  // quantized activations, in graph order
   std::map<std::string, quant::TensorStats> stats;
@@ -90,6 +105,33 @@ struct Quantizer::Impl {
     plan.per_channel = opset >= 13;
     std::set<std::string> used;
     for (const auto& c : selected) used.insert(c.activation);
+    if (options.quantize_adds) {
+      // An Add one of whose inputs a quantized convolution writes, and whose result a quantized
+      // node reads (so it is quantized anyway) or which reads the result of such an Add (the
+      // last block's sum: were it float, the Add before it would have to keep a float result as
+      // well, and could not run in int8): both inputs quantized (per tensor). In graph order.
+      std::set<std::string> conv_outputs, planned_results;
+      for (const auto& c : selected)
+        if (c.op_type == "Conv" && !c.output.empty()) conv_outputs.insert(c.output);
+      std::vector<std::string> planned;
+      for (const auto& a : adds) {
+        const bool chained = planned_results.count(a.inputs[0]) || planned_results.count(a.inputs[1]);
+        if (a.graph_output || (!used.count(a.result) && !chained) ||
+            channel_tensors.count(a.result) ||
+            !KeptBy(a.node, "Add", options.keep_float).empty() ||
+            (!conv_outputs.count(a.inputs[0]) && !conv_outputs.count(a.inputs[1])))
+          continue;
+        bool per_tensor = true;
+        for (const auto& in : a.inputs)
+          per_tensor = per_tensor && ranges.count(in) && !channel_tensors.count(in);
+        if (!per_tensor) continue;
+        planned.push_back(a.node);
+        planned_results.insert(a.result);
+        for (const auto& in : a.inputs) used.insert(in);
+      }
+      plan.adds = planned;
+      if (summary) summary->quantized_adds = static_cast<int>(planned.size());
+    }
     for (const auto& t : tensors) {
       if (!used.count(t)) continue;
       const Range& r = ranges.at(t);
@@ -154,18 +196,6 @@ std::string CalibrationDataKey(const Tensor& samples, int64_t count) {
          std::to_string(count);
 }
 
-namespace {
-
-// Why `c` stays float by the user's keep-float list, or "".
-std::string KeptBy(const onnxio::QdqCandidate& c, const std::vector<std::string>& keep) {
-  for (const auto& k : keep) {
-    if (k == c.node || k == c.op_type || fnmatch(k.c_str(), c.node.c_str(), 0) == 0)
-      return "--keep-float " + k;
-  }
-  return "";
-}
-
-}  // namespace
 
 Quantizer::Quantizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Quantizer::~Quantizer() = default;
@@ -220,7 +250,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   }
   for (size_t i = 0; i < valid.size(); ++i) {
     const auto& c = *valid[i];
-    std::string why = KeptBy(c, options.keep_float);
+    std::string why = KeptBy(c.node, c.op_type, options.keep_float);
     if (why.empty() && !options.quantize_all && valid.size() > 1) {
       if (i == 0) why = "first quantizable layer (kept float by default; --quantize-all)";
       if (i + 1 == valid.size())
@@ -242,6 +272,17 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   std::set<std::string> seen;
   for (const auto* c : valid)
     if (seen.insert(c->activation).second) impl->tensors.push_back(c->activation);
+  // Residual Adds after a quantizable convolution: both inputs calibrated (whether or not
+  // quantize_adds is on, so a cache serves both choices).
+  std::set<std::string> conv_outputs;
+  for (const auto* c : valid)
+    if (c->op_type == "Conv" && !c->output.empty()) conv_outputs.insert(c->output);
+  for (const auto& a : info->adds) {
+    if (!conv_outputs.count(a.inputs[0]) && !conv_outputs.count(a.inputs[1])) continue;
+    impl->adds.push_back(a);
+    for (const auto& in : a.inputs)
+      if (seen.insert(in).second) impl->tensors.push_back(in);
+  }
   for (const auto& t : impl->tensors) impl->stats[t];
   if (options.channel_activations && impl->opset >= 13) {
     std::map<std::string, bool> all_depthwise;

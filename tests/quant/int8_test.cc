@@ -225,6 +225,22 @@ class QuantizerTest : public ::testing::Test {
     return err;
   }
 
+  // The model at `path` on the reference kernels without the optimizer (its QDQ arithmetic) and
+  // on the default kernels.
+  void LoadRefAndFast(const std::string& path, std::unique_ptr<Session>* ref,
+                      std::unique_ptr<Session>* fast) {
+    std::ifstream f(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    SessionOptions ro;
+    ro.reference_only = true;
+    ro.optimize = false;
+    auto r = Session::LoadFromBytes(bytes, ro);
+    auto q = Session::LoadFromBytes(bytes, SessionOptions{});
+    ASSERT_TRUE(r.ok() && q.ok());
+    *ref = std::move(*r);
+    *fast = std::move(*q);
+  }
+
   std::filesystem::path dir_;
   std::string model_;
 };
@@ -292,20 +308,15 @@ TEST_F(QuantizerTest, ConcatInputsShareTheOutputsScale) {
     auto s = Quantize(o, out);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_EQ(s->shared_concats, share ? 1 : 0);
-    std::ifstream f(out, std::ios::binary);
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    SessionOptions ro;
-    ro.reference_only = true;
-    ro.optimize = false;
-    auto ref = Session::LoadFromBytes(bytes, ro);
-    auto fast = Session::LoadFromBytes(bytes, SessionOptions{});
-    ASSERT_TRUE(ref.ok() && fast.ok());
+    std::unique_ptr<Session> ref, fast;
+    LoadRefAndFast(out, &ref, &fast);
+    if (HasFatalFailure()) return;
     std::vector<NamedTensor> y;
-    ASSERT_TRUE((*ref)->Run({{"x", x}}, &y).ok());
+    ASSERT_TRUE(ref->Run({{"x", x}}, &y).ok());
     ref_out.push_back(y[0].tensor);
-    ASSERT_TRUE((*fast)->Run({{"x", x}}, &y).ok());
+    ASSERT_TRUE(fast->Run({{"x", x}}, &y).ok());
     fast_out.push_back(y[0].tensor);
-    auto plan = (*fast)->DescribePlan({{"x", x}});
+    auto plan = fast->DescribePlan({{"x", x}});
     ASSERT_TRUE(plan.ok());
     plans.push_back(*plan);
   }
@@ -328,6 +339,81 @@ TEST_F(QuantizerTest, ConcatInputsShareTheOutputsScale) {
   EXPECT_NE(plans[1].find("Concat 'join' -> cpu.concat.onednn float32"), std::string::npos)
       << plans[1];
   EXPECT_NE(plans[1].find("cat_QuantizeLinear"), std::string::npos) << plans[1];
+}
+
+// Residual Adds after quantized convolutions get both inputs quantized (quantize_adds, the
+// default): the first block's convolution, sum and Relu become one QConvAdd writing uint8; the
+// last block's Add (its sum goes to the pooling, float) is quantized too, so the first block's
+// result has no float reader left. Without it (or with --keep-float Add) the convolutions add
+// the float residual. Both models against float and against their own QDQ arithmetic.
+TEST_F(QuantizerTest, ResidualAddsKeepTheStreamInt8) {
+  {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+    mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+    mb.FloatInit("w2", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 3, -0.3f, 0.3f));
+    mb.FloatInit("w4", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
+    mb.FloatInit("w5", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 6, -0.3f, 0.3f));
+    mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+    mb.Node("Relu", {"c1"}, {"r1"});
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"r1", "w2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
+    mb.Node("Relu", {"c2"}, {"r2"});
+    mb.Node("Conv", {"r2", "w4"}, {"c4"}, "conv4");
+    mb.Node("Add", {"c4", "r1"}, {"a1"}, "add1");
+    mb.Node("Relu", {"a1"}, {"s1"});
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"s1", "w5"}, {"c5"}, "conv5"), "pads", {1, 1, 1, 1});
+    mb.Node("Add", {"c5", "s1"}, {"a2"}, "add2");
+    mb.Node("Relu", {"a2"}, {"s2"});
+    std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "s2");
+  }
+  const Tensor x = Tensor::FromVector<float>(Uniform(4 * 400, 43), {4, 4, 10, 10});
+  auto fp = Session::Load(model_);
+  ASSERT_TRUE(fp.ok());
+  std::vector<NamedTensor> want;
+  ASSERT_TRUE((*fp)->Run({{"x", x}}, &want).ok());
+  struct Variant {
+    const char* name;
+    bool adds;
+    std::vector<std::string> keep;
+    int quantized_adds;
+  };
+  for (const Variant& v : {Variant{"adds", true, {}, 2}, Variant{"float adds", false, {}, 0},
+                           Variant{"kept Add", true, {"Add"}, 0}}) {
+    SCOPED_TRACE(v.name);
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    o.quantize_adds = v.adds;
+    o.keep_float = v.keep;
+    const std::string out = (dir_ / (std::string(v.name) + ".onnx")).string();
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->quantized_adds, v.quantized_adds);
+    EXPECT_EQ(s->quantized_nodes.size(), 5u);
+    std::unique_ptr<Session> ref, fast;
+    LoadRefAndFast(out, &ref, &fast);
+    if (HasFatalFailure()) return;
+    std::vector<NamedTensor> exact, got;
+    ASSERT_TRUE(ref->Run({{"x", x}}, &exact).ok());
+    ASSERT_TRUE(fast->Run({{"x", x}}, &got).ok());
+    auto plan = fast->DescribePlan({{"x", x}});
+    ASSERT_TRUE(plan.ok());
+    const bool fused = v.quantized_adds > 0;
+    EXPECT_EQ(plan->find("QConvAdd 'conv4' -> cpu.qconvadd.onednn uint8") != std::string::npos,
+              fused)
+        << *plan;
+    // With the Adds quantized, conv5 writes int8 and the last sum adds dequantized values;
+    // without, conv4 and conv5 add the float residual as they write.
+    EXPECT_EQ(plan->find("QConv 'conv5' -> cpu.qconv.onednn int8") != std::string::npos, fused)
+        << *plan;
+    EXPECT_EQ(plan->find("QConv 'conv4' -> cpu.qconv.onednn float32") != std::string::npos, !fused)
+        << *plan;
+    const auto [err, max_y] = MaxAbsError(want[0].tensor, got[0].tensor);
+    EXPECT_LT(err, 0.05 * max_y) << "against float";
+    const auto [apart, unused] = MaxAbsError(exact[0].tensor, got[0].tensor);
+    EXPECT_LT(apart, 0.02 * max_y) << "against the QDQ arithmetic";
+  }
 }
 
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {

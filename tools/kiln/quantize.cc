@@ -414,6 +414,9 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (s.shared_concats > 0)
     std::printf("  shared scales: %d Concat(s) take their output's scale on every input\n",
                 s.shared_concats);
+  if (s.quantized_adds > 0)
+    std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n",
+                s.quantized_adds);
   if (a.options.channel_activations) {
     int channel_scaled = 0;
     for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
@@ -488,6 +491,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("!--no-shared-concat-scales", a->options.share_concat_scales,
                 "Leave Concats float instead of giving their inputs their output's scale "
                 "(shared when only quantized nodes read the Concat)");
+  cmd->add_flag("!--float-adds", a->options.quantize_adds,
+                "Leave residual Adds float (by default both inputs of an Add after a quantized "
+                "convolution are quantized, so the residual stream stays int8)");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
   cmd->add_option("--cache", a->cache,
