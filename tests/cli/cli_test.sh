@@ -246,6 +246,20 @@ rng = np.random.default_rng(1)
 for i in range(6): png(f'$W/imgs/{i}.png', rng.integers(0, 256, (28, 28), dtype=np.uint8))
 "
 printf 'not an image' > "$W/imgs/broken.png"
+# A two-input model: one tensor file per input, NAME=FILE.
+T=$W/two_convs.onnx
+check quantize-multi-input 0 "quantized 3 nodes to int8 \(percentile, 10 samples" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate b="$W/cb.npy" --quantize-all --out "$W/qt.onnx" --cache "$W/qt.json"
+check quantize-multi-input-runs 0 "kiln.QConv +2" -- "$KILN" inspect "$W/qt.onnx" --optimized --shape a=2x3x8x8 --shape b=2x3x8x8
+check quantize-multi-input-cache 0 "ranges read, no calibration" -- "$KILN" quantize "$T" --calibrate b="$W/cb.npy" --calibrate a="$W/ca.npy" --quantize-all --out "$W/qt2.onnx" --cache "$W/qt.json"
+check quantize-multi-input-cache-other-data 11 "made for another calibration_data" -- "$KILN" quantize "$T" --calibrate a="$W/cb.npy" --calibrate b="$W/ca.npy" --quantize-all --out "$W/qt3.onnx" --cache "$W/qt.json"
+check quantize-multi-input-report 0 "report: float32 vs int8 on calibration samples" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate b="$W/cb.npy" --quantize-all --out "$W/qt4.onnx" --report
+check quantize-multi-input-one-file 13 "needs a one-input model; .* has 2 inputs \(a, b\): give each as --calibrate NAME=FILE" -- "$KILN" quantize "$T" --calibrate "$W/ca.npy" --out "$W/qt5.onnx"
+check quantize-multi-input-missing 11 "input 'b' is given 0 times" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --out "$W/qt6.onnx"
+check quantize-multi-input-twice 11 "input 'a' is given 2 times" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate a="$W/ca.npy" --calibrate b="$W/cb.npy" --out "$W/qt7.onnx"
+check quantize-multi-input-unknown 11 "c=.*names no input of the model" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate c="$W/cb.npy" --out "$W/qt8.onnx"
+check quantize-multi-input-counts 11 "holds 7 samples and .* 10; every input needs as many" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate b="$W/cb7.npy" --out "$W/qt9.onnx"
+check quantize-multi-input-missing-file 14 "calibration data '.*none.npy' does not exist" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate b="$W/none.npy" --out "$W/qt10.onnx"
+check quantize-multi-input-max-drop 11 "held-out samples of a one-input model" -- "$KILN" quantize "$T" --calibrate a="$W/ca.npy" --calibrate b="$W/cb.npy" --samples 5 --max-drop 1 --out "$W/qt11.onnx"
 check quantize-images 0 "1 of 7 calibration images could not be read" -- "$KILN" quantize "$D" --calibrate "$W/imgs" --recipe fashion-mnist --out "$W/q8.onnx"
 check quantize-bad-recipe 11 "recipe" -- "$KILN" quantize "$D" --calibrate "$W/imgs" --recipe no-such-recipe --out "$W/qm8.onnx"
 check quantize-images-empty 11 "no .jpg, .jpeg or .png files found" -- "$KILN" quantize "$D" --calibrate "$W/noimgs" --recipe fashion-mnist --out "$W/q9.onnx"

@@ -55,3 +55,27 @@ np.save(f"{out}/b_int.npy", np.ones((2, 3), dtype=np.int64))
 np.save(f"{out}/b_rank.npy", np.ones((6,), dtype=np.float32))
 with open(f"{out}/b.pb", "wb") as f:
     f.write(numpy_helper.from_array(np.full((2, 3), 2, dtype=np.float32), "b").SerializeToString())
+
+# Two image inputs, a convolution on each, their sum, a classifier: multi-input calibration
+# (`kiln quantize --calibrate a=FILE --calibrate b=FILE`), with 10 samples each (and 7 for b).
+rng = np.random.default_rng(5)
+inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 3, 3, 3)).astype(np.float32), "wa"),
+         numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 3, 3, 3)).astype(np.float32), "wb"),
+         numpy_helper.from_array(rng.uniform(-0.5, 0.5, (5, 4)).astype(np.float32), "wf")]
+g = helper.make_graph(
+    [helper.make_node("Conv", ["a", "wa"], ["ca"], name="conv_a", pads=[1, 1, 1, 1]),
+     helper.make_node("Relu", ["ca"], ["ra"], name="relu_a"),
+     helper.make_node("Conv", ["b", "wb"], ["cb"], name="conv_b", pads=[1, 1, 1, 1]),
+     helper.make_node("Relu", ["cb"], ["rb"], name="relu_b"),
+     helper.make_node("Add", ["ra", "rb"], ["s"], name="sum"),
+     helper.make_node("GlobalAveragePool", ["s"], ["g"], name="pool"),
+     helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+     helper.make_node("Gemm", ["f", "wf"], ["y"], name="fc", transB=1)],
+    "two_image_inputs",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3, 8, 8]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], initializer=inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/two_convs.onnx")
+np.save(f"{out}/ca.npy", rng.standard_normal((10, 3, 8, 8)).astype(np.float32))
+np.save(f"{out}/cb.npy", rng.standard_normal((10, 3, 8, 8)).astype(np.float32))
+np.save(f"{out}/cb7.npy", rng.standard_normal((7, 3, 8, 8)).astype(np.float32))

@@ -3,9 +3,10 @@
 //
 // DATA is a tensor file (.npy, or ONNX .pb) holding calibration samples along dim 0, or image
 // files (a directory or a list file, .txt/.lst) decoded through a recipe (--recipe, as `kiln run
-// --images`), for a one-input model. --samples of them (a tensor file's first N; images spread
-// evenly over the sorted list) run in batches of --batch, once per pass; images that fail to
-// decode are skipped and reported.
+// --images`), for a one-input model; a model with several inputs takes one tensor file per input,
+// `--calibrate NAME=FILE` each, with as many samples each. --samples of them (a tensor file's
+// first N; images spread evenly over the sorted list) run in batches of --batch, once per pass;
+// images that fail to decode are skipped and reported.
 #include "kiln/quantize.h"
 
 #include <sys/stat.h>
@@ -27,7 +28,8 @@ namespace kiln::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, calibrate, out, cache, trt_cache, recipe;
+  std::string model, out, cache, trt_cache, recipe;
+  std::vector<std::string> calibrate;  // FILE, DIR, LIST, or NAME=FILE per input
   QuantizeOptions options;
   int64_t samples = 300;
   int64_t batch = 32;
@@ -59,13 +61,145 @@ bool IsImageSource(const std::string& path) {
   return false;
 }
 
-// The calibration samples: rows of a tensor file, or images through a recipe.
+// The --calibrate arguments as (input name, path): the name is empty for a lone FILE/DIR/LIST,
+// which feeds a one-input model's input. NAME=FILE when NAME is one of `inputs`.
+std::vector<std::pair<std::string, std::string>> CalibrationSources(
+    const std::vector<std::string>& args, const std::vector<TensorSpec>& inputs) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& arg : args) {
+    const size_t eq = arg.find('=');
+    const std::string name = eq == std::string::npos ? "" : arg.substr(0, eq);
+    const bool named = std::any_of(inputs.begin(), inputs.end(),
+                                   [&](const TensorSpec& t) { return !name.empty() && t.name == name; });
+    out.emplace_back(named ? name : "", named ? arg.substr(eq + 1) : arg);
+  }
+  return out;
+}
+
+// The calibration samples: rows of a tensor file per input, or images through a recipe.
 class Samples {
  public:
-  static StatusOr<std::unique_ptr<Samples>> Open(const QuantizeArgs& a, const TensorSpec& in) {
+  static StatusOr<std::unique_ptr<Samples>> Open(const QuantizeArgs& a,
+                                                 const std::vector<TensorSpec>& inputs) {
     auto s = std::make_unique<Samples>();
-    if (IsImageSource(a.calibrate)) {
-      KILN_ASSIGN_OR_RETURN(s->images_, ImageTensorReader::Create(a.calibrate, a.recipe, in));
+    const auto sources = CalibrationSources(a.calibrate, inputs);
+    const bool named = std::any_of(sources.begin(), sources.end(),
+                                   [](const auto& src) { return !src.first.empty(); });
+    if (!named) {
+      if (sources.size() != 1)
+        return InvalidArgument(
+            "--calibrate is given " + std::to_string(sources.size()) +
+            " times: a model with several inputs takes one tensor file per input as NAME=FILE");
+      if (inputs.size() != 1) {
+        std::string names;
+        for (const auto& t : inputs) names += (names.empty() ? "" : ", ") + t.name;
+        return Unsupported("calibration from one tensor file needs a one-input model; '" +
+                           a.model + "' has " + std::to_string(inputs.size()) +
+                           " inputs (" + names + "): give each as --calibrate NAME=FILE");
+      }
+      return OpenOne(a, inputs[0], sources[0].second, std::move(s));
+    }
+    // One tensor file per input.
+    for (const auto& [name, path] : sources)
+      if (name.empty())
+        return InvalidArgument("--calibrate '" + path +
+                               "' names no input of the model; with several sources each is "
+                               "NAME=FILE, NAME one of the model's inputs");
+    int64_t rows = -1;
+    std::string key, first;
+    for (const TensorSpec& in : inputs) {
+      int given = 0;
+      std::string path;
+      for (const auto& src : sources)
+        if (src.first == in.name) ++given, path = src.second;
+      if (given != 1)
+        return InvalidArgument("--calibrate: input '" + in.name + "' is given " +
+                               std::to_string(given) + " times; every input needs one NAME=FILE");
+      if (IsImageSource(path))
+        return InvalidArgument("--calibrate " + in.name + "=" + path +
+                               ": images calibrate one-input models only; give a tensor file");
+      KILN_ASSIGN_OR_RETURN(Tensor t, ReadFile(path, in));
+      if (rows >= 0 && t.shape()[0] != rows)
+        return InvalidArgument("--calibrate: '" + path + "' (input '" + in.name + "') holds " +
+                               std::to_string(t.shape()[0]) + " samples and '" + first +
+                               "' " + std::to_string(rows) + "; every input needs as many");
+      if (rows < 0) rows = t.shape()[0], first = path;
+      s->data_.push_back({in.name, std::move(t)});
+    }
+    s->count_ = std::min<int64_t>(a.samples, rows);
+    for (const auto& [name, t] : s->data_)
+      key += name + "=" + CalibrationDataKey(t, s->count_) + "\n";
+    s->key_ = CalibrationDataKey(
+        Tensor::View(DataType::kUInt8, {static_cast<int64_t>(key.size())}, key.data()),
+        static_cast<int64_t>(key.size()));
+    s->what_ = std::to_string(s->count_) + " samples of " + std::to_string(s->data_.size()) +
+               " tensor files (one per input)";
+    return s;
+  }
+  int64_t count() const { return count_; }
+  // The samples' tensor when there is one tensor file (nullptr for images or several files).
+  const Tensor* single() const { return data_.size() == 1 ? &data_[0].tensor : nullptr; }
+  const std::string& key() const { return key_; }
+  const std::string& what() const { return what_; }
+  // Up to `k` samples not used for calibration (rows after them; images next to them), or, when
+  // there are none, the first k calibration samples; `held_out` says which.
+  StatusOr<std::vector<NamedTensor>> HeldOut(int64_t k, bool* held_out) {
+    if (!images_) {
+      const int64_t rows = data_[0].tensor.shape()[0];
+      *held_out = rows > count_;
+      std::vector<NamedTensor> out;
+      for (const auto& [name, t] : data_)
+        out.push_back({name, *held_out ? Rows(t, count_, std::min(rows, count_ + k))
+                                        : Rows(t, 0, std::min(count_, k))});
+      return out;
+    }
+    const auto& files = images_->files();
+    std::vector<std::string> pick;
+    for (size_t i = 0; i < files.size() && static_cast<int64_t>(pick.size()) < k; ++i)
+      if (std::find(paths_.begin(), paths_.end(), files[i]) == paths_.end())
+        pick.push_back(files[i]);
+    *held_out = !pick.empty();
+    if (pick.empty()) pick.assign(paths_.begin(), paths_.begin() + std::min<int64_t>(k, count_));
+    KILN_ASSIGN_OR_RETURN(Tensor t, images_->Read(pick, nullptr));
+    return std::vector<NamedTensor>{{image_input_, std::move(t)}};
+  }
+  // Samples [b, e) of every input; images that fail are appended to `failures` (the batch then
+  // has fewer rows).
+  StatusOr<std::vector<NamedTensor>> Batch(int64_t b, int64_t e,
+                                           std::vector<std::string>* failures) {
+    std::vector<NamedTensor> out;
+    if (!images_) {
+      for (const auto& [name, t] : data_) out.push_back({name, Rows(t, b, e)});
+      return out;
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor t,
+                          images_->Read({paths_.begin() + b, paths_.begin() + e}, failures));
+    out.push_back({image_input_, std::move(t)});
+    return out;
+  }
+
+ private:
+  // A tensor file's samples, converted to the input's float type if need be.
+  static StatusOr<Tensor> ReadFile(const std::string& path, const TensorSpec& in) {
+    if (!std::filesystem::exists(path))
+      return NotFound("calibration data '" + path + "' does not exist");
+    KILN_ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(path));
+    if (t.rank() < 1 || t.shape()[0] < 1)
+      return InvalidArgument("calibration data '" + path +
+                             "' holds no sample (samples run along dim 0); got shape " +
+                             ShapeToString(t.shape()));
+    if (t.dtype() != in.dtype) {
+      KILN_ASSIGN_OR_RETURN(t, ConvertFloatTensor(t, in.dtype));
+    }
+    return t;
+  }
+
+  static StatusOr<std::unique_ptr<Samples>> OpenOne(const QuantizeArgs& a, const TensorSpec& in,
+                                                    const std::string& source,
+                                                    std::unique_ptr<Samples> s) {
+    if (IsImageSource(source)) {
+      s->image_input_ = in.name;
+      KILN_ASSIGN_OR_RETURN(s->images_, ImageTensorReader::Create(source, a.recipe, in));
       const auto& files = s->images_->files();
       const int64_t total = static_cast<int64_t>(files.size());
       const int64_t n = std::min<int64_t>(a.samples, total);
@@ -81,62 +215,34 @@ class Samples {
       s->key_ = CalibrationDataKey(
           Tensor::View(DataType::kUInt8, {static_cast<int64_t>(key.size())}, key.data()),
           static_cast<int64_t>(key.size()));
-      s->what_ = std::to_string(n) + " of " + std::to_string(total) + " images in '" + a.calibrate +
+      s->what_ = std::to_string(n) + " of " + std::to_string(total) + " images in '" + source +
                  "' (recipe " + s->images_->recipe() + ")";
       return s;
     }
-    KILN_ASSIGN_OR_RETURN(s->data_, ReadTensorFile(a.calibrate));
-    if (s->data_.rank() < 1 || s->data_.shape()[0] < 1)
-      return InvalidArgument("calibration data '" + a.calibrate +
-                             "' holds no sample (samples run along dim 0); got shape " +
-                             ShapeToString(s->data_.shape()));
-    if (s->data_.dtype() != in.dtype) {
-      KILN_ASSIGN_OR_RETURN(s->data_, ConvertFloatTensor(s->data_, in.dtype));
-    }
-    s->count_ = std::min<int64_t>(a.samples, s->data_.shape()[0]);
-    s->key_ = CalibrationDataKey(s->data_, s->count_);
-    s->what_ = std::to_string(s->count_) + " samples of '" + a.calibrate + "'";
+    KILN_ASSIGN_OR_RETURN(Tensor t, ReadFile(source, in));
+    s->count_ = std::min<int64_t>(a.samples, t.shape()[0]);
+    s->key_ = CalibrationDataKey(t, s->count_);  // as before several inputs were taken
+    s->what_ = std::to_string(s->count_) + " samples of '" + source + "'";
+    s->data_.push_back({in.name, std::move(t)});
     return s;
   }
-  int64_t count() const { return count_; }
-  // The tensor file's samples (nullptr for images).
-  const Tensor* data() const { return images_ ? nullptr : &data_; }
-  const std::string& key() const { return key_; }
-  const std::string& what() const { return what_; }
-  // Up to `k` samples not used for calibration (rows after them; images next to them), or, when
-  // there are none, the first k calibration samples; `held_out` says which.
-  StatusOr<Tensor> HeldOut(int64_t k, bool* held_out) {
-    if (!images_) {
-      const int64_t rows = data_.shape()[0];
-      *held_out = rows > count_;
-      return *held_out ? Rows(data_, count_, std::min(rows, count_ + k))
-                       : Rows(data_, 0, std::min(count_, k));
-    }
-    const auto& files = images_->files();
-    std::vector<std::string> pick;
-    for (size_t i = 0; i < files.size() && static_cast<int64_t>(pick.size()) < k; ++i)
-      if (std::find(paths_.begin(), paths_.end(), files[i]) == paths_.end())
-        pick.push_back(files[i]);
-    *held_out = !pick.empty();
-    if (pick.empty()) pick.assign(paths_.begin(), paths_.begin() + std::min<int64_t>(k, count_));
-    return images_->Read(pick, nullptr);
-  }
-  // Samples [b, e); images that fail are appended to `failures`.
-  StatusOr<Tensor> Batch(int64_t b, int64_t e, std::vector<std::string>* failures) {
-    if (!images_) return Rows(data_, b, e);
-    return images_->Read({paths_.begin() + b, paths_.begin() + e}, failures);
-  }
 
- private:
   std::unique_ptr<ImageTensorReader> images_;
+  std::string image_input_;
   std::vector<std::string> paths_;
-  Tensor data_;
+  std::vector<NamedTensor> data_;  // one tensor file per input
   int64_t count_ = 0;
   std::string key_, what_;
 };
 
+std::string Joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
 // Runs every pass of `q` over the samples; images that fail (first pass) go to `failures`.
-Status Calibrate(const QuantizeArgs& a, const TensorSpec& in, Samples* samples, Quantizer* q,
+Status Calibrate(const QuantizeArgs& a, Samples* samples, Quantizer* q,
                  std::vector<std::string>* failures) {
   const int64_t n = samples->count();
   const bool tty = isatty(2) != 0;  // a progress line only on a terminal
@@ -144,13 +250,13 @@ Status Calibrate(const QuantizeArgs& a, const TensorSpec& in, Samples* samples, 
     KILN_RETURN_IF_ERROR(q->BeginPass(pass));
     for (int64_t b = 0; b < n; b += a.batch) {
       const int64_t e = std::min(n, b + a.batch);
-      KILN_ASSIGN_OR_RETURN(Tensor batch, samples->Batch(b, e, pass == 0 ? failures : nullptr));
-      if (batch.shape()[0] == 0) continue;  // every image of this batch failed
-      Status s = q->Observe({{in.name, std::move(batch)}});
+      KILN_ASSIGN_OR_RETURN(auto batch, samples->Batch(b, e, pass == 0 ? failures : nullptr));
+      if (batch[0].tensor.shape()[0] == 0) continue;  // every image of this batch failed
+      Status s = q->Observe(batch);
       if (!s.ok())
         return Status(s.code(), s.message() + "\n  while calibrating on samples " +
-                                    std::to_string(b) + ".." + std::to_string(e - 1) + " of '" +
-                                    a.calibrate + "'");
+                                    std::to_string(b) + ".." + std::to_string(e - 1) + " of " +
+                                    Joined(a.calibrate));
       if (tty)
         std::fprintf(stderr, "\rcalibration pass %d/%d: %lld/%lld samples", pass + 1, q->passes(),
                      static_cast<long long>(e), static_cast<long long>(n));
@@ -242,17 +348,17 @@ class HeldOutScore {
 Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* samples,
                        const std::string& cache, std::unique_ptr<Quantizer>* q,
                        QuantizeSummary* summary) {
-  const Tensor* data = samples->data();
+  const Tensor* data = samples->single();
   if (data == nullptr)
     return InvalidArgument(
-        "--max-drop needs held-out samples: the rows after --samples of a tensor file given to "
-        "--calibrate");
+        "--max-drop needs held-out samples of a one-input model: the rows after --samples of "
+        "the tensor file given to --calibrate");
   const int64_t rows = data->shape()[0], n = samples->count();
   const int64_t m = std::min(rows - n, a.eval_samples);
   if (m < 1)
     return InvalidArgument(
         "--max-drop evaluates on samples after the --samples used for calibration; '" +
-        a.calibrate + "' has " + std::to_string(rows) + " rows, all used");
+        a.calibrate[0] + "' has " + std::to_string(rows) + " rows, all used");
   std::vector<int64_t> labels;
   if (!a.labels.empty()) {
     KILN_ASSIGN_OR_RETURN(Tensor lt, ReadTensorFile(a.labels));
@@ -286,7 +392,7 @@ Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* sam
     KILN_ASSIGN_OR_RETURN(bool hit, (*q)->UseCache(cache, samples->key()));
     if (!hit) return Internal("the calibration cache '" + cache + "' was not reused");
     std::vector<std::string> ignored;
-    KILN_RETURN_IF_ERROR(Calibrate(a, in, samples, q->get(), &ignored));
+    KILN_RETURN_IF_ERROR(Calibrate(a, samples, q->get(), &ignored));
     return (*q)->Write(path);
   };
   const std::vector<std::string> nodes = summary->quantized_nodes;
@@ -356,15 +462,17 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (a.samples < 1)
     return InvalidArgument("--samples must be >= 1; got " + std::to_string(a.samples));
   if (a.batch < 1) return InvalidArgument("--batch must be >= 1; got " + std::to_string(a.batch));
-  // Tensor files are read before any work on the model; image sources need the model's input.
-  if (!IsImageSource(a.calibrate) && !std::filesystem::exists(a.calibrate))
-    return NotFound("calibration data '" + a.calibrate + "' does not exist");
+  // A missing file is reported before any work on the model.
+  for (const auto& arg : a.calibrate) {
+    const size_t eq = arg.find('=');
+    const std::string path =
+        std::filesystem::exists(arg) || eq == std::string::npos ? arg : arg.substr(eq + 1);
+    if (!IsImageSource(path) && !std::filesystem::exists(path))
+      return NotFound("calibration data '" + path + "' does not exist");
+  }
   KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(a.model, a.options));
-  if (q->inputs().size() != 1)
-    return Unsupported("calibration from one tensor file needs a one-input model; '" + a.model +
-                       "' has " + std::to_string(q->inputs().size()) + " inputs");
   const TensorSpec in = q->inputs()[0];
-  KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, in));
+  KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, q->inputs()));
   const int64_t n = samples->count();
   std::fprintf(stderr, "calibration data: %s\n", samples->what().c_str());
   std::vector<std::string> failures;
@@ -389,7 +497,7 @@ Status RunQuantize(const QuantizeArgs& a) {
                    a.cache.c_str());
   }
   const auto t0 = std::chrono::steady_clock::now();
-  KILN_RETURN_IF_ERROR(Calibrate(a, in, samples.get(), q.get(), &failures));
+  KILN_RETURN_IF_ERROR(Calibrate(a, samples.get(), q.get(), &failures));
   if (!failures.empty()) {
     std::fprintf(stderr, "%zu of %lld calibration images could not be read and were skipped:\n",
                  failures.size(), static_cast<long long>(n));
@@ -440,8 +548,8 @@ Status RunQuantize(const QuantizeArgs& a) {
   std::printf("wrote %s (%lld bytes)\n", a.out.c_str(), static_cast<long long>(s.model_bytes));
   if (a.report) {
     bool held_out = false;
-    KILN_ASSIGN_OR_RETURN(Tensor hold, samples->HeldOut(a.batch, &held_out));
-    KILN_ASSIGN_OR_RETURN(auto errs, q->Compare({{in.name, std::move(hold)}}));
+    KILN_ASSIGN_OR_RETURN(auto hold, samples->HeldOut(a.batch, &held_out));
+    KILN_ASSIGN_OR_RETURN(auto errs, q->Compare(hold));
     std::printf("report: float32 vs int8 on %s, per quantized node (errors accumulate):\n",
                 held_out ? "held-out samples" : "calibration samples (no held-out data)");
     std::printf("  %-44s %10s %12s %12s\n", "node output", "cosine", "max |diff|", "max |ref|");
@@ -465,7 +573,8 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("model", a->model, "The float32 ONNX model")->required();
   cmd->add_option("--calibrate", a->calibrate,
                   "Calibration samples: a tensor file (.npy or .pb) with samples along dim 0, or "
-                  "images: a directory or a list file (.txt/.lst)")
+                  "images: a directory or a list file (.txt/.lst); for a model with several "
+                  "inputs NAME=FILE once per input (tensor files with as many samples each)")
       ->required();
   cmd->add_option("--out", a->out, "Where to write the QDQ model")->required();
   cmd->add_option("--recipe", a->recipe,
