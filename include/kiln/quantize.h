@@ -51,7 +51,8 @@ struct QuantizeOptions {
   // (each quantized before the Concat): the Concat then joins 8-bit values, and what writes its
   // inputs can write them in 8 bits. The values the readers see are unchanged, because
   // quantization is elementwise. false: the Concat runs float between its inputs and its
-  // quantized output.
+  // quantized output. The same for a MaxPool that a quantized convolution feeds (through a Relu
+  // or not): quantization is monotonic, so the maximum commutes with it.
   bool share_concat_scales = true;
   // Residual Adds (two computed inputs, one written by a quantized convolution) whose sum (or
   // its Relu) a quantized node reads get both inputs quantized, as ONNX Runtime's and NNCF's
@@ -95,6 +96,7 @@ struct QuantizeSummary {
   bool from_cache = false;  // the ranges came from the calibration cache
   int bias_corrected = 0;   // convolutions whose bias was corrected
   int shared_concats = 0;   // Concats whose inputs share their output's scale
+  int shared_pools = 0;     // MaxPools after a quantized convolution that share it likewise
   int quantized_adds = 0;   // residual Adds with both inputs quantized (quantize_adds)
 };
 

@@ -85,6 +85,7 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     for (const auto& a : n.attribute())
       subgraphs = subgraphs || a.type() == onnx::AttributeProto::GRAPH ||
                   a.type() == onnx::AttributeProto::GRAPHS;
+  std::map<std::string, std::string> conv_of;  // Conv (or Conv -> Relu) output -> the Conv
   for (int i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& n = nodes[i];
     for (int k = 0; k < n.input_size(); ++k) {
@@ -93,8 +94,14 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     }
     const std::string& op = n.op_type();
     if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
-    if (op == "Concat" && n.output_size() == 1 && !subgraphs) {
+    if (op == "Conv" && n.output_size() == 1) conv_of[n.output(0)] = NodeName(n, i);
+    if (op == "Relu" && n.input_size() == 1 && n.output_size() == 1 && conv_of.count(n.input(0)))
+      conv_of[n.output(0)] = conv_of[n.input(0)];
+    const bool pool = op == "MaxPool" && n.output_size() == 1 && n.input_size() == 1;
+    if ((op == "Concat" || pool) && n.output_size() == 1 && !subgraphs) {
       QdqConcat c;
+      c.op_type = op;
+      if (pool && conv_of.count(n.input(0))) c.conv = conv_of[n.input(0)];
       c.node = NodeName(n, i);
       c.output = n.output(0);
       for (const auto& in : n.input()) {
@@ -304,13 +311,13 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
         plan.shared_concats.end()) {
       auto a = acts.find(c.output);
       if (c.constant_input || a == acts.end() || !a->second->channel_scales.empty())
-        return InvalidArgument("Concat '" + c.node +
+        return InvalidArgument(c.op_type + " '" + c.node +
                                "' cannot share its output's scale: it needs computed inputs and "
                                "a per-tensor scale planned for its output");
       shared[c.node] = &c;
     }
   if (shared.size() != plan.shared_concats.size())
-    return InvalidArgument("the plan names a Concat the model does not have");
+    return InvalidArgument("the plan names a Concat or MaxPool the model does not have");
   std::map<std::string, const QdqAdd*> adds;
   for (const auto& a : info.adds)
     if (std::find(plan.adds.begin(), plan.adds.end(), a.node) != plan.adds.end()) adds[a.node] = &a;

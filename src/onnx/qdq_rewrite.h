@@ -26,9 +26,14 @@ struct QdqCandidate {
   std::string reason;      // non-empty when the node cannot be quantized: why
 };
 
-// A Concat of the main graph, for shared scales: its inputs, and who reads its output.
+// A Concat or MaxPool of the main graph, for shared scales: its inputs, and who reads its
+// output. Either passes values through unchanged (MaxPool picks one), so quantizing its inputs
+// with its output's scale gives the readers the same values.
 struct QdqConcat {
   std::string node;
+  std::string op_type = "Concat";  // or "MaxPool" (one output: no indices)
+  // MaxPool: the Conv node that writes its input, directly or through a Relu ("" if none).
+  std::string conv;
   std::string output;
   std::vector<std::string> inputs;
   bool constant_input = false;  // an input is an initializer (or empty)
@@ -79,9 +84,10 @@ struct QdqPlan {
   // Bias correction: per planned Conv node, a value per output channel added to its bias (a bias
   // is created when the node has none).
   std::map<std::string, std::vector<float>> bias_shift;
-  // Concat nodes (QdqConcat::node) whose inputs get the scale and zero point of their output's
-  // activation (planned, per tensor): each input is quantized with them before the Concat, which
-  // then joins values on one grid (runtimes join the 8-bit values; fuse_qdq_add does).
+  // Concat and MaxPool nodes (QdqConcat::node) whose inputs get the scale and zero point of
+  // their output's activation (planned, per tensor): each input is quantized with them before
+  // the node, which then joins or pools values on one grid (runtimes do it on the 8-bit values;
+  // fuse_qdq_add does).
   std::vector<std::string> shared_concats;
   // Add nodes (QdqAdd::node) whose two inputs are quantized (each with its planned activation).
   std::vector<std::string> adds;

@@ -155,24 +155,31 @@ struct Quantizer::Impl {
       if (summary) summary->quantized_nodes.push_back(c.node);
     }
     if (options.share_concat_scales) {
-      // Only where every reader is a quantized node reading the output as its activation: they
-      // see the same values either way.
+      // Only where every reader is a quantized node reading the output as its activation (or a
+      // planned Add): they see the same values either way. A MaxPool only after a quantized
+      // convolution (with or without a Relu), which then writes the 8-bit values (elsewhere a
+      // QuantizeLinear before the pooling would cost more than the one after it).
       std::map<std::string, std::string> activation_of;  // selected node -> its activation
+      std::set<std::string> selected_nodes(plan.adds.begin(), plan.adds.end());
       for (const auto& c : selected) activation_of[c.node] = c.activation;
+      for (const auto& c : selected) selected_nodes.insert(c.node);
       for (const auto& c : concats) {
         auto r = ranges.find(c.output);
         if (c.constant_input || c.graph_output || c.readers.empty() || !used.count(c.output) ||
             r == ranges.end() || !r->second.channel_thresholds.empty())
           continue;
+        if (c.op_type == "MaxPool" && (c.conv.empty() || !selected_nodes.count(c.conv))) continue;
         bool all_quantized = true;
         for (const auto& [node, k] : c.readers) {
           auto a = activation_of.find(node);
-          all_quantized =
-              all_quantized && k == 0 && a != activation_of.end() && a->second == c.output;
+          const bool add = a == activation_of.end() &&
+                           std::find(plan.adds.begin(), plan.adds.end(), node) != plan.adds.end();
+          all_quantized = all_quantized &&
+                          (add || (k == 0 && a != activation_of.end() && a->second == c.output));
         }
         if (!all_quantized) continue;
         plan.shared_concats.push_back(c.node);
-        if (summary) ++summary->shared_concats;
+        if (summary) ++(c.op_type == "MaxPool" ? summary->shared_pools : summary->shared_concats);
       }
     }
     return plan;

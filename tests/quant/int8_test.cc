@@ -416,6 +416,69 @@ TEST_F(QuantizerTest, ResidualAddsKeepTheStreamInt8) {
   }
 }
 
+// A MaxPool after a quantized convolution and its Relu takes its output's scale on its input:
+// the convolution writes uint8 and the pooling runs on the 8-bit values (no QuantizeLinear loop
+// after it). Exact: on the reference kernels the shared and unshared models agree bit for bit.
+// Not shared when the convolution stays float (the QuantizeLinear would then run before the
+// pooling, on four times the values).
+TEST_F(QuantizerTest, MaxPoolAfterAQuantizedConvolutionPoolsTheQuantizedValues) {
+  {
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+    mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+    mb.FloatInit("w2", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 3, -0.3f, 0.3f));
+    mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+    mb.Node("Relu", {"c1"}, {"r1"});
+    auto& pool = mb.Node("MaxPool", {"r1"}, {"p"}, "pool");
+    ModelBuilder::IntsAttr(pool, "kernel_shape", {3, 3});
+    ModelBuilder::IntsAttr(pool, "strides", {2, 2});
+    ModelBuilder::IntsAttr(pool, "pads", {1, 1, 1, 1});
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"p", "w2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
+    mb.Node("Relu", {"c2"}, {"r2"});
+    std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "r2");
+  }
+  const Tensor x = Tensor::FromVector<float>(Uniform(2 * 400, 47), {2, 4, 10, 10});
+  struct Variant {
+    const char* name;
+    bool share;
+    std::vector<std::string> keep;
+    int pools;
+  };
+  std::vector<Tensor> exact;
+  for (const Variant& v : {Variant{"shared", true, {}, 1}, Variant{"apart", false, {}, 0},
+                           Variant{"float conv1", true, {"conv1"}, 0}}) {
+    SCOPED_TRACE(v.name);
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    o.share_concat_scales = v.share;
+    o.keep_float = v.keep;
+    const std::string out = (dir_ / (std::string(v.name) + ".onnx")).string();
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->shared_pools, v.pools);
+    std::unique_ptr<Session> ref, fast;
+    LoadRefAndFast(out, &ref, &fast);
+    if (HasFatalFailure()) return;
+    std::vector<NamedTensor> want, got;
+    ASSERT_TRUE(ref->Run({{"x", x}}, &want).ok());
+    ASSERT_TRUE(fast->Run({{"x", x}}, &got).ok());
+    exact.push_back(want[0].tensor);
+    auto plan = fast->DescribePlan({{"x", x}});
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(plan->find("MaxPool 'pool' -> cpu.maxpool.onednn uint8") != std::string::npos,
+              v.pools == 1)
+        << *plan;
+    EXPECT_EQ(plan->find("p_QuantizeLinear") == std::string::npos, v.pools == 1) << *plan;
+    const auto [err, max_y] = MaxAbsError(want[0].tensor, got[0].tensor);
+    EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
+  }
+  ASSERT_EQ(exact.size(), 3u);
+  for (int64_t i = 0; i < exact[0].numel(); ++i)
+    ASSERT_EQ(exact[0].data<float>()[i], exact[1].data<float>()[i]) << "[" << i << "]";
+}
+
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
   QuantizeOptions o;
   o.quantize_all = true;

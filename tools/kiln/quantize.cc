@@ -522,6 +522,9 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (s.shared_concats > 0)
     std::printf("  shared scales: %d Concat(s) take their output's scale on every input\n",
                 s.shared_concats);
+  if (s.shared_pools > 0)
+    std::printf("  shared scales: %d MaxPool(s) after a quantized convolution pool 8-bit values\n",
+                s.shared_pools);
   if (s.quantized_adds > 0)
     std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n",
                 s.quantized_adds);
@@ -598,8 +601,9 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                 "channels whose ranges differ widely; ONNX Runtime and TensorRT run those "
                 "convolutions float");
   cmd->add_flag("!--no-shared-concat-scales", a->options.share_concat_scales,
-                "Leave Concats float instead of giving their inputs their output's scale "
-                "(shared when only quantized nodes read the Concat)");
+                "Leave Concats (and MaxPools after quantized convolutions) float instead of "
+                "giving their inputs their output's scale (shared when only quantized nodes read "
+                "the output)");
   cmd->add_flag("!--float-adds", a->options.quantize_adds,
                 "Leave residual Adds float (by default both inputs of an Add after a quantized "
                 "convolution are quantized, so the residual stream stays int8)");
