@@ -25,7 +25,10 @@
 namespace kiln {
 
 struct QuantizeOptions {
-  // "minmax", "percentile", "entropy" (TensorRT's KL search) or "mse".
+  // "minmax", "percentile", "entropy" (TensorRT's KL search), "mse", or "auto": per tensor the
+  // one of those four whose quantized model's outputs are closest to float's (mean squared
+  // error over the outputs, relative to their size) on the first calibration batch: a greedy
+  // search in graph order from percentile, one quantized model per candidate (an extra pass).
   std::string method = "percentile";
   double percentile = 99.99;
   int histogram_bins = 2048;
@@ -76,6 +79,8 @@ struct QuantizedActivation {
   // With per-channel scales (QuantizeOptions::channel_activations): one per channel; `scale`
   // is then the largest.
   std::vector<float> channel_scales;
+  // Method "auto": the method whose threshold the search kept for this tensor ("" otherwise).
+  std::string method;
 };
 
 struct QuantizeSummary {
@@ -98,6 +103,11 @@ struct QuantizeSummary {
   int shared_concats = 0;   // Concats whose inputs share their output's scale
   int shared_pools = 0;     // MaxPools after a quantized convolution that share it likewise
   int quantized_adds = 0;   // residual Adds with both inputs quantized (quantize_adds)
+  // Method "auto": quantized models evaluated by the search (0 when the cache had the result),
+  // the samples it ran on, and the model outputs' relative squared error before and after it.
+  int auto_evaluations = 0;
+  int64_t auto_samples = 0;
+  double auto_error_start = 0, auto_error = 0;
 };
 
 // A key for calibration data: a content hash of the first `count` samples (rows along dim 0) of

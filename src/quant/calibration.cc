@@ -11,8 +11,9 @@ StatusOr<Method> ParseMethod(const std::string& name) {
   if (name == "percentile") return Method::kPercentile;
   if (name == "entropy") return Method::kEntropy;
   if (name == "mse") return Method::kMse;
+  if (name == "auto") return Method::kAuto;
   return InvalidArgument("unknown calibration method '" + name +
-                         "'; expected minmax, percentile, entropy or mse");
+                         "'; expected minmax, percentile, entropy, mse or auto");
 }
 
 const char* MethodName(Method m) {
@@ -25,6 +26,8 @@ const char* MethodName(Method m) {
       return "entropy";
     case Method::kMse:
       return "mse";
+    case Method::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -155,6 +158,7 @@ float Threshold(const TensorStats& stats, Method method, double percentile, int 
   float t = absmax;
   switch (method) {
     case Method::kPercentile:
+    case Method::kAuto:
       t = Percentile(h, w, percentile);
       break;
     case Method::kEntropy:

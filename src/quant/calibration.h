@@ -13,6 +13,9 @@
 //               KL(P || Q)
 //   mse         the T (bin edges, from levels on) minimising the expected squared error of
 //               rounding to `levels` steps and clipping, with values at their bin centres
+//   auto        per tensor, one of the four above: the one whose quantized model's outputs are
+//               closest to float's (src/quant/quantizer.cc searches; Threshold() gives the
+//               percentile one, the search's starting point)
 #pragma once
 
 #include <cstdint>
@@ -24,7 +27,7 @@
 
 namespace kiln::quant {
 
-enum class Method { kMinMax, kPercentile, kEntropy, kMse };
+enum class Method { kMinMax, kPercentile, kEntropy, kMse, kAuto };
 
 StatusOr<Method> ParseMethod(const std::string& name);
 const char* MethodName(Method m);

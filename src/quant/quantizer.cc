@@ -75,11 +75,22 @@ struct Quantizer::Impl {
   std::map<std::string, int64_t> bias_count;
   std::set<std::string> bias_outputs;  // ConvOutputs(), looked up per batch
   bool bias_done = false;
+  // Method auto: per tensor the four methods' thresholds, the method the search kept, the batch
+  // it runs on (the first of its pass), and what it did.
+  std::map<std::string, std::vector<std::pair<quant::Method, float>>> candidates;
+  std::map<std::string, std::string> chosen;
+  std::vector<NamedTensor> auto_batch;
+  bool auto_done = false;
+  int auto_evaluations = 0;
+  double auto_error_start = 0, auto_error = 0;
 
   int range_passes() const {
     if (from_cache) return 0;
     return method == quant::Method::kMinMax ? 1 : 2;
   }
+  // The auto method's search pass (after the range passes), unless the cache had its result.
+  int auto_passes() const { return method == quant::Method::kAuto && !from_cache ? 1 : 0; }
+  int bias_pass() const { return range_passes() + auto_passes(); }
   Status ComputeRanges() {
     if (from_cache || !ranges.empty()) return OkStatus();
     for (const auto& t : tensors) {
@@ -88,6 +99,10 @@ struct Quantizer::Impl {
       const bool is_signed = s.min() < 0.f;
       const int levels = is_signed ? 128 : 256;
       Range r{s.min(), s.max(), quant::Threshold(s, method, options.percentile, levels), {}};
+      if (method == quant::Method::kAuto)
+        for (quant::Method m : {quant::Method::kPercentile, quant::Method::kMinMax,
+                                quant::Method::kEntropy, quant::Method::kMse})
+          candidates[t].emplace_back(m, quant::Threshold(s, m, options.percentile, levels));
       auto ch = channel_stats.find(t);
       if (ch != channel_stats.end()) {
         if (ch->second.empty()) return Internal("tensor '" + t + "' had no channels");
@@ -146,9 +161,12 @@ struct Quantizer::Impl {
       if (!a.channel_scales.empty())
         a.scale = *std::max_element(a.channel_scales.begin(), a.channel_scales.end());
       plan.activations.push_back(a);
-      if (summary)
+      if (summary) {
+        auto m = chosen.find(t);
         summary->activations.push_back({t, a.is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max,
-                                        r.threshold, a.channel_scales});
+                                        r.threshold, a.channel_scales,
+                                        m == chosen.end() ? "" : m->second});
+      }
     }
     for (const auto& c : selected) {
       plan.nodes.push_back(c.node);
@@ -183,6 +201,68 @@ struct Quantizer::Impl {
       }
     }
     return plan;
+  }
+  // Method auto: per planned per-tensor activation in graph order, each method's threshold is
+  // tried with the others fixed (starting from percentile's), and the one giving the model
+  // outputs closest to float's on auto_batch kept. One quantized model per distinct candidate.
+  Status RunAutoSearch() {
+    if (method != quant::Method::kAuto || from_cache || auto_done) return OkStatus();
+    if (auto_batch.empty()) return InvalidArgument("method auto: no sample reached its search");
+    SessionOptions so;
+    so.num_threads = options.num_threads;
+    KILN_ASSIGN_OR_RETURN(auto fs, Session::LoadFromBytes(model_bytes, so));
+    std::vector<NamedTensor> ref;
+    KILN_RETURN_IF_ERROR(fs->Run(auto_batch, &ref));
+    // Sum over the float outputs of |float - int8|^2 / |float|^2.
+    auto error = [&]() -> StatusOr<double> {
+      KILN_ASSIGN_OR_RETURN(std::string qdq,
+                            onnxio::RewriteQdq(model_bytes, model_dir, BuildPlan(nullptr)));
+      KILN_ASSIGN_OR_RETURN(auto qs, Session::LoadFromBytes(qdq, so));
+      std::vector<NamedTensor> got;
+      KILN_RETURN_IF_ERROR(qs->Run(auto_batch, &got));
+      ++auto_evaluations;
+      double e = 0;
+      for (size_t o = 0; o < ref.size() && o < got.size(); ++o) {
+        const Tensor& a = ref[o].tensor;
+        const Tensor& b = got[o].tensor;
+        if (a.dtype() != DataType::kFloat || b.dtype() != DataType::kFloat || a.numel() != b.numel())
+          continue;
+        double d = 0, n = 0;
+        for (int64_t i = 0; i < a.numel(); ++i) {
+          const double x = a.data<float>()[i], y = b.data<float>()[i];
+          d += (x - y) * (x - y), n += x * x;
+        }
+        e += d / std::max(n, 1e-30);
+      }
+      return e;
+    };
+    KILN_ASSIGN_OR_RETURN(auto_error_start, error());
+    double best = auto_error_start;
+    std::set<std::string> planned;
+    for (const auto& a : BuildPlan(nullptr).activations)
+      if (a.channel_scales.empty()) planned.insert(a.tensor);
+    for (const auto& t : tensors) {
+      if (!planned.count(t)) continue;
+      Range& r = ranges.at(t);
+      float kept = r.threshold;
+      std::string kept_method = quant::MethodName(quant::Method::kPercentile);
+      std::vector<float> tried = {kept};
+      for (const auto& [m, thr] : candidates.at(t)) {
+        if (thr <= 0.f || std::any_of(tried.begin(), tried.end(), [&](float v) {
+              return std::fabs(v - thr) <= 1e-4f * std::max(v, thr);
+            }))
+          continue;  // the same threshold (within float noise) as one tried
+        tried.push_back(thr);
+        r.threshold = thr;
+        KILN_ASSIGN_OR_RETURN(double e, error());
+        if (e < best) best = e, kept = thr, kept_method = quant::MethodName(m);
+      }
+      r.threshold = kept;
+      chosen[t] = kept_method;
+    }
+    auto_error = best;
+    auto_done = true;
+    return OkStatus();
   }
   // The convolutions' outputs whose bias the correction adjusts.
   std::vector<std::string> ConvOutputs() const {
@@ -320,7 +400,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
 const std::vector<TensorSpec>& Quantizer::inputs() const { return impl_->session->inputs(); }
 
 int Quantizer::passes() const {
-  return impl_->range_passes() + (impl_->options.bias_correction ? 1 : 0);
+  return impl_->range_passes() + impl_->auto_passes() + (impl_->options.bias_correction ? 1 : 0);
 }
 
 StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& data_key) {
@@ -375,6 +455,7 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
           r.at("min").get<float>(), r.at("max").get<float>(), r.at("threshold").get<float>(), {}};
       if (impl_->channel_tensors.count(t))
         ranges[t].channel_thresholds = r.at("channel_thresholds").get<std::vector<float>>();
+      if (r.contains("method")) impl_->chosen[t] = r.at("method").get<std::string>();
     } catch (const nlohmann::json::exception& e) {
       return InvalidArgument("calibration cache '" + path + "': tensor '" + t + "': " + e.what());
     }
@@ -455,10 +536,14 @@ Status Quantizer::BeginPass(int pass) {
                            "; got pass " + std::to_string(pass) + " after " +
                            std::to_string(impl_->pass));
   if (pass == 0 && !impl_->from_cache) impl_->samples = 0;
-  if (pass == impl_->range_passes()) {  // the bias-correction pass
+  if (impl_->auto_passes() > 0 && pass == impl_->range_passes()) {  // the auto search's pass
+    if (impl_->samples == 0) return InvalidArgument("the first calibration pass observed no sample");
+    KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
+  } else if (pass == impl_->bias_pass()) {  // the bias-correction pass
     if (impl_->range_passes() > 0 && impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");
     KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
+    KILN_RETURN_IF_ERROR(impl_->RunAutoSearch());
     KILN_ASSIGN_OR_RETURN(std::string qdq, onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir,
                                                               impl_->BuildPlan(nullptr)));
     SessionOptions so;
@@ -482,7 +567,11 @@ Status Quantizer::BeginPass(int pass) {
 
 Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
   if (impl_->pass < 0) return InvalidArgument("Observe before BeginPass(0)");
-  if (impl_->pass == impl_->range_passes()) {  // bias correction
+  if (impl_->auto_passes() > 0 && impl_->pass == impl_->range_passes()) {  // auto: keep a batch
+    if (impl_->auto_batch.empty()) impl_->auto_batch = batch;
+    return OkStatus();
+  }
+  if (impl_->pass == impl_->bias_pass()) {  // bias correction
     std::vector<NamedTensor> f, q;
     KILN_RETURN_IF_ERROR(impl_->float_session->Run(batch, &f));
     KILN_RETURN_IF_ERROR(impl_->quant_session->Run(batch, &q));
@@ -566,6 +655,12 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.converted_from_opset = impl_->converted_from_opset;
   summary.per_tensor_reason = impl_->per_tensor_reason;
   KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
+  KILN_RETURN_IF_ERROR(impl_->RunAutoSearch());
+  summary.auto_evaluations = impl_->auto_evaluations;
+  summary.auto_error_start = impl_->auto_error_start;
+  summary.auto_error = impl_->auto_error;
+  if (!impl_->auto_batch.empty() && impl_->auto_batch[0].tensor.rank() > 0)
+    summary.auto_samples = impl_->auto_batch[0].tensor.shape()[0];
   onnxio::QdqPlan plan = impl_->BuildPlan(&summary);
   if (impl_->bias_done) {
     for (const auto& c : impl_->selected) {
@@ -598,6 +693,8 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
     for (const auto& [t, r] : impl_->ranges) {
       tensors[t] = {{"min", r.min}, {"max", r.max}, {"threshold", r.threshold}};
       if (!r.channel_thresholds.empty()) tensors[t]["channel_thresholds"] = r.channel_thresholds;
+      auto m = impl_->chosen.find(t);  // method auto: the method the search kept
+      if (m != impl_->chosen.end()) tensors[t]["method"] = m->second;
     }
     std::ofstream c(impl_->cache_path, std::ios::trunc);
     c << doc.dump(1) << "\n";

@@ -220,6 +220,7 @@ check quantize-channel-activations-cache-damaged 11 "qch_bad.json': tensor '.*ch
 check quantize-trt-table 0 "TRT-8600-EntropyCalibration2" -- sh -c "'$KILN' quantize '$D' --calibrate '$W/calib.npy' --out '$W/q4.onnx' --method minmax --trt-cache '$W/trt.txt' > /dev/null && cat '$W/trt.txt'"
 check quantize-all-kept-float 11 "nothing to quantize.*--keep-float Conv" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q5.onnx" --keep-float Conv --keep-float Gemm
 check quantize-no-data 14 "does not exist" -- "$KILN" quantize "$D" --calibrate "$W/none.npy" --out "$W/q6.onnx"
+check quantize-auto 0 "auto: thresholds kept per tensor:.* quantized models tried on 32 samples; output error" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --method auto --quantize-all --out "$W/qa.onnx"
 check quantize-bad-method 11 "unknown calibration method 'kl'" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --out "$W/q7.onnx" --method kl
 /usr/bin/python3 -c "import numpy as np; np.save('$W/calib_labels.npy', np.random.default_rng(0).integers(0, 10, 40))"
 check quantize-max-drop 0 "accuracy control: within 100.00 pt" -- "$KILN" quantize "$D" --calibrate "$W/calib.npy" --samples 20 --labels "$W/calib_labels.npy" --max-drop 100 --out "$W/qm.onnx"

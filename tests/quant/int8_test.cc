@@ -177,8 +177,8 @@ class QuantizerTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  StatusOr<QuantizeSummary> Quantize(const QuantizeOptions& o, const std::string& out) {
-    KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model_, o));
+  // Every pass of `q` over four seeded batches of 8 samples [8, 4, 10, 10], then Write.
+  static StatusOr<QuantizeSummary> CalibrateAndWrite(Quantizer* q, const std::string& out) {
     for (int pass = 0; pass < q->passes(); ++pass) {
       KILN_RETURN_IF_ERROR(q->BeginPass(pass));
       for (uint32_t b = 0; b < 4; ++b)
@@ -186,6 +186,11 @@ class QuantizerTest : public ::testing::Test {
             {{"x", Tensor::FromVector<float>(Uniform(8 * 400, 10 + b), {8, 4, 10, 10})}}));
     }
     return q->Write(out);
+  }
+
+  StatusOr<QuantizeSummary> Quantize(const QuantizeOptions& o, const std::string& out) {
+    KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model_, o));
+    return CalibrateAndWrite(q.get(), out);
   }
 
   // Held-out data: the int8 model's outputs stay within a few quantization steps of float's
@@ -644,6 +649,83 @@ TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
   ASSERT_TRUE((*q)->BeginPass(0).ok());
   EXPECT_FALSE((*q)->BeginPass(1).ok());  // no sample observed
   EXPECT_FALSE((*q)->Write((dir_ / "b.onnx").string()).ok());
+}
+
+// Method auto: per tensor the search keeps the method whose threshold brings the model's output
+// closest to float's on the first calibration batch, starting from percentile's thresholds. Its
+// reported start is the percentile model's error and its result no worse, both recomputed here
+// on that batch; a cache keeps the choice (no search, the same model).
+TEST_F(QuantizerTest, AutoKeepsPerTensorTheThresholdClosestToFloat) {
+  const Tensor first = Tensor::FromVector<float>(Uniform(8 * 400, 10), {8, 4, 10, 10});
+  auto fp = Session::Load(model_);
+  ASSERT_TRUE(fp.ok());
+  std::vector<NamedTensor> want;
+  ASSERT_TRUE((*fp)->Run({{"x", first}}, &want).ok());
+  auto rel_error = [&](const std::string& path) {
+    auto q = Session::Load(path);
+    EXPECT_TRUE(q.ok());
+    std::vector<NamedTensor> got;
+    EXPECT_TRUE(q.ok() && (*q)->Run({{"x", first}}, &got).ok());
+    if (got.empty()) return -1.0;
+    double d = 0, n = 0;
+    for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
+      const double a = want[0].tensor.data<float>()[i], b = got[0].tensor.data<float>()[i];
+      d += (a - b) * (a - b), n += a * a;
+    }
+    return d / n;
+  };
+  QuantizeOptions o;
+  o.quantize_all = true;
+  const std::string pct = (dir_ / "percentile.onnx").string();
+  ASSERT_TRUE(Quantize(o, pct).ok());
+  o.method = "auto";
+  const std::string out = (dir_ / "auto.onnx").string(), cache = (dir_ / "auto.json").string();
+  StatusOr<QuantizeSummary> s = InvalidArgument("not run");
+  {
+    auto q = Quantizer::Create(model_, o);
+    ASSERT_TRUE(q.ok());
+    ASSERT_TRUE((*q)->UseCache(cache, "data").ok());
+    ASSERT_EQ((*q)->passes(), 3);  // ranges, histograms, the search
+    s = Quantize(o, out);
+  }
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->method, "auto");
+  EXPECT_GT(s->auto_evaluations, 3);
+  EXPECT_EQ(s->auto_samples, 8);
+  EXPECT_LE(s->auto_error, s->auto_error_start);
+  ASSERT_EQ(s->activations.size(), 3u);
+  for (const auto& a : s->activations)
+    EXPECT_TRUE(a.method == "minmax" || a.method == "percentile" || a.method == "entropy" ||
+                a.method == "mse")
+        << a.tensor << ": " << a.method;
+  const double e_pct = rel_error(pct), e_auto = rel_error(out);
+  EXPECT_NEAR(e_pct, s->auto_error_start, 1e-6 * e_pct + 1e-12);
+  EXPECT_NEAR(e_auto, s->auto_error, 1e-6 * e_auto + 1e-12);
+  EXPECT_LE(e_auto, e_pct);
+  // From a cache: no search, the same thresholds and methods.
+  auto write_cached = [&](const std::string& path) -> StatusOr<QuantizeSummary> {
+    KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model_, o));
+    KILN_ASSIGN_OR_RETURN(bool hit, q->UseCache(cache, "data"));
+    if (hit) return InvalidArgument("no cache was written yet");
+    return CalibrateAndWrite(q.get(), path);
+  };
+  ASSERT_TRUE(write_cached((dir_ / "auto1.onnx").string()).ok());
+  auto q = Quantizer::Create(model_, o);
+  ASSERT_TRUE(q.ok());
+  auto hit = (*q)->UseCache(cache, "data");
+  ASSERT_TRUE(hit.ok() && *hit);
+  EXPECT_EQ((*q)->passes(), 0);
+  auto again = (*q)->Write((dir_ / "auto2.onnx").string());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->auto_evaluations, 0);
+  for (size_t i = 0; i < again->activations.size(); ++i)
+    EXPECT_EQ(again->activations[i].method, s->activations[i].method);
+  auto bytes = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(bytes((dir_ / "auto1.onnx").string()), bytes((dir_ / "auto2.onnx").string()));
+  EXPECT_EQ(bytes((dir_ / "auto1.onnx").string()), bytes(out));
 }
 
 TEST_F(QuantizerTest, CalibrationCacheIsReusedAndRefusedWhenForeign) {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "common.h"
@@ -519,6 +520,21 @@ Status RunQuantize(const QuantizeArgs& a) {
   if (!s.per_channel)
     std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
+  if (s.method == "auto") {
+    std::map<std::string, int> kept;
+    for (const auto& t : s.activations)
+      if (!t.method.empty()) ++kept[t.method];
+    std::string counts;
+    for (const auto& [m, n] : kept) counts += " " + m + " " + std::to_string(n);
+    if (s.auto_evaluations > 0)
+      std::printf(
+          "  auto: thresholds kept per tensor:%s (%d quantized models tried on %lld samples; "
+          "output error %.4g -> %.4g)\n",
+          counts.c_str(), s.auto_evaluations, static_cast<long long>(s.auto_samples),
+          s.auto_error_start, s.auto_error);
+    else
+      std::printf("  auto: thresholds kept per tensor:%s (from the cache)\n", counts.c_str());
+  }
   if (s.shared_concats > 0)
     std::printf("  shared scales: %d Concat(s) take their output's scale on every input\n",
                 s.shared_concats);
@@ -541,8 +557,8 @@ Status RunQuantize(const QuantizeArgs& a) {
                 "threshold", "scale");
     for (const auto& t : s.activations)
       std::printf(
-          "  %-40s %-6s %12.5g %12.5g %12.5g %12.5g%s\n", t.tensor.c_str(), t.dtype.c_str(), t.min,
-          t.max, t.threshold, t.scale,
+          "  %-40s %-6s %12.5g %12.5g %12.5g %12.5g%s%s\n", t.tensor.c_str(), t.dtype.c_str(),
+          t.min, t.max, t.threshold, t.scale, t.method.empty() ? "" : (" " + t.method).c_str(),
           t.channel_scales.empty()
               ? ""
               : (" (largest of " + std::to_string(t.channel_scales.size()) + " per-channel scales)")
@@ -584,7 +600,8 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                   "For image calibration data: a preset or recipe .json (as kiln run --images; "
                   "default: torchvision-imagenet sized to the input)");
   cmd->add_option("--method", a->options.method,
-                  "Range method: minmax, percentile, entropy (KL) or mse")
+                  "Range method: minmax, percentile, entropy (KL), mse, or auto (per tensor the "
+                  "one whose quantized model is closest to float on the first batch; slower)")
       ->capture_default_str();
   cmd->add_option("--percentile", a->options.percentile, "For --method percentile")
       ->capture_default_str();
