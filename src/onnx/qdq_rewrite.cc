@@ -86,6 +86,9 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
       subgraphs = subgraphs || a.type() == onnx::AttributeProto::GRAPH ||
                   a.type() == onnx::AttributeProto::GRAPHS;
   std::map<std::string, std::string> conv_of;  // Conv (or Conv -> Relu) output -> the Conv
+  std::map<std::string, int> read_count;       // tensor -> how many node inputs name it
+  for (const auto& n : nodes)
+    for (const auto& in : n.input()) ++read_count[in];
   for (int i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& n = nodes[i];
     for (int k = 0; k < n.input_size(); ++k) {
@@ -101,7 +104,10 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     if ((op == "Concat" || pool) && n.output_size() == 1 && !subgraphs) {
       QdqConcat c;
       c.op_type = op;
-      if (pool && conv_of.count(n.input(0))) c.conv = conv_of[n.input(0)];
+      // Only as the sole reader of its input: the convolution then writes the 8-bit values.
+      if (pool && conv_of.count(n.input(0)) && read_count[n.input(0)] == 1 &&
+          !graph_outputs.count(n.input(0)))
+        c.conv = conv_of[n.input(0)];
       c.node = NodeName(n, i);
       c.output = n.output(0);
       for (const auto& in : n.input()) {

@@ -32,7 +32,8 @@ struct QdqCandidate {
 struct QdqConcat {
   std::string node;
   std::string op_type = "Concat";  // or "MaxPool" (one output: no indices)
-  // MaxPool: the Conv node that writes its input, directly or through a Relu ("" if none).
+  // MaxPool: the Conv node that writes its input, directly or through a Relu, when the MaxPool is
+  // that input's only reader ("" otherwise).
   std::string conv;
   std::string output;
   std::vector<std::string> inputs;

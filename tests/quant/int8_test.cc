@@ -427,9 +427,10 @@ TEST_F(QuantizerTest, ResidualAddsKeepTheStreamInt8) {
 // Not shared when the convolution stays float (the QuantizeLinear would then run before the
 // pooling, on four times the values).
 TEST_F(QuantizerTest, MaxPoolAfterAQuantizedConvolutionPoolsTheQuantizedValues) {
-  {
+  auto write_model = [&](bool relu_is_output) {
     ModelBuilder mb(13);
     mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+    if (relu_is_output) mb.Output("r1", kF32, {-1, 8, 10, 10});
     mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
     mb.FloatInit("w2", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 3, -0.3f, 0.3f));
     mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
@@ -442,18 +443,21 @@ TEST_F(QuantizerTest, MaxPoolAfterAQuantizedConvolutionPoolsTheQuantizedValues) 
     ModelBuilder::IntsAttr(mb.Node("Conv", {"p", "w2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
     mb.Node("Relu", {"c2"}, {"r2"});
     std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "r2");
-  }
+  };
   const Tensor x = Tensor::FromVector<float>(Uniform(2 * 400, 47), {2, 4, 10, 10});
   struct Variant {
     const char* name;
     bool share;
     std::vector<std::string> keep;
     int pools;
+    bool relu_is_output = false;  // the pooling's input has another reader (a graph output)
   };
   std::vector<Tensor> exact;
-  for (const Variant& v : {Variant{"shared", true, {}, 1}, Variant{"apart", false, {}, 0},
-                           Variant{"float conv1", true, {"conv1"}, 0}}) {
+  for (const Variant& v :
+       {Variant{"shared", true, {}, 1}, Variant{"apart", false, {}, 0},
+        Variant{"float conv1", true, {"conv1"}, 0}, Variant{"read twice", true, {}, 0, true}}) {
     SCOPED_TRACE(v.name);
+    write_model(v.relu_is_output);
     QuantizeOptions o;
     o.method = "minmax";
     o.quantize_all = true;
@@ -479,7 +483,7 @@ TEST_F(QuantizerTest, MaxPoolAfterAQuantizedConvolutionPoolsTheQuantizedValues) 
     const auto [err, max_y] = MaxAbsError(want[0].tensor, got[0].tensor);
     EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
   }
-  ASSERT_EQ(exact.size(), 3u);
+  ASSERT_EQ(exact.size(), 4u);
   for (int64_t i = 0; i < exact[0].numel(); ++i)
     ASSERT_EQ(exact[0].data<float>()[i], exact[1].data<float>()[i]) << "[" << i << "]";
 }
