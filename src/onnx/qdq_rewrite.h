@@ -101,9 +101,9 @@ void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64
 
 // Inserts Q -> DQ after each planned activation (feeding only the planned nodes; other consumers
 // keep the float tensor) and replaces each planned node's weight by an int8 initializer and a
-// DequantizeLinear, and quantizes the inputs of each shared Concat and planned Add. Biases stay float. `model_dir`
-// anchors external data of the input model; the output embeds what it rewrote. Returns the
-// serialized model.
+// DequantizeLinear, and quantizes the inputs of each shared Concat and planned Add. Biases stay
+// float. `model_dir` anchors external data of the input model; the output embeds what it rewrote.
+// Returns the serialized model.
 StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
                                  const QdqPlan& plan);
 

@@ -130,10 +130,10 @@ struct Quantizer::Impl {
         if (c.op_type == "Conv" && !c.output.empty()) conv_outputs.insert(c.output);
       std::vector<std::string> planned;
       for (const auto& a : adds) {
-        const bool chained = planned_results.count(a.inputs[0]) || planned_results.count(a.inputs[1]);
+        const bool chained =
+            planned_results.count(a.inputs[0]) || planned_results.count(a.inputs[1]);
         if (a.graph_output || (!used.count(a.result) && !chained) ||
-            channel_tensors.count(a.result) ||
-            !KeptBy(a.node, "Add", options.keep_float).empty() ||
+            channel_tensors.count(a.result) || !KeptBy(a.node, "Add", options.keep_float).empty() ||
             (!conv_outputs.count(a.inputs[0]) && !conv_outputs.count(a.inputs[1])))
           continue;
         bool per_tensor = true;
@@ -178,22 +178,20 @@ struct Quantizer::Impl {
       // convolution (with or without a Relu), which then writes the 8-bit values (elsewhere a
       // QuantizeLinear before the pooling would cost more than the one after it).
       std::map<std::string, std::string> activation_of;  // selected node -> its activation
-      std::set<std::string> selected_nodes(plan.adds.begin(), plan.adds.end());
+      const std::set<std::string> planned_adds(plan.adds.begin(), plan.adds.end());
       for (const auto& c : selected) activation_of[c.node] = c.activation;
-      for (const auto& c : selected) selected_nodes.insert(c.node);
       for (const auto& c : concats) {
         auto r = ranges.find(c.output);
         if (c.constant_input || c.graph_output || c.readers.empty() || !used.count(c.output) ||
             r == ranges.end() || !r->second.channel_thresholds.empty())
           continue;
-        if (c.op_type == "MaxPool" && (c.conv.empty() || !selected_nodes.count(c.conv))) continue;
+        if (c.op_type == "MaxPool" && !activation_of.count(c.conv)) continue;  // conv quantized
         bool all_quantized = true;
         for (const auto& [node, k] : c.readers) {
           auto a = activation_of.find(node);
-          const bool add = a == activation_of.end() &&
-                           std::find(plan.adds.begin(), plan.adds.end(), node) != plan.adds.end();
-          all_quantized = all_quantized &&
-                          (add || (k == 0 && a != activation_of.end() && a->second == c.output));
+          all_quantized =
+              all_quantized && (planned_adds.count(node) ||
+                                (k == 0 && a != activation_of.end() && a->second == c.output));
         }
         if (!all_quantized) continue;
         plan.shared_concats.push_back(c.node);
@@ -225,7 +223,8 @@ struct Quantizer::Impl {
       for (size_t o = 0; o < ref.size() && o < got.size(); ++o) {
         const Tensor& a = ref[o].tensor;
         const Tensor& b = got[o].tensor;
-        if (a.dtype() != DataType::kFloat || b.dtype() != DataType::kFloat || a.numel() != b.numel())
+        if (a.dtype() != DataType::kFloat || b.dtype() != DataType::kFloat ||
+            a.numel() != b.numel())
           continue;
         double d = 0, n = 0;
         for (int64_t i = 0; i < a.numel(); ++i) {
@@ -282,7 +281,6 @@ std::string CalibrationDataKey(const Tensor& samples, int64_t count) {
   return key + " " + DataTypeName(samples.dtype()) + ShapeToString(samples.shape()) + " first " +
          std::to_string(count);
 }
-
 
 Quantizer::Quantizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Quantizer::~Quantizer() = default;
@@ -537,7 +535,8 @@ Status Quantizer::BeginPass(int pass) {
                            std::to_string(impl_->pass));
   if (pass == 0 && !impl_->from_cache) impl_->samples = 0;
   if (impl_->auto_passes() > 0 && pass == impl_->range_passes()) {  // the auto search's pass
-    if (impl_->samples == 0) return InvalidArgument("the first calibration pass observed no sample");
+    if (impl_->samples == 0)
+      return InvalidArgument("the first calibration pass observed no sample");
     KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
   } else if (pass == impl_->bias_pass()) {  // the bias-correction pass
     if (impl_->range_passes() > 0 && impl_->samples == 0)

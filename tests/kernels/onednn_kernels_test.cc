@@ -1283,7 +1283,8 @@ TEST(OneDnnKernelTest, ConvWinograd) {
                                                                     : "cpu.conv.winograd"};
     // In place only where the chain's 1x1 convolution hands over aBcd8b (oneDNN on AVX2); on
     // AVX-512 it writes acdb, which the Winograd kernel reorders (a copy, not in place).
-    if (z_conv && !__builtin_cpu_supports("avx512f")) expect.push_back("1 outputs written in place");
+    if (z_conv && !__builtin_cpu_supports("avx512f"))
+      expect.push_back("1 outputs written in place");
     CheckAgainstReference(mb.Bytes(), inputs, expect, /*optimize=*/true);
   }
   unsetenv("KILN_WINOGRAD");

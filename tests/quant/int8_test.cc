@@ -217,12 +217,11 @@ class QuantizerTest : public ::testing::Test {
     // kernels compute that arithmetic (the same 3.3 %: they differ from it only where they round
     // a tie apart); without VNNI their 7-bit weights add to it (the Gemm's too: 3.9 % in all on
     // AVX2, 2.6 % before the Gemm ran in int8).
-    EXPECT_LT(qdq_err, 0.035 * ref) << "QDQ arithmetic: max abs error " << qdq_err
-                                    << " against max |y| " << ref;
+    EXPECT_LT(qdq_err, 0.035 * ref)
+        << "QDQ arithmetic: max abs error " << qdq_err << " against max |y| " << ref;
     const bool vnni = DescribeCpu().int8.find("no VNNI") == std::string::npos;
-    EXPECT_LT(err, (vnni ? 0.035 : 0.05) * ref)
-        << "max abs error " << err << " against max |y| " << ref << " (QDQ arithmetic " << qdq_err
-        << ")";
+    EXPECT_LT(err, (vnni ? 0.035 : 0.05) * ref) << "max abs error " << err << " against max |y| "
+                                                << ref << " (QDQ arithmetic " << qdq_err << ")";
     if (vnni) {
       const auto [apart, unused2] = MaxAbsError(b[0].tensor, c[0].tensor);
       EXPECT_LT(apart, 0.005 * ref) << "int8 kernels against the QDQ arithmetic";
@@ -1404,7 +1403,7 @@ struct QConvAddCase {
   int y_zero;
   bool relu;
   std::string conv_act = "";  // the convolution's own activation before A's QuantizeLinear
-  int64_t ch = 16;            // channels (8: oneDNN's AVX-512 int8 convolutions pick another kernel)
+  int64_t ch = 16;  // channels (8: oneDNN's AVX-512 int8 convolutions pick another kernel)
 };
 
 class QConvAddKernelTest : public ::testing::TestWithParam<QConvAddCase> {};

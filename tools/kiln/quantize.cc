@@ -70,8 +70,9 @@ std::vector<std::pair<std::string, std::string>> CalibrationSources(
   for (const auto& arg : args) {
     const size_t eq = arg.find('=');
     const std::string name = eq == std::string::npos ? "" : arg.substr(0, eq);
-    const bool named = std::any_of(inputs.begin(), inputs.end(),
-                                   [&](const TensorSpec& t) { return !name.empty() && t.name == name; });
+    const bool named = std::any_of(inputs.begin(), inputs.end(), [&](const TensorSpec& t) {
+      return !name.empty() && t.name == name;
+    });
     out.emplace_back(named ? name : "", named ? arg.substr(eq + 1) : arg);
   }
   return out;
@@ -94,9 +95,9 @@ class Samples {
       if (inputs.size() != 1) {
         std::string names;
         for (const auto& t : inputs) names += (names.empty() ? "" : ", ") + t.name;
-        return Unsupported("calibration from one tensor file needs a one-input model; '" +
-                           a.model + "' has " + std::to_string(inputs.size()) +
-                           " inputs (" + names + "): give each as --calibrate NAME=FILE");
+        return Unsupported("calibration from one tensor file needs a one-input model; '" + a.model +
+                           "' has " + std::to_string(inputs.size()) + " inputs (" + names +
+                           "): give each as --calibrate NAME=FILE");
       }
       return OpenOne(a, inputs[0], sources[0].second, std::move(s));
     }
@@ -122,8 +123,8 @@ class Samples {
       KILN_ASSIGN_OR_RETURN(Tensor t, ReadFile(path, in));
       if (rows >= 0 && t.shape()[0] != rows)
         return InvalidArgument("--calibrate: '" + path + "' (input '" + in.name + "') holds " +
-                               std::to_string(t.shape()[0]) + " samples and '" + first +
-                               "' " + std::to_string(rows) + "; every input needs as many");
+                               std::to_string(t.shape()[0]) + " samples and '" + first + "' " +
+                               std::to_string(rows) + "; every input needs as many");
       if (rows < 0) rows = t.shape()[0], first = path;
       s->data_.push_back({in.name, std::move(t)});
     }
@@ -151,7 +152,7 @@ class Samples {
       std::vector<NamedTensor> out;
       for (const auto& [name, t] : data_)
         out.push_back({name, *held_out ? Rows(t, count_, std::min(rows, count_ + k))
-                                        : Rows(t, 0, std::min(count_, k))});
+                                       : Rows(t, 0, std::min(count_, k))});
       return out;
     }
     const auto& files = images_->files();
@@ -542,8 +543,7 @@ Status RunQuantize(const QuantizeArgs& a) {
     std::printf("  shared scales: %d MaxPool(s) after a quantized convolution pool 8-bit values\n",
                 s.shared_pools);
   if (s.quantized_adds > 0)
-    std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n",
-                s.quantized_adds);
+    std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n", s.quantized_adds);
   if (a.options.channel_activations) {
     int channel_scaled = 0;
     for (const auto& t : s.activations) channel_scaled += !t.channel_scales.empty();
