@@ -79,6 +79,10 @@ class OptionsTest(unittest.TestCase):
                               "--quantizer nncf: kiln-int8-ch needs kiln's quantizer"),
                              (["--quantizer", "ort", "--runtimes", "kiln-int8,kiln-int8-apart"],
                               "--quantizer ort: kiln-int8-apart needs kiln's quantizer"),
+                             (["--quantizer", "nncf", "--runtimes", "kiln-int8,kiln-int8-all"],
+                              "--quantizer nncf: kiln-int8-all needs kiln's quantizer"),
+                             (["--quantizer", "ort", "--runtimes", "kiln-int8,kiln-int8-float-adds"],
+                              "--quantizer ort: kiln-int8-float-adds needs kiln's quantizer"),
                              (["--quantizer", "trt"], "invalid choice: 'trt'")):
             r = subprocess.run([sys.executable, script] + argv, capture_output=True, text=True,
                                timeout=60)
