@@ -473,8 +473,8 @@ Status RunQuantize(const QuantizeArgs& a) {
       return NotFound("calibration data '" + path + "' does not exist");
   }
   KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(a.model, a.options));
-  const TensorSpec in = q->inputs()[0];
   KILN_ASSIGN_OR_RETURN(auto samples, Samples::Open(a, q->inputs()));
+  const TensorSpec in = q->inputs()[0];  // Open refused a model without inputs
   const int64_t n = samples->count();
   std::fprintf(stderr, "calibration data: %s\n", samples->what().c_str());
   std::vector<std::string> failures;
