@@ -54,8 +54,11 @@ struct QuantizeOptions {
   // (each quantized before the Concat): the Concat then joins 8-bit values, and what writes its
   // inputs can write them in 8 bits. The values the readers see are unchanged, because
   // quantization is elementwise. false: the Concat runs float between its inputs and its
-  // quantized output. The same for a MaxPool that a quantized convolution feeds (through a Relu
-  // or not): quantization is monotonic, so the maximum commutes with it.
+  // quantized output. The same for ops that pass values through unchanged (MaxPool: quantization
+  // is monotonic, so the maximum commutes with it; Split, Resize/Upsample in mode nearest,
+  // Reshape, Flatten, Squeeze, Unsqueeze, Transpose) where a quantized convolution (through its
+  // activation or not), a planned Add or another such op writes their input and quantized nodes
+  // read everything around them: the tensors so connected share one scale (the widest of them).
   bool share_concat_scales = true;
   // Residual Adds (two computed inputs, one written by a quantized convolution) whose sum (or
   // its Relu) a quantized node reads get both inputs quantized, as ONNX Runtime's and NNCF's
@@ -102,7 +105,12 @@ struct QuantizeSummary {
   int bias_corrected = 0;   // convolutions whose bias was corrected
   int shared_concats = 0;   // Concats whose inputs share their output's scale
   int shared_pools = 0;     // MaxPools after a quantized convolution that share it likewise
-  int quantized_adds = 0;   // residual Adds with both inputs quantized (quantize_adds)
+  // Split, Resize/Upsample (nearest), Reshape, Flatten, Squeeze, Unsqueeze, Transpose likewise.
+  int shared_moves = 0;
+  // Quantized activations whose scale was widened to their shared-scale group's (or made
+  // signed by it).
+  int widened_scales = 0;
+  int quantized_adds = 0;  // residual Adds with both inputs quantized (quantize_adds)
   // Method "auto": quantized models evaluated by the search (0 when the cache had the result),
   // the samples it ran on, and the model outputs' relative squared error before and after it.
   int auto_evaluations = 0;

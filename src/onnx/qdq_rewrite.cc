@@ -77,7 +77,6 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
   const auto& nodes = m.graph().node();
   std::set<std::string> graph_outputs;
   for (const auto& o : m.graph().output()) graph_outputs.insert(o.name());
-  std::map<std::string, size_t> concat_of;  // output -> index in info.concats
   // A subgraph (If, Loop, Scan) may read a Concat's output without naming it as an input: no
   // Concat's readers are then known, so none is listed.
   bool subgraphs = false;
@@ -85,37 +84,122 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     for (const auto& a : n.attribute())
       subgraphs = subgraphs || a.type() == onnx::AttributeProto::GRAPH ||
                   a.type() == onnx::AttributeProto::GRAPHS;
-  std::map<std::string, std::string> conv_of;  // Conv (or Conv -> Relu) output -> the Conv
-  std::map<std::string, int> read_count;       // tensor -> how many node inputs name it
-  for (const auto& n : nodes)
-    for (const auto& in : n.input()) ++read_count[in];
+  std::map<std::string, std::vector<std::pair<int, int>>> tensor_readers;  // (node, input)
+  for (int i = 0; i < nodes.size(); ++i)
+    for (int k = 0; k < nodes[i].input_size(); ++k)
+      tensor_readers[nodes[i].input(k)].push_back({i, k});
+  auto is_onnx = [](const onnx::NodeProto& n, const char* op) {
+    return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
+  };
+  // Conv output, or the output of the activation that alone reads it -> the Conv.
+  std::map<std::string, std::string> conv_of;
+  std::map<std::string, std::string> activated_of;  // Conv -> its activation's output
+  // Listed node or residual Add output -> the node writing it.
+  std::map<std::string, std::string> source_of;
+  auto sole_reader = [&](const std::string& t) -> int {
+    auto r = tensor_readers.find(t);
+    if (r == tensor_readers.end() || r->second.size() != 1 || graph_outputs.count(t)) return -1;
+    return r->second[0].first;
+  };
+  auto reader_list = [&](const std::string& t, std::vector<std::pair<std::string, int>>* out) {
+    auto r = tensor_readers.find(t);
+    if (r == tensor_readers.end()) return;
+    for (auto [ri, k] : r->second) out->emplace_back(NodeName(nodes[ri], ri), k);
+  };
+  // Residual Adds: two computed inputs; the sum carried on by the Add's output or by the Relu
+  // that alone reads it.
+  for (int i = 0; i < nodes.size() && !subgraphs; ++i) {
+    const onnx::NodeProto& n = nodes[i];
+    if (n.op_type() != "Add" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
+        n.input_size() != 2 || n.output_size() != 1)
+      continue;
+    bool computed = true;
+    for (const auto& in : n.input()) computed = computed && !in.empty() && !inits.count(in);
+    if (!computed) continue;
+    QdqAdd a;
+    a.node = NodeName(n, i);
+    a.inputs = {n.input(0), n.input(1)};
+    a.result = n.output(0);
+    a.graph_output = graph_outputs.count(a.result) > 0;
+    const auto r = tensor_readers.find(a.result);
+    if (r != tensor_readers.end() && r->second.size() == 1 &&
+        is_onnx(nodes[r->second[0].first], "Relu")) {
+      a.result = nodes[r->second[0].first].output(0);
+      a.graph_output = a.graph_output || graph_outputs.count(a.result) > 0;
+    }
+    source_of[a.result] = a.node;
+    auto rr = tensor_readers.find(a.result);
+    if (rr != tensor_readers.end())
+      for (auto [ri, k] : rr->second) a.result_readers.push_back(NodeName(nodes[ri], ri));
+    info.adds.push_back(std::move(a));
+  }
   for (int i = 0; i < nodes.size(); ++i) {
     const onnx::NodeProto& n = nodes[i];
-    for (int k = 0; k < n.input_size(); ++k) {
-      auto c = concat_of.find(n.input(k));
-      if (c != concat_of.end()) info.concats[c->second].readers.emplace_back(NodeName(n, i), k);
-    }
     const std::string& op = n.op_type();
     if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
-    if (op == "Conv" && n.output_size() == 1) conv_of[n.output(0)] = NodeName(n, i);
-    if (op == "Relu" && n.input_size() == 1 && n.output_size() == 1 && conv_of.count(n.input(0)))
-      conv_of[n.output(0)] = conv_of[n.input(0)];
-    const bool pool = op == "MaxPool" && n.output_size() == 1 && n.input_size() == 1;
-    if ((op == "Concat" || pool) && n.output_size() == 1 && !subgraphs) {
+    if (op == "Conv" && n.output_size() == 1) {
+      const std::string name = NodeName(n, i), y = n.output(0);
+      conv_of[y] = name;
+      // The activation that alone reads Y (SiLU: Y read by Sigmoid and Mul only, the Sigmoid's
+      // output by that Mul only).
+      const int r = sole_reader(y);
+      static const char* kUnary[] = {"Relu",        "Clip",    "LeakyRelu", "HardSwish",
+                                     "HardSigmoid", "Sigmoid", "Tanh"};
+      if (r >= 0 && nodes[r].output_size() == 1 &&
+          std::any_of(std::begin(kUnary), std::end(kUnary),
+                      [&](const char* a) { return is_onnx(nodes[r], a); }))
+        conv_of[nodes[r].output(0)] = name, activated_of[name] = nodes[r].output(0);
+      auto yr = tensor_readers.find(y);
+      if (yr != tensor_readers.end() && yr->second.size() == 2 && !graph_outputs.count(y)) {
+        int sig = -1, mul = -1;
+        for (auto [ri, k] : yr->second) {
+          if (is_onnx(nodes[ri], "Sigmoid")) sig = ri;
+          if (is_onnx(nodes[ri], "Mul") && nodes[ri].input_size() == 2) mul = ri;
+        }
+        if (sig >= 0 && mul >= 0 && nodes[sig].output_size() == 1 &&
+            nodes[mul].output_size() == 1 && sole_reader(nodes[sig].output(0)) == mul)
+          conv_of[nodes[mul].output(0)] = name, activated_of[name] = nodes[mul].output(0);
+      }
+    }
+    const bool listed =
+        op == "Concat" || std::any_of(std::begin(kPassThroughOps), std::end(kPassThroughOps),
+                                      [&](const char* p) { return op == p; });
+    // MaxPool without its indices output; Resize/Upsample only in mode nearest, not cropping
+    // (tf_crop_and_resize writes the extrapolation value outside the crop).
+    bool exact = listed && n.output_size() >= 1 && n.input_size() >= 1 && !n.input(0).empty();
+    if (op == "MaxPool") exact = exact && n.output_size() == 1;
+    if (op == "Split")
+      exact = exact && std::none_of(n.output().begin(), n.output().end(),
+                                    [](const std::string& o) { return o.empty(); });
+    if (op != "Split") exact = exact && n.output_size() == 1;
+    if (op == "Resize" || op == "Upsample")
+      for (const auto& a : n.attribute())
+        exact = exact && !(a.name() == "mode" && a.s() != "nearest") &&
+                !(a.name() == "coordinate_transformation_mode" && a.s() == "tf_crop_and_resize");
+    if (exact && !subgraphs) {
       QdqConcat c;
       c.op_type = op;
-      // Only as the sole reader of its input: the convolution then writes the 8-bit values.
-      if (pool && conv_of.count(n.input(0)) && read_count[n.input(0)] == 1 &&
-          !graph_outputs.count(n.input(0)))
-        c.conv = conv_of[n.input(0)];
       c.node = NodeName(n, i);
       c.output = n.output(0);
-      for (const auto& in : n.input()) {
+      c.outputs.assign(n.output().begin(), n.output().end());
+      const int data = op == "Concat" ? n.input_size() : 1;
+      for (int k = 0; k < data; ++k) {
+        const std::string& in = n.input(k);
         c.inputs.push_back(in);
         c.constant_input = c.constant_input || in.empty() || inits.count(in) > 0;
+        c.input_graph_output = c.input_graph_output || graph_outputs.count(in) > 0;
+        auto cv = conv_of.find(in);
+        auto src = source_of.find(in);
+        c.sources.push_back(cv != conv_of.end()      ? cv->second
+                            : src != source_of.end() ? src->second
+                                                     : std::string());
+        reader_list(in, &c.input_readers);
       }
-      c.graph_output = graph_outputs.count(c.output) > 0;
-      concat_of[c.output] = info.concats.size();
+      for (const auto& o : c.outputs) {
+        c.graph_output = c.graph_output || graph_outputs.count(o) > 0;
+        reader_list(o, &c.readers);
+        source_of[o] = c.node;
+      }
       info.concats.push_back(std::move(c));
       continue;
     }
@@ -127,6 +211,8 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     if (n.input_size() < 2) continue;
     c.activation = n.input(0);
     c.output = n.output_size() > 0 ? n.output(0) : "";
+    auto act = activated_of.find(c.node);
+    if (act != activated_of.end()) c.activated = act->second;
     c.weight = n.input(1);
     auto w = inits.find(c.weight);
     if (inits.count(c.activation)) {
@@ -152,33 +238,6 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
       }
     }
     info.candidates.push_back(std::move(c));
-  }
-  if (subgraphs) return info;
-  // Residual Adds: two computed inputs; the sum carried on by the Add's output or by the Relu
-  // that alone reads it.
-  std::map<std::string, std::vector<int>> readers;
-  for (int i = 0; i < nodes.size(); ++i)
-    for (const auto& in : nodes[i].input()) readers[in].push_back(i);
-  for (int i = 0; i < nodes.size(); ++i) {
-    const onnx::NodeProto& n = nodes[i];
-    if (n.op_type() != "Add" || !(n.domain().empty() || n.domain() == "ai.onnx") ||
-        n.input_size() != 2 || n.output_size() != 1)
-      continue;
-    bool computed = true;
-    for (const auto& in : n.input()) computed = computed && !in.empty() && !inits.count(in);
-    if (!computed) continue;
-    QdqAdd a;
-    a.node = NodeName(n, i);
-    a.inputs = {n.input(0), n.input(1)};
-    a.result = n.output(0);
-    a.graph_output = graph_outputs.count(a.result) > 0;
-    const auto& r = readers[a.result];
-    if (r.size() == 1 && nodes[r[0]].op_type() == "Relu" &&
-        (nodes[r[0]].domain().empty() || nodes[r[0]].domain() == "ai.onnx")) {
-      a.result = nodes[r[0]].output(0);
-      a.graph_output = a.graph_output || graph_outputs.count(a.result) > 0;
-    }
-    info.adds.push_back(std::move(a));
   }
   return info;
 }
@@ -323,7 +382,7 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
       shared[c.node] = &c;
     }
   if (shared.size() != plan.shared_concats.size())
-    return InvalidArgument("the plan names a Concat or MaxPool the model does not have");
+    return InvalidArgument("the plan names a Concat or pass-through op the model does not have");
   std::map<std::string, const QdqAdd*> adds;
   for (const auto& a : info.adds)
     if (std::find(plan.adds.begin(), plan.adds.end(), a.node) != plan.adds.end()) adds[a.node] = &a;
@@ -374,9 +433,16 @@ StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::stri
     auto sc = shared.find(NodeName(nodes[i], i));
     if (sc != shared.end()) {
       const ActivationQuant& a = *acts.at(sc->second->output);
-      for (int k = 0; k < nodes[i].input_size(); ++k) {
+      for (int k = 0; k < static_cast<int>(sc->second->inputs.size()); ++k) {
         const std::string in = nodes[i].input(k);
-        const std::string key = in + "\n" + sc->second->output;
+        // The input's own planned quantization when it is the same (shared scales): one Q/DQ
+        // pair for every reader.
+        auto own = acts.find(in);
+        const bool same = own != acts.end() && own->second->channel_scales.empty() &&
+                          own->second->scale == a.scale &&
+                          own->second->zero_point == a.zero_point &&
+                          own->second->is_signed == a.is_signed;
+        const std::string key = same ? in : in + "\n" + sc->second->output;
         KILN_RETURN_IF_ERROR(quantize_as(in, a, key));
         nodes[i].set_input(k, act_dq[key]);
       }

@@ -20,28 +20,45 @@ struct QdqCandidate {
   int index = 0;           // position in the graph's (topologically sorted) node list
   std::string activation;  // input 0, a float tensor computed at run time or a graph input
   std::string output;      // output 0
+  // A Conv's: the output of the activation that alone reads its output (QdqConcat::sources
+  // names them), or "".
+  std::string activated;
   std::string weight;      // the weight initializer
   int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
   bool depthwise = false;  // a Conv with one input channel per group and one output per group
   std::string reason;      // non-empty when the node cannot be quantized: why
 };
 
-// A Concat or MaxPool of the main graph, for shared scales: its inputs, and who reads its
-// output. Either passes values through unchanged (MaxPool picks one), so quantizing its inputs
-// with its output's scale gives the readers the same values.
+// A Concat or a pass-through op of the main graph, for shared scales: its data inputs, and who
+// reads its outputs. Each passes values through unchanged (Concat joins them, MaxPool picks one
+// per window, Split, Reshape, Flatten, Squeeze, Unsqueeze and Transpose move them, Resize and
+// Upsample in mode nearest copy them), so quantizing its data inputs with its outputs' scale
+// gives the readers the same values, and a runtime can do the op on the 8-bit values.
 struct QdqConcat {
   std::string node;
-  std::string op_type = "Concat";  // or "MaxPool" (one output: no indices)
-  // MaxPool: the Conv node that writes its input, directly or through a Relu, when the MaxPool is
-  // that input's only reader ("" otherwise).
-  std::string conv;
-  std::string output;
-  std::vector<std::string> inputs;
-  bool constant_input = false;  // an input is an initializer (or empty)
-  bool graph_output = false;    // the output is also a graph output
-  // (node name, input index) of every reader of the output.
-  std::vector<std::pair<std::string, int>> readers;
+  // "Concat" (every input is data) or one of kPassThroughOps (input 0 is data; the others, shapes
+  // and scales, are not quantized).
+  std::string op_type = "Concat";
+  std::string output;                // output 0
+  std::vector<std::string> outputs;  // every output (Split has several)
+  std::vector<std::string> inputs;   // the data inputs
+  // Per data input, what writes it: a Conv node (directly, or through an activation that alone
+  // reads the Conv's output: Relu, Clip, LeakyRelu, HardSwish, HardSigmoid, Sigmoid, Tanh, or
+  // SiLU as x * Sigmoid(x)), a residual Add (QdqAdd::node, its result), a node listed here, or
+  // "" (a graph input, another op).
+  std::vector<std::string> sources;
+  bool constant_input = false;      // a data input is an initializer (or empty)
+  bool graph_output = false;        // an output is also a graph output
+  bool input_graph_output = false;  // a data input is also a graph output
+  // (node name, input index) of every reader of the outputs, and of the data inputs (this node
+  // included).
+  std::vector<std::pair<std::string, int>> readers, input_readers;
 };
+
+// The ops QdqConcat lists besides Concat.
+inline constexpr const char* kPassThroughOps[] = {"MaxPool",  "Split",     "Resize",
+                                                  "Upsample", "Reshape",   "Flatten",
+                                                  "Squeeze",  "Unsqueeze", "Transpose"};
 
 // An Add of the main graph whose two inputs are computed tensors (a residual sum), for int8
 // residual streams: both inputs quantized, so the convolution writing one of them and the sum
@@ -52,13 +69,15 @@ struct QdqAdd {
   // What carries the sum on: the Add's output, or the output of the Relu that alone reads it.
   std::string result;
   bool graph_output = false;  // the Add's (or that Relu's) output is also a graph output
+  std::vector<std::string> result_readers;  // the nodes reading `result`
 };
 
 struct QdqModelInfo {
   int64_t opset = 0;  // ai.onnx opset import
   std::vector<QdqCandidate> candidates;
-  std::vector<QdqConcat> concats;  // none when the graph has subgraphs
-  std::vector<QdqAdd> adds;        // none when the graph has subgraphs
+  std::vector<QdqConcat>
+      concats;               // Concats and pass-through ops; none when the graph has subgraphs
+  std::vector<QdqAdd> adds;  // none when the graph has subgraphs
 };
 
 StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
@@ -85,10 +104,10 @@ struct QdqPlan {
   // Bias correction: per planned Conv node, a value per output channel added to its bias (a bias
   // is created when the node has none).
   std::map<std::string, std::vector<float>> bias_shift;
-  // Concat and MaxPool nodes (QdqConcat::node) whose inputs get the scale and zero point of
-  // their output's activation (planned, per tensor): each input is quantized with them before
-  // the node, which then joins or pools values on one grid (runtimes do it on the 8-bit values;
-  // fuse_qdq_add does).
+  // Concat and pass-through nodes (QdqConcat::node) whose data inputs get the scale and zero
+  // point of their output's activation (planned, per tensor): each data input is quantized with
+  // them before the node, which then joins, pools or moves values on one grid (runtimes do it
+  // on the 8-bit values; fuse_qdq_add does).
   std::vector<std::string> shared_concats;
   // Add nodes (QdqAdd::node) whose two inputs are quantized (each with its planned activation).
   std::vector<std::string> adds;

@@ -15,9 +15,11 @@
 // becomes MaxPool on the 8-bit values -> DequantizeLinear, and with a QuantizeLinear of the same
 // scale and zero point after it (ONNX Runtime keeps MaxPool's input scale) MaxPool on the 8-bit
 // values alone. Exact: dequantization is increasing, so the maximum commutes with it, and
-// quantizing a dequantized value with the same scale and zero point gives it back. And for
-// Concat, when every input is dequantized with one scale and zero point (shared scales):
-// the Concat joins the 8-bit values.
+// quantizing a dequantized value with the same scale and zero point gives it back. The same for
+// ops that only move values (Split, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, and Resize /
+// Upsample in mode nearest, outside tf_crop_and_resize): each output value is an input value. And
+// for Concat, when every input is dequantized with one scale and zero point (shared scales): the
+// Concat joins the 8-bit values.
 #include <memory>
 #include <string>
 
@@ -61,6 +63,14 @@ bool OnlyFeeds(const GraphEditor& ed, int v, int* reader) {
   return *reader >= 0 && !ed.IsGraphOutput(v);
 }
 
+// Ops that only move or pick values: on 8-bit values they give the quantized result exactly.
+bool IsPassThrough(const ir::Node& n) {
+  for (const char* op : {"MaxPool", "Split", "Resize", "Upsample", "Reshape", "Flatten", "Squeeze",
+                         "Unsqueeze", "Transpose"})
+    if (IsOnnxOp(n, op)) return true;
+  return false;
+}
+
 float FloatOf(const GraphEditor& ed, int v) { return ed.ConstantOf(v)->data<float>()[0]; }
 
 // The zero point of a per-tensor Q/DQ node as (dtype, value); absent: uint8 0.
@@ -81,12 +91,12 @@ class FuseQdqAddPass : public Pass {
       return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int adds = 0, relus = 0, pools = 0, concats = 0;
+    int adds = 0, relus = 0, pools = 0, concats = 0, moves = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
-      if (IsOnnxOp(n, "MaxPool")) {
-        pools += FuseMaxPool(ed, probe, ni);
+      if (IsPassThrough(n)) {
+        (IsOnnxOp(n, "MaxPool") ? pools : moves) += FusePassThrough(ed, probe, ni);
         continue;
       }
       if (IsOnnxOp(n, "Concat")) {
@@ -135,7 +145,7 @@ class FuseQdqAddPass : public Pass {
       ++adds;
       relus += relu >= 0;
     }
-    if (adds + pools + concats == 0) return false;
+    if (adds + pools + concats + moves == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "fused " + std::to_string(adds) +
                " DequantizeLinear+Add+QuantizeLinear groups into QAdd (int8 sums" +
@@ -143,6 +153,10 @@ class FuseQdqAddPass : public Pass {
     if (pools)
       summary_ += "; " + std::to_string(pools) +
                   " MaxPool after a DequantizeLinear now pool the 8-bit values";
+    if (moves)
+      summary_ += "; " + std::to_string(moves) +
+                  " Split/Resize/Reshape/Transpose-like ops after a DequantizeLinear now move the "
+                  "8-bit values";
     if (concats)
       summary_ += "; " + std::to_string(concats) +
                   " Concat of DequantizeLinears with one scale now join the 8-bit values";
@@ -150,33 +164,55 @@ class FuseQdqAddPass : public Pass {
   }
 
  private:
-  // DequantizeLinear -> MaxPool: MaxPool on Xq. Then a QuantizeLinear of the same scale and
-  // zero point that alone reads the pooled value goes (ONNX Runtime's form: MaxPool writes its
-  // output directly); otherwise the DequantizeLinear moves after the MaxPool (NNCF's form, no
-  // QuantizeLinear after MaxPool: the convolutions reading it then see a dequantized input and
-  // become int8 in the next round).
-  static bool FuseMaxPool(GraphEditor& ed, const ShapeProbe& probe, int ni) {
+  // DequantizeLinear -> a pass-through op (MaxPool, Split, Resize/Upsample in mode nearest,
+  // Reshape, Flatten, Squeeze, Unsqueeze, Transpose): the op on Xq. Then, per output, a
+  // QuantizeLinear of the same scale and zero point that alone reads it goes (ONNX Runtime's and
+  // kiln's shared-scale form: the op writes the 8-bit output directly); otherwise a copy of the
+  // DequantizeLinear follows that output (NNCF's form, no QuantizeLinear after MaxPool: the
+  // convolutions reading it then see a dequantized input and become int8 in the next round).
+  static bool FusePassThrough(GraphEditor& ed, const ShapeProbe& probe, int ni) {
     const ir::Node& n = ed.node(ni);
-    if (n.inputs.size() != 1 || n.outputs.size() != 1 || n.opset < 12) return false;
-    const int d = ed.Producer(n.inputs[0]);
-    const int out = n.outputs[0];
-    if (!PerTensorDequantize(ed, probe, d) || ed.IsGraphOutput(out) || ed.Consumers(out).empty())
-      return false;
-    const ir::Node& dn = ed.node(d);
-    if (!(FloatOf(ed, dn.inputs[1]) > 0.f)) return false;  // decreasing (or NaN): no
-    const int xq = dn.inputs[0];
-    const int q = ed.SoleConsumer(out);
-    if (q >= 0 && PerTensorQuantize(ed, q, out) && !ed.IsGraphOutput(ed.node(q).outputs[0]) &&
-        FloatOf(ed, dn.inputs[1]) == FloatOf(ed, ed.node(q).inputs[1]) &&
-        ZeroOf(ed, dn) == ZeroOf(ed, ed.node(q))) {
-      const int yq = ed.node(q).outputs[0];
-      ed.RemoveNode(q);
-      ed.SetInput(ni, 0, xq);
-      ed.SetOutput(ni, 0, yq);
-      RemoveIfUnread(ed, d);
-      return true;
+    if (n.inputs.empty() || n.outputs.empty()) return false;
+    const std::string& op = n.op_type;
+    if (op == "MaxPool" && (n.outputs.size() != 1 || n.opset < 12)) return false;
+    if (op != "Split" && n.outputs.size() != 1) return false;
+    if (op == "Resize" || op == "Upsample") {
+      if (n.GetString("mode", "nearest") != "nearest" ||
+          n.GetString("coordinate_transformation_mode", "") == "tf_crop_and_resize")
+        return false;
     }
-    return MoveDequantizeAfter(ed, probe, ni, d);
+    const int d = ed.Producer(n.inputs[0]);
+    if (!PerTensorDequantize(ed, probe, d)) return false;
+    for (int out : n.outputs)
+      if (out < 0 || ed.IsGraphOutput(out)) return false;
+    const ir::Node& dn = ed.node(d);
+    if (op == "MaxPool" && !(FloatOf(ed, dn.inputs[1]) > 0.f)) return false;  // decreasing: no
+    const int xq = dn.inputs[0];
+    const DataType t = probe.dtype(xq);
+    const ir::Node dq_copy = dn;              // the scale and zero point, for the outputs
+    const size_t outputs = n.outputs.size();  // (AddNode may move the nodes: no `n` below)
+    for (size_t o = 0; o < outputs; ++o) {
+      const int out = ed.node(ni).outputs[o];
+      const int q = ed.SoleConsumer(out);
+      if (q >= 0 && PerTensorQuantize(ed, q, out) && !ed.IsGraphOutput(ed.node(q).outputs[0]) &&
+          FloatOf(ed, dq_copy.inputs[1]) == FloatOf(ed, ed.node(q).inputs[1]) &&
+          ZeroOf(ed, dq_copy) == ZeroOf(ed, ed.node(q)) && ZeroOf(ed, ed.node(q)).first == t) {
+        const int yq = ed.node(q).outputs[0];
+        ed.RemoveNode(q);
+        ed.SetOutput(ni, static_cast<int>(o), yq);
+        continue;
+      }
+      ir::Node after = dq_copy;  // the same scale and zero point, now on the 8-bit output
+      after.name = ed.UniqueName(ed.node(ni).name + "_DequantizeLinear");
+      const int q8 = ed.AddValue(ed.value(out).name + "_quantized", t, std::nullopt);
+      after.inputs[0] = q8;
+      after.outputs = {out};
+      ed.SetOutput(ni, static_cast<int>(o), q8);
+      ed.AddNode(std::move(after));
+    }
+    ed.SetInput(ni, 0, xq);
+    RemoveIfUnread(ed, d);
+    return true;
   }
 
   // Every input of a Concat dequantized per tensor from the same 8-bit type with the same scale

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -127,12 +128,21 @@ struct Quantizer::Impl {
       // well, and could not run in int8): both inputs quantized (per tensor). In graph order.
       std::set<std::string> conv_outputs, planned_results;
       for (const auto& c : selected)
-        if (c.op_type == "Conv" && !c.output.empty()) conv_outputs.insert(c.output);
+        if (c.op_type == "Conv" && !c.output.empty()) {
+          conv_outputs.insert(c.output);
+          if (!c.activated.empty()) conv_outputs.insert(c.activated);
+        }
       std::vector<std::string> planned;
       for (const auto& a : adds) {
         const bool chained =
             planned_results.count(a.inputs[0]) || planned_results.count(a.inputs[1]);
-        if (a.graph_output || (!used.count(a.result) && !chained) ||
+        // Read only by Concats and pass-through ops, which share scales with what they feed
+        // (YOLOv8's C2f: the bottleneck's sum goes to the block's Concat).
+        bool to_shared = options.share_concat_scales && !a.result_readers.empty();
+        for (const auto& r : a.result_readers)
+          to_shared = to_shared && std::any_of(concats.begin(), concats.end(),
+                                               [&](const auto& c) { return c.node == r; });
+        if (a.graph_output || (!used.count(a.result) && !chained && !to_shared) ||
             channel_tensors.count(a.result) || !KeptBy(a.node, "Add", options.keep_float).empty() ||
             (!conv_outputs.count(a.inputs[0]) && !conv_outputs.count(a.inputs[1])))
           continue;
@@ -147,12 +157,135 @@ struct Quantizer::Impl {
       plan.adds = planned;
       if (summary) summary->quantized_adds = static_cast<int>(planned.size());
     }
-    for (const auto& t : tensors) {
-      if (!used.count(t)) continue;
-      const Range& r = ranges.at(t);
+    // Shared scales: Concats and pass-through ops (onnxio::kPassThroughOps) whose outputs only
+    // quantized nodes, planned Adds or other shared ops read, and (pass-through ops) whose data
+    // input a quantized convolution (through its activation or not), a planned Add or another
+    // shared op writes and only such readers read. Each shared op's data inputs and outputs form
+    // one group (union over the ops) with one scale: the widest threshold of its calibrated
+    // members that quantized nodes or planned Adds read (else of all its calibrated members;
+    // signed if any member is), so every tensor of a group is quantized once and the ops
+    // between run on 8-bit values. A group with no calibrated member is not shared.
+    std::map<std::string, const onnxio::QdqConcat*> by_node;
+    std::set<std::string> shared;         // QdqConcat::node
+    std::map<std::string, int> group_of;  // tensor -> group
+    struct Group {
+      float threshold = 0, min = 0, max = 0;
+      bool is_signed = false, ranged = false;
+      // The widest threshold among the members quantized nodes or planned Adds read (a
+      // Concat's output, the convolution's half of a Split), which wins over the others' (a
+      // Concat input's own percentile, say, above the joined tensor's).
+      float read_threshold = 0;
+      bool read = false;
+    };
+    std::vector<Group> groups;
+    if (options.share_concat_scales) {
+      std::map<std::string, std::string> activation_of;  // selected node -> its activation
+      std::set<std::string> convs;
+      for (const auto& c : selected) {
+        activation_of[c.node] = c.activation;
+        if (c.op_type == "Conv") convs.insert(c.node);
+      }
+      const std::set<std::string> planned_adds(plan.adds.begin(), plan.adds.end());
+      std::map<std::string, std::string> add_result;
+      for (const auto& a : adds) add_result[a.node] = a.result;
+      for (const auto& c : concats) {
+        by_node[c.node] = &c;
+        bool ok = !c.constant_input && !c.graph_output && !c.readers.empty() &&
+                  KeptBy(c.node, c.op_type, options.keep_float).empty();
+        if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
+        for (const auto* list : {&c.inputs, &c.outputs})
+          for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
+        if (ok) shared.insert(c.node);
+      }
+      auto reader_ok = [&](const std::string& node, int k) {
+        if (planned_adds.count(node) || (k == 0 && activation_of.count(node))) return true;
+        auto e = by_node.find(node);
+        return shared.count(node) && k < static_cast<int>(e->second->inputs.size());
+      };
+      auto source_ok = [&](const std::string& src, const std::string& t) {
+        if (convs.count(src) || shared.count(src)) return true;
+        auto a = add_result.find(src);
+        return planned_adds.count(src) && a != add_result.end() && a->second == t;
+      };
+      for (bool dropped = true; dropped;) {
+        dropped = false;
+        for (bool changed = true; changed;) {
+          changed = false;
+          for (auto it = shared.begin(); it != shared.end();) {
+            const onnxio::QdqConcat& c = *by_node.at(*it);
+            bool ok = true;
+            for (const auto& [node, k] : c.readers) ok = ok && reader_ok(node, k);
+            if (c.op_type != "Concat") {
+              ok = ok && source_ok(c.sources[0], c.inputs[0]);
+              for (const auto& [node, k] : c.input_readers) ok = ok && reader_ok(node, k);
+            }
+            if (ok) {
+              ++it;
+            } else {
+              it = shared.erase(it);
+              changed = true;
+            }
+          }
+        }
+        // Union-find over the shared ops' tensors.
+        std::map<std::string, std::string> parent;
+        std::function<std::string(const std::string&)> find = [&](const std::string& t) {
+          auto p = parent.find(t);
+          if (p == parent.end() || p->second == t) return parent[t] = t;
+          return p->second = find(p->second);
+        };
+        // A Concat input that something else writes (a float op, a graph input) stays out of
+        // the group: its writer cannot write 8-bit values, so it keeps its own scale for its
+        // other readers and is quantized again with the group's for the Concat (sharing would
+        // only cost resolution).
+        for (const auto& node : shared) {
+          const onnxio::QdqConcat& c = *by_node.at(node);
+          const std::string root = find(c.output);
+          for (const auto& t : c.outputs) parent[find(t)] = root;
+          for (size_t k = 0; k < c.inputs.size(); ++k)
+            if (c.op_type != "Concat" || source_ok(c.sources[k], c.inputs[k]))
+              parent[find(c.inputs[k])] = root;
+        }
+        group_of.clear();
+        groups.clear();
+        std::map<std::string, int> index;
+        for (const auto& [t, unused] : parent) {
+          const std::string root = find(t);
+          auto [g, added] = index.emplace(root, static_cast<int>(groups.size()));
+          if (added) groups.emplace_back();
+          group_of[t] = g->second;
+          auto r = ranges.find(t);
+          if (r == ranges.end()) continue;
+          Group& gr = groups[g->second];
+          gr.threshold =
+              gr.ranged ? std::max(gr.threshold, r->second.threshold) : r->second.threshold;
+          gr.min = gr.ranged ? std::min(gr.min, r->second.min) : r->second.min;
+          gr.max = gr.ranged ? std::max(gr.max, r->second.max) : r->second.max;
+          gr.ranged = true;
+          gr.is_signed = gr.is_signed || r->second.min < 0.f;
+          if (used.count(t)) {
+            gr.read_threshold =
+                gr.read ? std::max(gr.read_threshold, r->second.threshold) : r->second.threshold;
+            gr.read = true;
+          }
+        }
+        for (Group& gr : groups)
+          if (gr.read) gr.threshold = gr.read_threshold;
+        for (auto it = shared.begin(); it != shared.end();) {
+          if (!groups[group_of.at(by_node.at(*it)->output)].ranged) {
+            it = shared.erase(it);
+            dropped = true;
+          } else {
+            ++it;
+          }
+        }
+      }
+    }
+    // Signed when calibration saw a negative value (the group's, for a group member).
+    auto emit = [&](const std::string& t, const Range& r, bool is_signed) {
       onnxio::ActivationQuant a;
       a.tensor = t;
-      a.is_signed = r.min < 0.f;
+      a.is_signed = is_signed;
       const float top = a.is_signed ? 127.f : 255.f;
       a.scale = r.threshold > 0.f ? r.threshold / top : 1.f;
       // A channel calibration saw all zero keeps the tensor's scale.
@@ -167,36 +300,45 @@ struct Quantizer::Impl {
                                         r.threshold, a.channel_scales,
                                         m == chosen.end() ? "" : m->second});
       }
+    };
+    std::set<std::string> emitted;
+    for (const auto& t : tensors) {
+      if (!used.count(t)) continue;
+      const Range& own = ranges.at(t);
+      emitted.insert(t);
+      auto g = group_of.find(t);
+      if (g == group_of.end()) {
+        emit(t, own, own.min < 0.f);
+        continue;
+      }
+      const Group& gr = groups[g->second];
+      if (summary && (gr.threshold > own.threshold || gr.is_signed != (own.min < 0.f)))
+        ++summary->widened_scales;
+      emit(t, Range{own.min, own.max, gr.threshold, {}}, gr.is_signed);
+    }
+    // Group members no quantized node reads directly (a Split's input, a MaxPool's output).
+    for (const auto& [t, g] : group_of) {
+      if (emitted.count(t)) continue;
+      const Group& gr = groups[g];
+      auto r = ranges.find(t);
+      emit(t,
+           Range{r != ranges.end() ? r->second.min : gr.min,
+                 r != ranges.end() ? r->second.max : gr.max,
+                 gr.threshold,
+                 {}},
+           gr.is_signed);
     }
     for (const auto& c : selected) {
       plan.nodes.push_back(c.node);
       if (summary) summary->quantized_nodes.push_back(c.node);
     }
-    if (options.share_concat_scales) {
-      // Only where every reader is a quantized node reading the output as its activation (or a
-      // planned Add): they see the same values either way. A MaxPool only after a quantized
-      // convolution (with or without a Relu), which then writes the 8-bit values (elsewhere a
-      // QuantizeLinear before the pooling would cost more than the one after it).
-      std::map<std::string, std::string> activation_of;  // selected node -> its activation
-      const std::set<std::string> planned_adds(plan.adds.begin(), plan.adds.end());
-      for (const auto& c : selected) activation_of[c.node] = c.activation;
-      for (const auto& c : concats) {
-        auto r = ranges.find(c.output);
-        if (c.constant_input || c.graph_output || c.readers.empty() || !used.count(c.output) ||
-            r == ranges.end() || !r->second.channel_thresholds.empty())
-          continue;
-        if (c.op_type == "MaxPool" && !activation_of.count(c.conv)) continue;  // conv quantized
-        bool all_quantized = true;
-        for (const auto& [node, k] : c.readers) {
-          auto a = activation_of.find(node);
-          all_quantized =
-              all_quantized && (planned_adds.count(node) ||
-                                (k == 0 && a != activation_of.end() && a->second == c.output));
-        }
-        if (!all_quantized) continue;
-        plan.shared_concats.push_back(c.node);
-        if (summary) ++(c.op_type == "MaxPool" ? summary->shared_pools : summary->shared_concats);
-      }
+    for (const auto& c : concats) {
+      if (!shared.count(c.node)) continue;
+      plan.shared_concats.push_back(c.node);
+      if (summary)
+        ++(c.op_type == "Concat"    ? summary->shared_concats
+           : c.op_type == "MaxPool" ? summary->shared_pools
+                                    : summary->shared_moves);
     }
     return plan;
   }
@@ -361,7 +503,10 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   // quantize_adds is on, so a cache serves both choices).
   std::set<std::string> conv_outputs;
   for (const auto* c : valid)
-    if (c->op_type == "Conv" && !c->output.empty()) conv_outputs.insert(c->output);
+    if (c->op_type == "Conv" && !c->output.empty()) {
+      conv_outputs.insert(c->output);
+      if (!c->activated.empty()) conv_outputs.insert(c->activated);
+    }
   for (const auto& a : info->adds) {
     if (!conv_outputs.count(a.inputs[0]) && !conv_outputs.count(a.inputs[1])) continue;
     impl->adds.push_back(a);

@@ -193,6 +193,15 @@ class QuantizerTest : public ::testing::Test {
     return CalibrateAndWrite(q.get(), out);
   }
 
+  // Every node int8, minmax, shared scales on or off.
+  StatusOr<QuantizeSummary> QuantizeAll(bool share, const std::string& out) {
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    o.share_concat_scales = share;
+    return Quantize(o, out);
+  }
+
   // Held-out data: the int8 model's outputs stay within a few quantization steps of float's
   // (checked); returns the largest absolute difference.
   double ErrorAgainstFloat(const std::string& int8_model) {
@@ -243,6 +252,23 @@ class QuantizerTest : public ::testing::Test {
     ASSERT_TRUE(r.ok() && q.ok());
     *ref = std::move(*r);
     *fast = std::move(*q);
+  }
+
+  // The model at `path` run on `x` by the reference kernels without the optimizer (its QDQ
+  // arithmetic: want) and by the default kernels (got), and the latter's plan.
+  void RunModelRefAndFast(const std::string& path, const Tensor& x, Tensor* want, Tensor* got,
+                          std::string* plan) {
+    std::unique_ptr<Session> ref, fast;
+    LoadRefAndFast(path, &ref, &fast);
+    if (HasFatalFailure()) return;
+    std::vector<NamedTensor> w, g;
+    ASSERT_TRUE(ref->Run({{"x", x}}, &w).ok());
+    ASSERT_TRUE(fast->Run({{"x", x}}, &g).ok());
+    auto p = fast->DescribePlan({{"x", x}});
+    ASSERT_TRUE(p.ok());
+    *want = w[0].tensor;
+    *got = g[0].tensor;
+    *plan = *p;
   }
 
   std::filesystem::path dir_;
@@ -304,25 +330,17 @@ TEST_F(QuantizerTest, ConcatInputsShareTheOutputsScale) {
   std::vector<std::string> plans;
   for (bool share : {true, false}) {
     SCOPED_TRACE(share ? "shared" : "not shared");
-    QuantizeOptions o;
-    o.method = "minmax";
-    o.quantize_all = true;
-    o.share_concat_scales = share;
     const std::string out = (dir_ / (share ? "shared.onnx" : "apart.onnx")).string();
-    auto s = Quantize(o, out);
+    auto s = QuantizeAll(share, out);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_EQ(s->shared_concats, share ? 1 : 0);
-    std::unique_ptr<Session> ref, fast;
-    LoadRefAndFast(out, &ref, &fast);
+    Tensor want, got;
+    std::string plan;
+    RunModelRefAndFast(out, x, &want, &got, &plan);
     if (HasFatalFailure()) return;
-    std::vector<NamedTensor> y;
-    ASSERT_TRUE(ref->Run({{"x", x}}, &y).ok());
-    ref_out.push_back(y[0].tensor);
-    ASSERT_TRUE(fast->Run({{"x", x}}, &y).ok());
-    fast_out.push_back(y[0].tensor);
-    auto plan = fast->DescribePlan({{"x", x}});
-    ASSERT_TRUE(plan.ok());
-    plans.push_back(*plan);
+    ref_out.push_back(want);
+    fast_out.push_back(got);
+    plans.push_back(plan);
   }
   ASSERT_EQ(ref_out.size(), 2u);
   for (int64_t i = 0; i < ref_out[0].numel(); ++i)
@@ -466,25 +484,98 @@ TEST_F(QuantizerTest, MaxPoolAfterAQuantizedConvolutionPoolsTheQuantizedValues) 
     auto s = Quantize(o, out);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     EXPECT_EQ(s->shared_pools, v.pools);
-    std::unique_ptr<Session> ref, fast;
-    LoadRefAndFast(out, &ref, &fast);
+    Tensor want, got;
+    std::string plan;
+    RunModelRefAndFast(out, x, &want, &got, &plan);
     if (HasFatalFailure()) return;
-    std::vector<NamedTensor> want, got;
-    ASSERT_TRUE(ref->Run({{"x", x}}, &want).ok());
-    ASSERT_TRUE(fast->Run({{"x", x}}, &got).ok());
-    exact.push_back(want[0].tensor);
-    auto plan = fast->DescribePlan({{"x", x}});
-    ASSERT_TRUE(plan.ok());
-    EXPECT_EQ(plan->find("MaxPool 'pool' -> cpu.maxpool.onednn uint8") != std::string::npos,
+    exact.push_back(want);
+    EXPECT_EQ(plan.find("MaxPool 'pool' -> cpu.maxpool.onednn uint8") != std::string::npos,
               v.pools == 1)
-        << *plan;
-    EXPECT_EQ(plan->find("p_QuantizeLinear") == std::string::npos, v.pools == 1) << *plan;
-    const auto [err, max_y] = MaxAbsError(want[0].tensor, got[0].tensor);
+        << plan;
+    EXPECT_EQ(plan.find("p_QuantizeLinear") == std::string::npos, v.pools == 1) << plan;
+    const auto [err, max_y] = MaxAbsError(want, got);
     EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
   }
   ASSERT_EQ(exact.size(), 4u);
   for (int64_t i = 0; i < exact[0].numel(); ++i)
     ASSERT_EQ(exact[0].data<float>()[i], exact[1].data<float>()[i]) << "[" << i << "]";
+}
+
+// YOLOv8's blocks in small: SiLU convolutions, a Split whose halves feed a convolution, a
+// residual Add and the Concat, an Upsample (Resize nearest), a MaxPool, a Transpose and two
+// Reshapes. With shared scales the tensors they connect get one scale each group, every
+// convolution writes 8-bit values, and the model runs with no QuantizeLinear or
+// DequantizeLinear loop left and the moves on 8-bit values; its results stay those of its QDQ
+// arithmetic (reference kernels) within int8 rounding.
+TEST_F(QuantizerTest, SharedScalesCarryTheInt8StreamThroughSplitsResizesAndReshapes) {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+  mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+  mb.FloatInit("w2", {4, 4, 3, 3}, Uniform(4 * 4 * 9, 3, -0.4f, 0.4f));
+  mb.FloatInit("w5", {8, 12, 1, 1}, Uniform(8 * 12, 4, -0.4f, 0.4f));
+  mb.FloatInit("w4", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 6, -0.3f, 0.3f));
+  mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+  auto silu_conv = [&](const std::string& x, const std::string& w, const std::string& y,
+                       const std::string& name, int pad) {
+    ModelBuilder::IntsAttr(mb.Node("Conv", {x, w}, {y + "_c"}, name), "pads", {pad, pad, pad, pad});
+    mb.Node("Sigmoid", {y + "_c"}, {y + "_s"});
+    mb.Node("Mul", {y + "_c", y + "_s"}, {y});
+  };
+  silu_conv("x", "w1", "s", "conv1", 1);
+  mb.Int64Init("sizes", {2}, {4, 4});
+  ModelBuilder::IntAttr(mb.Node("Split", {"s", "sizes"}, {"a", "b"}, "split"), "axis", 1);
+  silu_conv("b", "w2", "c", "conv2", 1);
+  mb.Node("Add", {"b", "c"}, {"d"}, "add");
+  ModelBuilder::IntAttr(mb.Node("Concat", {"a", "b", "d"}, {"cat"}, "cat"), "axis", 1);
+  silu_conv("cat", "w5", "e", "conv3", 0);
+  mb.FloatInit("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  mb.Node("Resize", {"e", "", "scales"}, {"r"}, "up");  // mode nearest (the default)
+  auto& pool = mb.Node("MaxPool", {"r"}, {"p"}, "pool");
+  ModelBuilder::IntsAttr(pool, "kernel_shape", {2, 2});
+  ModelBuilder::IntsAttr(pool, "strides", {2, 2});
+  ModelBuilder::IntsAttr(mb.Node("Transpose", {"p"}, {"t"}, "transpose"), "perm", {0, 1, 3, 2});
+  mb.Int64Init("flat", {4}, {0, 2, 4, 100});
+  mb.Int64Init("back", {4}, {0, 8, 10, 10});
+  mb.Node("Reshape", {"t", "flat"}, {"u"}, "reshape1");
+  mb.Node("Reshape", {"u", "back"}, {"v"}, "reshape2");
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"v", "w4"}, {"c4"}, "conv4"), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c4"}, {"r4"});
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "r4");
+
+  const Tensor x = Tensor::FromVector<float>(Uniform(2 * 400, 47), {2, 4, 10, 10});
+  for (bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared" : "apart");
+    const std::string out = (dir_ / (share ? "shared.onnx" : "apart.onnx")).string();
+    auto s = QuantizeAll(share, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->shared_concats, share ? 1 : 0);
+    EXPECT_EQ(s->shared_pools, share ? 1 : 0);
+    EXPECT_EQ(s->shared_moves, share ? 5 : 0);    // split, up, transpose, reshape1, reshape2
+    EXPECT_EQ(s->quantized_adds, share ? 1 : 0);  // its sum goes to the Concat only
+    EXPECT_EQ(s->widened_scales > 0, share);
+    Tensor want, got;
+    std::string text;
+    RunModelRefAndFast(out, x, &want, &got, &text);
+    if (HasFatalFailure()) return;
+    const std::string* plan = &text;
+    auto line = [&](const std::string& node) {
+      const size_t at = plan->find("'" + node + "' -> ");
+      return at == std::string::npos ? std::string() : plan->substr(at, plan->find('\n', at) - at);
+    };
+    for (const char* node : {"split", "up", "pool", "transpose", "reshape1", "reshape2", "cat"})
+      EXPECT_EQ(line(node).find(" int8[") != std::string::npos, share) << node << "\n" << *plan;
+    EXPECT_EQ(line("add").find("cpu.qadd") != std::string::npos, share) << *plan;
+    if (share) {  // those of the model input and of the Gemm's (after the float pooling) only
+      int loops = 0;
+      for (size_t at = plan->find("QuantizeLinear '"); at != std::string::npos;
+           at = plan->find("QuantizeLinear '", at + 1))
+        ++loops;
+      EXPECT_EQ(loops, 2) << *plan;
+      EXPECT_EQ(plan->find("DequantizeLinear '"), std::string::npos) << *plan;
+    }
+    const auto [err, max_y] = MaxAbsError(want, got);
+    EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
+  }
 }
 
 TEST_F(QuantizerTest, ComparesEveryQuantizedNodeWithFloat) {
@@ -1594,6 +1685,68 @@ TEST(QdqConcat, JoinsTheQuantizedValuesWhenTheScalesAreShared) {
         ASSERT_EQ(r.want.numel(), 2 * 12 * side * side);
         for (int64_t i = 0; i < r.want.numel(); ++i)
           ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+      }
+}
+
+// DequantizeLinear -> an op that only moves values (Split, Resize in mode nearest, Transpose,
+// Reshape) -> QuantizeLinear of the same scale: the op on the 8-bit values, no QuantizeLinear
+// left; with another scale after it the DequantizeLinear moves after the op and the
+// QuantizeLinear stays. Resize in mode linear is left float (it computes new values). Every case
+// exactly the reference's result.
+TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
+  for (const std::string op : {"Split", "Resize", "ResizeLinear", "Transpose", "Reshape"})
+    for (bool is_signed : {false, true})
+      for (bool same_scale : {true, false}) {
+        SCOPED_TRACE(op + (is_signed ? ", int8" : ", uint8") +
+                     (same_scale ? ", one scale" : ", two scales"));
+        ModelBuilder mb(13);
+        mb.Input("x", kF32, {2, 16, 8, 8}).OutputAnyShape("y", kF32);
+        mb.FloatInit("s", {}, {0.03f});
+        mb.FloatInit("s2", {}, {same_scale ? 0.03f : 0.04f});
+        ZeroPoints(mb, "z", is_signed, 0, is_signed ? 0 : 131);
+        mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+        mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"});
+        if (op == "Split") {
+          // The second half, then joined float after its own Q/DQ pair.
+          mb.Int64Init("sizes", {2}, {6, 10});
+          ModelBuilder::IntAttr(mb.Node("Split", {"xd", "sizes"}, {"a", "p"}, "moved"), "axis", 1);
+        } else if (op == "Resize" || op == "ResizeLinear") {
+          mb.FloatInit("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+          auto& r = mb.Node("Resize", {"xd", "", "scales"}, {"p"}, "moved");
+          auto* m = r.add_attribute();
+          m->set_name("mode");
+          m->set_type(onnx::AttributeProto::STRING);
+          m->set_s(op == "Resize" ? "nearest" : "linear");
+        } else if (op == "Transpose") {
+          ModelBuilder::IntsAttr(mb.Node("Transpose", {"xd"}, {"p"}, "moved"), "perm",
+                                 {0, 2, 3, 1});
+        } else {
+          mb.Int64Init("shape", {3}, {0, 4, 256});
+          mb.Node("Reshape", {"xd", "shape"}, {"p"}, "moved");
+        }
+        mb.Node("QuantizeLinear", {"p", "s2", "z"}, {"pq"}, "after");
+        mb.Node("DequantizeLinear", {"pq", "s2", "z"}, {"pd"});
+        mb.FloatInit("two", {}, {2.f});
+        mb.Node("Mul", {"pd", "two"}, {"y"});
+        RefAndFast r;
+        RunRefAndFast(mb.Bytes(),
+                      Tensor::FromVector<float>(Uniform(2 * 16 * 64, 31, -4.f, 4.f), {2, 16, 8, 8}),
+                      &r);
+        if (HasFatalFailure()) return;
+        const std::string eight = is_signed ? "int8" : "uint8";
+        const bool moved = op != "ResizeLinear";
+        const size_t at = r.plan.find("'moved' -> ");
+        ASSERT_NE(at, std::string::npos) << r.plan;
+        const std::string line = r.plan.substr(at, r.plan.find('\n', at) - at);
+        EXPECT_EQ(line.find(" " + eight + "[") != std::string::npos, moved) << r.plan;
+        EXPECT_EQ(r.plan.find("QuantizeLinear 'after'") == std::string::npos, moved && same_scale)
+            << r.plan;
+        ASSERT_EQ(r.got.numel(), r.want.numel());
+        // Linear (float, oneDNN against the reference) may round a value one step apart.
+        const float tol = moved ? 0.f : 2.f * (same_scale ? 0.03f : 0.04f) + 1e-5f;
+        for (int64_t i = 0; i < r.want.numel(); ++i)
+          ASSERT_LE(std::fabs(r.got.data<float>()[i] - r.want.data<float>()[i]), tol)
+              << "[" << i << "]";
       }
 }
 

@@ -536,12 +536,13 @@ Status RunQuantize(const QuantizeArgs& a) {
     else
       std::printf("  auto: thresholds kept per tensor:%s (from the cache)\n", counts.c_str());
   }
-  if (s.shared_concats > 0)
-    std::printf("  shared scales: %d Concat(s) take their output's scale on every input\n",
-                s.shared_concats);
-  if (s.shared_pools > 0)
-    std::printf("  shared scales: %d MaxPool(s) after a quantized convolution pool 8-bit values\n",
-                s.shared_pools);
+  const std::pair<int, const char*> shared_lines[] = {
+      {s.shared_concats, "Concat(s) take their output's scale on every input"},
+      {s.shared_pools, "MaxPool(s) after a quantized convolution pool 8-bit values"},
+      {s.shared_moves, "Split/Resize/Reshape/Transpose-like op(s) move 8-bit values"},
+      {s.widened_scales, "activation scale(s) widened to their group's"}};
+  for (const auto& [count, what] : shared_lines)
+    if (count > 0) std::printf("  shared scales: %d %s\n", count, what);
   if (s.quantized_adds > 0)
     std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n", s.quantized_adds);
   if (a.options.channel_activations) {

@@ -1,5 +1,6 @@
 // cpu.resize.onednn / cpu.upsample.onednn: Resize and Upsample on oneDNN's resampling primitive,
-// float32, plain layout, where oneDNN computes exactly what ONNX defines:
+// float32 (or uint8/int8 in mode nearest), plain layout, where oneDNN computes exactly what ONNX
+// defines:
 //   nearest: every spatial dim upscaled by an integer factor k (O = I*k, and a given scale equal
 //     to k), with asymmetric coordinates and floor rounding (YOLO's exports; also Resize-10 and
 //     Upsample), or half_pixel / pytorch_half_pixel with round_prefer_floor/ceil. oneDNN picks
@@ -61,7 +62,11 @@ std::string CheckModes(const ir::Node& node, const ops::ResizeAttrs& a) {
 
 KernelSupport SupportsResample(const ir::Node& node, const ir::Op& op,
                                const std::vector<TensorInfo>& in) {
-  if (!AllFloat(in, {0})) return {false, "needs float32 X"};
+  // 8-bit X in mode nearest (a copy of values: shared-scale QDQ models, fuse_qdq_add).
+  const bool eight_bit = in[0].dtype == DataType::kUInt8 || in[0].dtype == DataType::kInt8;
+  if (eight_bit && runtime::AttrsOf<ops::ResizeAttrs>(op).interp != ops::ResizeInterp::kNearest)
+    return {false, "8-bit X in a mode other than nearest"};
+  if (!eight_bit && !AllFloat(in, {0})) return {false, "needs float32 X"};
   const size_t r = in[0].shape.size();
   if (r < 3 || r > 5) return {false, "1-3 spatial dims"};
   for (int64_t d : in[0].shape)
@@ -114,14 +119,19 @@ class ResampleOneDnn final : public runtime::Kernel {
             (given != 0.f && given * static_cast<float>(xs[i]) != static_cast<float>(ys[i]));
       }
     }
+    const DataType xt = ctx->inputs[0].dtype;
     if (use_reference_) {
       std::string why;
-      use_separable_ = separable_.Prepare(op_, *ctx, &why);
+      // The separable passes are float32 only.
+      use_separable_ = xt == DataType::kFloat && separable_.Prepare(op_, *ctx, &why);
       return OkStatus();
     }
     return Guard(node_, [&] {
-      src_ = PlainDesc(xs);
-      dst_ = PlainDesc(ys);
+      const memory::data_type dt = xt == DataType::kUInt8  ? memory::data_type::u8
+                                   : xt == DataType::kInt8 ? memory::data_type::s8
+                                                           : memory::data_type::f32;
+      src_ = PlainDesc(xs, dt);
+      dst_ = PlainDesc(ys, dt);
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       dnnl::resampling_forward::desc d(

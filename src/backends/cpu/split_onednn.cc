@@ -1,7 +1,7 @@
-// cpu.split.onednn: Split of a float32 tensor (fp32 or bf16 storage) as one oneDNN reorder per
-// output from a sub-memory view of the input, so the input is read in its producer's layout
-// (YOLOv8's C2f blocks split a convolution's channels-last output) and each output keeps that
-// layout: no conversion to plain and back around the node. Layouts with blocked dims (nChw16c)
+// cpu.split.onednn: Split of a float32 tensor (fp32 or bf16 storage) or an 8-bit one as one oneDNN
+// reorder per output from a sub-memory view of the input, so the input is read in its producer's
+// layout (YOLOv8's C2f blocks split a convolution's channels-last output) and each output keeps
+// that layout: no conversion to plain and back around the node. Layouts with blocked dims (nChw16c)
 // are declined (a split offset need not fall on a block), as are omitted outputs.
 // The output shapes (hence the split sizes, whatever their source) come from shape inference.
 #include "backends/cpu/onednn_common.h"
@@ -38,13 +38,21 @@ memory::desc SameOrder(const memory::desc& like, const memory::dims& dims) {
 
 KernelSupport SupportsSplit(const ir::Node& node, const ir::Op&,
                             const std::vector<TensorInfo>& in) {
-  if (std::string why = DenseFloatInput(in); !why.empty()) return {false, why};
+  // float32, or 8-bit (shared-scale QDQ models: fuse_qdq_add splits the quantized values).
+  const bool eight_bit = in[0].dtype == DataType::kUInt8 || in[0].dtype == DataType::kInt8;
+  if (eight_bit) {
+    for (int64_t d : in[0].shape)
+      if (d <= 0) return {false, "empty input"};
+  } else if (std::string why = DenseFloatInput(in); !why.empty()) {
+    return {false, why};
+  }
   for (int o : node.outputs)
     if (o < 0) return {false, "an output is omitted"};
   if (!Unblocked(InputDesc(in[0]))) return {false, "blocked input layout"};
   // Small plain inputs: the reference kernel's memcpys beat a oneDNN call's fixed cost (Silero
   // VAD's gate split: 17-21 us in oneDNN, `kiln bench --profile`, AMD EPYC, 2026-11-24).
-  if (!in[0].layout && NumElements(in[0].shape) * 4 <= kSmallCopyBytes)
+  if (!in[0].layout &&
+      NumElements(in[0].shape) * static_cast<int64_t>(DataTypeSize(in[0].dtype)) <= kSmallCopyBytes)
     return {false, "small plain input (the reference kernel's copies are faster)"};
   return {true, ""};
 }

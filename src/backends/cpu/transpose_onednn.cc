@@ -1,4 +1,4 @@
-// cpu.transpose.onednn: Transpose of float32 (or any 4-byte type) as a oneDNN reorder from a
+// cpu.transpose.onednn: Transpose of float32 or uint8/int8 as a oneDNN reorder from a
 // permuted view of the input (memory::desc::permute_axes) to a plain output. Reads blocked
 // inputs directly, so ConvNeXt's NCHW->NHWC Transpose after a convolution that already wrote NHWC
 // is a straight copy. Threaded by oneDNN.
@@ -30,7 +30,7 @@ class TransposeOneDnn final : public runtime::Kernel {
       std::vector<int> inverse(r);
       for (int i = 0; i < r; ++i) inverse[(perm[i] + r) % r] = i;
       src_ = InputDesc(ctx->inputs[0]).permute_axes(inverse);
-      dst_ = PlainDesc(ctx->outputs[0].shape);
+      dst_ = PlainDesc(ctx->outputs[0].shape, src_.data_type());
       reorder_ = MakeReorder(src_, dst_);
     });
   }
@@ -51,7 +51,9 @@ class TransposeOneDnn final : public runtime::Kernel {
 };
 
 KernelSupport SupportsTranspose(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (in[0].dtype != DataType::kFloat) return {false, "needs float32"};
+  if (in[0].dtype != DataType::kFloat && in[0].dtype != DataType::kUInt8 &&
+      in[0].dtype != DataType::kInt8)
+    return {false, "needs float32 or 8-bit"};
   if (in[0].shape.empty() || in[0].shape.size() > 12) return {false, "rank must be 1..12"};
   if (NumElements(in[0].shape) == 0) return {false, "empty tensor"};
   return {true, ""};
