@@ -67,6 +67,12 @@ struct QuantizeOptions {
   // adds its float residual and a QuantizeLinear follows (more accurate, slower). An Add kept by
   // --keep-float (its name or "Add") stays float.
   bool quantize_adds = true;
+  // An activation with a negative side under half its positive one (SiLU's -0.28 tail,
+  // HardSwish's -0.375 after a larger positive range) is uint8 over [min, threshold] with a zero
+  // point instead of int8 symmetric (half of whose negative codes would go unused): up to twice
+  // the resolution. oneDNN takes the zero point as its run-time source zero point. false: int8
+  // symmetric for every activation calibration saw negative.
+  bool asymmetric_activations = true;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -110,6 +116,8 @@ struct QuantizeSummary {
   // Quantized activations whose scale was widened to their shared-scale group's (or made
   // signed by it).
   int widened_scales = 0;
+  // Activations quantized as uint8 with a zero point (asymmetric_activations).
+  int zero_point_activations = 0;
   int quantized_adds = 0;  // residual Adds with both inputs quantized (quantize_adds)
   // Method "auto": quantized models evaluated by the search (0 when the cache had the result),
   // the samples it ran on, and the model outputs' relative squared error before and after it.

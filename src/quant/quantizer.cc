@@ -281,25 +281,41 @@ struct Quantizer::Impl {
         }
       }
     }
-    // Signed when calibration saw a negative value (the group's, for a group member).
-    auto emit = [&](const std::string& t, const Range& r, bool is_signed) {
+    // `lo`: the lowest value to represent, 0 when calibration saw no negative value (the
+    // group's, for a group member), else its minimum clipped at -threshold. uint8 with zero
+    // point 0 when it is 0; int8 symmetric, or, with asymmetric_activations where the negative
+    // side is under half the positive one (SiLU's -0.28 tail, HardSwish's -0.375), uint8 over
+    // [lo, threshold] with a zero point (up to twice the resolution).
+    auto emit = [&](const std::string& t, const Range& r, float lo) {
       onnxio::ActivationQuant a;
       a.tensor = t;
-      a.is_signed = is_signed;
-      const float top = a.is_signed ? 127.f : 255.f;
-      a.scale = r.threshold > 0.f ? r.threshold / top : 1.f;
-      // A channel calibration saw all zero keeps the tensor's scale.
-      for (float ct : r.channel_thresholds)
-        a.channel_scales.push_back(ct > 0.f ? ct / top : a.scale);
-      if (!a.channel_scales.empty())
-        a.scale = *std::max_element(a.channel_scales.begin(), a.channel_scales.end());
+      const float hi = r.threshold;
+      if (options.asymmetric_activations && lo < 0.f && r.channel_thresholds.empty() && hi > 0.f &&
+          -lo < 0.5f * hi) {
+        a.scale = (hi - lo) / 255.f;
+        a.zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / a.scale), 0.f, 255.f));
+        a.is_signed = false;
+        if (summary) ++summary->zero_point_activations;
+      } else {
+        a.is_signed = lo < 0.f;
+        const float top = a.is_signed ? 127.f : 255.f;
+        a.scale = hi > 0.f ? hi / top : 1.f;
+        // A channel calibration saw all zero keeps the tensor's scale.
+        for (float ct : r.channel_thresholds)
+          a.channel_scales.push_back(ct > 0.f ? ct / top : a.scale);
+        if (!a.channel_scales.empty())
+          a.scale = *std::max_element(a.channel_scales.begin(), a.channel_scales.end());
+      }
       plan.activations.push_back(a);
       if (summary) {
         auto m = chosen.find(t);
-        summary->activations.push_back({t, a.is_signed ? "int8" : "uint8", a.scale, 0, r.min, r.max,
-                                        r.threshold, a.channel_scales,
+        summary->activations.push_back({t, a.is_signed ? "int8" : "uint8", a.scale, a.zero_point,
+                                        r.min, r.max, r.threshold, a.channel_scales,
                                         m == chosen.end() ? "" : m->second});
       }
+    };
+    auto low = [](float min, float threshold) {
+      return min < 0.f ? std::max(min, -threshold) : 0.f;
     };
     std::set<std::string> emitted;
     for (const auto& t : tensors) {
@@ -308,13 +324,14 @@ struct Quantizer::Impl {
       emitted.insert(t);
       auto g = group_of.find(t);
       if (g == group_of.end()) {
-        emit(t, own, own.min < 0.f);
+        emit(t, own, low(own.min, own.threshold));
         continue;
       }
       const Group& gr = groups[g->second];
       if (summary && (gr.threshold > own.threshold || gr.is_signed != (own.min < 0.f)))
         ++summary->widened_scales;
-      emit(t, Range{own.min, own.max, gr.threshold, {}}, gr.is_signed);
+      emit(t, Range{own.min, own.max, gr.threshold, {}},
+           gr.is_signed ? low(gr.min, gr.threshold) : 0.f);
     }
     // Group members no quantized node reads directly (a Split's input, a MaxPool's output).
     for (const auto& [t, g] : group_of) {
@@ -326,7 +343,7 @@ struct Quantizer::Impl {
                  r != ranges.end() ? r->second.max : gr.max,
                  gr.threshold,
                  {}},
-           gr.is_signed);
+           gr.is_signed ? low(gr.min, gr.threshold) : 0.f);
     }
     for (const auto& c : selected) {
       plan.nodes.push_back(c.node);

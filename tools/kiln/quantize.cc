@@ -543,6 +543,10 @@ Status RunQuantize(const QuantizeArgs& a) {
       {s.widened_scales, "activation scale(s) widened to their group's"}};
   for (const auto& [count, what] : shared_lines)
     if (count > 0) std::printf("  shared scales: %d %s\n", count, what);
+  if (s.zero_point_activations > 0)
+    std::printf(
+        "  %d activation(s) uint8 with a zero point (negative side under half the positive)\n",
+        s.zero_point_activations);
   if (s.quantized_adds > 0)
     std::printf("  int8 residual stream: %d Add(s) with both inputs quantized\n", s.quantized_adds);
   if (a.options.channel_activations) {
@@ -619,12 +623,16 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                 "channels whose ranges differ widely; ONNX Runtime and TensorRT run those "
                 "convolutions float");
   cmd->add_flag("!--no-shared-concat-scales", a->options.share_concat_scales,
-                "Leave Concats (and MaxPools after quantized convolutions) float instead of "
-                "giving their inputs their output's scale (shared when only quantized nodes read "
-                "the output)");
+                "Leave Concats, MaxPools, Splits, nearest Resizes, Reshapes and Transposes float "
+                "instead of giving the tensors they connect one scale (shared when only "
+                "quantized nodes read them)");
   cmd->add_flag("!--float-adds", a->options.quantize_adds,
                 "Leave residual Adds float (by default both inputs of an Add after a quantized "
                 "convolution are quantized, so the residual stream stays int8)");
+  cmd->add_flag("!--symmetric-activations", a->options.asymmetric_activations,
+                "Quantize every activation calibration saw negative as int8 symmetric (default: "
+                "uint8 with a zero point where the negative side is under half the positive, "
+                "as after SiLU or HardSwish)");
   cmd->add_option("--threads", a->options.num_threads, "Threads (0 = physical cores)")
       ->capture_default_str();
   cmd->add_option("--cache", a->cache,
