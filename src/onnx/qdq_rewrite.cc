@@ -239,6 +239,47 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
     }
     info.candidates.push_back(std::move(c));
   }
+  if (subgraphs) return info;
+  // Input and output layers: walk from the graph's inputs (forward) and outputs (backward)
+  // through every node that is not a quantizable candidate.
+  std::map<int, size_t> candidate_at;  // node index -> candidate
+  for (size_t ci = 0; ci < info.candidates.size(); ++ci)
+    if (info.candidates[ci].reason.empty()) candidate_at[info.candidates[ci].index] = ci;
+  std::map<std::string, int> producer;
+  for (int i = 0; i < nodes.size(); ++i)
+    for (const auto& o : nodes[i].output()) producer[o] = i;
+  std::vector<std::string> work;
+  std::set<std::string> seen;
+  for (const auto& o : m.graph().output()) work.push_back(o.name());
+  while (!work.empty()) {
+    const std::string t = work.back();
+    work.pop_back();
+    auto p = producer.find(t);
+    if (t.empty() || !seen.insert(t).second || p == producer.end()) continue;
+    auto c = candidate_at.find(p->second);
+    if (c != candidate_at.end()) {
+      info.candidates[c->second].output_layer = true;
+      continue;
+    }
+    for (const auto& in : nodes[p->second].input()) work.push_back(in);
+  }
+  seen.clear();
+  for (const auto& v : m.graph().input())
+    if (!inits.count(v.name())) work.push_back(v.name());
+  while (!work.empty()) {
+    const std::string t = work.back();
+    work.pop_back();
+    auto r = tensor_readers.find(t);
+    if (!seen.insert(t).second || r == tensor_readers.end()) continue;
+    for (auto [ri, k] : r->second) {
+      auto c = candidate_at.find(ri);
+      if (c != candidate_at.end()) {
+        if (k == 0) info.candidates[c->second].input_layer = true;
+        continue;
+      }
+      for (const auto& o : nodes[ri].output()) work.push_back(o);
+    }
+  }
   return info;
 }
 

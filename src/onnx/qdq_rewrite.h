@@ -26,7 +26,11 @@ struct QdqCandidate {
   std::string weight;      // the weight initializer
   int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
   bool depthwise = false;  // a Conv with one input channel per group and one output per group
-  std::string reason;      // non-empty when the node cannot be quantized: why
+  // An input layer: a graph input reaches its activation through nodes that are no quantizable
+  // candidates (`reason` empty). An output layer: its output reaches a graph output that way (a
+  // classifier, each head of a detector). Both false when the graph has subgraphs.
+  bool input_layer = false, output_layer = false;
+  std::string reason;  // non-empty when the node cannot be quantized: why
 };
 
 // A Concat or a pass-through op of the main graph, for shared scales: its data inputs, and who

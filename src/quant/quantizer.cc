@@ -492,13 +492,21 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
     else
       valid.push_back(&c);
   }
+  // The input and output layers (a detector's every head) where the graph says which
+  // (onnxio::QdqCandidate), else the first and last in graph order.
+  const bool walked = std::any_of(valid.begin(), valid.end(),
+                                  [](const auto* c) { return c->input_layer || c->output_layer; });
   for (size_t i = 0; i < valid.size(); ++i) {
     const auto& c = *valid[i];
     std::string why = KeptBy(c.node, c.op_type, options.keep_float);
     if (why.empty() && !options.quantize_all && valid.size() > 1) {
-      if (i == 0) why = "first quantizable layer (kept float by default; --quantize-all)";
-      if (i + 1 == valid.size())
-        why = "last quantizable layer (kept float by default; --quantize-all)";
+      if (walked ? c.input_layer : i == 0)
+        why = "first quantizable layer (kept float by default; --quantize-all)";
+      if (walked ? c.output_layer : i + 1 == valid.size())
+        why = std::string(walked ? "an output layer: it feeds a model output through no other "
+                                   "quantizable node"
+                                 : "last quantizable layer") +
+              " (kept float by default; --quantize-all)";
     }
     if (!why.empty())
       impl->float_nodes.emplace_back(c.node, why);

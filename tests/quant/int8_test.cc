@@ -785,6 +785,44 @@ TEST(OpsetConvert, Opset12OpsKeepTheirMeaningAt13) {
   EXPECT_NEAR(sum, 1.0, 1e-5);
 }
 
+// A detector's heads: every convolution that reaches a model output through no other
+// quantizable node is an output layer, kept float by default (not only the last in graph
+// order); the stem is the input layer. --quantize-all quantizes them all.
+TEST_F(QuantizerTest, KeepsEveryHeadFloatByDefault) {
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {-1, 4, 10, 10})
+      .Output("boxes", kF32, {-1, 4, 100})
+      .Output("scores", kF32, {-1, 2, 10, 10});
+  mb.FloatInit("w1", {8, 4, 3, 3}, Uniform(8 * 4 * 9, 2, -0.5f, 0.5f));
+  mb.FloatInit("w2", {8, 8, 3, 3}, Uniform(8 * 8 * 9, 3, -0.3f, 0.3f));
+  mb.FloatInit("wa", {4, 8, 1, 1}, Uniform(32, 4, -0.5f, 0.5f));
+  mb.FloatInit("wb", {2, 8, 1, 1}, Uniform(16, 5, -0.5f, 0.5f));
+  mb.Int64Init("flat", {3}, {0, 4, 100});
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1"}, {"c1"}, "stem"), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c1"}, {"r1"});
+  ModelBuilder::IntsAttr(mb.Node("Conv", {"r1", "w2"}, {"c2"}, "body"), "pads", {1, 1, 1, 1});
+  mb.Node("Relu", {"c2"}, {"r2"});
+  mb.Node("Conv", {"r2", "wa"}, {"ca"}, "head_boxes");
+  mb.Node("Reshape", {"ca", "flat"}, {"boxes"});
+  mb.Node("Conv", {"r2", "wb"}, {"cb"}, "head_scores");
+  mb.Node("Sigmoid", {"cb"}, {"scores"});
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << mb.Bytes();
+  auto s = Quantize(QuantizeOptions{}, (dir_ / "heads.onnx").string());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->quantized_nodes, std::vector<std::string>{"body"});
+  ASSERT_EQ(s->float_nodes.size(), 3u);
+  EXPECT_EQ(s->float_nodes[0].first, "stem");
+  EXPECT_NE(s->float_nodes[0].second.find("first"), std::string::npos);
+  for (int k : {1, 2}) {
+    EXPECT_EQ(s->float_nodes[k].first, k == 1 ? "head_boxes" : "head_scores");
+    EXPECT_NE(s->float_nodes[k].second.find("an output layer"), std::string::npos)
+        << s->float_nodes[k].second;
+  }
+  auto all = QuantizeAll(true, (dir_ / "all.onnx").string());
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->quantized_nodes.size(), 4u);
+}
+
 TEST_F(QuantizerTest, KeepsFirstAndLastFloatByDefaultAndRefusesWhatCannotWork) {
   auto s = Quantize(QuantizeOptions{}, (dir_ / "a.onnx").string());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
