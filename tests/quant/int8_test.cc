@@ -1795,12 +1795,13 @@ TEST(QdqConcat, JoinsTheQuantizedValuesWhenTheScalesAreShared) {
 }
 
 // DequantizeLinear -> an op that only moves values (Split, Resize in mode nearest, Transpose,
-// Reshape) -> QuantizeLinear of the same scale: the op on the 8-bit values, no QuantizeLinear
-// left; with another scale after it the DequantizeLinear moves after the op and the
+// Reshape, Flatten, Unsqueeze) -> QuantizeLinear of the same scale: the op on the 8-bit values, no
+// QuantizeLinear left; with another scale after it the DequantizeLinear moves after the op and the
 // QuantizeLinear stays. Resize in mode linear is left float (it computes new values). Every case
 // exactly the reference's result.
 TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
-  for (const std::string op : {"Split", "Resize", "ResizeLinear", "Transpose", "Reshape"})
+  for (const std::string op :
+       {"Split", "Resize", "ResizeLinear", "Transpose", "Reshape", "Flatten", "Unsqueeze"})
     for (bool is_signed : {false, true})
       for (bool same_scale : {true, false}) {
         SCOPED_TRACE(op + (is_signed ? ", int8" : ", uint8") +
@@ -1826,9 +1827,14 @@ TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
         } else if (op == "Transpose") {
           ModelBuilder::IntsAttr(mb.Node("Transpose", {"xd"}, {"p"}, "moved"), "perm",
                                  {0, 2, 3, 1});
-        } else {
+        } else if (op == "Reshape") {
           mb.Int64Init("shape", {3}, {0, 4, 256});
           mb.Node("Reshape", {"xd", "shape"}, {"p"}, "moved");
+        } else if (op == "Flatten") {
+          ModelBuilder::IntAttr(mb.Node("Flatten", {"xd"}, {"p"}, "moved"), "axis", 2);
+        } else {
+          mb.Int64Init("axes", {1}, {1});
+          mb.Node("Unsqueeze", {"xd", "axes"}, {"p"}, "moved");
         }
         mb.Node("QuantizeLinear", {"p", "s2", "z"}, {"pq"}, "after");
         mb.Node("DequantizeLinear", {"pq", "s2", "z"}, {"pd"});
