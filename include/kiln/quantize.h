@@ -73,6 +73,12 @@ struct QuantizeOptions {
   // the resolution. oneDNN takes the zero point as its run-time source zero point. false: int8
   // symmetric for every activation calibration saw negative.
   bool asymmetric_activations = true;
+  // The statistics passes run the calibration model (every quantized tensor an output) on at
+  // most this many samples at a time, whatever the batch given to Observe: its memory is one
+  // such run's tensors. The statistics do not depend on it. ResNet-50, 300 samples in batches of
+  // 32, 2 threads, AVX512-VNNI EPYC: 8 gave 47 s and 1.5 GB peak RSS, 32 gave 54 s and 4.6 GB
+  // (identical models). 0: the whole batch.
+  int64_t run_batch = 8;
   // Threads of the calibration session (0 = the machine's cores).
   int num_threads = 0;
 };
@@ -179,6 +185,7 @@ class Quantizer {
  private:
   struct Impl;
   explicit Quantizer(std::unique_ptr<Impl> impl);
+  Status ObserveChunk(const std::vector<NamedTensor>& batch);  // one calibration-model run
   std::unique_ptr<Impl> impl_;
 };
 

@@ -36,6 +36,38 @@ std::string KeptBy(const std::string& node, const std::string& op_type,
   return "";
 }
 
+// `batch` split along dim 0 into runs of at most `rows` samples, when every input has the same
+// dim 0 (samples); otherwise (or rows <= 0, or a small batch) the batch itself.
+std::vector<std::vector<NamedTensor>> Chunks(const std::vector<NamedTensor>& batch, int64_t rows) {
+  int64_t n = -1;
+  bool split = rows > 0 && !batch.empty();
+  for (const auto& t : batch) {
+    if (t.tensor.rank() == 0) {
+      split = false;
+      break;
+    }
+    if (n < 0) n = t.tensor.shape()[0];
+    split = split && t.tensor.shape()[0] == n;
+  }
+  if (!split || n <= rows) return {batch};
+  std::vector<std::vector<NamedTensor>> out;
+  for (int64_t begin = 0; begin < n; begin += rows) {
+    const int64_t end = std::min(n, begin + rows);
+    std::vector<NamedTensor> chunk;
+    for (const auto& t : batch) {
+      Shape shape = t.tensor.shape();
+      const size_t row = t.tensor.bytes() / static_cast<size_t>(n);
+      shape[0] = end - begin;
+      Tensor part = Tensor::Empty(t.tensor.dtype(), shape);
+      std::memcpy(part.raw(), static_cast<const char*>(t.tensor.raw()) + begin * row,
+                  (end - begin) * row);
+      chunk.push_back({t.name, std::move(part)});
+    }
+    out.push_back(std::move(chunk));
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Quantizer::Impl {
@@ -771,6 +803,17 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
     impl_->bias_done = true;
     return OkStatus();
   }
+  // The statistics passes run the calibration model on chunks of at most run_batch samples:
+  // its memory is every quantized tensor of one chunk (the statistics are the same whatever
+  // the chunking: each value is counted once).
+  for (const auto& chunk : Chunks(batch, impl_->options.run_batch))
+    KILN_RETURN_IF_ERROR(ObserveChunk(chunk));
+  if (impl_->pass == 0 && !batch.empty() && batch[0].tensor.rank() > 0)
+    impl_->samples += batch[0].tensor.shape()[0];
+  return OkStatus();
+}
+
+Status Quantizer::ObserveChunk(const std::vector<NamedTensor>& batch) {
   std::vector<NamedTensor> outs;
   KILN_RETURN_IF_ERROR(impl_->session->Run(batch, &outs));
   for (const auto& o : outs) {
@@ -807,8 +850,6 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
           ch->second[k].UpdateHistogram(p, inner);
       }
   }
-  if (impl_->pass == 0 && !batch.empty() && batch[0].tensor.rank() > 0)
-    impl_->samples += batch[0].tensor.shape()[0];
   return OkStatus();
 }
 

@@ -788,6 +788,28 @@ TEST(OpsetConvert, Opset12OpsKeepTheirMeaningAt13) {
 // A detector's heads: every convolution that reaches a model output through no other
 // quantizable node is an output layer, kept float by default (not only the last in graph
 // order); the stem is the input layer. --quantize-all quantizes them all.
+// The statistics passes run the calibration model on chunks of run_batch samples (memory: one
+// chunk's tensors); the statistics, hence the written model, do not depend on the chunking.
+TEST_F(QuantizerTest, ChunkedCalibrationRunsWriteTheSameModel) {
+  std::vector<std::string> bytes;
+  for (int64_t rows : {0, 3, 8}) {  // whole batches of 8; chunks of 3, 3, 2; one chunk of 8
+    SCOPED_TRACE(rows);
+    QuantizeOptions o;
+    o.quantize_all = true;
+    o.method = "mse";  // a threshold that depends on the whole histogram
+    o.run_batch = rows;
+    const std::string out = (dir_ / ("chunks" + std::to_string(rows) + ".onnx")).string();
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->samples, 32);
+    std::ifstream f(out, std::ios::binary);
+    bytes.emplace_back((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.back().size(), 1000u);
+  }
+  EXPECT_TRUE(bytes[0] == bytes[1]) << "chunks of 3 changed the model";
+  EXPECT_TRUE(bytes[0] == bytes[2]) << "chunks of 8 changed the model";
+}
+
 TEST_F(QuantizerTest, KeepsEveryHeadFloatByDefault) {
   ModelBuilder mb(13);
   mb.Input("x", kF32, {-1, 4, 10, 10})
