@@ -67,8 +67,20 @@ onnx::TensorProto ScalarOrVector(const std::string& name, int data_type,
 
 }  // namespace
 
+namespace {
+
+QdqModelInfo Inspect(const onnx::ModelProto& m);
+
+}  // namespace
+
 StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
+  return Inspect(m);
+}
+
+namespace {
+
+QdqModelInfo Inspect(const onnx::ModelProto& m) {
   QdqModelInfo info;
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") info.opset = o.version();
@@ -283,6 +295,8 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes) {
   return info;
 }
 
+}  // namespace
+
 StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
                                        const std::vector<std::string>& names) {
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
@@ -317,7 +331,7 @@ void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64
 StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
                                  const QdqPlan& plan) {
   KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
-  KILN_ASSIGN_OR_RETURN(QdqModelInfo info, InspectForQdq(model_bytes));
+  const QdqModelInfo info = Inspect(m);  // (one parse: the model bytes can be 100 MB)
   if (info.opset < 10)
     return Unsupported("QuantizeLinear needs opset 10 or newer; the model imports opset " +
                        std::to_string(info.opset));
