@@ -35,9 +35,10 @@ struct QdqCandidate {
 
 // A Concat or a pass-through op of the main graph, for shared scales: its data inputs, and who
 // reads its outputs. Each passes values through unchanged (Concat joins them, MaxPool picks one
-// per window, Split, Reshape, Flatten, Squeeze, Unsqueeze and Transpose move them, Resize and
-// Upsample in mode nearest copy them), so quantizing its data inputs with its outputs' scale
-// gives the readers the same values, and a runtime can do the op on the 8-bit values.
+// per window, Split, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice, DepthToSpace and
+// SpaceToDepth move or pick them, Resize and Upsample in mode nearest copy them), so quantizing its
+// data inputs with its outputs' scale gives the readers the same values, and a runtime can do the
+// op on the 8-bit values.
 struct QdqConcat {
   std::string node;
   // "Concat" (every input is data) or one of kPassThroughOps (input 0 is data; the others, shapes
@@ -60,9 +61,9 @@ struct QdqConcat {
 };
 
 // The ops QdqConcat lists besides Concat.
-inline constexpr const char* kPassThroughOps[] = {"MaxPool",  "Split",     "Resize",
-                                                  "Upsample", "Reshape",   "Flatten",
-                                                  "Squeeze",  "Unsqueeze", "Transpose"};
+inline constexpr const char* kPassThroughOps[] = {
+    "MaxPool", "Split",     "Resize",    "Upsample", "Reshape",      "Flatten",
+    "Squeeze", "Unsqueeze", "Transpose", "Slice",    "DepthToSpace", "SpaceToDepth"};
 
 // An Add of the main graph whose two inputs are computed tensors (a residual sum), for int8
 // residual streams: both inputs quantized, so the convolution writing one of them and the sum

@@ -16,8 +16,9 @@
 // scale and zero point after it (ONNX Runtime keeps MaxPool's input scale) MaxPool on the 8-bit
 // values alone. Exact: dequantization is increasing, so the maximum commutes with it, and
 // quantizing a dequantized value with the same scale and zero point gives it back. The same for
-// ops that only move values (Split, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, and Resize /
-// Upsample in mode nearest, outside tf_crop_and_resize): each output value is an input value. And
+// ops that only move values (Split, Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Slice,
+// DepthToSpace, SpaceToDepth, and Resize / Upsample in mode nearest, outside
+// tf_crop_and_resize): each output value is an input value. And
 // for Concat, when every input is dequantized with one scale and zero point (shared scales): the
 // Concat joins the 8-bit values.
 #include <memory>
@@ -66,7 +67,7 @@ bool OnlyFeeds(const GraphEditor& ed, int v, int* reader) {
 // Ops that only move or pick values: on 8-bit values they give the quantized result exactly.
 bool IsPassThrough(const ir::Node& n) {
   for (const char* op : {"MaxPool", "Split", "Resize", "Upsample", "Reshape", "Flatten", "Squeeze",
-                         "Unsqueeze", "Transpose"})
+                         "Unsqueeze", "Transpose", "Slice", "DepthToSpace", "SpaceToDepth"})
     if (IsOnnxOp(n, op)) return true;
   return false;
 }

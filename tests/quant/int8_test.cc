@@ -1817,13 +1817,13 @@ TEST(QdqConcat, JoinsTheQuantizedValuesWhenTheScalesAreShared) {
 }
 
 // DequantizeLinear -> an op that only moves values (Split, Resize in mode nearest, Transpose,
-// Reshape, Flatten, Unsqueeze) -> QuantizeLinear of the same scale: the op on the 8-bit values, no
-// QuantizeLinear left; with another scale after it the DequantizeLinear moves after the op and the
-// QuantizeLinear stays. Resize in mode linear is left float (it computes new values). Every case
-// exactly the reference's result.
+// Reshape, Flatten, Unsqueeze, Slice, DepthToSpace) -> QuantizeLinear of the same scale: the op on
+// the 8-bit values, no QuantizeLinear left; with another scale after it the DequantizeLinear moves
+// after the op and the QuantizeLinear stays. Resize in mode linear is left float (it computes new
+// values). Every case exactly the reference's result.
 TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
-  for (const std::string op :
-       {"Split", "Resize", "ResizeLinear", "Transpose", "Reshape", "Flatten", "Unsqueeze"})
+  for (const std::string op : {"Split", "Resize", "ResizeLinear", "Transpose", "Reshape", "Flatten",
+                               "Unsqueeze", "Slice", "DepthToSpace"})
     for (bool is_signed : {false, true})
       for (bool same_scale : {true, false}) {
         SCOPED_TRACE(op + (is_signed ? ", int8" : ", uint8") +
@@ -1854,9 +1854,17 @@ TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
           mb.Node("Reshape", {"xd", "shape"}, {"p"}, "moved");
         } else if (op == "Flatten") {
           ModelBuilder::IntAttr(mb.Node("Flatten", {"xd"}, {"p"}, "moved"), "axis", 2);
-        } else {
+        } else if (op == "Unsqueeze") {
           mb.Int64Init("axes", {1}, {1});
           mb.Node("Unsqueeze", {"xd", "axes"}, {"p"}, "moved");
+        } else if (op == "Slice") {  // channels 2..11, every other column
+          mb.Int64Init("starts", {2}, {2, 0});
+          mb.Int64Init("ends", {2}, {12, 8});
+          mb.Int64Init("axes", {2}, {1, 3});
+          mb.Int64Init("steps", {2}, {1, 2});
+          mb.Node("Slice", {"xd", "starts", "ends", "axes", "steps"}, {"p"}, "moved");
+        } else {
+          ModelBuilder::IntAttr(mb.Node("DepthToSpace", {"xd"}, {"p"}, "moved"), "blocksize", 2);
         }
         mb.Node("QuantizeLinear", {"p", "s2", "z"}, {"pq"}, "after");
         mb.Node("DequantizeLinear", {"pq", "s2", "z"}, {"pd"});
