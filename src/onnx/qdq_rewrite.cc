@@ -113,10 +113,14 @@ QdqModelInfo Inspect(const onnx::ModelProto& m) {
     if (r == tensor_readers.end() || r->second.size() != 1 || graph_outputs.count(t)) return -1;
     return r->second[0].first;
   };
+  // Shape and Size read only the shape, which quantization keeps: they are not listed (PyTorch's
+  // exports compute ShuffleNet's channel-shuffle Reshape targets from Shape of the Concat).
   auto reader_list = [&](const std::string& t, std::vector<std::pair<std::string, int>>* out) {
     auto r = tensor_readers.find(t);
     if (r == tensor_readers.end()) return;
-    for (auto [ri, k] : r->second) out->emplace_back(NodeName(nodes[ri], ri), k);
+    for (auto [ri, k] : r->second)
+      if (!is_onnx(nodes[ri], "Shape") && !is_onnx(nodes[ri], "Size"))
+        out->emplace_back(NodeName(nodes[ri], ri), k);
   };
   // Residual Adds: two computed inputs; the sum carried on by the Add's output or by the Relu
   // that alone reads it.

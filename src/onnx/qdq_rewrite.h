@@ -56,7 +56,7 @@ struct QdqConcat {
   bool graph_output = false;        // an output is also a graph output
   bool input_graph_output = false;  // a data input is also a graph output
   // (node name, input index) of every reader of the outputs, and of the data inputs (this node
-  // included).
+  // included); Shape and Size nodes, which read only the shape, are left out.
   std::vector<std::pair<std::string, int>> readers, input_readers;
 };
 

@@ -92,10 +92,14 @@ class FuseQdqAddPass : public Pass {
       return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int adds = 0, relus = 0, pools = 0, concats = 0, moves = 0;
+    int adds = 0, relus = 0, pools = 0, concats = 0, moves = 0, requantized = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
+      if (IsOnnxOp(n, "QuantizeLinear")) {
+        requantized += DropRequantize(ed, probe, ni);
+        continue;
+      }
       if (IsPassThrough(n)) {
         (IsOnnxOp(n, "MaxPool") ? pools : moves) += FusePassThrough(ed, probe, ni);
         continue;
@@ -146,7 +150,7 @@ class FuseQdqAddPass : public Pass {
       ++adds;
       relus += relu >= 0;
     }
-    if (adds + pools + concats + moves == 0) return false;
+    if (adds + pools + concats + moves + requantized == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "fused " + std::to_string(adds) +
                " DequantizeLinear+Add+QuantizeLinear groups into QAdd (int8 sums" +
@@ -158,6 +162,9 @@ class FuseQdqAddPass : public Pass {
       summary_ += "; " + std::to_string(moves) +
                   " Split/Resize/Reshape/Transpose-like ops after a DequantizeLinear now move the "
                   "8-bit values";
+    if (requantized)
+      summary_ += "; " + std::to_string(requantized) +
+                  " QuantizeLinear of a DequantizeLinear with its scale and zero point dropped";
     if (concats)
       summary_ += "; " + std::to_string(concats) +
                   " Concat of DequantizeLinears with one scale now join the 8-bit values";
@@ -212,6 +219,29 @@ class FuseQdqAddPass : public Pass {
       ed.AddNode(std::move(after));
     }
     ed.SetInput(ni, 0, xq);
+    RemoveIfUnread(ed, d);
+    return true;
+  }
+
+  // QuantizeLinear(DequantizeLinear(Xq)) with the same scale, zero point and type gives Xq back
+  // (each value is an integer multiple of the scale, divided by it again): its readers read Xq.
+  // Other readers of the dequantized value keep it (a Concat whose output a Shape also reads).
+  static bool DropRequantize(GraphEditor& ed, const ShapeProbe& probe, int ni) {
+    const ir::Node& q = ed.node(ni);
+    if (q.inputs.empty() || q.outputs.size() != 1) return false;
+    const int d = ed.Producer(q.inputs[0]);
+    if (!PerTensorDequantize(ed, probe, d) || !PerTensorQuantize(ed, ni, q.inputs[0]) ||
+        ed.IsGraphOutput(q.outputs[0]))
+      return false;
+    const ir::Node& dn = ed.node(d);
+    const DataType t = probe.dtype(dn.inputs[0]);
+    if (!(FloatOf(ed, dn.inputs[1]) > 0.f) ||
+        FloatOf(ed, dn.inputs[1]) != FloatOf(ed, q.inputs[1]) || ZeroOf(ed, dn) != ZeroOf(ed, q) ||
+        ZeroOf(ed, q).first != t)
+      return false;
+    const int xq = dn.inputs[0], yq = q.outputs[0];
+    ed.RemoveNode(ni);
+    ed.ReplaceUses(yq, xq);
     RemoveIfUnread(ed, d);
     return true;
   }

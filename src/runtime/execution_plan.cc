@@ -262,6 +262,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     return UnsupportedNodesError(no_kernel).AddContext("while planning for backend '" +
                                                        options.backend + "'");
   for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
+  p.DropUnreadSteps();
   for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
   // Host plans: graph outputs with a static shape that a static step computes are written
   // where the run returns them, and get no arena buffer.
@@ -284,6 +285,36 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   p.PlanArena();
   if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants(model));
   return plan;
+}
+
+void ExecutionPlan::DropUnreadSteps() {
+  // Last to first: a static step none of whose outputs a later kept step or the graph's outputs
+  // read (its readers were folded into constants, as a Shape of a dequantized tensor is) goes.
+  std::vector<char> read(dtypes.size(), 0);
+  for (int slot : output_slots) read[slot] = 1;
+  std::vector<char> keep(steps.size(), 1);
+  for (size_t i = steps.size(); i-- > 0;) {
+    const Step& st = steps[i];
+    bool used = st.dynamic || st.out_slots.empty();
+    for (int slot : st.out_slots) used = used || (slot >= 0 && read[slot]);
+    if (!used) {
+      keep[i] = 0;
+      ++dropped_steps;
+      continue;
+    }
+    for (int slot : st.in_slots)
+      if (slot >= 0) read[slot] = 1;
+  }
+  if (dropped_steps == 0) return;
+  std::vector<Step> kept;
+  std::fill(last_use.begin(), last_use.end(), -1);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!keep[i]) continue;
+    for (int slot : steps[i].in_slots)
+      if (slot >= 0) last_use[slot] = static_cast<int>(kept.size());
+    kept.push_back(std::move(steps[i]));
+  }
+  steps = std::move(kept);
 }
 
 void ExecutionPlan::PlanArena() {
@@ -609,11 +640,12 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
 std::string ExecutionPlan::Describe(const Model& model) const {
   const ir::Graph& g = *model.graph;
   std::string s = std::to_string(steps.size()) + " steps, " + std::to_string(folded_nodes) +
-                  " nodes folded into constants, " + std::to_string(conversions) +
-                  " layout conversions, " + std::to_string(num_threads) + " threads\n" +
-                  "memory plan: one arena of " + std::to_string(arena_bytes) + " bytes (" +
-                  std::to_string(scratch_bytes) + " of them scratch), " + std::to_string(in_place) +
-                  " outputs written in place\n";
+                  " nodes folded into constants, " +
+                  (dropped_steps ? std::to_string(dropped_steps) + " unread steps dropped, " : "") +
+                  std::to_string(conversions) + " layout conversions, " +
+                  std::to_string(num_threads) + " threads\n" + "memory plan: one arena of " +
+                  std::to_string(arena_bytes) + " bytes (" + std::to_string(scratch_bytes) +
+                  " of them scratch), " + std::to_string(in_place) + " outputs written in place\n";
   for (const Step& st : steps) {
     if (st.node < 0) {
       s += "  " + st.kernel_name + "\n";

@@ -120,6 +120,7 @@ struct ExecutionPlan {
   int in_place = 0;  // outputs sharing their input's buffer
   int folded_nodes = 0;
   int conversions = 0;
+  int dropped_steps = 0;  // steps whose outputs nothing read (DropUnreadSteps)
   int num_threads = 1;
 
   // On a device backend (device != nullptr) every step must have a kernel of that backend (all
@@ -158,6 +159,9 @@ struct ExecutionPlan {
 
  private:
   void PlanArena();
+  // Removes the static steps whose outputs no later step and no graph output reads; recomputes
+  // last_use. Before PlanArena.
+  void DropUnreadSteps();
   // Device plans (execution_plan_device.cc).
   Status UploadConstants(const Model& model);
   Status ExecuteOnDevice(const Model& model, const std::vector<const Tensor*>& inputs,

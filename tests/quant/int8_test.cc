@@ -1892,6 +1892,46 @@ TEST(QdqPassThrough, MovesTheQuantizedValuesExactly) {
       }
 }
 
+// A DequantizeLinear whose value a Shape and a QuantizeLinear of the same scale read (PyTorch's
+// ShuffleNet: the channel shuffle's Reshape target comes from Shape of the Concat): the
+// QuantizeLinear goes (its readers read the 8-bit values), and with the Shape folded into a
+// constant at planning the DequantizeLinear step is dropped too. Exactly the reference's result.
+TEST(QdqRequantize, DropsAQuantizeOfTheSameScaleAndTheUnreadDequantize) {
+  for (bool same_scale : {true, false}) {
+    SCOPED_TRACE(same_scale ? "one scale" : "two scales");
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {2, 16, 8, 8}).OutputAnyShape("y", kF32);
+    mb.FloatInit("s", {}, {0.03f});
+    mb.FloatInit("s2", {}, {same_scale ? 0.03f : 0.04f});
+    ZeroPoints(mb, "z", false, 0, 131);
+    mb.Int64Init("zero", {}, {0});
+    mb.Int64Init("axes", {1}, {0});
+    mb.Int64Init("rest", {2}, {16, 64});
+    mb.Node("QuantizeLinear", {"x", "s", "z"}, {"xq"});
+    mb.Node("DequantizeLinear", {"xq", "s", "z"}, {"xd"}, "dq");
+    mb.Node("Shape", {"xd"}, {"shape"});
+    mb.Node("Gather", {"shape", "zero"}, {"batch"});
+    mb.Node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+    ModelBuilder::IntAttr(mb.Node("Concat", {"batch1", "rest"}, {"target"}), "axis", 0);
+    mb.Node("QuantizeLinear", {"xd", "s2", "z"}, {"pq"}, "again");
+    mb.Node("DequantizeLinear", {"pq", "s2", "z"}, {"pd"});
+    mb.Node("Reshape", {"pd", "target"}, {"r"}, "moved");
+    mb.FloatInit("two", {}, {2.f});
+    mb.Node("Mul", {"r", "two"}, {"y"});
+    RefAndFast r;
+    RunRefAndFast(mb.Bytes(),
+                  Tensor::FromVector<float>(Uniform(2 * 16 * 64, 33, -4.f, 4.f), {2, 16, 8, 8}),
+                  &r);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(r.plan.find("QuantizeLinear 'again'") == std::string::npos, same_scale) << r.plan;
+    EXPECT_EQ(r.plan.find("DequantizeLinear 'dq'") == std::string::npos, same_scale) << r.plan;
+    EXPECT_EQ(r.plan.find("unread steps dropped") != std::string::npos, same_scale) << r.plan;
+    ASSERT_EQ(r.got.numel(), r.want.numel());
+    for (int64_t i = 0; i < r.want.numel(); ++i)
+      ASSERT_EQ(r.got.data<float>()[i], r.want.data<float>()[i]) << "[" << i << "]";
+  }
+}
+
 // NNCF's form: DequantizeLinear -> MaxPool -> Conv with no QuantizeLinear after the MaxPool (it
 // is on the grid already). The DequantizeLinear moves after the MaxPool, which then pools the
 // 8-bit values, and the convolution sees a dequantized input: an int8 QConv.

@@ -575,6 +575,35 @@ TEST(SessionTest, FoldsShapeSubgraphOncePerSignature) {
   }
 }
 
+// A step whose output only folded nodes read (the Shape of a tensor computed for nothing else)
+// is dropped from the plan: it is not run, and the results do not change.
+TEST(SessionTest, DropsStepsWhoseOutputsOnlyFoldedNodesRead) {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 2, 3}).Output("y", kF32, {-1, 6});
+  m.Int64Init("zero", {}, {0});
+  m.Int64Init("axes", {1}, {0});
+  m.Int64Init("minus1", {1}, {-1});
+  m.Node("Sigmoid", {"x"}, {"unused"}, "only_shape_reads_me");
+  m.Node("Shape", {"unused"}, {"shape"});
+  m.Node("Gather", {"shape", "zero"}, {"batch"});
+  m.Node("Unsqueeze", {"batch", "axes"}, {"batch1"});
+  ModelBuilder::IntAttr(m.Node("Concat", {"batch1", "minus1"}, {"newshape"}), "axis", 0);
+  m.Node("Relu", {"x"}, {"r"});
+  m.Node("Reshape", {"r", "newshape"}, {"y"});
+  auto s = MustLoad(m.Bytes());
+  ASSERT_NE(s, nullptr);
+  auto plan = s->DescribePlan({{"x", Iota({4, 2, 3})}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_NE(plan->find("2 steps, 4 nodes folded into constants, 1 unread steps dropped"),
+            std::string::npos)
+      << *plan;
+  EXPECT_EQ(plan->find("only_shape_reads_me"), std::string::npos) << *plan;
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 2, 3}, -1.f)}}, &out).ok());
+  ASSERT_EQ(out[0].tensor.shape(), (Shape{2, 6}));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(out[0].tensor.data<float>()[i], 0.f) << i;
+}
+
 // A Reshape whose target shape is computed from run-time data cannot be prepared statically: it
 // is marked dynamic and still runs correctly.
 TEST(SessionTest, RunsDataDependentShapesAtRunTime) {
