@@ -8,9 +8,9 @@
 // convolution writes its output (a oneDNN post-op chain that reads R where Y goes): the int8
 // tensor A and QAdd's pass over three tensors are gone. Exact in the reference kernel (QConv's
 // then QAdd's arithmetic). Conditions: the QConv has a per-tensor quantized output, no float
-// residual and a Relu or no activation; the QAdd a Relu or none; A is read only by the QAdd, with
-// the same scale and zero point values as the QConv wrote it with, and is not a graph output;
-// either QAdd operand may be A.
+// residual and a Relu, LeakyRelu, SiLU or no activation; the QAdd a Relu or none; A is read only by
+// the QAdd, with the same scale and zero point values as the QConv wrote it with, and is not a
+// graph output; either QAdd operand may be A.
 #include <cstring>
 #include <memory>
 #include <string>
@@ -56,11 +56,14 @@ class FuseQConvAddPass : public Pass {
         const ir::Node& conv = ed.node(ci);
         if (conv.inputs.size() < 9 || conv.HasInput(6) || !conv.HasInput(7) || !conv.HasInput(8))
           continue;
-        // The kernel applies the convolution's activation in A's units: only Relu (or none)
-        // means the same there. QAdd's activation is Relu or none too.
+        // The kernel applies the convolution's activation in A's units: Relu and LeakyRelu mean
+        // the same there, SiLU becomes swish with alpha a_scale (AppendActivationInUnits);
+        // others stay apart. QAdd's activation is Relu or none.
         const std::string conv_act = conv.GetString("activation", "");
         const std::string add_act = add.GetString("activation", "");
-        if ((conv_act != "" && conv_act != "Relu") || (add_act != "" && add_act != "Relu"))
+        if ((conv_act != "" && conv_act != "Relu" && conv_act != "LeakyRelu" &&
+             conv_act != "Silu") ||
+            (add_act != "" && add_act != "Relu"))
           continue;
         if (!SameScalar(ed, conv.inputs[7], add.inputs[slot + 1]) ||
             !SameScalar(ed, conv.inputs[8], add.inputs[slot + 2]))

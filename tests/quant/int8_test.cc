@@ -1646,6 +1646,10 @@ TEST_P(QConvAddKernelTest, FusesAndMatchesTheUnfusedGraph) {
   if (c.conv_act == "Relu") {
     mb.Node("Relu", {"c"}, {"a"});
     a = "a";
+  } else if (c.conv_act == "Silu") {
+    mb.Node("Sigmoid", {"c"}, {"g"});
+    mb.Node("Mul", {"c", "g"}, {"a"});
+    a = "a";
   } else if (c.conv_act == "Clip") {
     mb.FloatInit("lo", {}, {0.f});
     mb.FloatInit("hi", {}, {1.f});
@@ -1696,7 +1700,11 @@ INSTANTIATE_TEST_SUITE_P(Operands, QConvAddKernelTest,
                                            QConvAddCase{false, 0, false, 0, true, "Clip"},
                                            QConvAddCase{false, 125, false, 0, false, "", 8},
                                            QConvAddCase{true, -3, true, -128, false, "", 8},
-                                           QConvAddCase{false, 0, false, 0, true, "Relu", 8}));
+                                           QConvAddCase{false, 0, false, 0, true, "Relu", 8},
+                                           // SiLU (YOLOv8's bottlenecks): swish with alpha a_scale
+                                           QConvAddCase{false, 0, false, 0, true, "Silu"},
+                                           QConvAddCase{true, -5, true, 7, false, "Silu"},
+                                           QConvAddCase{false, 125, false, 0, false, "Silu", 8}));
 
 // What fuse_qdq_add leaves alone: a broadcast operand, and an Add whose float result is also read
 // elsewhere. Both still run (float Add) and match the reference.

@@ -172,6 +172,22 @@ bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops) {
   return true;
 }
 
+bool AppendActivationInUnits(const ops::Activation& act, float s, dnnl::post_ops* ops) {
+  using K = ops::ActivationKind;
+  switch (act.kind) {
+    case K::kNone:
+      return true;
+    case K::kRelu:
+    case K::kLeakyRelu:
+      return AppendActivation(act, ops);
+    case K::kSilu:
+      ops->append_eltwise(1.f, dnnl::algorithm::eltwise_swish, s, 0.f);
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool AppendScaledActivation(const ops::Activation& act, float scale, dnnl::post_ops* ops) {
   if (act.kind == ops::ActivationKind::kHardSigmoid) {
     ops->append_eltwise(1.f, dnnl::algorithm::eltwise_linear, act.alpha * scale, act.beta * scale);

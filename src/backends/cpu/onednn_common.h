@@ -70,6 +70,11 @@ bool AppendActivation(const ops::Activation& act, dnnl::post_ops* ops);
 // the first one's alpha and beta, so HardSigmoid's linear step takes the scale into itself
 // (clip(a x + b, 0, 1) s = clip(a s x + b s, 0, s)). False as AppendActivation.
 bool AppendScaledActivation(const ops::Activation& act, float scale, dnnl::post_ops* ops);
+// Appends act(s v) / s, for v a value in units of s > 0 (a quantized tensor's scale): Relu and
+// LeakyRelu as they are, SiLU as swish with alpha s (s v sigmoid(s v) / s = v sigmoid(s v)).
+// False for the others (their parameters would need rescaling oneDNN 2.6 cannot express, or
+// are not built). kNone appends nothing.
+bool AppendActivationInUnits(const ops::Activation& act, float s, dnnl::post_ops* ops);
 // The eltwise algorithm and parameters of a single-primitive activation; false when `act` needs
 // more than one eltwise (HardSigmoid) or has none.
 bool EltwiseOf(const ops::Activation& act, dnnl::algorithm* alg, float* alpha, float* beta);

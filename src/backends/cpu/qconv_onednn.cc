@@ -132,7 +132,8 @@ class QConvOneDnn final : public runtime::Kernel {
       // dequantized (the sum post-op reads R, in its own type, where Y goes); the sum's Relu;
       // 1 / y_scale and y_zero_point as a QConv's quantized output. The output scales and the
       // bias put the value in A's units without its zero point (below), so the convolution's
-      // own activation (Relu or none: fuse_qconv_add's condition) keeps its meaning, rounding
+      // own activation (Relu, LeakyRelu, SiLU or none: fuse_qconv_add's condition) is applied
+      // in those units (AppendActivationInUnits), rounding
       // to nearest even and clipping to A's range shifted by za give A - za, and one
       // eltwise_linear is enough (oneDNN 2.6's AVX2 int8 convolution gives a second one the
       // first one's alpha and beta).
@@ -140,7 +141,10 @@ class QConvOneDnn final : public runtime::Kernel {
       const float za = static_cast<float>(
           za_t.dtype() == DataType::kUInt8 ? za_t.data<uint8_t>()[0] : za_t.data<int8_t>()[0]);
       const bool a_u8 = za_t.dtype() == DataType::kUInt8;
-      AppendActivation(a_.act, &ops);
+      // The convolution's activation on values in A's units (SiLU: swish with alpha sa).
+      if (!AppendActivationInUnits(a_.act, sy, &ops))
+        throw dnnl::error(dnnl_unimplemented,
+                          "QConvAdd: this activation cannot run in the quantized output's units");
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_round, 0.f, 0.f);
       ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, (a_u8 ? 0.f : -128.f) - za,
                          (a_u8 ? 255.f : 127.f) - za);
