@@ -565,7 +565,8 @@ TEST_F(QuantizerTest, SharedScalesCarryTheInt8StreamThroughSplitsResizesAndResha
     for (const char* node : {"split", "up", "pool", "transpose", "reshape1", "reshape2", "cat"})
       // uint8 with a zero point after SiLU (asymmetric_activations), int8 elsewhere.
       EXPECT_EQ(line(node).find("int8[") != std::string::npos, share) << node << "\n" << *plan;
-    EXPECT_EQ(line("add").find("cpu.qadd") != std::string::npos, share) << *plan;
+    // The residual sum after conv2's SiLU: one int8 convolution with the sum (QConvAdd).
+    EXPECT_EQ(line("conv2").find("cpu.qconvadd.onednn") != std::string::npos, share) << *plan;
     if (share) {  // those of the model input and of the Gemm's (after the float pooling) only
       int loops = 0;
       for (size_t at = plan->find("QuantizeLinear '"); at != std::string::npos;
