@@ -694,17 +694,28 @@ TEST(SessionTest, CancelStopsARunBetweenSteps) {
   const Tensor x = Iota({1, 1 << 18}, 1e-6f);
   std::vector<NamedTensor> out;
   ASSERT_TRUE(s.Run({{"x", x}}, &out).ok());  // plans; a warm run takes 400 steps
+  // Time a warm run, then raise the flag about half-way through one. The flag may still land
+  // between runs on a busy machine (then the run reports "before it started"), so each attempt
+  // clears it and tries again with a fresh stopper.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s.Run({{"x", x}}, &out).ok());
+  const auto warm = std::chrono::steady_clock::now() - t0;
   std::atomic<bool> cancel{false};
   RunOptions ro;
   ro.cancel = &cancel;
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    cancel = true;
-  });
   Status st = Status(StatusCode::kInternal, "not run");
-  for (int i = 0; i < 50 && (st.ok() || st.code() == StatusCode::kInternal); ++i)
-    st = s.Run({{"x", x}}, &out, ro);  // each run is a chance for the flag to land mid-run
-  stopper.join();
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    cancel = false;
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(warm / (2 + attempt % 4));
+      cancel = true;
+    });
+    st = s.Run({{"x", x}}, &out, ro);
+    stopper.join();
+    if (st.code() == StatusCode::kCancelled &&
+        st.message().find("before step ") != std::string::npos)
+      break;
+  }
   EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
   EXPECT_NE(st.message().find("before step "), std::string::npos) << st.ToString();
   ASSERT_TRUE(s.Run({{"x", x}}, &out).ok());  // the session is unharmed
