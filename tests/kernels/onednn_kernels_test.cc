@@ -6,10 +6,12 @@
 // Tolerance: |fast - ref| <= 1e-4 + 1e-4 * |ref| (fp32 accumulation vs the reference's double).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -513,6 +515,56 @@ TEST(OneDnnKernelTest, DynamicQuantizeLinearLoop) {
     EXPECT_EQ(got[1].tensor.data<float>()[0], want[1].tensor.data<float>()[0]);
     EXPECT_EQ(got[2].tensor.data<uint8_t>()[0], want[2].tensor.data<uint8_t>()[0]);
     EXPECT_EQ(std::memcmp(got[0].tensor.raw(), want[0].tensor.raw(), static_cast<size_t>(n)), 0);
+  }
+}
+
+// QuantizeLinear and DequantizeLinear's loops against the reference, bit for bit, for uint8 and
+// int8 with a zero point: several threaded chunks and a tail no vector width divides, values past
+// both ends of the range, exact midpoints between steps (rounded half to even), NaN and
+// infinities. Whichever clone the CPU selects (x86-64, AVX2, AVX-512) must give these bytes.
+TEST(OneDnnKernelTest, QuantizeAndDequantizeLoops) {
+  for (const bool u8 : {true, false}) {
+    SCOPED_TRACE(u8 ? "uint8" : "int8");
+    const int type = u8 ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+    const uint8_t zp = u8 ? uint8_t{117} : static_cast<uint8_t>(int8_t{-3});
+    const float scale = 0.0371f;
+    const int64_t n = 100003;
+    std::vector<float> x = Random(static_cast<size_t>(n), u8 ? 70 : 71);
+    for (int64_t i = 0; i < n; ++i) {
+      float& v = x[static_cast<size_t>(i)];
+      v *= 200.f * scale;                                                  // past both ends
+      if (i % 7 == 0) v = (static_cast<float>(i % 301) - 150.5f) * scale;  // midpoints
+    }
+    x[5] = std::nanf("");
+    x[n - 1] = std::numeric_limits<float>::infinity();
+    x[n - 2] = -std::numeric_limits<float>::infinity();
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {n}).Output("q", type, {}).Output("y", kF32, {});
+    mb.FloatInit("s", {}, {scale});
+    Int8Init(mb, "z", type, {}, {zp});
+    mb.Node("QuantizeLinear", {"x", "s", "z"}, {"q"});
+    mb.Node("DequantizeLinear", {"q", "s", "z"}, {"y"});
+    const std::vector<NamedTensor> inputs = {{"x", Tensor::FromVector<float>(x, {n})}};
+    std::vector<NamedTensor> want, got;
+    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.quantizelinear.loop", &want, &got);
+    if (HasFatalFailure()) return;
+    RunReferenceAndFast(mb.Bytes(), inputs, "cpu.dequantizelinear.loop", &want, &got);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(std::memcmp(got[0].tensor.raw(), want[0].tensor.raw(), static_cast<size_t>(n)), 0);
+    EXPECT_EQ(std::memcmp(got[1].tensor.raw(), want[1].tensor.raw(),
+                          static_cast<size_t>(n) * sizeof(float)),
+              0);
+    // The values span the whole range, so a loop that clamped or rounded wrongly shows.
+    int lo = 255, hi = -128;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t b = static_cast<const uint8_t*>(got[0].tensor.raw())[i];
+      const int v = u8 ? b : static_cast<int8_t>(b);
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    EXPECT_EQ(lo, u8 ? 0 : -128);
+    EXPECT_EQ(hi, u8 ? 255 : 127);
   }
 }
 

@@ -33,8 +33,9 @@ int32_t ZeroPoint(const Tensor* zp) {
 }
 
 template <typename Q>
-void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e, float scale, float lo, float hi,
-                   float zp) {
+inline __attribute__((always_inline)) void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e,
+                                                         float scale, float lo, float hi,
+                                                         float zp) {
   constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
   for (int64_t i = b; i < e; ++i) {
     float v = x[i] / scale;
@@ -43,6 +44,18 @@ void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e, float scale, floa
     v = (v + kMagic) - kMagic;
     y[i] = static_cast<Q>(v + zp);
   }
+}
+
+// The uint8 and int8 loops, cloned for AVX2 and AVX-512 (chosen once at load; the baseline build
+// targets plain x86-64, where the division runs four lanes at a time). No multiply is there to
+// contract, so every clone gives the reference kernel's result.
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void QuantizeRun(
+    const float* x, void* y, bool u8, int64_t b, int64_t e, float scale, float lo, float hi,
+    float zp) {
+  if (u8)
+    QuantizeRange(x, static_cast<uint8_t*>(y), b, e, scale, lo, hi, zp);
+  else
+    QuantizeRange(x, static_cast<int8_t*>(y), b, e, scale, lo, hi, zp);
 }
 
 // How a oneDNN layout stores a value of type t (float32 values may also be stored as bf16).
@@ -98,20 +111,26 @@ class QuantizeLoop final : public PerTensorLoop {
     const float hi = (out_ == DataType::kUInt8 ? 255.f : 127.f) - z;
     const float s = scale_;
     const bool u8 = out_ == DataType::kUInt8;
-    ParallelFor(n_, kGrain, [&](int64_t b, int64_t e) {
-      if (u8)
-        QuantizeRange(x, static_cast<uint8_t*>(y), b, e, s, lo, hi, z);
-      else
-        QuantizeRange(x, static_cast<int8_t*>(y), b, e, s, lo, hi, z);
-    });
+    ParallelFor(n_, kGrain,
+                [&](int64_t b, int64_t e) { QuantizeRun(x, y, u8, b, e, s, lo, hi, z); });
     return OkStatus();
   }
 };
 
 template <typename Q>
-void DequantizeRange(const Q* x, float* y, int64_t b, int64_t e, float scale, int32_t zp) {
+inline __attribute__((always_inline)) void DequantizeRange(const Q* x, float* y, int64_t b,
+                                                           int64_t e, float scale, int32_t zp) {
   for (int64_t i = b; i < e; ++i)
     y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
+// As QuantizeRun: (x - zp) * scale has nothing to contract either.
+__attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void DequantizeRun(
+    const void* x, float* y, bool u8, int64_t b, int64_t e, float scale, int32_t zp) {
+  if (u8)
+    DequantizeRange(static_cast<const uint8_t*>(x), y, b, e, scale, zp);
+  else
+    DequantizeRange(static_cast<const int8_t*>(x), y, b, e, scale, zp);
 }
 
 class DequantizeLoop final : public PerTensorLoop {
@@ -123,12 +142,7 @@ class DequantizeLoop final : public PerTensorLoop {
     const float s = scale_;
     const int32_t z = zp_;
     const bool u8 = in_ == DataType::kUInt8;
-    ParallelFor(n_, kGrain, [&](int64_t b, int64_t e) {
-      if (u8)
-        DequantizeRange(static_cast<const uint8_t*>(x), y, b, e, s, z);
-      else
-        DequantizeRange(static_cast<const int8_t*>(x), y, b, e, s, z);
-    });
+    ParallelFor(n_, kGrain, [&](int64_t b, int64_t e) { DequantizeRun(x, y, u8, b, e, s, z); });
     return OkStatus();
   }
 };
@@ -197,10 +211,7 @@ class QuantizeChannels final : public runtime::Kernel {
         const float z = static_cast<float>(zps_[c]);
         const float lo = (u8 ? 0.f : -128.f) - z, hi = (u8 ? 255.f : 127.f) - z;
         const int64_t at = r * inner_;
-        if (u8)
-          QuantizeRange(x + at, static_cast<uint8_t*>(y) + at, 0, inner_, scales_[c], lo, hi, z);
-        else
-          QuantizeRange(x + at, static_cast<int8_t*>(y) + at, 0, inner_, scales_[c], lo, hi, z);
+        QuantizeRun(x + at, static_cast<uint8_t*>(y) + at, u8, 0, inner_, scales_[c], lo, hi, z);
       }
     });
     return OkStatus();
@@ -449,7 +460,7 @@ class DynamicQuantizeLoop final : public runtime::Kernel {
     }
     const float z = static_cast<float>(zp);
     ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-      QuantizeRange(x, y, b, e, scale, 0.f - z, 255.f - z, z);
+      QuantizeRun(x, y, true, b, e, scale, 0.f - z, 255.f - z, z);
     });
     return OkStatus();
   }
