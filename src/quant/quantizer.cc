@@ -147,6 +147,140 @@ struct Quantizer::Impl {
     }
     return OkStatus();
   }
+  // Shared-scale groups (see PlanScaleGroups).
+  struct Group {
+    float threshold = 0, min = 0, max = 0;
+    bool is_signed = false, ranged = false;
+    // The widest threshold among the members quantized nodes or planned Adds read (a
+    // Concat's output, the convolution's half of a Split), which wins over the others' (a
+    // Concat input's own percentile, say, above the joined tensor's).
+    float read_threshold = 0;
+    bool read = false;
+  };
+  struct ScaleGroups {
+    std::set<std::string> shared;         // QdqConcat::node
+    std::map<std::string, int> group_of;  // tensor -> group
+    std::vector<Group> groups;
+  };
+  // Shared scales: Concats and pass-through ops (onnxio::kPassThroughOps) whose outputs only
+  // quantized nodes, planned Adds or other shared ops read, and (pass-through ops) whose data
+  // input a quantized convolution (through its activation or not), a planned Add or another
+  // shared op writes and only such readers read. Each shared op's data inputs and outputs form
+  // one group (union over the ops) with one scale: the widest threshold of its calibrated
+  // members that quantized nodes or planned Adds read (else of all its calibrated members;
+  // signed if any member is), so every tensor of a group is quantized once and the ops
+  // between run on 8-bit values. A group with no calibrated member is not shared.
+  // `plan_adds`: QdqPlan::adds; `used`: the tensors quantized nodes and those Adds read.
+  ScaleGroups PlanScaleGroups(const std::vector<std::string>& plan_adds,
+                              const std::set<std::string>& used) const {
+    ScaleGroups sg;
+    std::map<std::string, const onnxio::QdqConcat*> by_node;
+    auto& shared = sg.shared;
+    auto& group_of = sg.group_of;
+    auto& groups = sg.groups;
+    std::map<std::string, std::string> activation_of;  // selected node -> its activation
+    std::set<std::string> convs;
+    for (const auto& c : selected) {
+      activation_of[c.node] = c.activation;
+      if (c.op_type == "Conv") convs.insert(c.node);
+    }
+    const std::set<std::string> planned_adds(plan_adds.begin(), plan_adds.end());
+    std::map<std::string, std::string> add_result;
+    for (const auto& a : adds) add_result[a.node] = a.result;
+    for (const auto& c : concats) {
+      by_node[c.node] = &c;
+      bool ok = !c.constant_input && !c.graph_output && !c.readers.empty() &&
+                KeptBy(c.node, c.op_type, options.keep_float).empty();
+      if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
+      for (const auto* list : {&c.inputs, &c.outputs})
+        for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
+      if (ok) shared.insert(c.node);
+    }
+    auto reader_ok = [&](const std::string& node, int k) {
+      if (planned_adds.count(node) || (k == 0 && activation_of.count(node))) return true;
+      auto e = by_node.find(node);
+      return shared.count(node) && k < static_cast<int>(e->second->inputs.size());
+    };
+    auto source_ok = [&](const std::string& src, const std::string& t) {
+      if (convs.count(src) || shared.count(src)) return true;
+      auto a = add_result.find(src);
+      return planned_adds.count(src) && a != add_result.end() && a->second == t;
+    };
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (auto it = shared.begin(); it != shared.end();) {
+          const onnxio::QdqConcat& c = *by_node.at(*it);
+          bool ok = true;
+          for (const auto& [node, k] : c.readers) ok = ok && reader_ok(node, k);
+          if (c.op_type != "Concat") {
+            ok = ok && source_ok(c.sources[0], c.inputs[0]);
+            for (const auto& [node, k] : c.input_readers) ok = ok && reader_ok(node, k);
+          }
+          if (ok) {
+            ++it;
+          } else {
+            it = shared.erase(it);
+            changed = true;
+          }
+        }
+      }
+      // Union-find over the shared ops' tensors.
+      std::map<std::string, std::string> parent;
+      std::function<std::string(const std::string&)> find = [&](const std::string& t) {
+        auto p = parent.find(t);
+        if (p == parent.end() || p->second == t) return parent[t] = t;
+        return p->second = find(p->second);
+      };
+      // A Concat input that something else writes (a float op, a graph input) stays out of
+      // the group: its writer cannot write 8-bit values, so it keeps its own scale for its
+      // other readers and is quantized again with the group's for the Concat (sharing would
+      // only cost resolution).
+      for (const auto& node : shared) {
+        const onnxio::QdqConcat& c = *by_node.at(node);
+        const std::string root = find(c.output);
+        for (const auto& t : c.outputs) parent[find(t)] = root;
+        for (size_t k = 0; k < c.inputs.size(); ++k)
+          if (c.op_type != "Concat" || source_ok(c.sources[k], c.inputs[k]))
+            parent[find(c.inputs[k])] = root;
+      }
+      group_of.clear();
+      groups.clear();
+      std::map<std::string, int> index;
+      for (const auto& [t, unused] : parent) {
+        const std::string root = find(t);
+        auto [g, added] = index.emplace(root, static_cast<int>(groups.size()));
+        if (added) groups.emplace_back();
+        group_of[t] = g->second;
+        auto r = ranges.find(t);
+        if (r == ranges.end()) continue;
+        Group& gr = groups[g->second];
+        gr.threshold =
+            gr.ranged ? std::max(gr.threshold, r->second.threshold) : r->second.threshold;
+        gr.min = gr.ranged ? std::min(gr.min, r->second.min) : r->second.min;
+        gr.max = gr.ranged ? std::max(gr.max, r->second.max) : r->second.max;
+        gr.ranged = true;
+        gr.is_signed = gr.is_signed || r->second.min < 0.f;
+        if (used.count(t)) {
+          gr.read_threshold =
+              gr.read ? std::max(gr.read_threshold, r->second.threshold) : r->second.threshold;
+          gr.read = true;
+        }
+      }
+      for (Group& gr : groups)
+        if (gr.read) gr.threshold = gr.read_threshold;
+      for (auto it = shared.begin(); it != shared.end();) {
+        if (!groups[group_of.at(by_node.at(*it)->output)].ranged) {
+          it = shared.erase(it);
+          dropped = true;
+        } else {
+          ++it;
+        }
+      }
+    }
+    return sg;
+  }
   // The QDQ plan from the ranges; `summary` (optional) gets the activations and nodes.
   onnxio::QdqPlan BuildPlan(QuantizeSummary* summary) const {
     onnxio::QdqPlan plan;
@@ -189,130 +323,11 @@ struct Quantizer::Impl {
       plan.adds = planned;
       if (summary) summary->quantized_adds = static_cast<int>(planned.size());
     }
-    // Shared scales: Concats and pass-through ops (onnxio::kPassThroughOps) whose outputs only
-    // quantized nodes, planned Adds or other shared ops read, and (pass-through ops) whose data
-    // input a quantized convolution (through its activation or not), a planned Add or another
-    // shared op writes and only such readers read. Each shared op's data inputs and outputs form
-    // one group (union over the ops) with one scale: the widest threshold of its calibrated
-    // members that quantized nodes or planned Adds read (else of all its calibrated members;
-    // signed if any member is), so every tensor of a group is quantized once and the ops
-    // between run on 8-bit values. A group with no calibrated member is not shared.
-    std::map<std::string, const onnxio::QdqConcat*> by_node;
-    std::set<std::string> shared;         // QdqConcat::node
-    std::map<std::string, int> group_of;  // tensor -> group
-    struct Group {
-      float threshold = 0, min = 0, max = 0;
-      bool is_signed = false, ranged = false;
-      // The widest threshold among the members quantized nodes or planned Adds read (a
-      // Concat's output, the convolution's half of a Split), which wins over the others' (a
-      // Concat input's own percentile, say, above the joined tensor's).
-      float read_threshold = 0;
-      bool read = false;
-    };
-    std::vector<Group> groups;
-    if (options.share_concat_scales) {
-      std::map<std::string, std::string> activation_of;  // selected node -> its activation
-      std::set<std::string> convs;
-      for (const auto& c : selected) {
-        activation_of[c.node] = c.activation;
-        if (c.op_type == "Conv") convs.insert(c.node);
-      }
-      const std::set<std::string> planned_adds(plan.adds.begin(), plan.adds.end());
-      std::map<std::string, std::string> add_result;
-      for (const auto& a : adds) add_result[a.node] = a.result;
-      for (const auto& c : concats) {
-        by_node[c.node] = &c;
-        bool ok = !c.constant_input && !c.graph_output && !c.readers.empty() &&
-                  KeptBy(c.node, c.op_type, options.keep_float).empty();
-        if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
-        for (const auto* list : {&c.inputs, &c.outputs})
-          for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
-        if (ok) shared.insert(c.node);
-      }
-      auto reader_ok = [&](const std::string& node, int k) {
-        if (planned_adds.count(node) || (k == 0 && activation_of.count(node))) return true;
-        auto e = by_node.find(node);
-        return shared.count(node) && k < static_cast<int>(e->second->inputs.size());
-      };
-      auto source_ok = [&](const std::string& src, const std::string& t) {
-        if (convs.count(src) || shared.count(src)) return true;
-        auto a = add_result.find(src);
-        return planned_adds.count(src) && a != add_result.end() && a->second == t;
-      };
-      for (bool dropped = true; dropped;) {
-        dropped = false;
-        for (bool changed = true; changed;) {
-          changed = false;
-          for (auto it = shared.begin(); it != shared.end();) {
-            const onnxio::QdqConcat& c = *by_node.at(*it);
-            bool ok = true;
-            for (const auto& [node, k] : c.readers) ok = ok && reader_ok(node, k);
-            if (c.op_type != "Concat") {
-              ok = ok && source_ok(c.sources[0], c.inputs[0]);
-              for (const auto& [node, k] : c.input_readers) ok = ok && reader_ok(node, k);
-            }
-            if (ok) {
-              ++it;
-            } else {
-              it = shared.erase(it);
-              changed = true;
-            }
-          }
-        }
-        // Union-find over the shared ops' tensors.
-        std::map<std::string, std::string> parent;
-        std::function<std::string(const std::string&)> find = [&](const std::string& t) {
-          auto p = parent.find(t);
-          if (p == parent.end() || p->second == t) return parent[t] = t;
-          return p->second = find(p->second);
-        };
-        // A Concat input that something else writes (a float op, a graph input) stays out of
-        // the group: its writer cannot write 8-bit values, so it keeps its own scale for its
-        // other readers and is quantized again with the group's for the Concat (sharing would
-        // only cost resolution).
-        for (const auto& node : shared) {
-          const onnxio::QdqConcat& c = *by_node.at(node);
-          const std::string root = find(c.output);
-          for (const auto& t : c.outputs) parent[find(t)] = root;
-          for (size_t k = 0; k < c.inputs.size(); ++k)
-            if (c.op_type != "Concat" || source_ok(c.sources[k], c.inputs[k]))
-              parent[find(c.inputs[k])] = root;
-        }
-        group_of.clear();
-        groups.clear();
-        std::map<std::string, int> index;
-        for (const auto& [t, unused] : parent) {
-          const std::string root = find(t);
-          auto [g, added] = index.emplace(root, static_cast<int>(groups.size()));
-          if (added) groups.emplace_back();
-          group_of[t] = g->second;
-          auto r = ranges.find(t);
-          if (r == ranges.end()) continue;
-          Group& gr = groups[g->second];
-          gr.threshold =
-              gr.ranged ? std::max(gr.threshold, r->second.threshold) : r->second.threshold;
-          gr.min = gr.ranged ? std::min(gr.min, r->second.min) : r->second.min;
-          gr.max = gr.ranged ? std::max(gr.max, r->second.max) : r->second.max;
-          gr.ranged = true;
-          gr.is_signed = gr.is_signed || r->second.min < 0.f;
-          if (used.count(t)) {
-            gr.read_threshold =
-                gr.read ? std::max(gr.read_threshold, r->second.threshold) : r->second.threshold;
-            gr.read = true;
-          }
-        }
-        for (Group& gr : groups)
-          if (gr.read) gr.threshold = gr.read_threshold;
-        for (auto it = shared.begin(); it != shared.end();) {
-          if (!groups[group_of.at(by_node.at(*it)->output)].ranged) {
-            it = shared.erase(it);
-            dropped = true;
-          } else {
-            ++it;
-          }
-        }
-      }
-    }
+    ScaleGroups scale_groups;
+    if (options.share_concat_scales) scale_groups = PlanScaleGroups(plan.adds, used);
+    const auto& shared = scale_groups.shared;
+    const auto& group_of = scale_groups.group_of;
+    const auto& groups = scale_groups.groups;
     // `lo`: the lowest value to represent, 0 when calibration saw no negative value (the
     // group's, for a group member), else its minimum clipped at -threshold. uint8 with zero
     // point 0 when it is 0; int8 symmetric, or, with asymmetric_activations where the negative
