@@ -384,6 +384,16 @@ std::string QdqConv(int x_zero = 0) {
   return b.Bytes();
 }
 
+// An 8-bit initializer (`type`: onnx::TensorProto::INT8 or UINT8) from raw bytes.
+void EightBitInit(ModelBuilder& b, const std::string& name, int type,
+                  const std::vector<int64_t>& dims, const std::string& raw) {
+  auto* t = b.proto().mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(raw);
+}
+
 // A residual block as ONNX Runtime's quantize_static writes it: Q/DQ around MaxPool (one scale),
 // a QDQ convolution whose output is requantized with an int8 zero point (no activation), and an
 // Add of two dequantized tensors quantized again (int8 zero point -128: the ReLU removed). The
@@ -393,11 +403,7 @@ std::string QdqResidual() {
   ModelBuilder b(13);
   b.Input("x", kF32, {2, 8, 9, 9});
   auto int8_init = [&](const std::string& name, std::vector<int64_t> dims, const std::string& raw) {
-    auto* t = b.proto().mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::INT8);
-    for (int64_t d : dims) t->add_dims(d);
-    t->set_raw_data(raw);
+    EightBitInit(b, name, onnx::TensorProto::INT8, dims, raw);
   };
   std::string raw;
   for (float v : Random(8 * 8 * 9, 37, -63.f, 63.f))
@@ -426,6 +432,57 @@ std::string QdqResidual() {
   b.Node("QuantizeLinear", {"s", "sy", "zy"}, {"sq"});
   b.Node("DequantizeLinear", {"sq", "sy", "zy"}, {"y"});
   b.Output("y", kF32, {2, 8, 9, 9});
+  return b.Bytes();
+}
+
+// A MobileNetV2 block's first half in QDQ form: a 1x1 expansion (8 -> 24 channels) + ReLU6 whose
+// uint8 output only a 3x3 depthwise convolution with stride 2 + ReLU6 reads. The optimizer turns
+// the pair into one QConvDw (the depthwise convolution a oneDNN post-op of the 1x1 one;
+// `--disable-pass fuse_qconv_dw` keeps them apart). Even 1x1 weights, exact when halved.
+std::string QdqExpandDepthwise() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 8, 10, 10});
+  auto int8_init = [&](const std::string& name, std::vector<int64_t> dims, const std::string& raw) {
+    EightBitInit(b, name, onnx::TensorProto::INT8, dims, raw);
+  };
+  auto uint8_zero = [&](const std::string& name) {
+    EightBitInit(b, name, onnx::TensorProto::UINT8, {}, std::string(1, '\0'));
+  };
+  std::string w1, w2;
+  for (float v : Random(24 * 8, 39, -63.f, 63.f))
+    w1.push_back(static_cast<char>(2 * static_cast<int>(v)));
+  for (float v : Random(24 * 9, 40, -127.f, 127.f))
+    w2.push_back(static_cast<char>(static_cast<int>(v)));
+  int8_init("w1q", {24, 8, 1, 1}, w1);
+  int8_init("w2q", {24, 1, 3, 3}, w2);
+  int8_init("zx", {}, std::string(1, '\0'));
+  uint8_zero("za");
+  uint8_zero("zy");
+  b.FloatInit("sx", {}, {1.f / 64});
+  b.FloatInit("sw1", {}, {0.004f});
+  b.FloatInit("sw2", {}, {0.003f});
+  b.FloatInit("sa", {}, {6.f / 255});
+  b.FloatInit("sy", {}, {6.f / 255});
+  b.FloatInit("lo", {}, {0.f});
+  b.FloatInit("hi", {}, {6.f});
+  Weight(b, "b1", {24}, 41);
+  Weight(b, "b2", {24}, 42);
+  b.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  b.Node("DequantizeLinear", {"w1q", "sw1"}, {"w1"});
+  b.Node("Conv", {"xd", "w1", "b1"}, {"c1"});
+  b.Node("Clip", {"c1", "lo", "hi"}, {"a1"});
+  b.Node("QuantizeLinear", {"a1", "sa", "za"}, {"aq"});
+  b.Node("DequantizeLinear", {"aq", "sa", "za"}, {"ad"});
+  b.Node("DequantizeLinear", {"w2q", "sw2"}, {"w2"});
+  auto& dw = b.Node("Conv", {"ad", "w2", "b2"}, {"c2"});
+  ModelBuilder::IntsAttr(dw, "pads", {1, 1, 1, 1});
+  ModelBuilder::IntsAttr(dw, "strides", {2, 2});
+  ModelBuilder::IntAttr(dw, "group", 24);
+  b.Node("Clip", {"c2", "lo", "hi"}, {"a2"});
+  b.Node("QuantizeLinear", {"a2", "sy", "zy"}, {"yq"});
+  b.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
+  b.Output("y", kF32, {2, 24, 5, 5});
   return b.Bytes();
 }
 
@@ -621,6 +678,8 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"int8 QDQ gemm transB + relu, input zero point", QdqGemm()});
   c.push_back({"int8 QDQ conv 3x3, int8 input zero point -20", QdqConv(-20)});
   c.push_back({"int8 QDQ residual (ONNX Runtime's form): maxpool, conv, add", QdqResidual()});
+  c.push_back({"int8 QDQ 1x1 expansion + relu6, depthwise 3x3 s2 + relu6 (one QConvDw)",
+               QdqExpandDepthwise()});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

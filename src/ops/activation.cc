@@ -38,8 +38,8 @@ const char* ActivationName(ActivationKind kind) {
   return "";
 }
 
-Status ParseActivation(const ir::Node& node, Activation* act) {
-  const std::string name = node.GetString("activation", "");
+Status ParseActivation(const ir::Node& node, Activation* act, const std::string& prefix) {
+  const std::string name = node.GetString(prefix + "activation", "");
   const Entry* found = nullptr;
   for (const Entry& e : kActivations)
     if (name == e.name) found = &e;
@@ -47,12 +47,12 @@ Status ParseActivation(const ir::Node& node, Activation* act) {
     std::string known;
     for (const Entry& e : kActivations)
       if (*e.name) known += std::string(known.empty() ? "" : ", ") + e.name;
-    return ir::AttrError(node,
-                         "activation must be empty or one of " + known + "; got '" + name + "'");
+    return ir::AttrError(
+        node, prefix + "activation must be empty or one of " + known + "; got '" + name + "'");
   }
   *act = DefaultActivation(found->kind);
-  act->alpha = node.GetFloat("activation_alpha", act->alpha);
-  act->beta = node.GetFloat("activation_beta", act->beta);
+  act->alpha = node.GetFloat(prefix + "activation_alpha", act->alpha);
+  act->beta = node.GetFloat(prefix + "activation_beta", act->beta);
   return OkStatus();
 }
 

@@ -18,9 +18,10 @@
 
 namespace kiln::ops {
 
-// Reads `activation`, `activation_alpha`, `activation_beta` of a fused node. InvalidModel naming
-// the node for an unknown activation.
-Status ParseActivation(const ir::Node& node, Activation* act);
+// Reads `activation`, `activation_alpha`, `activation_beta` of a fused node (each name after
+// `prefix`: kiln.QConvDw's depthwise half has "dw_activation", ...). InvalidModel naming the node
+// for an unknown activation.
+Status ParseActivation(const ir::Node& node, Activation* act, const std::string& prefix = "");
 
 // The activation a standalone ONNX node computes, or false when the node is not one of the
 // fusable activations or its parameters are not known: Clip-11+ reads min/max from inputs 1 and

@@ -24,17 +24,6 @@ namespace {
 
 bool IsKiln(const ir::Node& n, const char* op) { return n.domain == "kiln" && n.op_type == op; }
 
-// Two constant one-element tensors of one dtype and value.
-bool SameScalar(const GraphEditor& ed, int a, int b) {
-  if (a < 0 || b < 0) return false;
-  const Tensor* x = ed.ConstantOf(a);
-  const Tensor* y = ed.ConstantOf(b);
-  if (x == nullptr || y == nullptr || x->numel() != 1 || y->numel() != 1 ||
-      x->dtype() != y->dtype())
-    return false;
-  return std::memcmp(x->raw(), y->raw(), DataTypeSize(x->dtype())) == 0;
-}
-
 class FuseQConvAddPass : public Pass {
  public:
   std::string name() const override { return "fuse_qconv_add"; }

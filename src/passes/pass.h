@@ -46,5 +46,6 @@ std::unique_ptr<Pass> MakeFuseQdqConvPass();         // fuse_qdq_conv.cc
 std::unique_ptr<Pass> MakeFuseQdqMatMulPass();       // fuse_qdq_matmul.cc
 std::unique_ptr<Pass> MakeFuseQdqAddPass();          // fuse_qdq_add.cc
 std::unique_ptr<Pass> MakeFuseQConvAddPass();        // fuse_qconv_add.cc
+std::unique_ptr<Pass> MakeFuseQConvDwPass();         // fuse_qconv_dw.cc
 
 }  // namespace kiln::passes

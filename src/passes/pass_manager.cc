@@ -13,9 +13,11 @@
 // (DequantizeLinear -> MatMul/Gemm becomes an int8 QMatMul), fuse_qdq_add (a residual Add with Q/DQ
 // on every side becomes an int8 QAdd, and DequantizeLinear -> MaxPool -> QuantizeLinear of one
 // scale a MaxPool on the 8-bit values), fuse_qconv_add (a QConv read only by a QAdd becomes one
-// QConvAdd: the residual sum as the convolution writes). A second round catches what one rewrite
-// exposes to an earlier pass (e.g. an Identity between Conv and BatchNormalization); the loop stops
-// at the first round without changes, after kMaxRounds at most.
+// QConvAdd: the residual sum as the convolution writes), fuse_qconv_dw (a 1x1 QConv read only by a
+// 3x3 depthwise QConv becomes one QConvDw: the depthwise convolution as the 1x1 one writes). A
+// second round catches what one rewrite exposes to an earlier pass (e.g. an Identity between Conv
+// and BatchNormalization); the loop stops at the first round without changes, after kMaxRounds at
+// most.
 #include "passes/pass_manager.h"
 
 #include <algorithm>
@@ -45,6 +47,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeFuseQdqMatMulPass());
   p.push_back(MakeFuseQdqAddPass());
   p.push_back(MakeFuseQConvAddPass());
+  p.push_back(MakeFuseQConvDwPass());
   return p;
 }
 

@@ -1,6 +1,8 @@
 // See qdq_match.h.
 #include "passes/qdq_match.h"
 
+#include <cstring>
+
 namespace kiln::passes {
 
 bool AllZero(const Tensor& t) {
@@ -15,6 +17,16 @@ bool IsScalarOf(const Tensor* t, std::initializer_list<DataType> dtypes) {
   for (DataType d : dtypes)
     if (t->dtype() == d) return true;
   return false;
+}
+
+bool SameScalar(const GraphEditor& ed, int a, int b) {
+  if (a < 0 || b < 0) return false;
+  const Tensor* x = ed.ConstantOf(a);
+  const Tensor* y = ed.ConstantOf(b);
+  if (x == nullptr || y == nullptr || x->numel() != 1 || y->numel() != 1 ||
+      x->dtype() != y->dtype())
+    return false;
+  return std::memcmp(x->raw(), y->raw(), DataTypeSize(x->dtype())) == 0;
 }
 
 void FloatLeftovers::Decline(GraphEditor& ed, const ir::Node& n, int w_dq, const std::string& why) {

@@ -16,6 +16,9 @@ namespace kiln::passes {
 bool AllZero(const Tensor& t);
 // `t` is a one-element constant of one of `dtypes`.
 bool IsScalarOf(const Tensor* t, std::initializer_list<DataType> dtypes);
+// Values `a` and `b` are constant one-element tensors of one dtype and value (a scale or zero
+// point written and read again: fuse_qconv_add, fuse_qconv_dw).
+bool SameScalar(const GraphEditor& ed, int a, int b);
 
 // The DequantizeLinear nodes feeding a product's input (0) and weight (1), and Xq's type.
 struct QdqOperands {

@@ -1037,9 +1037,13 @@ TEST_F(QuantizerTest, PerChannelScalesOnDepthwiseInputsRunOnInt8KernelsAndCutThe
         (*q)->DescribePlan({{"x", Tensor::FromVector<float>(Uniform(400, 99), {1, 4, 10, 10})}});
     EXPECT_TRUE(plan.ok());
     // Every convolution int8; QuantizeLinear only on the model input and the Gemm's input (the
-    // convolutions write the depthwise one's int8 input, per channel or not, themselves).
+    // convolutions write the depthwise one's int8 input, per channel or not, themselves; with one
+    // scale the 1x1 convolution and the depthwise one are one QConvDw, fuse_qconv_dw).
     EXPECT_EQ(plan->find(" Conv '"), std::string::npos) << *plan;
-    EXPECT_NE(plan->find("QConv 'conv1' -> cpu.qconv.onednn uint8"), std::string::npos) << *plan;
+    EXPECT_NE(plan->find(channels ? "QConv 'conv1' -> cpu.qconv.onednn uint8"
+                                  : "QConvDw 'conv1' -> cpu.qconvdw.onednn uint8"),
+              std::string::npos)
+        << *plan;
     size_t steps = 0;
     for (size_t at = plan->find("QuantizeLinear '"); at != std::string::npos;
          at = plan->find("QuantizeLinear '", at + 1))
@@ -1706,6 +1710,116 @@ INSTANTIATE_TEST_SUITE_P(Operands, QConvAddKernelTest,
                                            QConvAddCase{false, 0, false, 0, true, "Silu"},
                                            QConvAddCase{true, -5, true, 7, false, "Silu"},
                                            QConvAddCase{false, 125, false, 0, false, "Silu", 8}));
+
+// fuse_qconv_dw: a 1x1 convolution in int8 whose quantized output A only feeds a 3x3 depthwise one
+// (a MobileNetV2 block's expansion and depthwise convolution) becomes one QConvDw, whose kernel
+// runs the depthwise convolution as a oneDNN post-op of the 1x1 one. Its result must be the two
+// QConv kernels' bit for bit (the same roundings of A and Y), its reference kernel the unfused
+// QDQ graph's reference bit for bit, and the fast result the reference's but for values one step
+// of Y apart (ties rounded apart). Even 1x1 weights, so the halved weights of CPUs without VNNI
+// are exact. A zero point on A or Y is not what oneDNN's depthwise post-op takes: no fusion.
+struct QConvDwCase {
+  int64_t stride;
+  std::string expand_act;  // "Clip" (ReLU6), "Relu"
+  std::string dw_act;      // "Clip", "" (ShuffleNet: Y signed)
+  int64_t m = 24;          // expanded channels (not a multiple of oneDNN's 16-channel blocks)
+  int a_zero = 0, y_zero = 0;
+};
+
+class QConvDwKernelTest : public ::testing::TestWithParam<QConvDwCase> {};
+
+TEST_P(QConvDwKernelTest, FusesAndMatchesTheTwoQConvs) {
+  const QConvDwCase& c = GetParam();
+  const int64_t ch = 8, m = c.m;
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, {2, ch, 11, 11}).OutputAnyShape("y", kF32);
+  mb.FloatInit("sx", {}, {0.02f});
+  ZeroPoints(mb, "zx", true, 0, 0);
+  mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  Int8Init(mb, "w1", {m, ch, 1, 1},
+           [](int64_t i) { return 2 * static_cast<int>((i * 37) % 127) - 126; });
+  mb.FloatInit("sw1", {m}, ChannelScales(m, 0.0004f));
+  mb.FloatInit("b1", {m}, Uniform(static_cast<size_t>(m), 7, -0.5f, 0.5f));
+  ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"w1", "sw1"}, {"w1d"}), "axis", 0);
+  mb.Node("Conv", {"xd", "w1d", "b1"}, {"c1"});
+  mb.FloatInit("lo", {}, {0.f});
+  mb.FloatInit("hi", {}, {6.f});
+  if (c.expand_act == "Clip")
+    mb.Node("Clip", {"c1", "lo", "hi"}, {"a1"});
+  else
+    mb.Node("Relu", {"c1"}, {"a1"});
+  mb.FloatInit("sa", {}, {0.011f});
+  ZeroPoints(mb, "za", false, 0, c.a_zero);
+  mb.Node("QuantizeLinear", {"a1", "sa", "za"}, {"aq"});
+  mb.Node("DequantizeLinear", {"aq", "sa", "za"}, {"ad"});
+  Int8Init(mb, "w2", {m, 1, 3, 3},
+           [](int64_t i) { return static_cast<int>((i * 53) % 255) - 127; });
+  mb.FloatInit("sw2", {m}, ChannelScales(m, 0.002f));
+  mb.FloatInit("b2", {m}, Uniform(static_cast<size_t>(m), 8, -0.3f, 0.3f));
+  ModelBuilder::IntAttr(mb.Node("DequantizeLinear", {"w2", "sw2"}, {"w2d"}), "axis", 0);
+  auto& dw = mb.Node("Conv", {"ad", "w2d", "b2"}, {"c2"});
+  ModelBuilder::IntsAttr(dw, "pads", {1, 1, 1, 1});
+  ModelBuilder::IntsAttr(dw, "strides", {c.stride, c.stride});
+  ModelBuilder::IntAttr(dw, "group", m);
+  const bool y_signed = c.dw_act.empty();
+  if (c.dw_act == "Clip") mb.Node("Clip", {"c2", "lo", "hi"}, {"a2"});
+  mb.FloatInit("sy", {}, {0.023f});
+  ZeroPoints(mb, "zy", y_signed, 0, c.y_zero);
+  mb.Node("QuantizeLinear", {c.dw_act.empty() ? "c2" : "a2", "sy", "zy"}, {"yq"});
+  mb.Node("DequantizeLinear", {"yq", "sy", "zy"}, {"y"});
+  const std::string bytes = mb.Bytes();
+  const Tensor x = Tensor::FromVector<float>(
+      Uniform(static_cast<size_t>(2 * ch * 121), 43, -2.f, 2.f), {2, ch, 11, 11});
+  RefAndFast r;
+  RunRefAndFast(bytes, x, &r);
+  if (HasFatalFailure()) return;
+  const bool fusable = c.a_zero == 0 && c.y_zero == 0;
+  EXPECT_EQ(r.plan.find("cpu.qconvdw.onednn") != std::string::npos, fusable) << r.plan;
+  ExpectCloseOrOneStep(r, true, [](int64_t) { return 0.023f; });
+  int64_t nonzero = 0;
+  for (int64_t i = 0; i < r.want.numel(); ++i) nonzero += r.want.data<float>()[i] != 0.f;
+  EXPECT_GT(nonzero, r.want.numel() / 4) << "the outputs should not be mostly zero";
+  if (!fusable) return;
+  // The two QConv kernels (the pass off) and the fused reference kernel (optimized graph,
+  // reference kernels only) against the fused kernel and the unfused reference.
+  auto run = [&](SessionOptions o, Tensor* y, std::string* plan) {
+    auto s = Session::LoadFromBytes(bytes, o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto p = (*s)->DescribePlan({{"x", x}});
+    ASSERT_TRUE(p.ok());
+    *plan = *p;
+    std::vector<NamedTensor> out;
+    ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());
+    *y = out[0].tensor;
+  };
+  SessionOptions apart;
+  apart.disabled_passes = {"fuse_qconv_dw"};
+  SessionOptions fused_ref;
+  fused_ref.reference_only = true;
+  Tensor y_apart, y_fused_ref;
+  std::string plan_apart, plan_fused_ref;
+  run(apart, &y_apart, &plan_apart);
+  run(fused_ref, &y_fused_ref, &plan_fused_ref);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(plan_apart.find("QConvDw"), std::string::npos) << plan_apart;
+  EXPECT_NE(plan_fused_ref.find("QConvDw"), std::string::npos) << plan_fused_ref;
+  ASSERT_EQ(y_apart.shape(), r.got.shape());
+  ASSERT_EQ(y_fused_ref.shape(), r.want.shape());
+  const size_t bytes_out = static_cast<size_t>(r.got.numel()) * sizeof(float);
+  EXPECT_EQ(std::memcmp(y_apart.raw(), r.got.raw(), bytes_out), 0)
+      << "the fused kernel differs from the two QConv kernels";
+  EXPECT_EQ(std::memcmp(y_fused_ref.raw(), r.want.raw(), bytes_out), 0)
+      << "QConvDw's reference kernel differs from the unfused graph's reference";
+}
+
+INSTANTIATE_TEST_SUITE_P(Blocks, QConvDwKernelTest,
+                         ::testing::Values(QConvDwCase{1, "Clip", "Clip"},
+                                           QConvDwCase{2, "Clip", "Clip"},
+                                           QConvDwCase{1, "Relu", ""},
+                                           QConvDwCase{2, "Relu", "", 32},
+                                           QConvDwCase{1, "Clip", "Clip", 24, 3, 0},
+                                           QConvDwCase{2, "Clip", "", 24, 0, 5}));
 
 // What fuse_qdq_add leaves alone: a broadcast operand, and an Add whose float result is also read
 // elsewhere. Both still run (float Add) and match the reference.

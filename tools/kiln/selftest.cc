@@ -149,7 +149,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
       {"QConv", "DequantizeLinear"},
       {"QMatMul", "DequantizeLinear"},
       {"QAdd", "DequantizeLinear"},
-      {"QConvAdd", "DequantizeLinear"}};
+      {"QConvAdd", "DequantizeLinear"},
+      {"QConvDw", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);

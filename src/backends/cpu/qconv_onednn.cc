@@ -18,6 +18,16 @@
 // another layout. A non-zero x_zero_point (ONNX Runtime's asymmetric activations) is oneDNN's
 // run-time source zero point; an int8 source with one is fed as uint8 (sign bit flipped, zero
 // point + 128: exact), the uint8 path being oneDNN's fast one. Limits: 1-3 spatial dims.
+//
+// cpu.qconvdw.onednn: kiln.QConvDw (a 1x1 QConv and the depthwise QConv reading its output) as
+// one oneDNN int8 1x1 convolution with a depthwise post-op (post_ops::append_dw): the 1x1's
+// output A is quantized row by row into a small buffer the depthwise half reads while it is in
+// cache, never written whole. A is rounded and saturated as the QConv writes it (output scales,
+// activation, 1/a_scale), the depthwise half has its own scales a_scale * wd_scale[m] (its bias
+// divided by them, as the 1x1's), then its activation and 1/y_scale: the two QConvs' arithmetic
+// (QConvKernelTest compares them bit for bit). Limits: 2-D, a 1x1 first half with stride 1 and
+// no padding, a 3x3 depthwise half with equal strides (1 or 2) and pads 1, no zero points (the
+// pass fuses nothing else).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -38,6 +48,7 @@ class QConvOneDnn final : public runtime::Kernel {
       : node_(node),
         a_(runtime::AttrsOf<ops::ConvAttrs>(op)),
         add_(node.op_type == "QConvAdd"),
+        dw_(node.op_type == "QConvDw"),
         sum_relu_(add_ && runtime::AttrsOf<ops::QConvAddAttrs>(op).sum_relu),
         sum_in_(add_ ? 9 : 6) {}
 
@@ -79,7 +90,9 @@ class QConvOneDnn final : public runtime::Kernel {
                {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
                 y_inv_scales_.get(true)},
                {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_zero_post_op_, 0)) | DNNL_ARG_SRC_1,
-                y_zeros_.get(true)}});
+                y_zeros_.get(true)},
+               {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, dw_weights_.get(true)},
+               {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, dw_bias_.get(true)}});
       ThreadStream().wait();
     });
   }
@@ -171,6 +184,7 @@ class QConvOneDnn final : public runtime::Kernel {
       else
         AppendActivation(a_.act, &ops);
     }
+    if (dw_) AppendDepthwise(ctx, sy, &ops);
     if (y_channels && !add_) {
       // One 1/y_scale per output channel, broadcast over the rest: [1, M, 1, ...].
       memory::dims d(ys.size(), 1);
@@ -229,11 +243,15 @@ class QConvOneDnn final : public runtime::Kernel {
     src_in_desc_.data.data_type = static_cast<dnnl_data_type_t>(sdt);  // flipped: same layout
     memory::desc src_any(Dims(x.shape), sdt, memory::format_tag::any);
     memory::desc w_any(wdims, memory::data_type::s8, memory::format_tag::any);
-    const memory::data_type ddt = !quantized ? memory::data_type::f32
-                                  : ctx->outputs[0].dtype == DataType::kUInt8
-                                      ? memory::data_type::u8
-                                      : memory::data_type::s8;
-    memory::desc dst_any(Dims(ys), ddt, memory::format_tag::any);
+    // QConvDw: the convolution descriptor's destination is A (the depthwise post-op's own
+    // destination type is Y's); oneDNN's dst_desc() is then Y's.
+    const DataType a_type = dw_ ? ctx->constants[8]->dtype() : ctx->outputs[0].dtype;
+    const memory::data_type ddt = !quantized                   ? memory::data_type::f32
+                                  : a_type == DataType::kUInt8 ? memory::data_type::u8
+                                                               : memory::data_type::s8;
+    Shape a_shape = ys;
+    if (dw_) a_shape = {x.shape[0], m, x.shape[2], x.shape[3]};
+    memory::desc dst_any(Dims(a_shape), ddt, memory::format_tag::any);
     const bool has_bias = node_.HasInput(5);
     memory::desc b_desc({m}, memory::data_type::f32, memory::format_tag::x);
     auto desc = has_bias
@@ -264,6 +282,7 @@ class QConvOneDnn final : public runtime::Kernel {
       }
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());
     }
+    if (dw_) PackDepthwise(ctx);
     if (has_sum_) {
       // The residual in the destination's layout and in its own type (R may be int8 for a
       // uint8 Y: the sum post-op reads it as such).
@@ -277,9 +296,71 @@ class QConvOneDnn final : public runtime::Kernel {
 
   size_t FlipBytes() const { return x_to_u8_ ? (src_in_desc_.get_size() + 63) / 64 * 64 : 0; }
 
+  static int32_t ScalarZero(const Tensor& t) {
+    return t.dtype() == DataType::kUInt8 ? t.data<uint8_t>()[0] : t.data<int8_t>()[0];
+  }
+
+  // QConvDw: checks the limits and appends the depthwise post-op (scales a_scale * wd_scale[m])
+  // and its activation and 1/y_scale; `sa`: a_scale.
+  void AppendDepthwise(runtime::PrepareContext* ctx, float sa, dnnl::post_ops* ops) {
+    const Shape& x = ctx->inputs[0].shape;
+    const Shape& w = ctx->inputs[3].shape;
+    const Shape& wd = ctx->inputs[9].shape;
+    const std::vector<int64_t> strides = node_.GetInts("dw_strides", {1, 1});
+    const std::vector<int64_t> pads = node_.GetInts("dw_pads", {1, 1, 1, 1});
+    ops::Activation dw_act;
+    const bool fits =
+        x.size() == 4 && w.size() == 4 && w[2] == 1 && w[3] == 1 && a_.conv.group == 1 &&
+        ConvGeometryFor(a_.conv, x, w).strides == memory::dims{1, 1} &&
+        ConvGeometryFor(a_.conv, x, w).pad_begin == memory::dims{0, 0} &&
+        ConvGeometryFor(a_.conv, x, w).pad_end == memory::dims{0, 0} && wd.size() == 4 &&
+        wd[2] == 3 && wd[3] == 3 && strides.size() == 2 && strides[0] == strides[1] &&
+        (strides[0] == 1 || strides[0] == 2) && pads == std::vector<int64_t>{1, 1, 1, 1} &&
+        ScalarZero(*ctx->constants[8]) == 0 && ScalarZero(*ctx->constants[13]) == 0 &&
+        x_zero_value_ == 0 && ops::ParseActivation(node_, &dw_act, "dw_").ok();
+    if (!fits)
+      throw dnnl::error(dnnl_unimplemented,
+                        "QConvDw: only a 2-D 1x1 convolution then a 3x3 depthwise one with "
+                        "stride 1 or 2, pads 1 and no zero points");
+    const int64_t m = wd[0];
+    const float* swd = ctx->constants[10]->data<float>();
+    dw_scales_.assign(static_cast<size_t>(m), 0.f);
+    for (int64_t i = 0; i < m; ++i) dw_scales_[i] = sa * swd[i];
+    const memory::data_type y_dt =
+        ctx->outputs[0].dtype == DataType::kUInt8 ? memory::data_type::u8 : memory::data_type::s8;
+    ops->append_dw(memory::data_type::s8, memory::data_type::f32, y_dt, 3, strides[0], 1, 1 << 1,
+                   dw_scales_);
+    if (!AppendScaledActivation(dw_act, 1.f / ctx->constants[12]->data<float>()[0], ops))
+      throw dnnl::error(dnnl_unimplemented, "QConvDw: the depthwise activation has no post-op");
+  }
+
+  // QConvDw: the depthwise weights in the layout the primitive wants, and its bias (zero when
+  // absent) divided by its scales (oneDNN 2.6 scales the accumulator plus the bias).
+  void PackDepthwise(runtime::PrepareContext* ctx) {
+    const Tensor& wd = *ctx->constants[9];
+    const int64_t m = wd.shape()[0];
+    const memory::desc plain({m, 1, 1, wd.shape()[2], wd.shape()[3]}, memory::data_type::s8,
+                             memory::format_tag::goihw);
+    dw_weights_ = PackWeights(
+        plain, wd,
+        pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS),
+        &packed_dw_, ctx->weights);
+    dw_bias_copy_ = Tensor::Empty(DataType::kFloat, {m});
+    const float* b = node_.HasInput(11) ? ctx->constants[11]->data<float>() : nullptr;
+    for (int64_t i = 0; i < m; ++i)
+      dw_bias_copy_.data<float>()[i] =
+          b != nullptr && dw_scales_[i] != 0.f ? b[i] / dw_scales_[i] : 0.f;
+    dw_bias_ =
+        memory(pd_.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS),
+               Engine(), dw_bias_copy_.raw());
+  }
+
   ir::Node node_;
   ops::ConvAttrs a_;
-  bool add_ = false, sum_relu_ = false, flip_r_ = false, a_grid_ = false;
+  bool add_ = false, dw_ = false, sum_relu_ = false, flip_r_ = false, a_grid_ = false;
+  std::vector<float> dw_scales_;
+  Tensor packed_dw_, dw_bias_copy_;
+  memory dw_weights_, dw_bias_;
   int sum_in_ = 6;  // the residual: Z (QConv, float32) or R (QConvAdd, 8-bit)
   dnnl::convolution_forward::primitive_desc pd_;
   PdDescs descs_;
@@ -308,6 +389,19 @@ KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
   return {true, ""};
 }
 
+// QConvDw: QConv's conditions, and both halves' activations as post-ops.
+KernelSupport SupportsQConvDw(const ir::Node& node, const ir::Op& op,
+                              const std::vector<TensorInfo>& in) {
+  KernelSupport k = SupportsQConv(node, op, in);
+  if (!k.ok) return k;
+  if (in[0].shape.size() != 4) return {false, "needs 2-D X"};
+  ops::Activation dw_act;
+  dnnl::post_ops probe;
+  if (!ops::ParseActivation(node, &dw_act, "dw_").ok() || !AppendActivation(dw_act, &probe))
+    return {false, "the depthwise activation has no oneDNN post-op"};
+  return {true, ""};
+}
+
 // x_scale, x_zero_point, Wq, w_scale, B, y_scale and y_zero_point must be constant.
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconv.onednn",
                                         "QConv",
@@ -330,6 +424,17 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconvadd.onednn",
                                         SupportsQConv,
                                         CreateKernel<QConvOneDnn>,
                                         {1, 2, 3, 4, 5, 7, 8, 10, 11, 12, 13}});
+// QConvDw: also Wd, wd_scale, Bd, y_scale and y_zero_point.
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconvdw.onednn",
+                                        "QConvDw",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsQConvDw,
+                                        CreateKernel<QConvOneDnn>,
+                                        {1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

@@ -27,6 +27,21 @@
 // y_zero_point (uint8/int8: Y's type), one element each. Attributes: QConv's, plus
 // `sum_activation` ("" or "Relu"). Reference kernel: QConv's reference to A, then QAdd's
 // arithmetic: the unfused graph's result, bit for bit.
+//
+// QConvDw (domain "kiln", opset 1): a QConv with a quantized output followed by a depthwise
+// QConv that reads it, written by src/passes/fuse_qconv_dw.cc in place of QConv -> QConv (a
+// MobileNet block's 1x1 expansion and its 3x3 depthwise convolution):
+//
+//   A = QConv(inputs 0-5, y_scale = a_scale (7), y_zero_point = a_zero_point (8))
+//   Y = QConv(A, a_scale, a_zero_point, Wd (9), wd_scale (10), Bd (11), y_scale (12),
+//             y_zero_point (13)) with group = M, `dw_strides`, `dw_pads`, `dw_activation`
+//
+// Inputs 0-5 as QConv's, 6 empty, 7 a_scale and 8 a_zero_point (one element each), 9 Wd (int8
+// [M, 1, k...]), 10 wd_scale (float32 [M]), 11 Bd (optional float32 [M]), 12 y_scale and 13
+// y_zero_point (one element each). Attributes: QConv's for the first convolution; `dw_strides`,
+// `dw_pads` (the depthwise convolution's; dilations 1) and `dw_activation` (with
+// `dw_activation_alpha` and `dw_activation_beta`, as FusedConv's `activation`). Reference kernel:
+// QConv's reference to A, then QConv's reference again: the unfused graph's result, bit for bit.
 #include <algorithm>
 #include <memory>
 
@@ -43,6 +58,25 @@ using ir::InferContext;
 using ir::Node;
 using ir::Op;
 
+// Xq as float32: DequantizeLinear's (q - zero_point) * scale, exactly.
+Tensor Dequantized(const Tensor& q, float scale, int32_t zero) {
+  Tensor x = Tensor::Empty(DataType::kFloat, q.shape());
+  float* xp = x.data<float>();
+  for (int64_t i = 0; i < q.numel(); ++i)
+    xp[i] = static_cast<float>(quant::ReadQuant(q, i) - zero) * scale;
+  return x;
+}
+
+// Int8 weights [M, ...] as float32, one scale per output channel.
+Tensor DequantizedWeights(const Tensor& wq, const float* scales) {
+  const int64_t m = wq.shape()[0], per = wq.numel() / std::max<int64_t>(1, m);
+  Tensor w = Tensor::Empty(DataType::kFloat, wq.shape());
+  float* wp = w.data<float>();
+  const int8_t* q = wq.data<int8_t>();
+  for (int64_t i = 0; i < wq.numel(); ++i) wp[i] = static_cast<float>(q[i]) * scales[i / per];
+  return w;
+}
+
 class QConvOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
@@ -50,7 +84,20 @@ class QConvOp : public Op {
     KILN_RETURN_IF_ERROR(nn::ParseConvParams(node, &op->a_.conv));
     KILN_RETURN_IF_ERROR(ParseActivation(node, &op->a_.act));
     op->add_ = node.op_type == "QConvAdd";
-    if (op->add_) {
+    op->dw_ = node.op_type == "QConvDw";
+    if (op->dw_) {
+      if (node.inputs.size() != 14)
+        return ir::AttrError(node,
+                             "QConvDw takes 14 inputs; got " + std::to_string(node.inputs.size()));
+      KILN_RETURN_IF_ERROR(ParseActivation(node, &op->dw_act_, "dw_"));
+      nn::WindowAttrs& w = op->dw_conv_.window;
+      w.strides = node.GetInts("dw_strides");
+      w.pads = node.GetInts("dw_pads");
+      for (int64_t v : w.strides)
+        if (v < 1) return ir::AttrError(node, "dw_strides must be >= 1");
+      for (int64_t v : w.pads)
+        if (v < 0) return ir::AttrError(node, "dw_pads must be >= 0");
+    } else if (op->add_) {
       const std::string s = node.GetString("sum_activation", "");
       if (s != "" && s != "Relu")
         return ir::AttrError(node, "sum_activation must be \"\" or \"Relu\"; got \"" + s + "\"");
@@ -104,6 +151,7 @@ class QConvOp : public Op {
           (!one && !per_channel))
         return ctx.Error("y_scale and y_zero_point must be one element each or [M] each (M = " +
                          std::to_string(m) + "), uint8/int8 zero point");
+      if (dw_) return InferDepthwise(ctx, y, one);
       if (!add_) {
         ctx.SetOutput(0, ctx.dtype(8), y);
         return OkStatus();
@@ -124,28 +172,24 @@ class QConvOp : public Op {
       ctx.SetOutput(0, ctx.dtype(13), y);
       return OkStatus();
     }
-    if (add_) return ctx.Error("QConvAdd needs a_scale and a_zero_point (inputs 7 and 8)");
+    if (add_ || dw_)
+      return ctx.Error(node_type() + " needs a_scale and a_zero_point (inputs 7 and 8)");
     ctx.SetOutput(0, DataType::kFloat, y);
     return OkStatus();
   }
 
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& xq = ctx.in(0);
-    const float sx = ctx.in(1).data<float>()[0];
-    const int32_t zx = ctx.has(2) ? quant::ReadQuant(ctx.in(2), 0) : 0;
-    Tensor x = Tensor::Empty(DataType::kFloat, xq.shape());
-    float* xp = x.data<float>();
-    for (int64_t i = 0; i < xq.numel(); ++i)
-      xp[i] = static_cast<float>(quant::ReadQuant(xq, i) - zx) * sx;
+    const Tensor x = Dequantized(xq, ctx.in(1).data<float>()[0],
+                                 ctx.has(2) ? quant::ReadQuant(ctx.in(2), 0) : 0);
     const Tensor& wq = ctx.in(3);
-    const float* sw = ctx.in(4).data<float>();
-    const int64_t m_out = wq.shape()[0], per = wq.numel() / std::max<int64_t>(1, m_out);
-    Tensor w = Tensor::Empty(DataType::kFloat, wq.shape());
-    float* wp = w.data<float>();
-    const int8_t* wqp = wq.data<int8_t>();
-    for (int64_t i = 0; i < wq.numel(); ++i) wp[i] = static_cast<float>(wqp[i]) * sw[i / per];
+    const int64_t m_out = wq.shape()[0];
+    const Tensor w = DequantizedWeights(wq, ctx.in(4).data<float>());
     const bool quantized = ctx.has(7);
-    Tensor yf = quantized ? Tensor::Empty(DataType::kFloat, ctx.out(0).shape()) : Tensor();
+    Tensor yf = quantized
+                    ? Tensor::Empty(DataType::kFloat, dw_ ? FirstOutputShape(xq.shape(), wq.shape())
+                                                          : ctx.out(0).shape())
+                    : Tensor();
     Tensor& y = quantized ? yf : ctx.out(0);
     std::string err = nn::ConvReference(a_.conv, x, w, ctx.has(5) ? &ctx.in(5) : nullptr, &y);
     if (!err.empty()) return RunError(err);
@@ -158,8 +202,8 @@ class QConvOp : public Op {
       const int64_t per_channel = sy.numel() > 1;
       // Channel of element i of [N, M, ...]: (i / inner) % M.
       const int64_t inner = n / std::max<int64_t>(1, y.shape()[0] * m_out);
-      Tensor a = add_ ? Tensor::Empty(ctx.in(8).dtype(), y.shape()) : Tensor();
-      Tensor& q = add_ ? a : ctx.out(0);
+      Tensor a = add_ || dw_ ? Tensor::Empty(ctx.in(8).dtype(), y.shape()) : Tensor();
+      Tensor& q = add_ || dw_ ? a : ctx.out(0);
       double lo, hi;
       quant::QuantRange(q.dtype(), &lo, &hi);
       for (int64_t i = 0; i < n; ++i) {
@@ -169,6 +213,7 @@ class QConvOp : public Op {
             quant::QuantizeValue(yp[i], sy.data<float>()[c], quant::ReadQuant(ctx.in(8), c),
                                  static_cast<float>(lo), static_cast<float>(hi)));
       }
+      if (dw_) return ComputeDepthwise(ctx, a);
       if (add_) {  // QAdd's arithmetic (ops/quant/qadd.cc), in place in yf
         const float sa = sy.data<float>()[0], sr = ctx.in(10).data<float>()[0];
         const int32_t za = quant::ReadQuant(ctx.in(8), 0);
@@ -188,12 +233,83 @@ class QConvOp : public Op {
 
  private:
   explicit QConvOp(const Node& node) : Op(node) {}
+
+  std::string node_type() const { return dw_ ? "QConvDw" : add_ ? "QConvAdd" : "QConv"; }
+
+  // The first convolution's output shape (A's, QConvDw) for X and W shapes Infer accepted.
+  Shape FirstOutputShape(const Shape& x, const Shape& w) const {
+    nn::Window win;
+    nn::ForwardWindow(a_.conv.window, std::vector<int64_t>(x.begin() + 2, x.end()),
+                      std::vector<int64_t>(w.begin() + 2, w.end()), false, &win);
+    Shape y = {x[0], w[0]};
+    y.insert(y.end(), win.out.begin(), win.out.end());
+    return y;
+  }
+
+  // The depthwise convolution's parameters for M channels.
+  nn::ConvParams DepthwiseParams(int64_t m) const {
+    nn::ConvParams p = dw_conv_;
+    p.group = m;
+    return p;
+  }
+
+  // QConvDw: inputs 9-13 and Y's shape from A's (`a`; `one`: a_scale and a_zero_point are one
+  // element each).
+  Status InferDepthwise(InferContext& ctx, const Shape& a, bool one) const {
+    if (!one) return ctx.Error("QConvDw's a_scale and a_zero_point must be one element each");
+    const int64_t m = a[1];
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(9, {DataType::kInt8}));
+    const Shape& wd = ctx.shape(9);
+    if (wd.size() != a.size() || wd[0] != m || wd[1] != 1)
+      return ctx.Error("Wd must be int8 [M, 1, k...] with M = " + std::to_string(m) + "; got " +
+                       ShapeToString(wd));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(10, {DataType::kFloat}));
+    if (ctx.shape(10) != Shape{m}) return ctx.Error("wd_scale must be [M]");
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(12, {DataType::kFloat}));
+    if (NumElements(ctx.shape(12)) != 1 || !ctx.has_input(13) || !quant::Is8Bit(ctx.dtype(13)) ||
+        NumElements(ctx.shape(13)) != 1)
+      return ctx.Error("y_scale (float32) and y_zero_point (uint8/int8) must be one element each");
+    InferContext sub(ctx.node(),
+                     {DataType::kFloat, DataType::kFloat,
+                      ctx.has_input(11) ? ctx.dtype(11) : DataType::kUndefined},
+                     {a, wd, ctx.has_input(11) ? ctx.shape(11) : Shape{}},
+                     {nullptr, nullptr, nullptr});
+    KILN_ASSIGN_OR_RETURN(Shape y, nn::InferConvShape(DepthwiseParams(m), sub, describe()));
+    ctx.SetOutput(0, ctx.dtype(13), y);
+    return OkStatus();
+  }
+
+  // QConvDw's second half on A as the first half quantized it: QConv's reference arithmetic.
+  Status ComputeDepthwise(const ComputeContext& ctx, const Tensor& a) const {
+    const Tensor x = Dequantized(a, ctx.in(7).data<float>()[0], quant::ReadQuant(ctx.in(8), 0));
+    const int64_t m = ctx.in(9).shape()[0];
+    const Tensor w = DequantizedWeights(ctx.in(9), ctx.in(10).data<float>());
+    Tensor y = Tensor::Empty(DataType::kFloat, ctx.out(0).shape());
+    std::string err =
+        nn::ConvReference(DepthwiseParams(m), x, w, ctx.has(11) ? &ctx.in(11) : nullptr, &y);
+    if (err.empty()) err = nn::AddResidualAndActivate(dw_act_, nullptr, &y);
+    if (!err.empty()) return RunError(err);
+    double lo, hi;
+    quant::QuantRange(ctx.out(0).dtype(), &lo, &hi);
+    const float sy = ctx.in(12).data<float>()[0];
+    const int32_t zy = quant::ReadQuant(ctx.in(13), 0);
+    const float* yp = y.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i)
+      quant::WriteQuant(
+          &ctx.out(0), i,
+          quant::QuantizeValue(yp[i], sy, zy, static_cast<float>(lo), static_cast<float>(hi)));
+    return OkStatus();
+  }
+
   QConvAddAttrs a_;
-  bool add_ = false;
+  bool add_ = false, dw_ = false;
+  nn::ConvParams dw_conv_;
+  Activation dw_act_;
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "QConv", 1, 1, &QConvOp::Create);
 KILN_REGISTER_OP_DOMAIN("kiln", "QConvAdd", 1, 1, &QConvOp::Create);
+KILN_REGISTER_OP_DOMAIN("kiln", "QConvDw", 1, 1, &QConvOp::Create);
 
 }  // namespace
 }  // namespace kiln::ops
