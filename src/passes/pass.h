@@ -47,5 +47,6 @@ std::unique_ptr<Pass> MakeFuseQdqMatMulPass();       // fuse_qdq_matmul.cc
 std::unique_ptr<Pass> MakeFuseQdqAddPass();          // fuse_qdq_add.cc
 std::unique_ptr<Pass> MakeFuseQConvAddPass();        // fuse_qconv_add.cc
 std::unique_ptr<Pass> MakeFuseQConvDwPass();         // fuse_qconv_dw.cc
+std::unique_ptr<Pass> MakeReduceMeanToPoolPass();    // reduce_mean_to_pool.cc
 
 }  // namespace kiln::passes

@@ -2,9 +2,10 @@
 // QLinearConv, QLinearMatMul and com.microsoft QLinear* nodes become DequantizeLinear -> float op
 // -> QuantizeLinear, so everything below treats them as QDQ models), then clean-up
 // (eliminate_identity, then fold_constants, which turns Constant nodes into constants so the
-// fusions see constant weights), then fuse_conv_bn (needs plain Conv), fuse_conv_add before
-// fuse_conv_activation (so ResNet's Conv -> Add -> Relu becomes one FusedConv with Z and Relu,
-// while Conv -> Relu -> Add keeps its Add), fuse_bn_activation after fuse_conv_bn (only the
+// fusions see constant weights), reduce_mean_to_pool (a spatial ReduceMean becomes
+// GlobalAveragePool, which has fast kernels), then fuse_conv_bn (needs plain Conv), fuse_conv_add
+// before fuse_conv_activation (so ResNet's Conv -> Add -> Relu becomes one FusedConv with Z and
+// Relu, while Conv -> Relu -> Add keeps its Add), fuse_bn_activation after fuse_conv_bn (only the
 // normalizations no convolution absorbed), fuse_matmul_add, fuse_layernorm, fuse_gelu (the GELUs
 // no producer absorbed), then qdq_int8_to_uint8
 // (asymmetric int8 activations become uint8, exactly, so the next two see zero point 0 after a
@@ -35,6 +36,7 @@ std::vector<std::unique_ptr<Pass>> DefaultPasses() {
   p.push_back(MakeExpandQLinearPass());
   p.push_back(MakeEliminateIdentityPass());
   p.push_back(MakeFoldConstantsPass());
+  p.push_back(MakeReduceMeanToPoolPass());
   p.push_back(MakeFuseConvBnPass());
   p.push_back(MakeFuseConvAddPass());
   p.push_back(MakeFuseConvActivationPass());

@@ -210,5 +210,55 @@ TEST(PassManagerTest, DisabledAndUnknownPasses) {
   EXPECT_TRUE((*off)->optimization_log().empty());
 }
 
+// reduce_mean_to_pool: ReduceMean over the spatial axes of a 4-D float tensor becomes
+// GlobalAveragePool (and Flatten for keepdims 0): axes as an attribute, negative, or a constant
+// input (opset 18); same outputs with the optimizer off and on. Other axes, another rank and
+// axes only known at run time stay ReduceMean.
+TEST(ReduceMeanToPoolTest, SpatialMeansBecomeGlobalAveragePool) {
+  struct Case {
+    int opset;
+    std::vector<int64_t> axes;
+    int keepdims;
+    bool rewritten;
+  };
+  for (const Case& c :
+       {Case{13, {2, 3}, 1, true}, Case{13, {-1, -2}, 0, true}, Case{18, {3, 2}, 0, true},
+        Case{18, {2, 3}, 1, true}, Case{13, {1, 2}, 1, false}, Case{13, {2}, 0, false},
+        Case{13, {3}, 1, false}}) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + " keepdims " + std::to_string(c.keepdims) +
+                 " axes[0] " + std::to_string(c.axes[0]) + " of " + std::to_string(c.axes.size()));
+    ModelBuilder m(c.opset);
+    m.Input("x", kF32, {-1, 6, 5, 7}).OutputAnyShape("y", kF32);
+    m.Node("Relu", {"x"}, {"r"});
+    onnx::NodeProto* n = nullptr;
+    if (c.opset >= 18) {
+      m.Int64Init("axes", {static_cast<int64_t>(c.axes.size())}, c.axes);
+      n = &m.Node("ReduceMean", {"r", "axes"}, {"y"});
+    } else {
+      n = &m.Node("ReduceMean", {"r"}, {"y"});
+      ModelBuilder::IntsAttr(*n, "axes", c.axes);
+    }
+    ModelBuilder::IntAttr(*n, "keepdims", c.keepdims);
+    std::vector<std::string> log;
+    auto h = OptimizedOps(m.Bytes(), {}, &log);
+    EXPECT_EQ(Ops(h, "GlobalAveragePool"), c.rewritten ? 1 : 0);
+    EXPECT_EQ(Ops(h, "ReduceMean"), c.rewritten ? 0 : 1);
+    EXPECT_EQ(Ops(h, "Flatten"), c.rewritten && c.keepdims == 0 ? 1 : 0);
+    bool logged = false;
+    for (const auto& line : log) logged = logged || line.find("reduce_mean_to_pool") == 5;
+    EXPECT_EQ(logged, c.rewritten);
+    ExpectSameOutputs(m.Bytes(), {{"x", RandomTensor({3, 6, 5, 7}, 9)}});
+  }
+  // A 3-D input and axes from a graph input stay.
+  ModelBuilder m(18);
+  m.Input("x", kF32, {2, 6, 5}).Input("axes", kI64, {2}).OutputAnyShape("y", kF32);
+  m.OutputAnyShape("z", kF32);
+  m.Node("ReduceMean", {"x", "axes"}, {"y"});
+  m.Int64Init("a12", {2}, {1, 2});
+  m.Node("ReduceMean", {"x", "a12"}, {"z"});
+  auto h = OptimizedOps(m.Bytes());
+  EXPECT_EQ(Ops(h, "ReduceMean"), 2);
+}
+
 }  // namespace
 }  // namespace kiln::testing
