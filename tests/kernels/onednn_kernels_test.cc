@@ -568,6 +568,66 @@ TEST(OneDnnKernelTest, QuantizeAndDequantizeLoops) {
   }
 }
 
+// QuantizeLinear after a float convolution under --precision bf16 (the first convolution an int8
+// model keeps float): the loop reads the bfloat16 values where the convolution wrote them (no
+// conversion to plain float32 first) and quantizes them exactly as the reference quantizes the
+// same values widened to float32 (the convolution's output, also a graph output here).
+TEST(OneDnnKernelTest, QuantizeLoopReadsBf16ConvolutionOutputs) {
+  for (const bool u8 : {true, false}) {
+    SCOPED_TRACE(u8 ? "uint8" : "int8");
+    const int type = u8 ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8;
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {2, 3, 33, 33}).Output("c", kF32, {}).Output("q", type, {});
+    mb.FloatInit("w", {32, 3, 3, 3}, Random(32 * 27, 80));
+    mb.FloatInit("s", {}, {0.013f});
+    Int8Init(mb, "z", type, {}, {0});
+    auto& conv = mb.Node("Conv", {"x", "w"}, {"c"});
+    ModelBuilder::IntsAttr(conv, "pads", {1, 1, 1, 1});
+    ModelBuilder::IntsAttr(conv, "strides", {2, 2});
+    mb.Node("QuantizeLinear", {"c", "s", "z"}, {"q"});
+    SessionOptions opts;
+    opts.precision = "bf16";
+    auto s = Session::LoadFromBytes(mb.Bytes(), opts);
+    if (!s.ok()) GTEST_SKIP() << "no bf16 on this CPU: " << s.status().message();
+    const std::vector<NamedTensor> in = {{"x", RandomTensor({2, 3, 33, 33}, 81)}};
+    auto plan = (*s)->DescribePlan(in);
+    ASSERT_TRUE(plan.ok());
+    const size_t q = plan->find("QuantizeLinear '");
+    ASSERT_NE(q, std::string::npos) << *plan;
+    EXPECT_NE(plan->find("cpu.quantizelinear.loop", q), std::string::npos) << *plan;
+    EXPECT_EQ(plan->substr(0, q).find("to_plain"), std::string::npos)
+        << "a conversion before the QuantizeLinear:\n"
+        << *plan;
+    EXPECT_NE(plan->find(":bf16"), std::string::npos) << *plan;
+    std::vector<NamedTensor> out;
+    ASSERT_TRUE((*s)->Run(in, &out).ok());
+    ASSERT_EQ(out.size(), 2u);
+    // The reference QuantizeLinear on the convolution's (bfloat16-valued) output.
+    ModelBuilder qb(13);
+    qb.Input("c", kF32, out[0].tensor.shape()).Output("q", type, {});
+    qb.FloatInit("s", {}, {0.013f});
+    Int8Init(qb, "z", type, {}, {0});
+    qb.Node("QuantizeLinear", {"c", "s", "z"}, {"q"});
+    SessionOptions ref;
+    ref.reference_only = true;
+    auto r = Session::LoadFromBytes(qb.Bytes(), ref);
+    ASSERT_TRUE(r.ok());
+    std::vector<NamedTensor> want;
+    ASSERT_TRUE((*r)->Run({{"c", out[0].tensor}}, &want).ok());
+    const auto n = static_cast<size_t>(want[0].tensor.numel());
+    ASSERT_EQ(out[1].tensor.numel(), want[0].tensor.numel());
+    EXPECT_EQ(std::memcmp(out[1].tensor.raw(), want[0].tensor.raw(), n), 0);
+    int distinct = 0;
+    std::vector<char> seen(256, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const uint8_t b = static_cast<const uint8_t*>(out[1].tensor.raw())[i];
+      distinct += !seen[b];
+      seen[b] = 1;
+    }
+    EXPECT_GT(distinct, 50) << "the values should span much of the 8-bit range";
+  }
+}
+
 // ConvNeXt's NCHW -> NHWC Transpose reading a blocked conv output, and a plain Transpose.
 TEST(OneDnnKernelTest, TransposeBlockedAndPlain) {
   ModelBuilder mb;

@@ -3,8 +3,10 @@
 // the compiler vectorizes. Quantize computes x / scale in float32 and rounds half to even with
 // the 1.5 * 2^23 addition trick after clamping (exact for |v| < 2^22, which the clamp to the
 // integer range guarantees), so the results equal the reference kernel's bit for bit; NaN maps
-// to the zero point as there. cpu.quantizelinear.channels: QuantizeLinear with one scale and
-// zero point per channel (axis 1; what `kiln quantize --channel-activations` writes), the same
+// to the zero point as there. Quantize also reads float32 values that a oneDNN layout stores as
+// bfloat16 (a float convolution's output under --precision bf16), widened exactly: the reference
+// kernel's result on the same values. cpu.quantizelinear.channels: QuantizeLinear with one scale
+// and zero point per channel (axis 1; what `kiln quantize --channel-activations` writes), the same
 // loop per channel row; for an input in a oneDNN layout with zero points 0, a oneDNN reorder
 // with output scales 1/scale[c] into the same layout: x * (1/scale) rounded to nearest even and
 // saturated, which can land one step from the reference's x / scale for a value within float
@@ -12,6 +14,7 @@
 // per-axis and 16-bit cases run on the reference kernels. cpu.qadd.loop: kiln.QAdd (a residual Add
 // between Q/DQ pairs), the same arithmetic in one pass over the 8-bit operands.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
@@ -32,13 +35,22 @@ int32_t ZeroPoint(const Tensor* zp) {
   return zp->dtype() == DataType::kUInt8 ? zp->data<uint8_t>()[0] : zp->data<int8_t>()[0];
 }
 
-template <typename Q>
-inline __attribute__((always_inline)) void QuantizeRange(const float* x, Q* y, int64_t b, int64_t e,
+// x[i] as float32: itself, or a bfloat16 (stored as its 16 high bits) widened exactly.
+inline float Load(const float* x, int64_t i) { return x[i]; }
+inline float Load(const uint16_t* x, int64_t i) {
+  const uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+template <typename X, typename Q>
+inline __attribute__((always_inline)) void QuantizeRange(const X* x, Q* y, int64_t b, int64_t e,
                                                          float scale, float lo, float hi,
                                                          float zp) {
   constexpr float kMagic = 12582912.f;  // 1.5 * 2^23
   for (int64_t i = b; i < e; ++i) {
-    float v = x[i] / scale;
+    float v = Load(x, i) / scale;
     v = v != v ? 0.f : v;  // NaN -> the zero point
     v = std::min(std::max(v, lo), hi);
     v = (v + kMagic) - kMagic;
@@ -46,16 +58,21 @@ inline __attribute__((always_inline)) void QuantizeRange(const float* x, Q* y, i
   }
 }
 
-// The uint8 and int8 loops, cloned for AVX2 and AVX-512 (chosen once at load; the baseline build
-// targets plain x86-64, where the division runs four lanes at a time). No multiply is there to
-// contract, so every clone gives the reference kernel's result.
+// The uint8 and int8 loops over float32 or bfloat16 X (float32 values stored as bfloat16: a float
+// convolution's output under --precision bf16), cloned for AVX2 and AVX-512 (chosen once at load;
+// the baseline build targets plain x86-64, where the division runs four lanes at a time). No
+// multiply is there to contract, so every clone gives the reference kernel's result.
 __attribute__((target_clones("default", "avx2", "arch=x86-64-v4"))) void QuantizeRun(
-    const float* x, void* y, bool u8, int64_t b, int64_t e, float scale, float lo, float hi,
-    float zp) {
-  if (u8)
-    QuantizeRange(x, static_cast<uint8_t*>(y), b, e, scale, lo, hi, zp);
-  else
-    QuantizeRange(x, static_cast<int8_t*>(y), b, e, scale, lo, hi, zp);
+    const void* x, bool bf16, void* y, bool u8, int64_t b, int64_t e, float scale, float lo,
+    float hi, float zp) {
+  const auto* xf = static_cast<const float*>(x);
+  const auto* xh = static_cast<const uint16_t*>(x);
+  auto* yu = static_cast<uint8_t*>(y);
+  auto* ys = static_cast<int8_t*>(y);
+  if (bf16 && u8) QuantizeRange(xh, yu, b, e, scale, lo, hi, zp);
+  if (bf16 && !u8) QuantizeRange(xh, ys, b, e, scale, lo, hi, zp);
+  if (!bf16 && u8) QuantizeRange(xf, yu, b, e, scale, lo, hi, zp);
+  if (!bf16 && !u8) QuantizeRange(xf, ys, b, e, scale, lo, hi, zp);
 }
 
 // How a oneDNN layout stores a value of type t (float32 values may also be stored as bf16).
@@ -71,6 +88,7 @@ dnnl::memory::data_type StorageOf(DataType t) {
 class PerTensorLoop : public runtime::Kernel {
  public:
   explicit PerTensorLoop(const ir::Node& node) : node_(node) {}
+  // QuantizeLinear also reads float32 values a oneDNN layout stores as bfloat16.
   bool AcceptsLayout(size_t input) const override { return input == 0; }
   Status Prepare(runtime::PrepareContext* ctx) override {
     scale_ = ctx->constants[1]->data<float>()[0];
@@ -79,20 +97,25 @@ class PerTensorLoop : public runtime::Kernel {
     out_ = ctx->outputs[0].dtype;
     const runtime::TensorInfo& x = ctx->inputs[0];
     n_ = NumElements(x.shape);
+    bf16_in_ = false;
     if (auto* l = dynamic_cast<const OneDnnLayout*>(x.layout.get())) {
-      if (l->desc().data_type() != StorageOf(in_))
+      bf16_in_ = in_ == DataType::kFloat && l->desc().data_type() == dnnl::memory::data_type::bf16;
+      if (l->desc().data_type() != StorageOf(in_) && !(bf16_in_ && ReadsBf16()))
         return Unsupported("failed to run " + node_.Describe() + ": the input layout " + l->name() +
                            " does not store " + DataTypeName(in_));
       dnnl_memory_desc_t d = l->desc().data;
       d.data_type = static_cast<dnnl_data_type_t>(StorageOf(out_));
-      n_ = static_cast<int64_t>(l->desc().get_size() / DataTypeSize(in_));  // padding included
+      // Elements in the buffer, padding included.
+      n_ = static_cast<int64_t>(l->desc().get_size() / (bf16_in_ ? 2 : DataTypeSize(in_)));
       ctx->outputs[0].layout = LayoutFor(dnnl::memory::desc(d), x.shape);
     }
     return OkStatus();
   }
 
  protected:
+  virtual bool ReadsBf16() const { return false; }
   ir::Node node_;
+  bool bf16_in_ = false;  // X: float32 values stored as bfloat16
   float scale_ = 1.f;
   int32_t zp_ = 0;
   DataType in_ = DataType::kFloat, out_ = DataType::kFloat;
@@ -103,7 +126,7 @@ class QuantizeLoop final : public PerTensorLoop {
  public:
   using PerTensorLoop::PerTensorLoop;
   Status Run(const ir::ComputeContext& ctx) const override {
-    const float* x = ctx.in(0).data<float>();
+    const void* x = ctx.in(0).raw();
     void* y = ctx.out(0).raw();
     const float z = static_cast<float>(zp_);
     // The clamp bounds before adding the zero point.
@@ -111,10 +134,14 @@ class QuantizeLoop final : public PerTensorLoop {
     const float hi = (out_ == DataType::kUInt8 ? 255.f : 127.f) - z;
     const float s = scale_;
     const bool u8 = out_ == DataType::kUInt8;
+    const bool bf16 = bf16_in_;
     ParallelFor(n_, kGrain,
-                [&](int64_t b, int64_t e) { QuantizeRun(x, y, u8, b, e, s, lo, hi, z); });
+                [&](int64_t b, int64_t e) { QuantizeRun(x, bf16, y, u8, b, e, s, lo, hi, z); });
     return OkStatus();
   }
+
+ private:
+  bool ReadsBf16() const override { return true; }
 };
 
 template <typename Q>
@@ -211,7 +238,8 @@ class QuantizeChannels final : public runtime::Kernel {
         const float z = static_cast<float>(zps_[c]);
         const float lo = (u8 ? 0.f : -128.f) - z, hi = (u8 ? 255.f : 127.f) - z;
         const int64_t at = r * inner_;
-        QuantizeRun(x + at, static_cast<uint8_t*>(y) + at, u8, 0, inner_, scales_[c], lo, hi, z);
+        QuantizeRun(x + at, false, static_cast<uint8_t*>(y) + at, u8, 0, inner_, scales_[c], lo, hi,
+                    z);
       }
     });
     return OkStatus();
@@ -252,9 +280,12 @@ KernelSupport SupportsQuantizeChannels(const ir::Node& node, const ir::Op&,
 
 // One scale (and zero point) element; an input layout storing X's own type (not bf16 storage of
 // a float32 value, which the reference kernel then gets converted to plain).
-std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
+// `bf16_ok`: float32 X may also be stored as bfloat16 (QuantizeLinear).
+std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in,
+                      bool bf16_ok = false) {
   if (auto* l = dynamic_cast<const OneDnnLayout*>(in[0].layout.get()))
-    if (l->desc().data_type() != StorageOf(in[0].dtype))
+    if (l->desc().data_type() != StorageOf(in[0].dtype) &&
+        !(bf16_ok && l->desc().data_type() == dnnl::memory::data_type::bf16))
       return "needs X stored in its own type; got layout " + l->name();
   if (NumElements(in[1].shape) != 1 || in[1].dtype != DataType::kFloat)
     return "needs one float32 scale (per-axis scales run on the reference kernel)";
@@ -266,7 +297,7 @@ std::string PerTensor(const ir::Node& node, const std::vector<TensorInfo>& in) {
 KernelSupport SupportsQuantize(const ir::Node& node, const ir::Op&,
                                const std::vector<TensorInfo>& in) {
   if (in[0].dtype != DataType::kFloat) return {false, "needs float32 X"};
-  std::string why = PerTensor(node, in);
+  std::string why = PerTensor(node, in, /*bf16_ok=*/true);
   if (!why.empty()) return {false, why};
   if (node.HasInput(2) ? !Is8Bit(in[2].dtype)
                        : node.GetInt("output_dtype", 0) > static_cast<int>(DataType::kInt8))
@@ -460,7 +491,7 @@ class DynamicQuantizeLoop final : public runtime::Kernel {
     }
     const float z = static_cast<float>(zp);
     ParallelFor(n, kGrain, [&](int64_t b, int64_t e) {
-      QuantizeRun(x, y, true, b, e, scale, 0.f - z, 255.f - z, z);
+      QuantizeRun(x, false, y, true, b, e, scale, 0.f - z, 255.f - z, z);
     });
     return OkStatus();
   }
