@@ -7,9 +7,12 @@ layers float (the default) and all layers int8 (--quantize-all), without and wit
 usage: /usr/bin/python3 demo/int8_accuracy.py [--model demo/fashion_mnist_cnn.onnx]
        [--methods minmax,percentile,entropy,mse] [--kiln build/release/tools/kiln/kiln]
        [--work DIR] [--float-adds] [--schemes 0,1,2] [--ort-python bench/.venv/bin/python]
+       [--precision fp32|bf16]
 Calibration: 300 training images (seeded choice, never the test set). With --ort-python, ONNX
 Runtime also runs each QDQ model (its int8 kernels, and with graph optimizations off: the QDQ
-graph's float arithmetic).
+graph's float arithmetic). --precision bf16 runs the int8 models' float parts (the first and
+last layers the default scheme keeps float) in bfloat16, as OpenVINO does on CPUs with
+AVX512-BF16 or AMX; the float32 baseline stays float32.
 """
 import argparse
 import os
@@ -37,10 +40,10 @@ for opt in (True, False):
 """
 
 
-def top1(kiln, model, images, labels, work):
+def top1(kiln, model, images, labels, work, precision="fp32"):
     out = os.path.join(work, "out")
-    subprocess.run([kiln, "run", model, "--input", images, "--output-dir", out], check=True,
-                   capture_output=True)
+    subprocess.run([kiln, "run", model, "--input", images, "--output-dir", out,
+                    "--precision", precision], check=True, capture_output=True)
     logits = np.load(os.path.join(out, "logits.npy"))
     return (logits.argmax(1) == np.load(labels)).mean() * 100
 
@@ -61,6 +64,7 @@ def main():
                    help="which schemes to run: 0 first/last float, 1 all int8, 2 all int8 + bias "
                         "correction (default all)")
     p.add_argument("--ort-python")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = p.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="kiln_int8_")
     model = a.model
@@ -73,7 +77,8 @@ def main():
     calib = os.path.join(work, "calib.npy")
     np.save(calib, normalize(xc[idx]))
     base = top1(a.kiln, model, images, labels, work)
-    print(f"{os.path.basename(model)}: float32 {base:.2f}%")
+    print(f"{os.path.basename(model)}: float32 {base:.2f}%"
+          + (f" (int8 models' float parts in {a.precision})" if a.precision != "fp32" else ""))
     header = "scheme, method: kiln int8 top-1 (drop)"
     if a.ort_python:
         header += " | ONNX Runtime int8 kernels, ORT QDQ float arithmetic"
@@ -89,7 +94,7 @@ def main():
             extra += ["--float-adds"] if a.float_adds else []
             subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,
                             "--method", method] + flags + extra, check=True, capture_output=True)
-            acc = top1(a.kiln, q, images, labels, work)
+            acc = top1(a.kiln, q, images, labels, work, a.precision)
             line = f"{scheme}, {method}: {acc:.2f}% ({acc - base:+.2f} pt)"
             if a.ort_python:
                 r = subprocess.run([a.ort_python, "-c", ORT_SNIPPET, q, images, labels],

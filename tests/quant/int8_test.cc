@@ -1717,13 +1717,15 @@ INSTANTIATE_TEST_SUITE_P(Operands, QConvAddKernelTest,
 // QConv kernels' bit for bit (the same roundings of A and Y), its reference kernel the unfused
 // QDQ graph's reference bit for bit, and the fast result the reference's but for values one step
 // of Y apart (ties rounded apart). Even 1x1 weights, so the halved weights of CPUs without VNNI
-// are exact. A zero point on A or Y is not what oneDNN's depthwise post-op takes: no fusion.
+// are exact. A zero point on A or Y is not what oneDNN's depthwise post-op takes: no fusion. The
+// source is uint8 or int8.
 struct QConvDwCase {
   int64_t stride;
   std::string expand_act;  // "Clip" (ReLU6), "Relu"
   std::string dw_act;      // "Clip", "" (ShuffleNet: Y signed)
   int64_t m = 24;          // expanded channels (not a multiple of oneDNN's 16-channel blocks)
   int a_zero = 0, y_zero = 0;
+  bool x_signed = false;
 };
 
 class QConvDwKernelTest : public ::testing::TestWithParam<QConvDwCase> {};
@@ -1734,7 +1736,7 @@ TEST_P(QConvDwKernelTest, FusesAndMatchesTheTwoQConvs) {
   ModelBuilder mb(13);
   mb.Input("x", kF32, {2, ch, 11, 11}).OutputAnyShape("y", kF32);
   mb.FloatInit("sx", {}, {0.02f});
-  ZeroPoints(mb, "zx", true, 0, 0);
+  ZeroPoints(mb, "zx", c.x_signed, 0, 0);
   mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
   mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
   Int8Init(mb, "w1", {m, ch, 1, 1},
@@ -1819,7 +1821,8 @@ INSTANTIATE_TEST_SUITE_P(Blocks, QConvDwKernelTest,
                                            QConvDwCase{1, "Relu", ""},
                                            QConvDwCase{2, "Relu", "", 32},
                                            QConvDwCase{1, "Clip", "Clip", 24, 3, 0},
-                                           QConvDwCase{2, "Clip", "", 24, 0, 5}));
+                                           QConvDwCase{2, "Clip", "", 24, 0, 5},
+                                           QConvDwCase{1, "Clip", "Clip", 24, 0, 0, true}));
 
 // What fuse_qdq_add leaves alone: a broadcast operand, and an Add whose float result is also read
 // elsewhere. Both still run (float Add) and match the reference.
@@ -2260,6 +2263,59 @@ TEST(QMatMulPass, MalformedNodeIsRefusedAtLoad) {
     EXPECT_NE(msg.find(float_a ? "Aq must be uint8 or int8" : "b_scale must be [N] with N = 4"),
               std::string::npos)
         << msg;
+  }
+}
+
+// A hand-written kiln.QConvDw that breaks its rules (too few inputs, a stride of 0, an unknown
+// depthwise activation, depthwise weights with two channels per group, A's scale per channel)
+// is refused at load or when its plan is made, with a message naming the node and the rule.
+TEST(QConvDwOp, MalformedNodeIsRefusedWithItsRule) {
+  struct Bad {
+    const char* what;
+    std::string expect;
+  };
+  for (const Bad& b :
+       {Bad{"inputs", "QConvDw takes 14 inputs; got 13"}, Bad{"stride", "dw_strides must be >= 1"},
+        Bad{"activation", "dw_activation must be empty or one of"},
+        Bad{"weights", "Wd must be int8 [M, 1, k...] with M = 8"},
+        Bad{"a_scale", "a_scale and a_zero_point must be one element each"}}) {
+    SCOPED_TRACE(b.what);
+    const std::string what = b.what;
+    ModelBuilder mb(13);
+    auto* kiln = mb.proto().add_opset_import();
+    kiln->set_domain("kiln");
+    kiln->set_version(1);
+    mb.Input("x", onnx::TensorProto::UINT8, {1, 4, 6, 6}).OutputAnyShape("y", kF32);
+    mb.FloatInit("sx", {}, {0.1f});
+    Int8Init(mb, "w1", {8, 4, 1, 1}, [](int64_t i) { return static_cast<int>(i % 5); });
+    mb.FloatInit("sw1", {8}, ChannelScales(8, 0.01f));
+    const int64_t m_a = what == "a_scale" ? 8 : 0;
+    mb.FloatInit("sa", m_a ? Shape{m_a} : Shape{}, std::vector<float>(m_a ? 8 : 1, 0.05f));
+    ZeroPoints(mb, "za", false, m_a);
+    Int8Init(mb, "wd", {8, what == "weights" ? 2 : 1, 3, 3},
+             [](int64_t i) { return static_cast<int>(i % 9) - 4; });
+    mb.FloatInit("swd", {8}, ChannelScales(8, 0.02f));
+    mb.FloatInit("sy", {}, {0.1f});
+    ZeroPoints(mb, "zy", false, 0);
+    std::vector<std::string> in = {"x",  "sx", "",   "w1",  "sw1", "",   "",
+                                   "sa", "za", "wd", "swd", "",    "sy", "zy"};
+    if (what == "inputs") in.pop_back();
+    auto& n = mb.Node("QConvDw", in, {"q"}, "dw");
+    n.set_domain("kiln");
+    ModelBuilder::IntsAttr(n, "dw_strides", {what == "stride" ? 0 : 1, 1});
+    ModelBuilder::IntsAttr(n, "dw_pads", {1, 1, 1, 1});
+    if (what == "activation") ModelBuilder::StringAttr(n, "dw_activation", "Bogus");
+    mb.Node("DequantizeLinear", {"q", "sy", "zy"}, {"y"});
+    auto s = Session::LoadFromBytes(mb.Bytes(), SessionOptions{});
+    std::string msg = s.status().ToString();
+    if (s.ok()) {  // shapes are checked when a plan is made
+      std::vector<NamedTensor> out;
+      Status r = (*s)->Run({{"x", Tensor::Empty(DataType::kUInt8, {1, 4, 6, 6})}}, &out);
+      ASSERT_FALSE(r.ok());
+      msg = r.ToString();
+    }
+    EXPECT_NE(msg.find("dw"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(b.expect), std::string::npos) << msg;
   }
 }
 
