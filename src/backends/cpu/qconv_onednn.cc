@@ -25,7 +25,7 @@
 // cache, never written whole. A is rounded and saturated as the QConv writes it (output scales,
 // activation, 1/a_scale), the depthwise half has its own scales a_scale * wd_scale[m] (its bias
 // divided by them, as the 1x1's), then its activation and 1/y_scale: the two QConvs' arithmetic
-// (QConvKernelTest compares them bit for bit). Limits: 2-D, a 1x1 first half with stride 1 and
+// (QConvDwKernelTest compares them bit for bit). Limits: 2-D, a 1x1 first half with stride 1 and
 // no padding, a 3x3 depthwise half with equal strides (1 or 2) and pads 1, no zero points (the
 // pass fuses nothing else).
 #include <algorithm>
@@ -309,15 +309,15 @@ class QConvOneDnn final : public runtime::Kernel {
     const std::vector<int64_t> strides = node_.GetInts("dw_strides", {1, 1});
     const std::vector<int64_t> pads = node_.GetInts("dw_pads", {1, 1, 1, 1});
     ops::Activation dw_act;
-    const bool fits =
-        x.size() == 4 && w.size() == 4 && w[2] == 1 && w[3] == 1 && a_.conv.group == 1 &&
-        ConvGeometryFor(a_.conv, x, w).strides == memory::dims{1, 1} &&
-        ConvGeometryFor(a_.conv, x, w).pad_begin == memory::dims{0, 0} &&
-        ConvGeometryFor(a_.conv, x, w).pad_end == memory::dims{0, 0} && wd.size() == 4 &&
-        wd[2] == 3 && wd[3] == 3 && strides.size() == 2 && strides[0] == strides[1] &&
-        (strides[0] == 1 || strides[0] == 2) && pads == std::vector<int64_t>{1, 1, 1, 1} &&
-        ScalarZero(*ctx->constants[8]) == 0 && ScalarZero(*ctx->constants[13]) == 0 &&
-        x_zero_value_ == 0 && ops::ParseActivation(node_, &dw_act, "dw_").ok();
+    const bool one_by_one = x.size() == 4 && w.size() == 4 && w[2] == 1 && w[3] == 1;
+    const ConvGeometry geo = one_by_one ? ConvGeometryFor(a_.conv, x, w) : ConvGeometry{};
+    const bool fits = one_by_one && a_.conv.group == 1 && geo.strides == memory::dims{1, 1} &&
+                      geo.pad_begin == memory::dims{0, 0} && geo.pad_end == memory::dims{0, 0} &&
+                      wd.size() == 4 && wd[2] == 3 && wd[3] == 3 && strides.size() == 2 &&
+                      strides[0] == strides[1] && (strides[0] == 1 || strides[0] == 2) &&
+                      pads == std::vector<int64_t>{1, 1, 1, 1} &&
+                      ScalarZero(*ctx->constants[8]) == 0 && ScalarZero(*ctx->constants[13]) == 0 &&
+                      x_zero_value_ == 0 && ops::ParseActivation(node_, &dw_act, "dw_").ok();
     if (!fits)
       throw dnnl::error(dnnl_unimplemented,
                         "QConvDw: only a 2-D 1x1 convolution then a 3x3 depthwise one with "
