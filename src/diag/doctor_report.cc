@@ -382,12 +382,17 @@ const CpuDescription& DescribeCpu() {
         std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     c.bf16 = backends::cpu::Bf16Supported();
     auto has = [&](const char* f) { return !info.Has({f}).empty(); };
-    c.int8 = has("amx_int8")      ? "amx_int8"
-             : has("avx512_vnni") ? "avx512_vnni"
-             : has("avx_vnni")    ? "avx_vnni"
-             : has("avx512bw")    ? "avx512 (no VNNI)"
-             : has("avx2")        ? "avx2 (no VNNI)"
-                                  : "none";
+    // What oneDNN's int8 convolutions use: the CPU's flags as far as oneDNN's effective ISA goes
+    // (DNNL_MAX_CPU_ISA may cap it below the CPU's, and kiln's int8 kernels follow oneDNN).
+    using Isa = dnnl::cpu_isa;
+    const Isa eff = dnnl::get_effective_cpu_isa();
+    const bool vnni = backends::cpu::Int8Vnni();
+    c.int8 = eff == Isa::avx512_core_amx && has("amx_int8")        ? "amx_int8"
+             : vnni && eff != Isa::avx2_vnni && has("avx512_vnni") ? "avx512_vnni"
+             : vnni                                                ? "avx_vnni"
+             : eff == Isa::avx512_core && has("avx512bw")          ? "avx512 (no VNNI)"
+             : eff != Isa::sse41 && eff != Isa::avx && has("avx2") ? "avx2 (no VNNI)"
+                                                                   : "none";
     return c;
   }();
   return d;

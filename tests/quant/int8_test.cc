@@ -433,8 +433,11 @@ TEST_F(QuantizerTest, ResidualAddsKeepTheStreamInt8) {
         << *plan;
     const auto [err, max_y] = MaxAbsError(want[0].tensor, got[0].tensor);
     EXPECT_LT(err, 0.05 * max_y) << "against float";
+    // Without VNNI the int8 kernels' 7-bit weights add to the QDQ arithmetic's error (4.4 % of
+    // max |y| with oneDNN capped to AVX2 on the AVX512-VNNI EPYC, 2026-11-29).
+    const bool vnni = DescribeCpu().int8.find("no VNNI") == std::string::npos;
     const auto [apart, unused] = MaxAbsError(exact[0].tensor, got[0].tensor);
-    EXPECT_LT(apart, 0.02 * max_y) << "against the QDQ arithmetic";
+    EXPECT_LT(apart, (vnni ? 0.02 : 0.06) * max_y) << "against the QDQ arithmetic";
   }
 }
 
@@ -635,7 +638,9 @@ TEST_F(QuantizerTest, SiluOutputsGetAZeroPointAndHalfTheError) {
     EXPECT_NE(plan.find("QConv 'conv2' -> cpu.qconv.onednn float32"), std::string::npos) << plan;
     const auto [err, max_y] = MaxAbsError(want[0].tensor, ref_y);
     const auto [apart, unused] = MaxAbsError(ref_y, fast_y);
-    EXPECT_LT(apart, 0.01 * max_y) << "int8 kernels against the QDQ arithmetic";
+    // Without VNNI, 7-bit weights: 1.3 % of max |y| with oneDNN capped to AVX2 (2026-11-29).
+    const bool vnni = DescribeCpu().int8.find("no VNNI") == std::string::npos;
+    EXPECT_LT(apart, (vnni ? 0.01 : 0.02) * max_y) << "int8 kernels against the QDQ arithmetic";
     double sq = 0;
     for (int64_t i = 0; i < ref_y.numel(); ++i) {
       const double d = ref_y.data<float>()[i] - want[0].tensor.data<float>()[i];
