@@ -17,6 +17,7 @@
 
 #include "../runtime/model_builder.h"
 #include "blocked_layout_expectations.h"
+#include "kiln/diagnostics.h"
 #include "kiln/session.h"
 
 namespace kiln {
@@ -336,17 +337,11 @@ void Int8Init(ModelBuilder& mb, const std::string& name, int type, const Shape& 
   t.set_raw_data(std::string(bytes.begin(), bytes.end()));
 }
 
-// Whether the CPU has VNNI-class int8 dot products (oneDNN then needs no weight split), from
-// /proc/cpuinfo's flags.
+// Whether oneDNN's int8 convolutions use VNNI-class dot products here (oneDNN then needs no
+// weight split): `kiln doctor`'s int8 line, which follows oneDNN's effective ISA.
 bool Int8VnniHere() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0)
-      return line.find(" avx_vnni") != std::string::npos ||
-             line.find(" avx512_vnni") != std::string::npos ||
-             line.find(" amx_int8") != std::string::npos;
-  return false;
+  const std::string& int8 = DescribeCpu().int8;
+  return int8.find("no VNNI") == std::string::npos && int8 != "none";
 }
 
 // Two int32 tensors of one shape are equal element for element (the first 3 differences shown).
@@ -426,8 +421,9 @@ TEST(OneDnnKernelTest, MatMulIntegerIsExact) {
 // ConvInteger as ONNX Runtime's quantize_dynamic writes it (uint8 X with a run-time zero point,
 // int8 W, 2 weight parts without VNNI) and the other forms: int8 X with and without a zero point,
 // uint8 W with a per-channel zero point, groups, strides, asymmetric pads, dilation, 1-D, and
-// depthwise (1 part for int8 W; 3 for uint8 W without a zero point). Full-range values, so a
-// saturating 16-bit sum of products would show; integer results, so the comparison is exact.
+// depthwise (1 part for int8 W; for uint8 W without a zero point 3, 4 without VNNI). Full-range
+// values, so a saturating 16-bit sum of products would show; integer results, so the comparison is
+// exact.
 TEST(OneDnnKernelTest, ConvIntegerIsExact) {
   constexpr int kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8;
   struct Case {

@@ -12,7 +12,8 @@
 // conv(X', W') = conv(X, W1 + ... + Wp) in one convolution with no sum saturating (p = 2 for
 // int8 weights). Depthwise convolutions keep p = 1 while |W - w_zero_point| <= 127: oneDNN's
 // depthwise int8 kernels widen to 32 bits before multiplying (cpu.qconv.onednn's note); so do all
-// kernels with VNNI.
+// kernels with VNNI. A depthwise convolution that needs splitting anyway (uint8 W without a zero
+// point) is a grouped one after it, whose parts keep to 64 without VNNI.
 //
 // X' is built in scratch channels-last (what oneDNN 2.6's int8 convolutions read without a
 // reorder), in one pass that also repeats the channels and turns an int8 X into uint8 (v + 128,
@@ -124,8 +125,12 @@ class ConvIntegerOneDnn final : public runtime::Kernel {
     // W' [M, p Cg, K...] holds part j of input channel c at channel j Cg + c.
     const Tensor* wz = node_.HasInput(3) ? ctx->constants[3] : nullptr;
     const bool depthwise = group_ > 1 && cg == 1 && m == group_;
-    const SplitWeights sw(
-        w, wz, [per_m](int64_t i) { return i / per_m; }, Int8Vnni() || depthwise ? 127 : 64);
+    auto channel = [per_m](int64_t i) { return i / per_m; };
+    SplitWeights sw(w, wz, channel, Int8Vnni() || depthwise ? 127 : 64);
+    // A depthwise convolution whose weights need splitting becomes a grouped one (p channels per
+    // group), which oneDNN runs on a kernel that does not widen: without VNNI its parts must fit
+    // 64 (with oneDNN capped to AVX-512 without VNNI, parts of 127 saturated).
+    if (depthwise && sw.parts > 1 && !Int8Vnni()) sw = SplitWeights(w, wz, channel, 64);
     parts_ = sw.parts;
     const int64_t kernel = per_m / cg;
     Shape split_shape = ws;
