@@ -34,6 +34,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
+#include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -108,7 +109,7 @@ class QConvOneDnn final : public runtime::Kernel {
     x_zero_value_ = 0;
     if (node_.HasInput(2)) {
       const Tensor& zp = *ctx->constants[2];
-      x_zero_value_ = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
+      x_zero_value_ = ops::quant::ReadQuant(zp, 0);
     }
     x_to_u8_ = x.dtype == DataType::kInt8 && x_zero_value_ != 0;
     if (x_to_u8_) x_zero_value_ += 128;
@@ -151,8 +152,7 @@ class QConvOneDnn final : public runtime::Kernel {
       // eltwise_linear is enough (oneDNN 2.6's AVX2 int8 convolution gives a second one the
       // first one's alpha and beta).
       const Tensor& za_t = *ctx->constants[8];
-      const float za = static_cast<float>(
-          za_t.dtype() == DataType::kUInt8 ? za_t.data<uint8_t>()[0] : za_t.data<int8_t>()[0]);
+      const float za = static_cast<float>(ops::quant::ReadQuant(za_t, 0));
       const bool a_u8 = za_t.dtype() == DataType::kUInt8;
       // The convolution's activation on values in A's units (SiLU: swish with alpha sa).
       if (!AppendActivationInUnits(a_.act, sy, &ops))
@@ -166,7 +166,7 @@ class QConvOneDnn final : public runtime::Kernel {
       int32_t zr = 0;
       if (node_.HasInput(11)) {
         const Tensor& t = *ctx->constants[11];
-        zr = t.dtype() == DataType::kUInt8 ? t.data<uint8_t>()[0] : t.data<int8_t>()[0];
+        zr = ops::quant::ReadQuant(t, 0);
       }
       // oneDNN 2.6's AVX2 int8 convolutions read the sum operand in the destination's type
       // whatever the sum's data type says: an R of the other 8-bit type has its sign bit
@@ -228,7 +228,7 @@ class QConvOneDnn final : public runtime::Kernel {
     y_zero_value_ = 0;
     if (quantized && !y_channels) {
       const Tensor& zp = *ctx->constants[add_ ? 13 : 8];
-      y_zero_value_ = zp.dtype() == DataType::kUInt8 ? zp.data<uint8_t>()[0] : zp.data<int8_t>()[0];
+      y_zero_value_ = ops::quant::ReadQuant(zp, 0);
     }
     if (y_zero_value_ != 0) {
       attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
@@ -296,10 +296,6 @@ class QConvOneDnn final : public runtime::Kernel {
 
   size_t FlipBytes() const { return x_to_u8_ ? (src_in_desc_.get_size() + 63) / 64 * 64 : 0; }
 
-  static int32_t ScalarZero(const Tensor& t) {
-    return t.dtype() == DataType::kUInt8 ? t.data<uint8_t>()[0] : t.data<int8_t>()[0];
-  }
-
   // QConvDw: checks the limits and appends the depthwise post-op (scales a_scale * wd_scale[m])
   // and its activation and 1/y_scale; `sa`: a_scale.
   void AppendDepthwise(runtime::PrepareContext* ctx, float sa, dnnl::post_ops* ops) {
@@ -316,8 +312,9 @@ class QConvOneDnn final : public runtime::Kernel {
                       wd.size() == 4 && wd[2] == 3 && wd[3] == 3 && strides.size() == 2 &&
                       strides[0] == strides[1] && (strides[0] == 1 || strides[0] == 2) &&
                       pads == std::vector<int64_t>{1, 1, 1, 1} &&
-                      ScalarZero(*ctx->constants[8]) == 0 && ScalarZero(*ctx->constants[13]) == 0 &&
-                      x_zero_value_ == 0 && ops::ParseActivation(node_, &dw_act, "dw_").ok();
+                      ops::quant::ReadQuant(*ctx->constants[8], 0) == 0 &&
+                      ops::quant::ReadQuant(*ctx->constants[13], 0) == 0 && x_zero_value_ == 0 &&
+                      ops::ParseActivation(node_, &dw_act, "dw_").ok();
     if (!fits)
       throw dnnl::error(dnnl_unimplemented,
                         "QConvDw: only a 2-D 1x1 convolution then a 3x3 depthwise one with "
