@@ -117,6 +117,9 @@ struct QuantizeSummary {
   int bias_corrected = 0;   // convolutions whose bias was corrected
   int shared_concats = 0;   // Concats whose inputs share their output's scale
   int shared_pools = 0;     // MaxPools after a quantized convolution that share it likewise
+  // AveragePools likewise: their output takes their input's scale (the widest of their group's
+  // members), and a runtime averages the 8-bit values.
+  int shared_averages = 0;
   // Split, Resize/Upsample (nearest), Reshape, Flatten, Squeeze, Unsqueeze, Transpose likewise.
   int shared_moves = 0;
   // Quantized activations whose scale was widened to their shared-scale group's (or made

@@ -486,6 +486,31 @@ std::string QdqExpandDepthwise() {
   return b.Bytes();
 }
 
+// Average pooling in QDQ form (ONNX Runtime's QLinearAveragePool, expanded): uint8 with zero
+// point 128 in, a 3x3 window (9 taps) and a global pool (49), requantized at twice the resolution
+// with zero point 120. The optimizer makes each a QAveragePool (oneDNN's int8 pooling with the
+// requantization as a linear post-op). 2 * sum / 9 and 2 * sum / 49 are never within half a step
+// of a rounding tie, so the int8 kernel and the reference round alike.
+std::string QdqAveragePool() {
+  ModelBuilder b(13);
+  b.Input("x", kF32, {2, 16, 7, 7});
+  EightBitInit(b, "zx", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(128)));
+  EightBitInit(b, "zy", onnx::TensorProto::UINT8, {}, std::string(1, static_cast<char>(120)));
+  b.FloatInit("sx", {}, {1.f / 32});
+  b.FloatInit("sy", {}, {1.f / 64});
+  b.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  b.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  ModelBuilder::IntsAttr(b.Node("AveragePool", {"xd"}, {"p"}), "kernel_shape", {3, 3});
+  b.Node("QuantizeLinear", {"p", "sy", "zy"}, {"pq"});
+  b.Node("DequantizeLinear", {"pq", "sy", "zy"}, {"y"});
+  b.Node("GlobalAveragePool", {"xd"}, {"g"});
+  b.Node("QuantizeLinear", {"g", "sy", "zy"}, {"gq"});
+  b.Node("DequantizeLinear", {"gq", "sy", "zy"}, {"y2"});
+  b.Output("y", kF32, {2, 16, 5, 5});
+  b.Output("y2", kF32, {2, 16, 1, 1});
+  return b.Bytes();
+}
+
 // An int8 QDQ Gemm (uint8 input with zero point 128, as ONNX Runtime's asymmetric activations;
 // int8 weights [N, K] per row, transB; bias; Relu): QMatMul's int8 kernel. The weights are even,
 // so the halved weights used on CPUs without VNNI are exact.
@@ -680,6 +705,7 @@ std::vector<SelfTestCase> SelfTestCases() {
   c.push_back({"int8 QDQ residual (ONNX Runtime's form): maxpool, conv, add", QdqResidual()});
   c.push_back({"int8 QDQ 1x1 expansion + relu6, depthwise 3x3 s2 + relu6 (one QConvDw)",
                QdqExpandDepthwise()});
+  c.push_back({"int8 QDQ average pool 3x3 and global (QAveragePool)", QdqAveragePool()});
   c.push_back({"conv transpose 4x4 s2 p1", ConvTranspose(8, 6, 7, 4, 2, 1, 0, 1)});
   c.push_back({"conv transpose 3x3 s2 outpad 1 grouped", ConvTranspose(8, 4, 5, 3, 2, 1, 1, 2)});
   c.push_back({"matmul 2-D", MatMul({6, 10}, {10, 12}, {6, 12}, false)});

@@ -65,6 +65,12 @@ struct PoolAttrs : ir::OpAttrs {
   bool col_major_indices = false;  // MaxPool storage_order = 1
 };
 
+// kiln.QAveragePool: its pool's attributes (those of AveragePool; none for GlobalAveragePool)
+// and which of the two it is.
+struct QPoolAttrs : PoolAttrs {
+  bool global = false;
+};
+
 // BatchNormalization and FusedBatchNormalization (epsilon, training, act); LayerNormalization
 // (axis as written, epsilon, stash_type); InstanceNormalization (epsilon).
 struct NormAttrs : ir::OpAttrs {

@@ -21,6 +21,13 @@
 // tf_crop_and_resize): each output value is an input value. And
 // for Concat, when every input is dequantized with one scale and zero point (shared scales): the
 // Concat joins the 8-bit values.
+//
+// And for average pooling: DequantizeLinear (per tensor) -> AveragePool or GlobalAveragePool ->
+// QuantizeLinear (per tensor, the pool's only reader) becomes kiln's QAveragePool
+// (src/ops/quant/qpool.cc), which pools the 8-bit values and requantizes in one pass. Its
+// reference kernel is the unfused graph's arithmetic; its oneDNN kernel may put a value one step
+// away at a rounding tie. Left alone: an AveragePool that counts padded taps
+// (count_include_pad) and pads, when X has a zero point (oneDNN pads with the code 0).
 #include <memory>
 #include <string>
 
@@ -82,6 +89,14 @@ std::pair<DataType, int> ZeroOf(const GraphEditor& ed, const ir::Node& n) {
           z->dtype() == DataType::kUInt8 ? z->data<uint8_t>()[0] : z->data<int8_t>()[0]};
 }
 
+// The zero point input of QuantizeLinear `q`; for one without (uint8, 0), a new constant.
+int ZeroPointInput(GraphEditor& ed, const ir::Node& q) {
+  if (q.HasInput(2)) return q.inputs[2];
+  Tensor z = Tensor::Empty(DataType::kUInt8, {});
+  z.data<uint8_t>()[0] = 0;
+  return ed.AddConstant(ed.value(q.inputs[1]).name + "_zero_point", std::move(z));
+}
+
 class FuseQdqAddPass : public Pass {
  public:
   std::string name() const override { return "fuse_qdq_add"; }
@@ -92,7 +107,7 @@ class FuseQdqAddPass : public Pass {
       return false;
     const ShapeProbe probe = ShapeProbe::Run(graph);
     GraphEditor ed(graph);
-    int adds = 0, relus = 0, pools = 0, concats = 0, moves = 0, requantized = 0;
+    int adds = 0, relus = 0, pools = 0, concats = 0, moves = 0, requantized = 0, averages = 0;
     for (int ni = 0; ni < ed.num_nodes(); ++ni) {
       if (!ed.alive(ni)) continue;
       const ir::Node& n = ed.node(ni);
@@ -106,6 +121,10 @@ class FuseQdqAddPass : public Pass {
       }
       if (IsOnnxOp(n, "Concat")) {
         concats += FuseConcat(ed, probe, ni);
+        continue;
+      }
+      if (IsOnnxOp(n, "AveragePool") || IsOnnxOp(n, "GlobalAveragePool")) {
+        averages += FuseAveragePool(graph, ed, probe, ni);
         continue;
       }
       if (!IsOnnxOp(n, "Add") || n.inputs.size() != 2 || n.outputs.size() != 1) continue;
@@ -126,12 +145,7 @@ class FuseQdqAddPass : public Pass {
       const ir::Node& a = ed.node(da);
       const ir::Node& b = ed.node(db);
       const ir::Node& q = ed.node(next);
-      int y_zero = q.HasInput(2) ? q.inputs[2] : -1;
-      if (y_zero < 0) {  // QuantizeLinear without a zero point: uint8, 0
-        Tensor z = Tensor::Empty(DataType::kUInt8, {});
-        z.data<uint8_t>()[0] = 0;
-        y_zero = ed.AddConstant(ed.value(q.inputs[1]).name + "_zero_point", std::move(z));
-      }
+      const int y_zero = ZeroPointInput(ed, q);
       ir::Node f;
       f.name = n.name;
       f.op_type = "QAdd";
@@ -150,7 +164,7 @@ class FuseQdqAddPass : public Pass {
       ++adds;
       relus += relu >= 0;
     }
-    if (adds + pools + concats + moves + requantized == 0) return false;
+    if (adds + pools + concats + moves + requantized + averages == 0) return false;
     KILN_RETURN_IF_ERROR(ed.Commit());
     summary_ = "fused " + std::to_string(adds) +
                " DequantizeLinear+Add+QuantizeLinear groups into QAdd (int8 sums" +
@@ -165,6 +179,10 @@ class FuseQdqAddPass : public Pass {
     if (requantized)
       summary_ += "; " + std::to_string(requantized) +
                   " QuantizeLinear of a DequantizeLinear with its scale and zero point dropped";
+    if (averages)
+      summary_ += "; " + std::to_string(averages) +
+                  " DequantizeLinear+AveragePool+QuantizeLinear groups fused into QAveragePool "
+                  "(int8 average pooling)";
     if (concats)
       summary_ += "; " + std::to_string(concats) +
                   " Concat of DequantizeLinears with one scale now join the 8-bit values";
@@ -219,6 +237,44 @@ class FuseQdqAddPass : public Pass {
       ed.AddNode(std::move(after));
     }
     ed.SetInput(ni, 0, xq);
+    RemoveIfUnread(ed, d);
+    return true;
+  }
+
+  // DequantizeLinear -> AveragePool / GlobalAveragePool -> QuantizeLinear: one QAveragePool.
+  static bool FuseAveragePool(ir::Graph& graph, GraphEditor& ed, const ShapeProbe& probe, int ni) {
+    const ir::Node& n = ed.node(ni);
+    if (n.inputs.empty() || n.outputs.size() != 1) return false;
+    const int d = ed.Producer(n.inputs[0]);
+    int q = -1;
+    if (!PerTensorDequantize(ed, probe, d) || !OnlyFeeds(ed, n.outputs[0], &q) ||
+        !PerTensorQuantize(ed, q, n.outputs[0]) || ed.IsGraphOutput(ed.node(q).outputs[0]))
+      return false;
+    const ir::Node& dn = ed.node(d);
+    const ir::Node& qn = ed.node(q);
+    if (!(FloatOf(ed, dn.inputs[1]) > 0.f) || !(FloatOf(ed, qn.inputs[1]) > 0.f)) return false;
+    if (n.op_type == "AveragePool" && n.GetInt("count_include_pad", 0) != 0 &&
+        ZeroOf(ed, dn).second != 0) {
+      bool pads = n.GetString("auto_pad", "NOTSET") != "NOTSET" &&
+                  n.GetString("auto_pad", "NOTSET") != "VALID";
+      for (int64_t p : n.GetInts("pads")) pads = pads || p != 0;
+      if (pads) return false;
+    }
+    if (!ImportKilnDomain(graph)) return false;
+    const int y_zero = ZeroPointInput(ed, qn);
+    ir::Node f;
+    f.name = n.name;
+    f.op_type = "QAveragePool";
+    f.domain = "kiln";
+    f.opset = 1;
+    f.attrs = n.attrs;
+    f.attrs["pool"] = StringAttr(n.op_type);
+    f.attrs["pool_opset"] = IntAttr(n.opset);
+    f.inputs = {dn.inputs[0], dn.inputs[1], dn.HasInput(2) ? dn.inputs[2] : -1, qn.inputs[1],
+                y_zero};
+    f.outputs = qn.outputs;
+    ed.RemoveNode(q);
+    ed.ReplaceNode(ni, std::move(f));
     RemoveIfUnread(ed, d);
     return true;
   }

@@ -95,6 +95,10 @@ struct Quantizer::Impl {
   std::string cache_path;
   nlohmann::json cache_keys;
   bool from_cache = false;
+  static bool IsAveraging(const std::string& op) {
+    return std::find(std::begin(onnxio::kAveragingOps), std::end(onnxio::kAveragingOps), op) !=
+           std::end(onnxio::kAveragingOps);
+  }
   struct Range {
     float min = 0, max = 0, threshold = 0;
     std::vector<float> channel_thresholds;  // per-channel tensors only
@@ -156,6 +160,10 @@ struct Quantizer::Impl {
     // Concat input's own percentile, say, above the joined tensor's).
     float read_threshold = 0;
     bool read = false;
+    // An AveragePool is a member: the widest threshold of all members wins
+    // (its output, which the readers see, spans less than its input; were the input quantized
+    // with the output's threshold, the values above it would be clipped before the average).
+    bool averaging = false;
   };
   struct ScaleGroups {
     std::set<std::string> shared;         // QdqConcat::node
@@ -194,6 +202,14 @@ struct Quantizer::Impl {
       if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
       for (const auto* list : {&c.inputs, &c.outputs})
         for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
+      if (IsAveraging(c.op_type)) {
+        // Its output takes its input's scale: only when calibration saw the output span at least
+        // half the input's threshold (a 3x3 average of dense ReLU outputs), so that it loses at
+        // most a bit of resolution; not an average of sparse features, far below their maximum.
+        auto in = ranges.find(c.inputs[0]), out = ranges.find(c.output);
+        ok = ok && in != ranges.end() && out != ranges.end() &&
+             out->second.threshold >= 0.5f * in->second.threshold;
+      }
       if (ok) shared.insert(c.node);
     }
     auto reader_ok = [&](const std::string& node, int k) {
@@ -268,8 +284,12 @@ struct Quantizer::Impl {
           gr.read = true;
         }
       }
+      for (const auto& node : shared) {
+        const onnxio::QdqConcat& c = *by_node.at(node);
+        if (IsAveraging(c.op_type)) groups[group_of.at(c.output)].averaging = true;
+      }
       for (Group& gr : groups)
-        if (gr.read) gr.threshold = gr.read_threshold;
+        if (gr.read && !gr.averaging) gr.threshold = gr.read_threshold;
       for (auto it = shared.begin(); it != shared.end();) {
         if (!groups[group_of.at(by_node.at(*it)->output)].ranged) {
           it = shared.erase(it);
@@ -402,6 +422,7 @@ struct Quantizer::Impl {
       if (summary)
         ++(c.op_type == "Concat"    ? summary->shared_concats
            : c.op_type == "MaxPool" ? summary->shared_pools
+           : IsAveraging(c.op_type) ? summary->shared_averages
                                     : summary->shared_moves);
     }
     return plan;
@@ -585,6 +606,13 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
     for (const auto& in : a.inputs)
       if (seen.insert(in).second) impl->tensors.push_back(in);
   }
+  // AveragePools: input and output calibrated, to decide whether the output may take the input's
+  // scale (PlanScaleGroups).
+  for (const auto& c : info->concats)
+    if (std::find(std::begin(onnxio::kAveragingOps), std::end(onnxio::kAveragingOps), c.op_type) !=
+        std::end(onnxio::kAveragingOps))
+      for (const std::string& t : {c.inputs[0], c.output})
+        if (seen.insert(t).second) impl->tensors.push_back(t);
   for (const auto& t : impl->tensors) impl->stats[t];
   if (options.channel_activations && impl->opset >= 13) {
     std::map<std::string, bool> all_depthwise;

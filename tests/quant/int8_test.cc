@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "../runtime/model_builder.h"
 #include "kiln/diagnostics.h"
@@ -577,6 +579,57 @@ TEST_F(QuantizerTest, SharedScalesCarryTheInt8StreamThroughSplitsResizesAndResha
         ++loops;
       EXPECT_EQ(loops, 2) << *plan;
       EXPECT_EQ(plan->find("DequantizeLinear '"), std::string::npos) << *plan;
+    }
+    const auto [err, max_y] = MaxAbsError(want, got);
+    EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
+  }
+}
+
+// An AveragePool between two quantized convolutions shares its input's scale when calibration
+// saw its output span at least half its input's threshold (a dense ReLU output, here with a bias
+// of 1): the convolution before writes 8-bit values, QAveragePool averages them and the next
+// convolution reads them, with no QuantizeLinear loop between; results within int8 rounding of
+// the QDQ arithmetic. A sparse ReLU output (bias -1), whose 3x3 means span far less than its
+// maximum, keeps the pool float (its own scale after it). The global pool before the Gemm stays
+// float either way (GlobalAveragePool takes no part in scale groups).
+TEST_F(QuantizerTest, AveragePoolSharesItsInputScaleWhenItsOutputSpansHalfOfIt) {
+  for (bool dense : {true, false}) {
+    SCOPED_TRACE(dense ? "dense (bias 1)" : "sparse (bias -1)");
+    ModelBuilder mb(13);
+    mb.Input("x", kF32, {-1, 4, 10, 10}).Output("y", kF32, {-1, 5});
+    mb.FloatInit("w1", {8, 4, 3, 3},
+                 Uniform(8 * 4 * 9, 2, dense ? -0.1f : -0.5f, dense ? 0.1f : 0.5f));
+    mb.FloatInit("b1", {8}, std::vector<float>(8, dense ? 1.f : -1.f));
+    mb.FloatInit("w2", {8, 8, 1, 1}, Uniform(64, 4, -0.5f, 0.5f));
+    mb.FloatInit("w3", {5, 8}, Uniform(40, 5, -0.5f, 0.5f));
+    ModelBuilder::IntsAttr(mb.Node("Conv", {"x", "w1", "b1"}, {"c1"}, "conv1"), "pads",
+                           {1, 1, 1, 1});
+    mb.Node("Relu", {"c1"}, {"r1"});
+    auto& pool = mb.Node("AveragePool", {"r1"}, {"p"}, "avg");
+    ModelBuilder::IntsAttr(pool, "kernel_shape", {3, 3});
+    ModelBuilder::IntsAttr(pool, "pads", {1, 1, 1, 1});
+    mb.Node("Conv", {"p", "w2"}, {"c2"}, "conv2");
+    mb.Node("Relu", {"c2"}, {"r2"});
+    std::ofstream(model_, std::ios::binary | std::ios::trunc) << PoolAndGemm(mb, "r2");
+    const std::string out = (dir_ / (dense ? "dense.onnx" : "sparse.onnx")).string();
+    QuantizeOptions o;
+    o.method = "minmax";
+    o.quantize_all = true;
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->shared_averages, dense ? 1 : 0);
+    const Tensor x = Tensor::FromVector<float>(Uniform(2 * 400, 47), {2, 4, 10, 10});
+    Tensor want, got;
+    std::string plan;
+    RunModelRefAndFast(out, x, &want, &got, &plan);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(plan.find("cpu.qaveragepool.onednn") != std::string::npos, dense) << plan;
+    if (dense) {  // the model input's and the Gemm's (after the float global pooling) only
+      int loops = 0;
+      for (size_t at = plan.find("QuantizeLinear '"); at != std::string::npos;
+           at = plan.find("QuantizeLinear '", at + 1))
+        ++loops;
+      EXPECT_EQ(loops, 2) << plan;
     }
     const auto [err, max_y] = MaxAbsError(want, got);
     EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
@@ -2324,6 +2377,171 @@ TEST(QConvDwOp, MalformedNodeIsRefusedWithItsRule) {
   }
 }
 
+// DequantizeLinear -> AveragePool / GlobalAveragePool -> QuantizeLinear (ONNX Runtime's and NNCF's
+// form) runs as kiln.QAveragePool on oneDNN's int8 pooling: against the unfused graph's reference,
+// equal but for values one output step off (a rounding tie), at most 0.5 % of them; QAveragePool's
+// own reference kernel (optimized graph, reference kernels only) equal to the unfused graph's
+// reference bit for bit.
+struct QPoolCase {
+  std::string pool;  // "AveragePool" or "GlobalAveragePool"
+  Shape x;
+  bool is_signed = false;
+  int x_zero = 0, y_zero = 0;
+  std::vector<int64_t> kernel = {3, 3}, strides = {1, 1}, pads = {0, 0, 0, 0};
+  bool include_pad = false;
+  bool fused = true;                                    // whether the pass makes a QAveragePool
+  const char* kernel_name = "cpu.qaveragepool.onednn";  // the fast plan's kernel for it
+  bool y_signed = false;                                // Y int8 whatever X is
+};
+constexpr float kQPoolYScale = 0.0337f;
+
+void PrintTo(const QPoolCase& c, std::ostream* os) {
+  *os << c.pool << " " << ShapeToString(c.x) << (c.is_signed ? " s8" : " u8") << " zp " << c.x_zero
+      << "/" << c.y_zero << (c.include_pad ? " count_include_pad" : "");
+}
+
+class QAveragePoolTest : public ::testing::TestWithParam<QPoolCase> {};
+
+TEST_P(QAveragePoolTest, MatchesTheUnfusedGraph) {
+  const QPoolCase& c = GetParam();
+  ModelBuilder mb(13);
+  mb.Input("x", kF32, c.x).OutputAnyShape("y", kF32);
+  // Scales whose ratio is no simple fraction, so few means sit on a rounding tie.
+  mb.FloatInit("sx", {}, {0.031f});
+  mb.FloatInit("sy", {}, {kQPoolYScale});
+  ZeroPoints(mb, "zx", c.is_signed, 0, c.x_zero);
+  ZeroPoints(mb, "zy", c.is_signed || c.y_signed, 0, c.y_zero);
+  mb.Node("QuantizeLinear", {"x", "sx", "zx"}, {"xq"});
+  mb.Node("DequantizeLinear", {"xq", "sx", "zx"}, {"xd"});
+  auto& p = mb.Node(c.pool, {"xd"}, {"p"}, "pool");
+  if (c.pool == "AveragePool") {
+    ModelBuilder::IntsAttr(p, "kernel_shape", c.kernel);
+    ModelBuilder::IntsAttr(p, "strides", c.strides);
+    ModelBuilder::IntsAttr(p, "pads", c.pads);
+    if (c.include_pad) ModelBuilder::IntAttr(p, "count_include_pad", 1);
+  }
+  mb.Node("QuantizeLinear", {"p", "sy", "zy"}, {"pq"});
+  mb.Node("DequantizeLinear", {"pq", "sy", "zy"}, {"y"});
+  const std::string bytes = mb.Bytes();
+  // Inputs over most of the 8-bit range around the zero point; each (n, c) plane centred on its
+  // own level, so that the means spread over many output steps.
+  const float lo = c.is_signed ? -3.5f : (0 - c.x_zero) * 0.031f,
+              hi = c.is_signed ? 3.5f : (255 - c.x_zero) * 0.031f;
+  std::vector<float> xv = Uniform(NumElements(c.x), 31, 0.f, 0.5f);
+  const int64_t plane = NumElements(c.x) / (c.x[0] * c.x[1]);
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double level = std::fmod(0.37 * static_cast<double>(i / plane), 0.5);
+    xv[i] = lo + (hi - lo) * (xv[i] + static_cast<float>(level));
+  }
+  const Tensor x = Tensor::FromVector<float>(xv, c.x);
+  RefAndFast r;
+  RunRefAndFast(bytes, x, &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.plan.find("QAveragePool") != std::string::npos, c.fused) << r.plan;
+  if (c.fused) {
+    EXPECT_NE(r.plan.find(c.kernel_name), std::string::npos) << r.plan;
+  }
+  ExpectCloseOrOneStep(r, true, [](int64_t) { return kQPoolYScale; });
+  int64_t distinct = 0;
+  std::set<float> seen;
+  for (int64_t i = 0; i < r.want.numel(); ++i)
+    distinct += seen.insert(r.want.data<float>()[i]).second;
+  EXPECT_GT(distinct, 8) << "the outputs should spread over many steps";
+  if (!c.fused) return;
+  SessionOptions fused_ref;
+  fused_ref.reference_only = true;
+  auto s = Session::LoadFromBytes(bytes, fused_ref);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto plan = (*s)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("QAveragePool"), std::string::npos) << *plan;
+  std::vector<NamedTensor> out;
+  ASSERT_TRUE((*s)->Run({{"x", x}}, &out).ok());
+  ASSERT_EQ(out[0].tensor.shape(), r.want.shape());
+  EXPECT_EQ(std::memcmp(out[0].tensor.raw(), r.want.raw(),
+                        static_cast<size_t>(r.want.numel()) * sizeof(float)),
+            0)
+      << "QAveragePool's reference kernel differs from the unfused graph's reference";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pools, QAveragePoolTest,
+    ::testing::Values(
+        // pool, x, signed, x zp, y zp, kernel, strides, pads, include_pad, fused, kernel
+        QPoolCase{"GlobalAveragePool", {2, 64, 7, 7}, false, 0, 0},
+        QPoolCase{"GlobalAveragePool", {2, 40, 5, 5}, false, 128, 100},
+        QPoolCase{"GlobalAveragePool", {3, 24, 6, 6}, true, 0, 0},
+        QPoolCase{"GlobalAveragePool", {2, 16, 9}, true, -10, 5},  // one spatial dim
+        QPoolCase{"AveragePool", {2, 32, 9, 9}, false, 120, 110, {3, 3}, {2, 2}, {1, 1, 1, 1}},
+        QPoolCase{"AveragePool", {2, 16, 8, 8}, true, 0, 0, {2, 2}, {2, 2}},
+        QPoolCase{"AveragePool", {1, 24, 7, 7}, false, 0, 0, {3, 3}, {1, 1}, {1, 1, 1, 1}, true},
+        // Padded taps counted with a zero point: oneDNN would pad with code 0; left unfused.
+        QPoolCase{"AveragePool",
+                  {1, 24, 7, 7},
+                  false,
+                  100,
+                  100,
+                  {3, 3},
+                  {1, 1},
+                  {1, 1, 1, 1},
+                  true,
+                  false},
+        // Y int8 from a uint8 X: QAveragePool on its reference kernel (oneDNN pools one type).
+        QPoolCase{"AveragePool",
+                  {1, 8, 6, 6},
+                  false,
+                  0,
+                  0,
+                  {2, 2},
+                  {1, 1},
+                  {0, 0, 0, 0},
+                  false,
+                  true,
+                  "cpu.qaveragepool.ref",
+                  true}));
+
+// A hand-written kiln.QAveragePool that breaks its rules: named in the error, never a crash.
+TEST(QAveragePoolOp, MalformedNodeIsRefusedWithItsRule) {
+  struct Bad {
+    const char* what;
+    std::string expect;
+  };
+  for (const Bad& b :
+       {Bad{"pool", "QAveragePool's pool must be"},
+        Bad{"inputs", "QAveragePool takes 5 inputs; got 4"},
+        Bad{"kernel", "kernel_shape is required"}, Bad{"float", "X must be uint8 or int8"},
+        Bad{"y_zero", "y_zero_point must be one uint8 or int8 element"}}) {
+    SCOPED_TRACE(b.what);
+    const std::string what = b.what;
+    ModelBuilder mb(13);
+    auto* kiln = mb.proto().add_opset_import();
+    kiln->set_domain("kiln");
+    kiln->set_version(1);
+    const auto xt = what == "float" ? kF32 : onnx::TensorProto::UINT8;
+    mb.Input("x", xt, {1, 4, 6, 6}).OutputAnyShape("y", onnx::TensorProto::UINT8);
+    mb.FloatInit("s", {}, {0.1f});
+    ZeroPoints(mb, "z", false, what == "y_zero" ? 2 : 0);
+    std::vector<std::string> in = {"x", "s", "", "s", "z"};
+    if (what == "inputs") in.pop_back();
+    auto& n = mb.Node("QAveragePool", in, {"y"}, "qp", "kiln");
+    ModelBuilder::StringAttr(n, "pool", what == "pool" ? "MaxPool" : "AveragePool");
+    ModelBuilder::IntAttr(n, "pool_opset", 13);
+    if (what != "kernel") ModelBuilder::IntsAttr(n, "kernel_shape", {2, 2});
+    auto s = Session::LoadFromBytes(mb.Bytes(), SessionOptions{});
+    std::string msg = s.status().ToString();
+    if (s.ok()) {
+      std::vector<NamedTensor> out;
+      Tensor x = what == "float" ? Tensor::FromVector<float>(Uniform(144, 1), {1, 4, 6, 6})
+                                 : Tensor::Empty(DataType::kUInt8, {1, 4, 6, 6});
+      Status r = (*s)->Run({{"x", x}}, &out);
+      ASSERT_FALSE(r.ok());
+      msg = r.ToString();
+    }
+    EXPECT_NE(msg.find("qp"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(b.expect), std::string::npos) << msg;
+  }
+}
+
 // A hand-written kiln.QAdd that breaks its rules: named in the error, at load or at the first
 // run (shapes are checked when a plan is made), never a crash.
 TEST(QAddOp, MalformedNodeIsRefusedWithItsRule) {
@@ -2530,8 +2748,9 @@ INSTANTIATE_TEST_SUITE_P(
                       QOperatorCase{"QLinearAdd", "cpu.qadd.loop", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearAdd-broadcast", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearMul", "", {2, 8, 5, 5}},
-                      QOperatorCase{"QLinearGlobalAveragePool", "", {2, 8, 5, 5}},
-                      QOperatorCase{"QLinearAveragePool", "", {2, 8, 9, 9}},
+                      QOperatorCase{
+                          "QLinearGlobalAveragePool", "cpu.qaveragepool.onednn", {2, 8, 5, 5}},
+                      QOperatorCase{"QLinearAveragePool", "cpu.qaveragepool.onednn", {2, 8, 9, 9}},
                       QOperatorCase{"QLinearSigmoid", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearSigmoid-no-output-zero-point", "", {2, 8, 5, 5}},
                       QOperatorCase{"QLinearLeakyRelu", "", {2, 8, 5, 5}},

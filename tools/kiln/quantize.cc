@@ -539,6 +539,7 @@ Status RunQuantize(const QuantizeArgs& a) {
   const std::pair<int, const char*> shared_lines[] = {
       {s.shared_concats, "Concat(s) take their output's scale on every input"},
       {s.shared_pools, "MaxPool(s) after a quantized convolution pool 8-bit values"},
+      {s.shared_averages, "AveragePool(s) average 8-bit values (with their input's scale)"},
       {s.shared_moves, "Split/Resize/Reshape/Transpose-like op(s) move 8-bit values"},
       {s.widened_scales, "activation scale(s) widened to their group's"}};
   for (const auto& [count, what] : shared_lines)

@@ -150,7 +150,8 @@ std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
       {"QMatMul", "DequantizeLinear"},
       {"QAdd", "DequantizeLinear"},
       {"QConvAdd", "DequantizeLinear"},
-      {"QConvDw", "DequantizeLinear"}};
+      {"QConvDw", "DequantizeLinear"},
+      {"QAveragePool", "DequantizeLinear"}};
   std::vector<std::string> missing;
   for (const KernelInfo& d : RegisteredKernels(backend)) {
     auto f = fused.find(d.op_type);

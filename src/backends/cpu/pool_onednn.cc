@@ -6,9 +6,20 @@
 // plain (NCHW) input of a windowed pool is first reordered channels-last into scratch: oneDNN 2.6
 // pools plain layouts with a scalar reference loop (simple_nchw: 9 ms for ResNet-50's 64x112x112
 // MaxPool where its jit kernel on channels-last takes well under 1 ms with both reorders).
+//
+// cpu.qaveragepool.onednn: kiln.QAveragePool (src/ops/quant/qpool.cc), the same primitive on the
+// 8-bit values (oneDNN's int8 pooling: int32 sums, the mean in float32), with the requantization
+// as one linear post-op before oneDNN rounds to nearest even and saturates:
+//   y = alpha * mean(Xq) + beta,  alpha = x_scale / y_scale,  beta = y_zero_point - alpha * x_zp.
+// That is the unfused graph's arithmetic in another order: a value can land one step away where
+// the exact mean sits within float rounding of a tie (tests bound how often). Needs X and Y of
+// one type (oneDNN 2.6 pools int8 to int8 and uint8 to uint8 only) and constant scales and zero
+// points; the pass leaves count_include_pad with padding and a zero point unfused (oneDNN pads
+// with the code 0, not the zero point). Plain inputs are reordered channels-last as above.
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
 #include "ops/nn/spatial.h"
+#include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {
 namespace {
@@ -20,7 +31,9 @@ using runtime::TensorInfo;
 class PoolOneDnn final : public runtime::Kernel {
  public:
   PoolOneDnn(const ir::Node& node, const ir::Op& op)
-      : node_(node), a_(runtime::AttrsOf<ops::PoolAttrs>(op)) {}
+      : node_(node),
+        a_(runtime::AttrsOf<ops::PoolAttrs>(op)),
+        q_global_(runtime::AttrsOf<ops::QPoolAttrs>(op).global) {}
   bool AcceptsLayout(size_t input) const override { return input == 0; }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
@@ -49,8 +62,9 @@ class PoolOneDnn final : public runtime::Kernel {
     const Shape& xs = ctx->inputs[0].shape;
     const Shape& ys = ctx->outputs[0].shape;
     const size_t n = xs.size() - 2;
-    const bool global = node_.op_type.rfind("Global", 0) == 0;
-    const bool is_max = node_.op_type.find("Max") != std::string::npos;
+    const bool quantized = node_.domain == "kiln";  // QAveragePool
+    const bool global = quantized ? q_global_ : node_.op_type.rfind("Global", 0) == 0;
+    const bool is_max = !quantized && node_.op_type.find("Max") != std::string::npos;
     memory::dims kernel, strides, dil, pl, pr;
     if (global) {
       kernel.assign(xs.begin() + 2, xs.end());
@@ -81,13 +95,26 @@ class PoolOneDnn final : public runtime::Kernel {
     const TensorInfo& x = ctx->inputs[0];
     src_ = InputDesc(x);
     memory::desc src = src_;
-    if (x.layout == nullptr && !global) {
+    if (x.layout == nullptr && (!global || quantized)) {
       src = ChannelsLastDesc(xs, src_.data_type());
       src_reorder_ = MakeReorder(src_, src);
     }
     memory::desc dst_any(Dims(ys), src_.data_type(), memory::format_tag::any);
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (quantized) {
+      using ops::quant::ReadQuant;
+      const float sx = ctx->constants[1]->data<float>()[0];
+      const float zx = static_cast<float>(node_.HasInput(2) ? ReadQuant(*ctx->constants[2], 0) : 0);
+      const float sy = ctx->constants[3]->data<float>()[0];
+      const float zy = static_cast<float>(ReadQuant(*ctx->constants[4], 0));
+      const float alpha = sx / sy, beta = zy - alpha * zx;
+      if (alpha != 1.f || beta != 0.f) {
+        dnnl::post_ops ops;
+        ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, alpha, beta);
+        attr.set_post_ops(ops);
+      }
+    }
     dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src, dst_any, strides,
                                      kernel, dil, pl, pr);
     pd_ = dnnl::pooling_v2_forward::primitive_desc(d, attr, Engine());
@@ -98,6 +125,7 @@ class PoolOneDnn final : public runtime::Kernel {
 
   ir::Node node_;
   ops::PoolAttrs a_;
+  bool q_global_;     // QAveragePool of a GlobalAveragePool
   memory::desc src_;  // as the input arrives
   dnnl::reorder src_reorder_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
@@ -136,6 +164,31 @@ KILN_POOL_KERNEL("MaxPool", "maxpool");
 KILN_POOL_KERNEL("AveragePool", "averagepool");
 KILN_POOL_KERNEL("GlobalAveragePool", "globalaveragepool");
 KILN_POOL_KERNEL("GlobalMaxPool", "globalmaxpool");
+
+KernelSupport SupportsQAveragePool(const ir::Node& node, const ir::Op& op,
+                                   const std::vector<TensorInfo>& in) {
+  if (in[0].dtype != in[4].dtype)
+    return {false, "X and Y of different types (oneDNN 2.6 pools int8 to int8, uint8 to uint8)"};
+  if (in[0].shape.size() < 3 || in[0].shape.size() > 5) return {false, "needs 1-3 spatial dims"};
+  const ops::QPoolAttrs& a = runtime::AttrsOf<ops::QPoolAttrs>(op);
+  if (!a.global) {
+    for (int64_t d : a.window.dilations)
+      if (d != 1) return {false, "dilated AveragePool: the reference kernel"};
+    if (a.ceil_mode) return {false, "AveragePool with ceil_mode"};
+  }
+  return {true, ""};
+}
+
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qaveragepool.onednn",
+                                        "QAveragePool",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        "cpu",
+                                        10,
+                                        SupportsQAveragePool,
+                                        CreateKernel<PoolOneDnn>,
+                                        {1, 2, 3, 4}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu
