@@ -6,7 +6,7 @@ layers float (the default) and all layers int8 (--quantize-all), without and wit
 
 usage: /usr/bin/python3 demo/int8_accuracy.py [--model demo/fashion_mnist_cnn.onnx]
        [--methods minmax,percentile,entropy,mse] [--kiln build/release/tools/kiln/kiln]
-       [--work DIR] [--float-adds] [--schemes 0,1,2] [--ort-python bench/.venv/bin/python]
+       [--work DIR] [--float-adds] [--schemes 0,1,2,3] [--ort-python bench/.venv/bin/python]
        [--precision fp32|bf16]
 Calibration: 300 training images (seeded choice, never the test set). With --ort-python, ONNX
 Runtime also runs each QDQ model (its int8 kernels, and with graph optimizations off: the QDQ
@@ -62,7 +62,7 @@ def main():
                         "2026-11-28)")
     p.add_argument("--schemes", default="0,1,2",
                    help="which schemes to run: 0 first/last float, 1 all int8, 2 all int8 + bias "
-                        "correction (default all)")
+                        "correction, 3 first/last float + bias correction (default 0,1,2)")
     p.add_argument("--ort-python")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = p.parse_args()
@@ -84,12 +84,13 @@ def main():
         header += " | ONNX Runtime int8 kernels, ORT QDQ float arithmetic"
     print(header)
     schemes = (("first/last float", []), ("all int8", ["--quantize-all"]),
-               ("all int8 + bias correction", ["--quantize-all", "--bias-correction"]))
+               ("all int8 + bias correction", ["--quantize-all", "--bias-correction"]),
+               ("first/last float + bias correction", ["--bias-correction"]))
     for i, (scheme, flags) in enumerate(schemes):
         if str(i) not in a.schemes.split(","):
             continue
         for method in a.methods.split(","):
-            q = os.path.join(work, f"q_{method}_{len(flags)}.onnx")
+            q = os.path.join(work, f"q_{method}_{i}.onnx")
             extra = ["--channel-activations"] if a.channel_activations else []
             extra += ["--float-adds"] if a.float_adds else []
             subprocess.run([a.kiln, "quantize", model, "--calibrate", calib, "--out", q,

@@ -5,7 +5,8 @@ list (wamerican); the ground truth is the rendered string.
 
 usage: /usr/bin/python3 demo/ocr_int8_accuracy.py [--kiln build/release/tools/kiln/kiln]
        [--lines 1000] [--pages 40] [--calib-lines 300] [--calib-pages 60] [--method percentile]
-       [--max-drop X] [--exact] [--emulate-widths] [--channel-activations] [--work DIR]
+       [--max-drop X] [--exact] [--emulate-widths] [--channel-activations] [--bias-correction]
+       [--work DIR]
        [--only rec|det] [--ort-python bench/.venv/bin/python]
 
 Recognizer: each line is 1-4 words (dictionary words in lower, Title or UPPER case, sometimes a
@@ -290,6 +291,8 @@ def main():
     p.add_argument("--calib-pages", type=int, default=60)
     p.add_argument("--method", default="percentile")
     p.add_argument("--quantize-all", action="store_true")
+    p.add_argument("--bias-correction", action="store_true",
+                   help="pass --bias-correction to kiln quantize")
     p.add_argument("--channel-activations", action="store_true",
                    help="kiln quantize --channel-activations (per-channel scales on depthwise "
                         "convolutions' inputs)")
@@ -315,10 +318,12 @@ def main():
     os.makedirs(work, exist_ok=True)
     words, faces = word_list(), fonts()
     extra = (["--quantize-all"] if a.quantize_all else []) + (
-        ["--channel-activations"] if a.channel_activations else [])
+        ["--channel-activations"] if a.channel_activations else []) + (
+        ["--bias-correction"] if a.bias_correction else [])
     print(f"{len(words)} words, {len(faces)} DejaVu faces, method {a.method}"
           f"{', all layers int8' if a.quantize_all else ', first/last layers float'}"
-          f"{', per-channel depthwise input scales' if a.channel_activations else ''}")
+          f"{', per-channel depthwise input scales' if a.channel_activations else ''}"
+          f"{', bias correction' if a.bias_correction else ''}")
 
     if a.only in (None, "rec"):
         model = os.path.join(root, "ch_PP-OCRv4_rec_infer.onnx")

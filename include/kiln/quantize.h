@@ -37,10 +37,11 @@ struct QuantizeOptions {
   std::vector<std::string> keep_float;
   // Also quantize the first and last quantizable nodes.
   bool quantize_all = false;
-  // Fast bias correction: one more pass over the calibration data runs the float model and the
-  // quantized one and adds to each quantized convolution's bias the mean (per output channel) of
-  // float output minus int8 output, removing the quantization's systematic shift.
-  bool bias_correction = false;
+  // Fast bias correction (NNCF's): one more pass over the calibration data runs each quantized
+  // convolution twice on the float model's input to it, in float and in int8, and adds to its
+  // bias the mean (per output channel) of float output minus int8 output, removing the shift its
+  // own quantization (clipping, rounding) leaves. On by default since 2026-11-29.
+  bool bias_correction = true;
   // Depthwise convolutions' inputs get one scale per channel (QuantizeLinear/DequantizeLinear
   // with axis 1, zero points 0), each channel's range from the calibration method: one scale per
   // tensor spans channels whose ranges differ by 100x in MobileNet-style blocks. A tensor gets

@@ -317,6 +317,37 @@ StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
   return m.SerializeAsString();
 }
 
+StatusOr<std::string> WithIsolatedCopies(const std::string& model_bytes,
+                                         const std::vector<std::string>& nodes,
+                                         const std::string& suffix) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto m, Parse(model_bytes));
+  onnx::GraphProto* g = m.mutable_graph();
+  const std::set<std::string> wanted(nodes.begin(), nodes.end());
+  std::set<std::string> have;
+  for (const auto& o : g->output()) have.insert(o.name());
+  std::vector<std::string> outputs;
+  const int count = g->node_size();
+  for (int i = 0; i < count; ++i) {
+    const onnx::NodeProto& n = g->node(i);
+    if (n.op_type() != "Conv" || n.output_size() < 1 || !wanted.count(NodeName(n, i))) continue;
+    onnx::NodeProto copy = n;
+    copy.set_name(NodeName(n, i) + suffix);
+    copy.set_output(0, n.output(0) + suffix);
+    for (const std::string& o : {n.output(0), copy.output(0)}) outputs.push_back(o);
+    *g->add_node() = std::move(copy);
+  }
+  if (outputs.size() != 2 * wanted.size())
+    return InvalidArgument("the model has no Conv node for some of the " +
+                           std::to_string(wanted.size()) + " named");
+  for (const auto& name : outputs) {
+    if (!have.insert(name).second) continue;
+    auto* v = g->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  return m.SerializeAsString();
+}
+
 void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64_t inner,
                               std::vector<int8_t>* q, std::vector<float>* scales) {
   std::vector<float> absmax(static_cast<size_t>(channels), 0.f);

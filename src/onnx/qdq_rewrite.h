@@ -101,6 +101,15 @@ StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
 StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
                                        const std::vector<std::string>& names);
 
+// The model with a copy of each Conv node named in `nodes` (QdqCandidate::node), reading the same
+// inputs, named and writing output 0 as the original's plus `suffix`; both outputs appended to the
+// graph outputs. Quantizing only the copies (RewriteQdq with a plan naming them) gives, per
+// convolution, its float output and its int8 output on the same float input: the error of the
+// layer alone, for bias correction.
+StatusOr<std::string> WithIsolatedCopies(const std::string& model_bytes,
+                                         const std::vector<std::string>& nodes,
+                                         const std::string& suffix);
+
 struct ActivationQuant {
   std::string tensor;
   float scale = 1.f;

@@ -105,12 +105,15 @@ struct Quantizer::Impl {
   };
   std::map<std::string, Range> ranges;  // filled by Write (or the cache)
   std::string written;                  // the QDQ model Write wrote
-  // Bias correction (the last pass): both models with the convolutions' outputs, and per
-  // output the per-channel sum of float minus int8 and the count of values summed per channel.
-  std::unique_ptr<Session> float_session, quant_session;
+  // Bias correction (the last pass): the float model with an int8 copy of each quantized
+  // convolution reading the same float input (onnxio::WithIsolatedCopies), so that each
+  // convolution's own error is measured, not what the layers before it add (NNCF's fast bias
+  // correction); per convolution output the per-channel sum of float minus int8, and the count
+  // of values summed per channel.
+  std::unique_ptr<Session> bias_session;
+  std::map<std::string, std::string> bias_probe;  // convolution output -> its int8 copy's
   std::map<std::string, std::vector<double>> bias_sum;
   std::map<std::string, int64_t> bias_count;
-  std::set<std::string> bias_outputs;  // ConvOutputs(), looked up per batch
   bool bias_done = false;
   // Method auto: per tensor the four methods' thresholds, the method the search kept, the batch
   // it runs on (the first of its pass), and what it did.
@@ -490,12 +493,54 @@ struct Quantizer::Impl {
     auto_done = true;
     return OkStatus();
   }
-  // The convolutions' outputs whose bias the correction adjusts.
-  std::vector<std::string> ConvOutputs() const {
-    std::vector<std::string> v;
+  // Adds, per convolution, the per-channel sums of float minus int8 output of one run of
+  // bias_session.
+  void AddBiasErrors(const std::vector<NamedTensor>& outs) {
+    std::map<std::string, const Tensor*> got;
+    for (const auto& o : outs) got[o.name] = &o.tensor;
+    for (const auto& [name, probe] : bias_probe) {
+      auto f = got.find(name), q = got.find(probe);
+      if (f == got.end() || q == got.end() || f->second->rank() < 2 ||
+          q->second->shape() != f->second->shape() || f->second->numel() == 0)
+        continue;
+      const Shape& s = f->second->shape();
+      const int64_t n = s[0], c = s[1], inner = f->second->numel() / (n * c);
+      auto& sum = bias_sum[name];
+      sum.resize(static_cast<size_t>(c), 0.0);
+      const float* a = f->second->data<float>();
+      const float* b = q->second->data<float>();
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          double d = 0;
+          const int64_t base = (i * c + ch) * inner;
+          for (int64_t k = 0; k < inner; ++k) d += double(a[base + k]) - b[base + k];
+          sum[ch] += d;
+        }
+      bias_count[name] += n * inner;
+    }
+  }
+  // The bias-correction model (see bias_session): every quantized convolution twice, float and
+  // int8 (with the plan's weights and input quantization), on the same float input.
+  StatusOr<std::string> BiasProbeModel() {
+    static const std::string kSuffix = "_kiln_bias_probe";
+    const onnxio::QdqPlan full = BuildPlan(nullptr);
+    onnxio::QdqPlan probe;
+    probe.per_channel = full.per_channel;
+    std::vector<std::string> convs;
+    std::set<std::string> inputs;
+    bias_probe.clear();
     for (const auto& c : selected)
-      if (c.op_type == "Conv" && !c.output.empty()) v.push_back(c.output);
-    return v;
+      if (c.op_type == "Conv" && !c.output.empty()) {
+        convs.push_back(c.node);
+        probe.nodes.push_back(c.node + kSuffix);
+        inputs.insert(c.activation);
+        bias_probe[c.output] = c.output + kSuffix;
+      }
+    for (const auto& a : full.activations)
+      if (inputs.count(a.tensor)) probe.activations.push_back(a);
+    KILN_ASSIGN_OR_RETURN(std::string copies,
+                          onnxio::WithIsolatedCopies(model_bytes, convs, kSuffix));
+    return onnxio::RewriteQdq(copies, model_dir, probe);
   }
 };
 
@@ -788,16 +833,10 @@ Status Quantizer::BeginPass(int pass) {
       return InvalidArgument("the first calibration pass observed no sample");
     KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
     KILN_RETURN_IF_ERROR(impl_->RunAutoSearch());
-    KILN_ASSIGN_OR_RETURN(std::string qdq, onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir,
-                                                              impl_->BuildPlan(nullptr)));
+    KILN_ASSIGN_OR_RETURN(std::string probe, impl_->BiasProbeModel());
     SessionOptions so;
     so.num_threads = impl_->options.num_threads;
-    const std::vector<std::string> outs = impl_->ConvOutputs();
-    impl_->bias_outputs = std::set<std::string>(outs.begin(), outs.end());
-    KILN_ASSIGN_OR_RETURN(std::string f, onnxio::WithExtraOutputs(impl_->model_bytes, outs));
-    KILN_ASSIGN_OR_RETURN(std::string q, onnxio::WithExtraOutputs(qdq, outs));
-    KILN_ASSIGN_OR_RETURN(impl_->float_session, Session::LoadFromBytes(f, so));
-    KILN_ASSIGN_OR_RETURN(impl_->quant_session, Session::LoadFromBytes(q, so));
+    KILN_ASSIGN_OR_RETURN(impl_->bias_session, Session::LoadFromBytes(probe, so));
   } else if (pass == 1) {
     if (impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");
@@ -816,32 +855,12 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
     return OkStatus();
   }
   if (impl_->pass == impl_->bias_pass()) {  // bias correction
-    std::vector<NamedTensor> f, q;
-    KILN_RETURN_IF_ERROR(impl_->float_session->Run(batch, &f));
-    KILN_RETURN_IF_ERROR(impl_->quant_session->Run(batch, &q));
-    std::map<std::string, const Tensor*> got;
-    for (const auto& o : q) got[o.name] = &o.tensor;
-    for (const auto& o : f) {
-      const Tensor* ft = &o.tensor;
-      const std::string& name = o.name;
-      auto qt = got.find(name);
-      // Only the convolutions' outputs are summed (not the other model outputs).
-      if (!impl_->bias_outputs.count(name) || qt == got.end() || ft->rank() < 2 ||
-          qt->second->shape() != ft->shape())
-        continue;
-      const int64_t n = ft->shape()[0], c = ft->shape()[1], inner = ft->numel() / (n * c);
-      auto& sum = impl_->bias_sum[name];
-      sum.resize(static_cast<size_t>(c), 0.0);
-      const float* a = ft->data<float>();
-      const float* b = qt->second->data<float>();
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t ch = 0; ch < c; ++ch) {
-          double d = 0;
-          const int64_t base = (i * c + ch) * inner;
-          for (int64_t k = 0; k < inner; ++k) d += double(a[base + k]) - b[base + k];
-          sum[ch] += d;
-        }
-      impl_->bias_count[name] += n * inner;
+    std::vector<NamedTensor> outs;
+    // Half the statistics passes' chunk: this model returns every convolution's output twice.
+    for (const auto& chunk : Chunks(batch, std::max<int64_t>(1, impl_->options.run_batch / 2))) {
+      outs.clear();
+      KILN_RETURN_IF_ERROR(impl_->bias_session->Run(chunk, &outs));
+      impl_->AddBiasErrors(outs);
     }
     impl_->bias_done = true;
     return OkStatus();

@@ -765,6 +765,7 @@ TEST_F(QuantizerTest, BiasCorrectionRemovesTheMeanShift) {
   o.quantize_all = true;
   o.method = "percentile";
   o.percentile = 99.0;  // clips: a systematic shift the correction must remove
+  o.bias_correction = false;
   auto plain = Quantize(o, (dir_ / "plain.onnx").string());
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ(plain->bias_corrected, 0);
@@ -778,6 +779,51 @@ TEST_F(QuantizerTest, BiasCorrectionRemovesTheMeanShift) {
   const double after = LargestChannelShift(model_, (dir_ / "corrected.onnx").string(), data);
   EXPECT_GT(before, 1e-3) << "no shift to correct: the test does not test anything";
   EXPECT_LT(after, 0.5 * before) << "before " << before << ", after " << after;
+}
+
+// Fast bias correction measures each convolution's own error, on the float model's input to it
+// (NNCF's): conv2's correction is the same whether conv1 before it is int8 (clipped at the 99th
+// percentile, shifting conv2's input in the int8 model) or kept float. A correction measured on
+// the int8 model's outputs (kiln's first version) would also absorb conv1's shift, and then add
+// on top of conv1's own correction.
+TEST_F(QuantizerTest, BiasCorrectionMeasuresEachConvolutionOnItsFloatInput) {
+  auto conv2_bias = [&](const std::vector<std::string>& keep, std::vector<float>* bias) {
+    QuantizeOptions o;
+    o.quantize_all = true;
+    o.percentile = 99.0;
+    o.keep_float = keep;
+    const std::string out = (dir_ / (keep.empty() ? "all.onnx" : "kept.onnx")).string();
+    auto s = Quantize(o, out);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ(s->bias_corrected, keep.empty() ? 2 : 1);
+    std::ifstream f(out, std::ios::binary);
+    onnx::ModelProto m;
+    ASSERT_TRUE(m.ParseFromIstream(&f));
+    std::string name;
+    for (const auto& n : m.graph().node())
+      if (n.name() == "conv2" && n.input_size() > 2) name = n.input(2);
+    ASSERT_FALSE(name.empty()) << "conv2 has no bias";
+    for (const auto& t : m.graph().initializer())
+      if (t.name() == name) {
+        ASSERT_EQ(t.float_data_size() > 0 ? t.float_data_size() : t.raw_data().size() / 4, 8u);
+        bias->resize(8);
+        if (t.float_data_size() > 0)
+          std::copy(t.float_data().begin(), t.float_data().end(), bias->begin());
+        else
+          std::memcpy(bias->data(), t.raw_data().data(), 32);
+      }
+    ASSERT_EQ(bias->size(), 8u) << "no initializer " << name;
+  };
+  std::vector<float> with_int8_conv1, with_float_conv1;
+  conv2_bias({}, &with_int8_conv1);
+  conv2_bias({"conv1"}, &with_float_conv1);
+  if (HasFatalFailure()) return;
+  double largest = 0;
+  for (int c = 0; c < 8; ++c) {
+    EXPECT_FLOAT_EQ(with_int8_conv1[c], with_float_conv1[c]) << "channel " << c;
+    largest = std::max(largest, std::fabs(double(with_int8_conv1[c])));
+  }
+  EXPECT_GT(largest, 1e-4) << "conv2 got no correction: the test does not test anything";
 }
 
 // Opset 12 cannot hold per-channel weight scales (DequantizeLinear-13): the quantizer converts
@@ -957,6 +1003,7 @@ TEST_F(QuantizerTest, AutoKeepsPerTensorTheThresholdClosestToFloat) {
   };
   QuantizeOptions o;
   o.quantize_all = true;
+  o.bias_correction = false;  // the search's own errors against the written models' below
   const std::string pct = (dir_ / "percentile.onnx").string();
   ASSERT_TRUE(Quantize(o, pct).ok());
   o.method = "auto";

@@ -641,9 +641,10 @@ void AddQuantizeCommand(CLI::App& app, int* exit_code) {
                   "kiln version (no calibration); refused when it differs; written when absent");
   cmd->add_option("--trt-cache", a->trt_cache,
                   "Also write the activation scales as a TensorRT calibration table");
-  cmd->add_flag("--bias-correction", a->options.bias_correction,
-                "One more pass: shift each quantized convolution's bias by the mean difference "
-                "of its float and int8 outputs (per channel)");
+  cmd->add_flag("--bias-correction,!--no-bias-correction", a->options.bias_correction,
+                "Fast bias correction (default on): one more pass shifts each quantized "
+                "convolution's bias by the mean difference (per channel) of its float and int8 "
+                "outputs on the float model's input to it; --no-bias-correction skips the pass");
   cmd->add_option("--max-drop", a->max_drop,
                   "Accuracy control: keep the most sensitive nodes float until the held-out score "
                   "drops at most this many points: top-1 with --labels, else the argmax agreement "
