@@ -5,7 +5,7 @@ list (wamerican); the ground truth is the rendered string.
 
 usage: /usr/bin/python3 demo/ocr_int8_accuracy.py [--kiln build/release/tools/kiln/kiln]
        [--lines 1000] [--pages 40] [--calib-lines 300] [--calib-pages 60] [--method percentile]
-       [--max-drop X] [--exact] [--emulate-widths] [--channel-activations] [--bias-correction]
+       [--max-drop X] [--exact] [--emulate-widths] [--channel-activations] [--no-bias-correction]
        [--work DIR]
        [--only rec|det] [--ort-python bench/.venv/bin/python]
 
@@ -291,8 +291,9 @@ def main():
     p.add_argument("--calib-pages", type=int, default=60)
     p.add_argument("--method", default="percentile")
     p.add_argument("--quantize-all", action="store_true")
-    p.add_argument("--bias-correction", action="store_true",
-                   help="pass --bias-correction to kiln quantize")
+    p.add_argument("--no-bias-correction", action="store_true",
+                   help="pass --no-bias-correction to kiln quantize (on by default since "
+                        "2026-11-29)")
     p.add_argument("--channel-activations", action="store_true",
                    help="kiln quantize --channel-activations (per-channel scales on depthwise "
                         "convolutions' inputs)")
@@ -319,11 +320,11 @@ def main():
     words, faces = word_list(), fonts()
     extra = (["--quantize-all"] if a.quantize_all else []) + (
         ["--channel-activations"] if a.channel_activations else []) + (
-        ["--bias-correction"] if a.bias_correction else [])
+        ["--no-bias-correction"] if a.no_bias_correction else [])
     print(f"{len(words)} words, {len(faces)} DejaVu faces, method {a.method}"
           f"{', all layers int8' if a.quantize_all else ', first/last layers float'}"
           f"{', per-channel depthwise input scales' if a.channel_activations else ''}"
-          f"{', bias correction' if a.bias_correction else ''}")
+          f"{', no bias correction' if a.no_bias_correction else ''}")
 
     if a.only in (None, "rec"):
         model = os.path.join(root, "ch_PP-OCRv4_rec_infer.onnx")
