@@ -116,7 +116,10 @@ class FuseQdqAddPass : public Pass {
         continue;
       }
       if (IsPassThrough(n)) {
-        (IsOnnxOp(n, "MaxPool") ? pools : moves) += FusePassThrough(ed, probe, ni);
+        // Read `n` before the fusion: it may add nodes, which moves them (`n` then dangles; in
+        // `x += f()` C++17 evaluates f() first).
+        int& count = IsOnnxOp(n, "MaxPool") ? pools : moves;
+        count += FusePassThrough(ed, probe, ni);
         continue;
       }
       if (IsOnnxOp(n, "Concat")) {
