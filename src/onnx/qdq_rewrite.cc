@@ -180,8 +180,7 @@ QdqModelInfo Inspect(const onnx::ModelProto& m) {
     const bool listed = op == "Concat" ||
                         std::any_of(std::begin(kPassThroughOps), std::end(kPassThroughOps),
                                     [&](const char* p) { return op == p; }) ||
-                        std::any_of(std::begin(kAveragingOps), std::end(kAveragingOps),
-                                    [&](const char* p) { return op == p; });
+                        IsAveragingOp(op);
     // MaxPool without its indices output; Resize/Upsample only in mode nearest, not cropping
     // (tf_crop_and_resize writes the extrapolation value outside the crop).
     bool exact = listed && n.output_size() >= 1 && n.input_size() >= 1 && !n.input(0).empty();

@@ -73,6 +73,11 @@ inline constexpr const char* kPassThroughOps[] = {
 // whose input loses resolution on its input's wider scale (the MobileNetV2-style Fashion-MNIST
 // net, all int8: 91.70 % shared against 91.78 % apart), for one small pass saved.
 inline constexpr const char* kAveragingOps[] = {"AveragePool"};
+inline bool IsAveragingOp(const std::string& op) {
+  for (const char* a : kAveragingOps)
+    if (op == a) return true;
+  return false;
+}
 
 // An Add of the main graph whose two inputs are computed tensors (a residual sum), for int8
 // residual streams: both inputs quantized, so the convolution writing one of them and the sum

@@ -95,10 +95,6 @@ struct Quantizer::Impl {
   std::string cache_path;
   nlohmann::json cache_keys;
   bool from_cache = false;
-  static bool IsAveraging(const std::string& op) {
-    return std::find(std::begin(onnxio::kAveragingOps), std::end(onnxio::kAveragingOps), op) !=
-           std::end(onnxio::kAveragingOps);
-  }
   struct Range {
     float min = 0, max = 0, threshold = 0;
     std::vector<float> channel_thresholds;  // per-channel tensors only
@@ -205,7 +201,7 @@ struct Quantizer::Impl {
       if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
       for (const auto* list : {&c.inputs, &c.outputs})
         for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
-      if (IsAveraging(c.op_type)) {
+      if (onnxio::IsAveragingOp(c.op_type)) {
         // Its output takes its input's scale: only when calibration saw the output span at least
         // half the input's threshold (a 3x3 average of dense ReLU outputs), so that it loses at
         // most a bit of resolution; not an average of sparse features, far below their maximum.
@@ -289,7 +285,7 @@ struct Quantizer::Impl {
       }
       for (const auto& node : shared) {
         const onnxio::QdqConcat& c = *by_node.at(node);
-        if (IsAveraging(c.op_type)) groups[group_of.at(c.output)].averaging = true;
+        if (onnxio::IsAveragingOp(c.op_type)) groups[group_of.at(c.output)].averaging = true;
       }
       for (Group& gr : groups)
         if (gr.read && !gr.averaging) gr.threshold = gr.read_threshold;
@@ -423,10 +419,10 @@ struct Quantizer::Impl {
       if (!shared.count(c.node)) continue;
       plan.shared_concats.push_back(c.node);
       if (summary)
-        ++(c.op_type == "Concat"    ? summary->shared_concats
-           : c.op_type == "MaxPool" ? summary->shared_pools
-           : IsAveraging(c.op_type) ? summary->shared_averages
-                                    : summary->shared_moves);
+        ++(c.op_type == "Concat"              ? summary->shared_concats
+           : c.op_type == "MaxPool"           ? summary->shared_pools
+           : onnxio::IsAveragingOp(c.op_type) ? summary->shared_averages
+                                              : summary->shared_moves);
     }
     return plan;
   }
@@ -654,8 +650,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   // AveragePools: input and output calibrated, to decide whether the output may take the input's
   // scale (PlanScaleGroups).
   for (const auto& c : info->concats)
-    if (std::find(std::begin(onnxio::kAveragingOps), std::end(onnxio::kAveragingOps), c.op_type) !=
-        std::end(onnxio::kAveragingOps))
+    if (onnxio::IsAveragingOp(c.op_type))
       for (const std::string& t : {c.inputs[0], c.output})
         if (seen.insert(t).second) impl->tensors.push_back(t);
   for (const auto& t : impl->tensors) impl->stats[t];
