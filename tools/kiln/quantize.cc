@@ -385,11 +385,14 @@ Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* sam
     return OkStatus();
   }
 
-  // Writes the model with `keep` (besides the user's --keep-float) float to `path`.
-  auto write = [&](const std::vector<std::string>& keep,
-                   const std::string& path) -> StatusOr<QuantizeSummary> {
+  // Writes the model with `keep` (besides the user's --keep-float) float to `path`. The
+  // per-node sensitivity probes skip bias correction (one more pass over the data for each of
+  // them); the candidates scored on the held-out set have it when the user's options do.
+  auto write = [&](const std::vector<std::string>& keep, const std::string& path,
+                   bool probe = false) -> StatusOr<QuantizeSummary> {
     QuantizeOptions options = a.options;
     options.keep_float.insert(options.keep_float.end(), keep.begin(), keep.end());
+    if (probe) options.bias_correction = false;
     KILN_ASSIGN_OR_RETURN(*q, Quantizer::Create(a.model, options));
     KILN_ASSIGN_OR_RETURN(bool hit, (*q)->UseCache(cache, samples->key()));
     if (!hit) return Internal("the calibration cache '" + cache + "' was not reused");
@@ -410,7 +413,7 @@ Status AccuracyControl(const QuantizeArgs& a, const TensorSpec& in, Samples* sam
     std::vector<std::string> others;
     for (const auto& o : nodes)
       if (o != node) others.push_back(o);
-    KILN_RETURN_IF_ERROR(write(others, probe_path).status());
+    KILN_RETURN_IF_ERROR(write(others, probe_path, /*probe=*/true).status());
     KILN_ASSIGN_OR_RETURN(double agree, score.AgreementOn(probe_path, a.batch));
     sensitivity.emplace_back(100.0 - agree, node);
     std::printf(".");
