@@ -2561,9 +2561,7 @@ TEST(QAveragePoolOp, MalformedNodeIsRefusedWithItsRule) {
     SCOPED_TRACE(b.what);
     const std::string what = b.what;
     ModelBuilder mb(13);
-    auto* kiln = mb.proto().add_opset_import();
-    kiln->set_domain("kiln");
-    kiln->set_version(1);
+    mb.ImportDomain("kiln", 1);
     const auto xt = what == "float" ? kF32 : onnx::TensorProto::UINT8;
     mb.Input("x", xt, {1, 4, 6, 6}).OutputAnyShape("y", onnx::TensorProto::UINT8);
     mb.FloatInit("s", {}, {0.1f});
