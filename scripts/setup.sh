@@ -12,7 +12,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libonnx-testdata
-  python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  python3 python3-venv python3-pip python3-numpy python3-onnx python3-torch python3-torchvision
   libturbojpeg0-dev libpng-dev python3-pil python3-skimage fonts-dejavu-core wamerican
   libboost-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc
   dataset-fashion-mnist

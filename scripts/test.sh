@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+# KILN_BUILD_ARGS: extra CMake arguments (.ci/run passes -DKILN_WITH_CUDA=ON).
+# shellcheck disable=SC2086
+bash scripts/build.sh ${KILN_BUILD_ARGS:-}
 ctest --preset release -j2 "$@"

@@ -18,7 +18,7 @@ tests/pyenv/check_venv.py (pinned onnx 1.19.1, onnxconverter-common 1.16.0, onnx
     2.6e-6 to 5e-4 on the others). Against
     PyTorch's float32 logits the float16 forms differ by what float16 weights lose; that is
     printed, not asserted, except the top-1 class, which must agree with PyTorch.
-Exit 77 (skip) when the pinned packages cannot be installed; 1 on any mismatch.
+Exit 77 (skip; under CI a failure, check_venv.skip) when the pinned packages cannot be installed; 1 on any mismatch.
 """
 import os
 import subprocess

@@ -4,11 +4,12 @@
 # The wheel is downloaded once from the Python package index (pip download, no install: only its
 # test data is used), checked by sha256 and unpacked into CACHE (default
 # ${XDG_CACHE_HOME:-~/.cache}/kiln/onnx-1.19.1). Without the index and without a cached copy the
-# test is skipped (exit 77) with the reason.
+# test is skipped (tests/skip.sh: exit 77, a failure under CI) with the reason.
 #
 # usage: onnx_wheel_tests.sh RUNNER [CACHE]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/../skip.sh"
 runner=$1
 cache=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/onnx-1.19.1}
 wheel=onnx-1.19.1-cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
@@ -21,8 +22,12 @@ if [ ! -f "$cache/.complete" ]; then
     if ! /usr/bin/python3 -m pip download --no-deps --only-binary=:all: --python-version 3.11 \
          --platform manylinux2014_x86_64 --implementation cp onnx==1.19.1 -d "$cache" \
          > "$cache/download.log" 2>&1; then
-      echo "SKIP: cannot download onnx==1.19.1 from the package index (see $cache/download.log)"
-      exit 77
+      # Only an index that could not be reached is a skip; pip reaching it and failing is not.
+      if /usr/bin/python3 "$here/../pyenv/check_venv.py" unreachable "$cache/download.log"; then
+        kiln_skip "cannot reach the package index to download onnx==1.19.1 (see $cache/download.log)"
+      fi
+      echo "FAIL: pip download of onnx==1.19.1 failed:"; tail -n 20 "$cache/download.log"
+      exit 1
     fi
   fi
   echo "$sha  $cache/$wheel" | sha256sum -c --quiet - || { echo "FAIL: $wheel: sha256 differs"; exit 1; }

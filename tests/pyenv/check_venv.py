@@ -3,8 +3,13 @@
 Made with Debian's python3 (`--system-site-packages`, so Debian's numpy and torch stay visible) at
 ${XDG_CACHE_HOME:-~/.cache}/kiln/check-venv (or $KILN_CHECK_VENV), filled with PINS (every package pinned, wheels
 only, no dependency resolution), and remade when PINS change (a stamp file holds them).
-`python_or_skip()` returns its interpreter, or exits 77 (CTest skip) with the reason when the
-index cannot be reached.
+`python_or_skip()` returns its interpreter, or skips (below) when the index cannot be reached;
+any other pip failure (a pin that does not exist, a missing wheel, a full disk) fails (exit 1).
+
+The skip policy of every check that can skip (`skip()`): outside CI it prints "SKIP: <reason>" and
+exits 77, which CTest counts as "not run". Under CI (`CI=true`, or `KILN_REQUIRE_ALL=1`, which
+`.ci/run` sets) a skip is a failure: it prints "FAIL: ... would skip under CI: <reason>" and exits
+1, so a green CI run means every check ran. tests/skip.sh is the same policy for shell scripts.
 """
 import fcntl
 import os
@@ -35,12 +40,43 @@ PINS = [
 ]
 
 
-def python_or_skip():
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    venv = os.environ.get("KILN_CHECK_VENV", os.path.join(cache, "kiln", "check-venv"))
+# pip's words when it never reached the index (the network, DNS or a proxy failed), as opposed to
+# reaching it and failing (no such version, no wheel for this platform, a full disk).
+UNREACHABLE_MARKS = ("Failed to establish a new connection", "Temporary failure in name resolution",
+                     "Name or service not known", "Network is unreachable", "Connection refused",
+                     "ConnectTimeoutError", "Read timed out", "ProxyError", "Max retries exceeded",
+                     "No route to host")
+
+
+def require_all():
+    """True under CI: every check must run, so a skip fails."""
+    return os.environ.get("KILN_REQUIRE_ALL") == "1" or os.environ.get("CI", "").lower() == "true"
+
+
+def skip(reason):
+    """Skips the calling check (exit 77) with the reason, or fails it (exit 1) under CI."""
+    if require_all():
+        print(f"FAIL: this check would skip, and under CI (KILN_REQUIRE_ALL=1 or CI=true) a skip "
+              f"is a failure: {reason}", flush=True)
+        sys.exit(1)
+    print(f"SKIP: {reason}", flush=True)
+    sys.exit(77)
+
+
+def unreachable(pip_stderr):
+    """True when pip's error says it could not reach the index at all."""
+    return any(m in pip_stderr for m in UNREACHABLE_MARKS)
+
+
+def python_or_skip(pins=None, venv=None):
+    """The venv's interpreter, made with `pins` (default PINS) at `venv` (default: see above)."""
+    pins = PINS if pins is None else pins
+    if venv is None:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        venv = os.environ.get("KILN_CHECK_VENV", os.path.join(cache, "kiln", "check-venv"))
     py = os.path.join(venv, "bin", "python")
     stamp = os.path.join(venv, ".pins")
-    if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
+    if os.path.exists(stamp) and open(stamp).read() == " ".join(pins):
         return py
     # CTest runs several checks at once (-j2): one makes the venv while the others wait on the
     # lock (two concurrent `venv --clear` + pip runs broke each other on a fresh machine), then
@@ -48,17 +84,20 @@ def python_or_skip():
     os.makedirs(os.path.dirname(os.path.abspath(venv)), exist_ok=True)
     with open(os.path.abspath(venv) + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if os.path.exists(stamp) and open(stamp).read() == " ".join(PINS):
+        if os.path.exists(stamp) and open(stamp).read() == " ".join(pins):
             return py
         subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear",
                         venv], check=True)
         r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"]
-                           + PINS, capture_output=True, text=True)
+                           + pins, capture_output=True, text=True)
         if r.returncode != 0:
-            print("SKIP: cannot install the pinned packages from the package index:",
-                  r.stderr[-800:])
-            sys.exit(77)
-        open(stamp, "w").write(" ".join(PINS))
+            if unreachable(r.stderr):
+                skip("cannot reach the package index to install the pinned packages: "
+                     + r.stderr[-800:])
+            print("FAIL: pip could not install the pinned packages (the index answered; a pin, "
+                  "a wheel or the disk is at fault):", r.stderr[-1500:], flush=True)
+            sys.exit(1)
+        open(stamp, "w").write(" ".join(pins))
     return py
 
 
@@ -69,3 +108,10 @@ def reexec_in_venv():
     py = python_or_skip()
     env = dict(os.environ, KILN_IN_CHECK_VENV="1")
     sys.exit(subprocess.run([py] + sys.argv, env=env).returncode)
+
+
+if __name__ == "__main__":
+    # check_venv.py unreachable LOG: exit 0 when pip's log says the index was never reached.
+    if len(sys.argv) == 3 and sys.argv[1] == "unreachable":
+        sys.exit(0 if unreachable(open(sys.argv[2], errors="replace").read()) else 1)
+    sys.exit("usage: check_venv.py unreachable PIP_LOG")

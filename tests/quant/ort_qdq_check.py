@@ -28,7 +28,7 @@ without VNNI kiln's uint8 convolutions use 7-bit weights).
    alpha 2, per-column weight scales) against ONNX Runtime's kernels: kiln's reference kernels
    and its optimized path each within one output step everywhere, and exact for >= 98 % of the
    values (the float arithmetic of a definition may round a tie the other way).
-Exits 77 (skip) when the package index cannot be reached.
+Exits 77 (skip; under CI a failure, check_venv.skip) when the package index cannot be reached.
 """
 import os
 import subprocess

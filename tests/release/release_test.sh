@@ -9,16 +9,16 @@
 #
 # usage: release_test.sh REPO BUILD_DIR
 # The minimal root is made once and kept in $KILN_MINROOT (default /var/cache/kiln/minroot-bookworm;
-# about 200 MB, a minute to make). Needs root (chroot, mount) and Debian's mirror; exits 77 (CTest
-# skip) when not root.
+# about 200 MB, a minute to make). Needs root (chroot, mount) and Debian's mirror; skips (tests/skip.sh) when
+# not root.
 set -uo pipefail
 repo=$(cd "$1" && pwd)
 build=$(cd "$2" && pwd)
 source "$repo/tests/cli/check_lib.sh"
+source "$repo/tests/skip.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
-  echo "SKIP: needs root for chroot and mount (run as root, as CI does)"
-  exit 77
+  kiln_skip "needs root for chroot and mount (run as root, as CI does)"
 fi
 for tool in debootstrap chroot patchelf; do
   command -v $tool > /dev/null || { echo "FAIL: $tool not found (scripts/setup.sh installs it)"; exit 1; }
@@ -92,8 +92,9 @@ check "kiln doctor runs in the root" 0 'oneDNN' -- in_root "$rel/bin/kiln" docto
 if [ -f "$root$rel/lib/libkiln_cuda.so" ]; then
   check "doctor finds the plugin and says cuDNN is missing" 0 'plugin needs +libcudnn\.so\.[0-9]+: NOT FOUND' -- \
     in_root "$rel/bin/kiln" doctor
-  check "--device cuda without cuDNN: a clear error naming the missing library" 0 'libcudnn' -- \
-    bash -c "chroot '$root' /usr/bin/env -i PATH=/usr/bin:/bin '$rel/bin/kiln' bench '$rel/share/kiln/demo/fashion_mnist_cnn.onnx' --device cuda -n 1 -w 0 2>&1; true"
+  # Unavailable is exit 17 (10 + StatusCode::kUnavailable).
+  check "--device cuda without cuDNN: exit 17 and a clear error naming the missing library" 17 'libcudnn' -- \
+    in_root "$rel/bin/kiln" bench "$rel/share/kiln/demo/fashion_mnist_cnn.onnx" --device cuda -n 1 -w 0
 fi
 check "selftest --device cpu passes with the bundled model" 0 'model .*fashion_mnist_cnn\.onnx' -- \
   in_root "$rel/bin/kiln" selftest --device cpu

@@ -10,7 +10,7 @@ the same inputs (atol 1e-4, rtol 1e-4); errors (wrong shape, wrong dtype, unknow
 their status codes and a message naming the input; statistics; the Prometheus text; 32
 concurrent clients merged into batches; and SIGTERM under load: every request either succeeds or
 is refused as unavailable (none accepted and then failed), and the server exits 0 within the
-drain timeout. Exits 77 (skip) when the package index cannot be reached.
+drain timeout. Exits 77 (skip; under CI a failure, check_venv.skip) when the package index cannot be reached.
 """
 import os
 import signal
