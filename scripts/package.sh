@@ -55,8 +55,9 @@ mkdir -p "$stage"/{bin,lib,libexec/kiln/tests,include,share/kiln/{demo,scripts,l
 for component in runtime devel; do
   cmake --install "$build_dir" --prefix "$stage" --component $component > /dev/null
 done
-for t in kiln_cuda_device_test; do
-  [ -x "$build_dir/tests/$t" ] && install -m 755 "$build_dir/tests/$t" "$stage/libexec/kiln/tests/$t"
+for t in kiln_cuda_device_test; do  # gpu_check.sh fails without it: a release must carry it
+  [ -x "$build_dir/tests/$t" ] || { echo "package.sh: $build_dir/tests/$t not found (build with KILN_BUILD_TESTS=ON)" >&2; exit 1; }
+  install -m 755 "$build_dir/tests/$t" "$stage/libexec/kiln/tests/$t"
 done
 install -m 644 demo/fashion_mnist_cnn.onnx demo/README.md "$stage/share/kiln/demo/"
 install -m 755 scripts/gpu_check.sh scripts/gpu_check_torch.py "$stage/share/kiln/scripts/"

@@ -1,10 +1,13 @@
 // On a machine with an NVIDIA GPU (label "gpu": `ctest -L gpu`; the default test run excludes
 // it): small models run on the CUDA backend in fp32, fp16 and CUDA-graph replay must match the
-// CPU reference kernels. Without a device every test skips itself, saying why.
+// CPU reference kernels. A test skips itself only where the machine has no NVIDIA driver or the
+// driver finds no device (cuda::AbsentGpuReason); with a device, a plugin that does not load, a
+// device that does not open or a wrong result fails.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "backends/cuda/cuda_probe.h"
 #include "kiln/session.h"
 #include "onnx/model_builder.h"
 #include "runtime/device.h"
@@ -15,15 +18,20 @@ namespace {
 using onnxio::ModelBuilder;
 constexpr int kF32 = onnx::TensorProto::FLOAT;
 
-// Why no CUDA device can be used here, or "" when one can.
-std::string NoGpu() {
-  auto d = runtime::OpenDevice("cuda", 0);
-  return d.ok() ? "" : d.status().ToString();
-}
+// Why this machine has no GPU (no driver, or no device), or "" when the tests must run.
+std::string NoGpu() { return cuda::AbsentGpuReason(cuda::ProbeDriver()); }
 #define KILN_SKIP_WITHOUT_GPU()                        \
   if (const std::string why = NoGpu(); !why.empty()) { \
-    GTEST_SKIP() << "no CUDA device: " << why;         \
+    GTEST_SKIP() << why;                               \
   }
+
+// With a device present, the plugin must load and open it: any failure here is a failure.
+TEST(CudaDeviceTest, DeviceOpens) {
+  KILN_SKIP_WITHOUT_GPU();
+  auto d = runtime::OpenDevice("cuda", 0);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_NE(*d, nullptr);
+}
 
 // Conv + bias + relu + residual, global pool, flatten, gemm: the shape of a small CNN.
 std::string SmallCnn() {
@@ -60,6 +68,11 @@ void Compare(const SessionOptions& opts, double tol, int runs) {
     Status s = (*d)->Run({{"x", x}}, &got);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].tensor.dtype(), DataType::kFloat);
+  ASSERT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
+  ASSERT_EQ(got[0].tensor.shape(), Shape({2, 5}));
   for (int64_t i = 0; i < want[0].tensor.numel(); ++i) {
     const double w = want[0].tensor.data<float>()[i], g = got[0].tensor.data<float>()[i];
     EXPECT_LE(std::fabs(g - w), tol + tol * std::fabs(w)) << i;

@@ -349,6 +349,39 @@ TEST(CudaProbeTest, VersionText) {
   EXPECT_EQ(CublasVersionText(130100), "13.1.0");
 }
 
+// A GPU test may skip only on a machine with no driver or no device; with a device listed, or a
+// driver that fails otherwise, it must run (and fail with the error).
+TEST(CudaProbeTest, AbsentGpuOnlyForNoDriverOrNoDevice) {
+  DriverProbe none;
+  none.library.soname = "libcuda.so.1";
+  none.library.error = "libcuda.so.1: cannot open shared object file";
+  EXPECT_NE(AbsentGpuReason(none).find("no NVIDIA driver"), std::string::npos);
+  DriverProbe no_device;
+  no_device.library.loaded = true;
+  no_device.init_code = 100;
+  no_device.init_error = "cuInit failed: CUDA_ERROR_NO_DEVICE (100)";
+  EXPECT_NE(AbsentGpuReason(no_device).find("finds no device"), std::string::npos);
+  DriverProbe stub = no_device;
+  stub.init_code = 34;
+  EXPECT_NE(AbsentGpuReason(stub), "");
+  DriverProbe empty;
+  empty.library.loaded = true;
+  empty.initialized = true;
+  EXPECT_NE(AbsentGpuReason(empty), "");
+  // Not absences: a device is listed, or the driver is broken in another way.
+  DriverProbe present = empty;
+  present.gpus.push_back({0, "NVIDIA H200", 141ull << 30, 9, 0});
+  EXPECT_EQ(AbsentGpuReason(present), "");
+  DriverProbe broken;
+  broken.library.loaded = true;
+  broken.init_code = 804;
+  broken.init_error = "cuInit failed: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)";
+  EXPECT_EQ(AbsentGpuReason(broken), "");
+  DriverProbe lost = present;
+  lost.init_error = "cuDeviceGet(1) failed: CUDA_ERROR_UNKNOWN (999)";
+  EXPECT_EQ(AbsentGpuReason(lost), "");
+}
+
 TEST(CudaProbeTest, MissingLibraryIsReportedNotFatal) {
   LibraryProbe p = ProbeCudnn("libkiln_no_such_library.so.1");
   EXPECT_FALSE(p.loaded);

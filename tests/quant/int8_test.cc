@@ -632,7 +632,10 @@ TEST_F(QuantizerTest, AveragePoolSharesItsInputScaleWhenItsOutputSpansHalfOfIt) 
       EXPECT_EQ(loops, 2) << plan;
     }
     const auto [err, max_y] = MaxAbsError(want, got);
-    EXPECT_LT(err, 0.02 * max_y) << "against the QDQ arithmetic";
+    // Without VNNI the int8 kernels' 7-bit weights add to the error: 3.5 % (dense) and 3.2 %
+    // (sparse) of max |y| on an AVX2-only AMD EPYC (2026-11-29).
+    const bool vnni = DescribeCpu().int8.find("no VNNI") == std::string::npos;
+    EXPECT_LT(err, (vnni ? 0.02 : 0.05) * max_y) << "against the QDQ arithmetic";
   }
 }
 

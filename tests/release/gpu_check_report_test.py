@@ -2,7 +2,8 @@
 """gpu_check_torch.py's report on synthetic kiln and PyTorch results: rows matched by model, batch,
 precision and graph mode, ratios in the stated direction (batch 1: kiln p50 / PyTorch p50; larger:
 kiln items/s / PyTorch items/s), verdicts from the return codes, a missing PyTorch row left without
-a ratio. Also the script's CPU path (`bench --device cpu`) when Debian's torch is importable.
+a ratio. Also the script's CPU path (`bench --device cpu`) with Debian's torch, and gpu_check.sh's
+exit status with a fake kiln and a fake GPU test program: only checks that ran count as a pass.
 usage: gpu_check_report_test.py REPO"""
 import json
 import os
@@ -86,6 +87,71 @@ if have_torch:
               r.returncode == 0 and len(lines) == 1 and lines[0]["mode"] == "eager" and
               lines[0]["latency_ms"]["p50"] > 0, r.stderr[-2000:])
 else:
-    print("SKIP export/bench: torch and torchvision not importable")
+    # scripts/setup.sh installs Debian's torch and torchvision: without them this part is unchecked.
+    check("torch and torchvision importable (scripts/setup.sh installs them)", False)
+
+# gpu_check.sh's verdicts, with a fake kiln and a fake GPU test program in a fake release prefix:
+# the doctor says a GPU is usable, and the check may pass only when cases really ran.
+FAKE_KILN = r"""#!/usr/bin/env bash
+cmd=$1; shift
+case $cmd in
+  doctor)
+    if [ "${1:-}" = --json ]; then
+      printf '{"cuda": {"execution_available": %s}}\n' "${FAKE_GPU:-true}" > "$2"
+    else
+      echo "  GPU 0: Fake GPU"
+    fi ;;
+  selftest)
+    if [ "$FAKE_SELFTEST" = zero ]; then echo "0 passed, 0 failed; 0 of 40 registered cuda kernels exercised"
+    else echo "12 passed, 0 failed; 30 of 40 registered cuda kernels exercised"; fi ;;
+  bench)
+    while [ $# -gt 0 ]; do [ "$1" = --json ] && json=$2; shift; done
+    printf '{"model": "/x/demo.onnx", "batch": 1, "precision": "fp32", "cuda_graph": false, "pinned": true, "device_name": "Fake GPU", "latency_ms": {"p50": 1.0}, "throughput_per_s": 1000.0}\n' > "$json"
+    echo "latency p50 1.0 ms" ;;
+esac
+exit 0
+"""
+FAKE_TEST = {
+    "ok": "echo '[       OK ] CudaDeviceTest.DeviceOpens (1 ms)'; echo '[       OK ] CudaDeviceTest.Fp32MatchesReference (2 ms)'",
+    "skip": "echo '[  SKIPPED ] CudaDeviceTest.DeviceOpens (0 ms)'; echo '[  SKIPPED ] CudaDeviceTest.Fp32MatchesReference (0 ms)'",
+}
+
+
+def gpu_check(test_mode, selftest="ok", gpu="true"):
+    with tempfile.TemporaryDirectory() as prefix:
+        os.makedirs(os.path.join(prefix, "bin"))
+        kiln_path = os.path.join(prefix, "bin", "kiln")
+        with open(kiln_path, "w") as f:
+            f.write(FAKE_KILN)
+        os.chmod(kiln_path, 0o755)
+        if test_mode is not None:
+            tests = os.path.join(prefix, "libexec", "kiln", "tests")
+            os.makedirs(tests)
+            with open(os.path.join(tests, "kiln_cuda_device_test"), "w") as f:
+                f.write("#!/usr/bin/env bash\n" + FAKE_TEST[test_mode] + "\nexit 0\n")
+            os.chmod(os.path.join(tests, "kiln_cuda_device_test"), 0o755)
+        env = dict(os.environ, FAKE_SELFTEST=selftest, FAKE_GPU=gpu)
+        return subprocess.run(["bash", os.path.join(repo, "scripts", "gpu_check.sh"), "--kiln",
+                               kiln_path, "--quick", "--no-torch", "--out",
+                               os.path.join(prefix, "out")],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+
+r = gpu_check("ok")
+check("gpu_check.sh: everything ran and passed: exit 0", r.returncode == 0 and
+      "checks ran and passed" in r.stdout, r.stdout[-1500:] + r.stderr[-500:])
+r = gpu_check(None)
+check("gpu_check.sh: the GPU test program missing: exit 2, not a pass", r.returncode == 2 and
+      "FAILED: gpu_tests" in r.stdout, r.stdout[-1500:])
+r = gpu_check("skip")
+check("gpu_check.sh: GPU tests that skip on a usable GPU: exit 2, not a pass",
+      r.returncode == 2 and "FAILED: gpu_tests" in r.stdout, r.stdout[-1500:])
+r = gpu_check("ok", selftest="zero")
+check("gpu_check.sh: a selftest that ran no case: exit 2, not a pass",
+      r.returncode == 2 and "FAILED: selftest_fp32" in r.stdout, r.stdout[-1500:])
+r = gpu_check("ok", gpu="false")
+check("gpu_check.sh: no usable GPU: nothing checked (3)", r.returncode == 3 and
+      "NOTHING CHECKED" in r.stdout, r.stdout[-1500:])
+
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

@@ -291,7 +291,8 @@ TEST(ControlFlowTest, ScanSumsForwardAndReverse) {
 
 // Scan-8: a batch axis first, sequence_lens, `directions`. Running sums of x's rows per sample,
 // reversed; sample 1 runs one step, so its scan output is zero after it. The expected values are
-// ONNX Runtime 1.32's for the same model (its Scan-8 kernel pads with zeros too).
+// ONNX Runtime's for the same model (its Scan-8 kernel pads with zeros too): the scan8_ort test
+// (tests/runtime/scan8_ort_check.py) runs ONNX Runtime and kiln on it and checks these numbers.
 std::string Scan8Model() {
   ModelBuilder m(8);
   m.Input("lens", kI64, {-1}).Input("init", kF32, {-1, 2}).Input("x", kF32, {-1, -1, 2});

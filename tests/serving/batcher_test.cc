@@ -315,16 +315,16 @@ TEST(DynamicBatcherTest, WorkerNiceLowersTheWorkersPriorityOnly) {
   }
 }
 
-// Six 3x3 convolutions of 32 channels on 64x64 (0.45 GFLOP per sample): a run of milliseconds.
-std::unique_ptr<Session> SlowConvs() {
+// `layers` 3x3 convolutions of 32 channels on 64x64 (0.075 GFLOP each per sample).
+std::unique_ptr<Session> SlowConvs(int layers) {
   ModelBuilder m;
   m.Input("x", kF32, {-1, 32, 64, 64}).Output("y", kF32, {-1, 32, 64, 64});
   std::vector<float> w(32 * 32 * 9);
   for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 7) - 0.03f;
   m.FloatInit("w", {32, 32, 3, 3}, w);
   std::string last = "x";
-  for (int i = 0; i < 6; ++i) {
-    const std::string y = i == 5 ? "y" : "c" + std::to_string(i);
+  for (int i = 0; i < layers; ++i) {
+    const std::string y = i == layers - 1 ? "y" : "c" + std::to_string(i);
     ModelBuilder::IntsAttr(m.Node("Conv", {last, "w"}, {y}), "pads", {1, 1, 1, 1});
     last = y;
   }
@@ -337,53 +337,62 @@ std::unique_ptr<Session> SlowConvs() {
 // before its run ends is dropped unrun, on the inline path and the worker's; one with time to
 // spare runs. Without the option the same tight deadline runs (it bounds the queue wait only).
 TEST(DynamicBatcherTest, DeadlineIncludingTheRunDropsWhatWouldFinishLate) {
-  auto session = SlowConvs();
-  ASSERT_NE(session, nullptr);
   Tensor x = Tensor::Empty(DataType::kFloat, {1, 32, 64, 64});
   for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 11) - 5.f;
   BatchPolicy p = Policy(4, 0, {}, true);
   p.deadline_includes_run = true;
-  auto b = DynamicBatcher::Create(*session, p);
-  ASSERT_TRUE(b.ok());
   std::vector<NamedTensor> out;
-  // No estimate before a batch size ran twice: a tight deadline runs.
   auto in = [&](double us) {
     RequestOptions o;
     o.deadline = BatchClock::now() + microseconds(static_cast<int64_t>(us));
     return o;
   };
+  // The test needs runs of milliseconds to tell a tight deadline from scheduling delays: it starts
+  // with six convolutions (0.45 GFLOP) and doubles them until the fastest run takes 2 ms, so a
+  // fast CPU gets a heavier model instead of a skip.
+  std::unique_ptr<Session> session;
+  std::unique_ptr<DynamicBatcher> b;
   // The fastest run so far, from the stats after each run. The batcher's estimate is the fastest
   // of the last runs, so it is never below this; a deadline of a tenth of it is too tight
   // whatever the later runs take (a loaded machine's first runs can be 4x its later ones).
   double fastest_us = 0, seen_us = 0;
   auto note_runs = [&] {
-    const double total = (*b)->stats().compute_us_total;
+    const double total = b->stats().compute_us_total;
     const double last = total - seen_us;
     seen_us = total;
     fastest_us = fastest_us == 0 ? last : std::min(fastest_us, last);
   };
-  ASSERT_TRUE((*b)->Infer({{"x", x}}, &out).ok());
-  note_runs();
-  ASSERT_TRUE((*b)->Infer({{"x", x}}, &out, in(fastest_us / 10)).ok());
-  note_runs();
-  BatcherStats st = (*b)->stats();
-  ASSERT_EQ(st.batches, 2u);
-  if (fastest_us < 2000)
-    GTEST_SKIP() << "a run takes " << fastest_us << " us here; the test needs milliseconds to "
-                 << "tell a tight deadline from scheduling delays";
+  for (int layers = 6; layers <= 96; layers *= 2) {
+    b.reset();
+    session = SlowConvs(layers);
+    ASSERT_NE(session, nullptr);
+    auto made = DynamicBatcher::Create(*session, p);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    b = std::move(*made);
+    fastest_us = seen_us = 0;
+    // No estimate before a batch size ran twice: a tight deadline runs.
+    ASSERT_TRUE(b->Infer({{"x", x}}, &out).ok());
+    note_runs();
+    ASSERT_TRUE(b->Infer({{"x", x}}, &out, in(fastest_us / 10)).ok());
+    note_runs();
+    ASSERT_EQ(b->stats().batches, 2u);
+    if (fastest_us >= 2000) break;
+  }
+  ASSERT_GE(fastest_us, 2000) << "even 96 convolutions run in " << fastest_us << " us";
+  BatcherStats st;
   // Inline (the engine is idle): a tenth of a run left is too little; twenty runs are enough.
   const double slow_us = seen_us / 2;  // the mean run: twenty of them leave time to spare
-  Status late = (*b)->Infer({{"x", x}}, &out, in(fastest_us / 10));
+  Status late = b->Infer({{"x", x}}, &out, in(fastest_us / 10));
   EXPECT_EQ(late.code(), StatusCode::kDeadlineExceeded) << late.ToString();
   EXPECT_NE(late.message().find("would pass before its batch of 1 samples"), std::string::npos)
       << late.ToString();
   EXPECT_TRUE(out.empty());
-  EXPECT_TRUE((*b)->Infer({{"x", x}}, &out, in(20 * slow_us)).ok());
+  EXPECT_TRUE(b->Infer({{"x", x}}, &out, in(20 * slow_us)).ok());
   note_runs();
   // Through the worker (Submit).
   for (const bool tight : {true, false}) {
     std::promise<Status> answer;
-    ASSERT_TRUE((*b)->Submit(
+    ASSERT_TRUE(b->Submit(
                         {{"x", x}},
                         [&](Status s, std::vector<NamedTensor>) { answer.set_value(s); },
                         in(tight ? fastest_us / 10 : 20 * slow_us))
@@ -402,10 +411,10 @@ TEST(DynamicBatcherTest, DeadlineIncludingTheRunDropsWhatWouldFinishLate) {
       note_runs();
     }
   }
-  st = (*b)->stats();
+  st = b->stats();
   EXPECT_EQ(st.expired, 2u);
   EXPECT_EQ(st.batches, 4u);  // the two warm-up runs and the two with time to spare
-  (*b)->Shutdown();
+  b->Shutdown();
 
   // The default: the deadline bounds the queue wait; an idle engine runs the request at once.
   auto plain = DynamicBatcher::Create(*session, Policy(4, 0, {}, true));

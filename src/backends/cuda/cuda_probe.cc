@@ -95,6 +95,18 @@ std::string CublasVersionText(int version) {
          std::to_string(version % 100);
 }
 
+std::string AbsentGpuReason(const DriverProbe& probe) {
+  constexpr int kNoDevice = 100, kStubLibrary = 34;  // CUDA_ERROR_NO_DEVICE, _STUB_LIBRARY
+  if (!probe.library.loaded)
+    return "no NVIDIA driver: " + probe.library.soname + " does not load (" + probe.library.error +
+           ")";
+  if (probe.init_code == kNoDevice || probe.init_code == kStubLibrary)
+    return "the NVIDIA driver finds no device: " + probe.init_error;
+  if (probe.initialized && probe.gpus.empty() && probe.init_error.empty())
+    return "the NVIDIA driver lists no device";
+  return "";
+}
+
 DriverProbe ProbeDriver() {
   DriverProbe d;
   d.library.soname = "libcuda.so.1";
@@ -112,6 +124,7 @@ DriverProbe ProbeDriver() {
   if (!init || !count || !get || !name || !mem || !attr) return d;
   if (int rc = init(0); rc != 0) {
     d.init_error = "cuInit failed: " + DriverError(h, rc);
+    d.init_code = rc;
     return d;
   }
   d.initialized = true;

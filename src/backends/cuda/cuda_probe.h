@@ -34,11 +34,19 @@ struct DriverProbe {
   LibraryProbe library;  // libcuda.so.1; version: the CUDA version the driver supports
   bool initialized = false;
   std::string init_error;  // cuInit's failure, e.g. "CUDA_ERROR_NO_DEVICE (100): ..."
+  int init_code = 0;       // cuInit's CUresult when it failed (100: no device, 34: stub library)
   std::vector<GpuInfo> gpus;
 };
 
 // libcuda.so.1: cuInit, cuDriverGetVersion, then each device's name, memory and capability.
 DriverProbe ProbeDriver();
+
+// Why this machine has no GPU to test on, when that is a fact of the machine and not a fault: no
+// driver library (libcuda.so.1 does not load, or it is the toolkit's stub), or a driver that
+// finds no device. "" when the driver lists a device -- and also when it fails in any other way
+// (a broken install): then GPU tests must run and fail with what went wrong, never skip. The
+// only legitimate reason for a GPU test to skip (tests/backends/cuda_device_test.cc).
+std::string AbsentGpuReason(const DriverProbe& probe);
 // libcudart.so.N (cudaRuntimeGetVersion), libcudnn.so.N (cudnnGetVersion; needs no GPU) and
 // libcublas.so.N (cublasGetProperty); `soname` names the major version to look for.
 LibraryProbe ProbeCudaRuntime(const std::string& soname);
