@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the fuzzers (the `fuzz` preset: clang, libFuzzer, ASan + UBSan; only the layers they
-# need) and runs the loader's for SECONDS (default 60) over a copy of tests/fuzz/corpus, then kiln
-# serve's request parser (kiln_kserve_fuzz) for SECONDS/2 over a copy of tests/fuzz/kserve_corpus,
-# so the tree is not changed. A crash, sanitizer report, leak, hang (10 s per input) or RSS over 2 GiB fails the run;
+# need) and runs the loader's for SECONDS (default 60) over a copy of tests/fuzz/corpus, the
+# session's (kiln_session_fuzz: load, passes, planning, a small run) for SECONDS over the same
+# corpus, then kiln serve's request parser (kiln_kserve_fuzz) for SECONDS/2 over a copy of
+# tests/fuzz/kserve_corpus, so the tree is not changed. First, the sanitizer canary shows that a
+# UBSan finding stops a program of this build. A crash, sanitizer report, leak, hang (10 s per input) or RSS over 2 GiB fails the run;
 # the input that caused it is kept in build/fuzz/artifacts/ (add it to the corpus once fixed).
 # usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
@@ -11,7 +13,19 @@ seconds=${1:-60}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
-ninja -C build/fuzz kiln_loader_fuzz kiln_kserve_fuzz > /dev/null
+ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_sanitizer_canary > /dev/null
+
+# First, that a sanitizer finding stops a program of this build by its flags alone
+# (-fno-sanitize-recover; UBSan would otherwise print and go on): the canary's signed overflow.
+canary_rc=0
+canary=$(env -u UBSAN_OPTIONS -u ASAN_OPTIONS build/fuzz/tests/fuzz/kiln_sanitizer_canary ubsan 2>&1) \
+  || canary_rc=$?
+if [ $canary_rc -eq 0 ] || ! grep -q "runtime error" <<< "$canary"; then
+  echo "fuzz.sh: a UBSan finding does not stop the program (rc $canary_rc): $canary" >&2
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+echo "sanitizer canary: a UBSan report stops the program (rc $canary_rc)"
 mkdir -p build/fuzz/artifacts
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -24,12 +38,13 @@ run_fuzzer() {
   mkdir -p "$work/$target"
   cp "$corpus"/* "$work/$target/"
   set +e
-  ASAN_OPTIONS=detect_leaks=1 "build/fuzz/tests/fuzz/$target" -max_total_time="$secs" \
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    "build/fuzz/tests/fuzz/$target" -max_total_time="$secs" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
     -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.log" 2>&1
   rc=$?
   set -e
-  runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work/$target.log" | tail -n 1)
+  runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work/$target.log" | tail -n 1 || true)
   if [ $rc -eq 0 ]; then
     echo "$label: ${runs:-no summary}; $(ls "$work/$target" | wc -l) corpus entries; no crash"
     echo "1 passed, 0 failed"
@@ -42,6 +57,8 @@ run_fuzzer() {
 }
 
 run_fuzzer "loader fuzzer" kiln_loader_fuzz tests/fuzz/corpus "$seconds" -max_len=4096
+# The same models through a whole session: passes, planning, kernel preparation, a small run.
+run_fuzzer "session fuzzer" kiln_session_fuzz tests/fuzz/corpus "$seconds" -max_len=4096
 # kiln serve's request parser, with an allocation limit: no request may make it allocate more
 # than its body could hold.
 run_fuzzer "kserve request fuzzer" kiln_kserve_fuzz tests/fuzz/kserve_corpus \

@@ -143,6 +143,26 @@ TEST(LoaderTest, NamesNodeReadingUndefinedValue) {
   EXPECT_NE(s.status().message().find("'ghost'"), std::string::npos) << s.status().message();
 }
 
+// A node ONNX's checker does not check (opset 18, newer than Debian's libonnx; or no opset
+// import at all) must still have its required inputs: a ReduceL2 with none read past its inputs
+// (found by the session fuzzer, tests/fuzz/corpus/regress_reduce_no_input.onnx).
+TEST(LoaderTest, RejectsNodesWithoutTheirRequiredInputs) {
+  for (const bool no_import : {false, true}) {
+    ModelBuilder m(18);
+    m.Input("x", kF32, {2}).Output("y", kF32, {});
+    m.Node("ReduceL2", {}, {"y"}, "reduce");
+    onnx::ModelProto proto;
+    ASSERT_TRUE(proto.ParseFromString(m.Bytes()));
+    if (no_import) proto.clear_opset_import();
+    auto s = Session::LoadFromBytes(proto.SerializeAsString());
+    ASSERT_FALSE(s.ok()) << (no_import ? "no opset import" : "opset 18");
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidModel) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("'reduce' (ReduceL2) needs 1 input(s); input 0 is missing"),
+              std::string::npos)
+        << s.status().ToString();
+  }
+}
+
 TEST(LoaderTest, RejectsInconsistentInitializer) {
   ModelBuilder m;
   m.Input("x", kF32, {2}).Output("y", kF32, {2});

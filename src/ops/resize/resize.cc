@@ -414,7 +414,15 @@ class ResizeOp : public Op {
                std::to_string(s) + " at dim " + std::to_string(d);
         return false;
       }
-      (*out)[d] = static_cast<int64_t>(std::floor(static_cast<float>(in[d]) * s));
+      // A dim past 2^40 cannot be allocated: refused before the conversion to int64 (which
+      // would be undefined past 2^63; the session fuzzer found scales of 1e20).
+      const double dim = std::floor(static_cast<double>(static_cast<float>(in[d]) * s));
+      if (dim > static_cast<double>(int64_t{1} << 40)) {
+        *why = "scales[" + std::to_string(d) + "] = " + std::to_string(s) + " makes dim " +
+               std::to_string(d) + " " + std::to_string(dim) + " long, past 2^40";
+        return false;
+      }
+      (*out)[d] = static_cast<int64_t>(dim);
       (*scale)[d] = s;
     }
     return true;
