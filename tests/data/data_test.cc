@@ -68,7 +68,8 @@ const auto* const g_env = ::testing::AddGlobalTestEnvironment(new CorpusEnvironm
 const json& Cases(const char* kind) {
   const json& c = g_cases[kind];
   if (!c.is_array() || c.empty())
-    ADD_FAILURE() << "cases.json has no '" << kind << "' cases: tests/data/make_images.py wrote none";
+    ADD_FAILURE() << "cases.json has no '" << kind
+                  << "' cases: tests/data/make_images.py wrote none";
   return c;
 }
 
@@ -337,10 +338,12 @@ double BestMs(int reps, const std::function<void()>& f) {
 TEST(RecipeTest, DctScalingOnCameraSizePhotos) {
   for (const std::string file : {"photo_coffee_4032.jpg", "photo_mosaic_4032.jpg"}) {
     if (!fs::exists(g_dir / file)) {
-      // Under CI (KILN_REQUIRE_ALL=1 or CI=true) every check must run: scripts/setup.sh installs it.
+      // Under CI (KILN_REQUIRE_ALL=1 or CI=true) every check must run: scripts/setup.sh installs
+      // it.
       const char* all = std::getenv("KILN_REQUIRE_ALL");
       const char* ci = std::getenv("CI");
-      if ((all != nullptr && std::string(all) == "1") || (ci != nullptr && std::string(ci) == "true"))
+      if ((all != nullptr && std::string(all) == "1") ||
+          (ci != nullptr && std::string(ci) == "true"))
         FAIL() << file << " missing: python3-skimage not installed (scripts/setup.sh installs it)";
       GTEST_SKIP() << "python3-skimage not installed";
     }

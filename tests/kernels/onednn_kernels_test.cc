@@ -32,13 +32,12 @@ bool NoBf16Here(const Status& s) {
   return s.code() == StatusCode::kUnsupported &&
          s.message().find("AVX512-BF16 or AMX") != std::string::npos;
 }
-#define KILN_SKIP_IF_NO_BF16(status)                                                   \
-  do {                                                                                 \
-    const Status& kiln_bf16_status = (status);                                         \
-    ASSERT_TRUE(NoBf16Here(kiln_bf16_status))                                          \
-        << "a bf16 load failed for another reason than the CPU: "                      \
-        << kiln_bf16_status.ToString();                                                \
-    GTEST_SKIP() << "no bf16 on this CPU: " << kiln_bf16_status.message();             \
+#define KILN_SKIP_IF_NO_BF16(status)                                                              \
+  do {                                                                                            \
+    const Status& kiln_bf16_status = (status);                                                    \
+    ASSERT_TRUE(NoBf16Here(kiln_bf16_status))                                                     \
+        << "a bf16 load failed for another reason than the CPU: " << kiln_bf16_status.ToString(); \
+    GTEST_SKIP() << "no bf16 on this CPU: " << kiln_bf16_status.message();                        \
   } while (0)
 
 std::vector<float> Random(size_t n, uint32_t seed) {

@@ -37,6 +37,13 @@ PINS = [
     "brotli==1.1.0",
     "urllib3==2.2.3",  # tritonclient wants >= 2.0.7 (Debian's is 1.26)
     "certifi==2024.8.30",
+    # The Python package: nanobind builds its extension (scripts/build.sh takes its CMake folder
+    # from here), pytest runs python/tests.
+    "nanobind==2.9.2",
+    "pytest==8.3.5",
+    "pluggy==1.5.0",
+    "iniconfig==2.0.0",
+    "packaging==24.2",
 ]
 
 
@@ -68,8 +75,9 @@ def unreachable(pip_stderr):
     return any(m in pip_stderr for m in UNREACHABLE_MARKS)
 
 
-def python_or_skip(pins=None, venv=None):
-    """The venv's interpreter, made with `pins` (default PINS) at `venv` (default: see above)."""
+def python_or_skip(pins=None, venv=None, system_site=True):
+    """The venv's interpreter, made with `pins` (default PINS) at `venv` (default: see above),
+    seeing Debian's packages unless system_site is False."""
     pins = PINS if pins is None else pins
     if venv is None:
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
@@ -86,8 +94,8 @@ def python_or_skip(pins=None, venv=None):
         fcntl.flock(lock, fcntl.LOCK_EX)
         if os.path.exists(stamp) and open(stamp).read() == " ".join(pins):
             return py
-        subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", "--clear",
-                        venv], check=True)
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--clear", venv]
+                       + (["--system-site-packages"] if system_site else []), check=True)
         r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--only-binary=:all:"]
                            + pins, capture_output=True, text=True)
         if r.returncode != 0:
@@ -114,4 +122,12 @@ if __name__ == "__main__":
     # check_venv.py unreachable LOG: exit 0 when pip's log says the index was never reached.
     if len(sys.argv) == 3 and sys.argv[1] == "unreachable":
         sys.exit(0 if unreachable(open(sys.argv[2], errors="replace").read()) else 1)
-    sys.exit("usage: check_venv.py unreachable PIP_LOG")
+    # check_venv.py nanobind-dir: the pinned nanobind's CMake folder (scripts/build.sh).
+    if len(sys.argv) == 2 and sys.argv[1] == "nanobind-dir":
+        venv_py = python_or_skip()
+        sys.exit(subprocess.run([venv_py, "-m", "nanobind", "--cmake_dir"]).returncode)
+    # check_venv.py python: the venv's interpreter (made when missing).
+    if len(sys.argv) == 2 and sys.argv[1] == "python":
+        print(python_or_skip())
+        sys.exit(0)
+    sys.exit("usage: check_venv.py unreachable PIP_LOG | nanobind-dir | python")

@@ -393,9 +393,8 @@ TEST(DynamicBatcherTest, DeadlineIncludingTheRunDropsWhatWouldFinishLate) {
   for (const bool tight : {true, false}) {
     std::promise<Status> answer;
     ASSERT_TRUE(b->Submit(
-                        {{"x", x}},
-                        [&](Status s, std::vector<NamedTensor>) { answer.set_value(s); },
-                        in(tight ? fastest_us / 10 : 20 * slow_us))
+                     {{"x", x}}, [&](Status s, std::vector<NamedTensor>) { answer.set_value(s); },
+                     in(tight ? fastest_us / 10 : 20 * slow_us))
                     .ok());
     Status s = answer.get_future().get();
     if (tight) {

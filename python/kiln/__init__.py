@@ -1,0 +1,254 @@
+"""kiln: an offline inference engine for ONNX vision models, from Python.
+
+    import kiln, numpy as np
+    session = kiln.Session("model.onnx")               # device="cuda" for the CUDA backend
+    outputs = session.run({"input": np.zeros((1, 3, 224, 224), np.float32)})
+
+`kiln.Session` runs a model; `kiln.Batcher` merges concurrent requests into batches; `kiln.quantize`
+writes an int8 QDQ model from calibration data; `kiln.ImageJob` classifies a folder of images;
+`kiln.doctor()` describes the machine. `kiln.ort` is a drop-in for the `onnxruntime` module.
+Errors are exceptions of kiln.Error's subclasses (InvalidArgument, InvalidModel, Unsupported, ...)
+with kiln's message. docs/python.md has the whole guide.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+
+from . import _kiln
+from ._kiln import (Cancelled, DeadlineExceeded, DeviceError, Error, Internal,  # noqa: F401
+                    InvalidArgument, InvalidModel, NotFound, OutOfMemory, Unavailable,
+                    Unsupported)
+
+__version__ = _kiln.__version__
+__all__ = ["Session", "TensorInfo", "ModelMetadata", "Batcher", "ImageJob", "quantize", "doctor",
+           "Error", "InvalidArgument", "InvalidModel", "Unsupported", "NotFound", "OutOfMemory",
+           "DeviceError", "Unavailable", "DeadlineExceeded", "Cancelled", "Internal",
+           "__version__"]
+
+ModelSource = Union[str, bytes, bytearray, memoryview, "os.PathLike[str]"]
+
+
+class TensorInfo(NamedTuple):
+    """A model input or output as declared. dtype is a numpy dtype (None when numpy has none,
+    such as bfloat16); shape lists each dim as an int, the symbol's name (str) or None when
+    unknown; shape itself is None when the model declares no shape."""
+    name: str
+    dtype: Any
+    shape: Optional[List[Union[int, str, None]]]
+
+
+class ModelMetadata(NamedTuple):
+    """The model file's description of itself (ModelProto's fields)."""
+    producer_name: str
+    producer_version: str
+    domain: str
+    model_version: int
+    doc_string: str
+    graph_name: str
+    graph_doc_string: str
+    ir_version: int
+    opset_imports: List[tuple]
+    custom: Dict[str, str]
+
+
+def _parse_device(device: str):
+    """("cuda", 1) for "cuda:1"; ("cpu", 0) for "cpu"."""
+    if not isinstance(device, str):
+        raise InvalidArgument(f"device must be a str such as 'cpu' or 'cuda:0'; got {device!r}")
+    name, _, index = device.partition(":")
+    if index and not index.isdigit():
+        raise InvalidArgument(f"device '{device}': the index after ':' must be a number")
+    return name, int(index) if index else 0
+
+
+def _infos(specs):
+    import numpy as np
+    return [TensorInfo(s["name"], np.dtype(s["dtype"]) if s["dtype"] else None, s["shape"])
+            for s in specs]
+
+
+class Session(_kiln._Session):
+    """A loaded, checked ONNX model ready to run.
+
+    Session(model, device="cpu", precision="fp32", threads=None, *, optimize=True,
+            disabled_passes=(), reference_only=False, tune=False, plan_cache_dir=None,
+            max_plans=64, cuda_graph=False, pinned_staging=True)
+
+    model: a path or the serialized bytes. device: "cpu", "cuda" or "cuda:N" (the CUDA plugin is
+    opened only then; without a driver or its libraries: kiln.Unavailable naming what was looked
+    for). precision: "fp32", "bf16" (CPUs with AVX512-BF16/AMX) or "fp16" (CUDA). threads: compute
+    threads per run (None: the machine's physical cores). The rest are SessionOptions' fields
+    (docs/embedding.md). The model loads with the GIL released.
+
+    run(feeds, outputs=None) -> {name: numpy.ndarray}, and session(feeds): feeds maps every input
+    name to an array. A C-contiguous CPU array of the input's dtype (numpy, or any __dlpack__
+    object such as a torch CPU tensor) is read in place; anything else is converted once (same-
+    kind casts only), which stats()["inputs_copied"] counts. The returned arrays own the memory
+    kiln wrote (no copy). run_into(feeds, outputs) writes into preallocated arrays. Several
+    threads may call run at once (the GIL is released while it runs).
+    """
+
+    def __init__(self, model: ModelSource, device: str = "cpu", precision: str = "fp32",
+                 threads: Optional[int] = None, *, optimize: bool = True,
+                 disabled_passes: Sequence[str] = (), reference_only: bool = False,
+                 tune: bool = False, plan_cache_dir: Optional[str] = None, max_plans: int = 64,
+                 cuda_graph: bool = False, pinned_staging: bool = True):
+        backend, index = _parse_device(device)
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise InvalidArgument(f"threads must be a positive int or None; got {threads!r}")
+        super().__init__(model, backend, index, precision, threads or 0, optimize,
+                         list(disabled_passes), reference_only, tune, plan_cache_dir or "",
+                         max_plans, cuda_graph, pinned_staging)
+        self._device = device
+        self._inputs = self._outputs = self._meta = None
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        if self._inputs is None:
+            self._inputs = _infos(self._input_specs())
+        return self._inputs
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        if self._outputs is None:
+            self._outputs = _infos(self._output_specs())
+        return self._outputs
+
+    @property
+    def model_metadata(self) -> ModelMetadata:
+        if self._meta is None:
+            self._meta = ModelMetadata(**self._metadata())
+        return self._meta
+
+    @property
+    def metadata(self) -> Dict[str, str]:
+        """The model's metadata_props (e.g. a classifier's label map)."""
+        return dict(self.model_metadata.custom)
+
+    async def run_async(self, feeds: Dict[str, Any], outputs: Optional[List[str]] = None):
+        """run() on the event loop's default executor: awaits without blocking the loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.run, feeds, outputs)
+
+    def bench(self, feeds: Optional[Dict[str, Any]] = None, *, iterations: int = 100,
+              warmup: int = 10) -> Dict[str, float]:
+        """Times run() from Python: `warmup` runs, then `iterations` timed ones (zeros of the
+        declared shapes when feeds is None; symbolic dims as 1). Returns latency percentiles in
+        ms and items/s for the first dimension of the first input."""
+        import numpy as np
+        if feeds is None:
+            feeds = {}
+            for i in self.inputs:
+                if i.shape is None or i.dtype is None:
+                    raise InvalidArgument(f"input '{i.name}' has no declared shape or dtype: "
+                                          "pass feeds")
+                feeds[i.name] = np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
+                                         i.dtype)
+        for _ in range(warmup):
+            self.run(feeds)
+        times = []
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            self.run(feeds)
+            times.append((time.perf_counter() - t0) * 1e3)
+        times.sort()
+        first = next(iter(feeds.values()))
+        batch = int(np.shape(first)[0]) if np.ndim(first) else 1
+
+        def pct(p):
+            return times[min(len(times) - 1, int(p / 100 * len(times)))]
+        return {"p50_ms": pct(50), "p90_ms": pct(90), "p99_ms": pct(99), "mean_ms":
+                sum(times) / len(times), "items_per_s": batch * 1e3 / pct(50),
+                "iterations": iterations, "batch": batch}
+
+    def __repr__(self):
+        ins = ", ".join(f"{i.name}: {i.dtype}{i.shape}" for i in self.inputs)
+        return f"kiln.Session(device='{self._device}', inputs=[{ins}])"
+
+
+class Batcher:
+    """In-process dynamic batching (Triton's semantics) over one session.
+
+    Batcher(session, max_batch=32, max_queue_delay_us=500, preferred_sizes=(), max_queue=1024,
+            merge=True)
+
+    infer(feeds) blocks (GIL released) until the request's batch ran; submit(feeds) returns a
+    concurrent.futures.Future; `await infer_async(feeds)` is the asyncio form. Requests of one
+    sample each from many threads or coroutines are merged into batches along the first
+    dimension (the model's batch dim must be symbolic). A full queue raises kiln.Unavailable.
+    """
+
+    def __init__(self, session: Session, max_batch: int = 32, max_queue_delay_us: int = 500,
+                 preferred_sizes: Sequence[int] = (), max_queue: int = 1024, merge: bool = True):
+        self._b = _kiln._Batcher(session, max_batch, max_queue_delay_us, list(preferred_sizes),
+                                 max_queue, merge)
+
+    def infer(self, feeds: Dict[str, Any]) -> Dict[str, Any]:
+        return self._b.infer(feeds)
+
+    def submit(self, feeds: Dict[str, Any]):
+        import concurrent.futures
+        fut = concurrent.futures.Future()
+        fut.set_running_or_notify_cancel()
+        self._b.submit(feeds, fut)
+        return fut
+
+    async def infer_async(self, feeds: Dict[str, Any]) -> Dict[str, Any]:
+        return await asyncio.wrap_future(self.submit(feeds))
+
+    def stats(self) -> Dict[str, Any]:
+        return self._b.stats()
+
+    def close(self) -> None:
+        """Stops accepting, runs what is queued, then returns."""
+        self._b.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class ImageJob:
+    """Classifies (or runs) every image of a folder or list file into a records file, as
+    `kiln run --images` does: decode pipeline, batches, resume, shards.
+
+    ImageJob(session, images, out, recipe="", labels="", batch=32, workers=0, top_k=5,
+             resume=False, shard="", shards=0).run(progress=None) -> summary dict
+    progress(done, total, failed, elapsed_s) is called after every batch.
+    """
+
+    def __init__(self, session: Session, images: str, out: str, recipe: str = "",
+                 labels: str = "", batch: int = 32, workers: int = 0, top_k: int = 5,
+                 resume: bool = False, shard: str = "", shards: int = 0):
+        self._args = (session, os.fspath(images), os.fspath(out), recipe, os.fspath(labels),
+                      batch, workers, top_k, resume, shard, shards)
+
+    def run(self, progress=None) -> Dict[str, Any]:
+        return _kiln._image_job(*self._args, progress=progress)
+
+
+def quantize(model: str, out: str, calibration: Dict[str, Any], *, method: str = "percentile",
+             percentile: float = 99.99, batch: int = 32, keep_float: Sequence[str] = (),
+             quantize_all: bool = False, bias_correction: bool = True,
+             channel_activations: bool = False, threads: Optional[int] = None) -> Dict[str, Any]:
+    """Writes an int8 QDQ model of `model` to `out`, calibrated on `calibration` ({input name:
+    array of samples along the first dim}), as `kiln quantize` does. Returns a summary (method,
+    samples, quantized and float nodes with why, bias-corrected convolutions)."""
+    return _kiln._quantize(os.fspath(model), os.fspath(out), list(calibration.items()), method,
+                           percentile, batch, list(keep_float), quantize_all, bias_correction,
+                           channel_activations, threads or 0)
+
+
+def doctor() -> Dict[str, Any]:
+    """`kiln doctor --json` as a dict: build, CPU (ISA, bf16, int8), CUDA driver and libraries."""
+    return json.loads(_kiln._doctor_json())

@@ -1,0 +1,740 @@
+// kiln's Python extension (`kiln._kiln`): nanobind bindings over the public C++ API
+// (include/kiln/ only). The Python package (python/kiln/) builds the user-facing classes on these:
+// kiln.Session subclasses _Session, kiln.Batcher wraps _Batcher.
+//
+// Arrays: an input that is already a C-contiguous CPU array (numpy, or any object with
+// __dlpack__, such as a torch CPU tensor) of the input's dtype is read in place through a
+// Tensor::View; anything else is converted once with numpy (same-kind casts only) and counted in
+// stats()["inputs_copied"]. Outputs are numpy arrays over the Tensor the run returned (a capsule
+// keeps it alive): no copy. The GIL is released while a model loads, plans and runs, so several
+// Python threads can run one session at once (Session::Run is thread-safe).
+//
+// Errors: a kiln Status becomes the exception class of its code (kiln.InvalidArgument, ...),
+// created here as subclasses of kiln.Error; the message is the Status's text.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/batcher.h"
+#include "kiln/diagnostics.h"
+#include "kiln/image_job.h"
+#include "kiln/quantize.h"
+#include "kiln/session.h"
+#include "kiln/status.h"
+#include "kiln/tensor.h"
+#include "kiln/version.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kiln::python {
+namespace {
+
+// ---- errors -------------------------------------------------------------------------------
+
+// The Python exception classes, by StatusCode (index 0 is kiln.Error itself).
+std::array<PyObject*, 11> g_errors{};
+
+struct StatusError {
+  Status status;
+};
+
+[[noreturn]] void Throw(const Status& s) { throw StatusError{s}; }
+// The Python class of a Status's code (kiln.Error for one without its own).
+PyObject* ErrorClass(const Status& s) {
+  const int code = static_cast<int>(s.code());
+  return code > 0 && code < static_cast<int>(g_errors.size()) && g_errors[code] ? g_errors[code]
+                                                                                : g_errors[0];
+}
+void Check(const Status& s) {
+  if (!s.ok()) Throw(s);
+}
+template <typename T>
+T Take(StatusOr<T> v) {
+  if (!v.ok()) Throw(v.status());
+  return std::move(v).value();
+}
+
+void MakeErrors(nb::module_& m) {
+  PyObject* base = PyErr_NewExceptionWithDoc(
+      "kiln.Error", "Base of every error kiln raises; .code names the kind.", PyExc_RuntimeError,
+      nullptr);
+  g_errors[0] = base;
+  m.attr("Error") = nb::handle(base);
+  struct Kind {
+    StatusCode code;
+    const char* name;
+    PyObject* also;  // a builtin class the error also is, for code that catches those
+  };
+  const Kind kinds[] = {
+      {StatusCode::kInvalidArgument, "InvalidArgument", PyExc_ValueError},
+      {StatusCode::kInvalidModel, "InvalidModel", nullptr},
+      {StatusCode::kUnsupported, "Unsupported", nullptr},
+      {StatusCode::kNotFound, "NotFound", nullptr},
+      {StatusCode::kOutOfMemory, "OutOfMemory", PyExc_MemoryError},
+      {StatusCode::kDeviceError, "DeviceError", nullptr},
+      {StatusCode::kUnavailable, "Unavailable", nullptr},
+      {StatusCode::kDeadlineExceeded, "DeadlineExceeded", PyExc_TimeoutError},
+      {StatusCode::kCancelled, "Cancelled", nullptr},
+      {StatusCode::kInternal, "Internal", nullptr},
+  };
+  for (const Kind& k : kinds) {
+    PyObject* bases = k.also ? PyTuple_Pack(2, base, k.also) : PyTuple_Pack(1, base);
+    const std::string qualified = std::string("kiln.") + k.name;
+    PyObject* cls = PyErr_NewException(qualified.c_str(), bases, nullptr);
+    Py_DECREF(bases);
+    g_errors[static_cast<int>(k.code)] = cls;
+    m.attr(k.name) = nb::handle(cls);
+  }
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      PyErr_SetString(ErrorClass(e.status), e.status.ToString().c_str());
+    }
+  });
+}
+
+// ---- dtypes -------------------------------------------------------------------------------
+
+struct DtypeRow {
+  DataType kiln;
+  nb::dlpack::dtype dl;
+  const char* numpy;  // numpy's name
+};
+const DtypeRow kDtypes[] = {
+    {DataType::kFloat, nb::dtype<float>(), "float32"},
+    {DataType::kDouble, nb::dtype<double>(), "float64"},
+    {DataType::kFloat16, {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}, "float16"},
+    {DataType::kUInt8, nb::dtype<uint8_t>(), "uint8"},
+    {DataType::kInt8, nb::dtype<int8_t>(), "int8"},
+    {DataType::kUInt16, nb::dtype<uint16_t>(), "uint16"},
+    {DataType::kInt16, nb::dtype<int16_t>(), "int16"},
+    {DataType::kInt32, nb::dtype<int32_t>(), "int32"},
+    {DataType::kInt64, nb::dtype<int64_t>(), "int64"},
+    {DataType::kUInt32, nb::dtype<uint32_t>(), "uint32"},
+    {DataType::kUInt64, nb::dtype<uint64_t>(), "uint64"},
+    {DataType::kBool, nb::dtype<bool>(), "bool"},
+};
+
+const DtypeRow* RowOf(DataType t) {
+  for (const DtypeRow& r : kDtypes)
+    if (r.kiln == t) return &r;
+  return nullptr;
+}
+const DtypeRow* RowOf(nb::dlpack::dtype d) {
+  for (const DtypeRow& r : kDtypes)
+    if (r.dl == d) return &r;
+  return nullptr;
+}
+// numpy's name of a kiln dtype ("" when numpy has none: bfloat16, string).
+std::string NumpyName(DataType t) {
+  const DtypeRow* r = RowOf(t);
+  return r ? r->numpy : "";
+}
+
+// ---- arrays in and out ----------------------------------------------------------------------
+
+using InArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+bool CContiguous(const InArray& a) {
+  int64_t want = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != want) return false;
+    want *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+// The inputs of one run: tensors viewing the callers' arrays (or the converted copies, kept here).
+struct Feeds {
+  std::vector<NamedTensor> tensors;
+  std::vector<InArray> keep;  // the arrays the views read
+  int copied = 0, in_place = 0;
+};
+
+const TensorSpec* FindSpec(const std::vector<TensorSpec>& specs, const std::string& name) {
+  for (const TensorSpec& s : specs)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// One feed: in place when it is a C-contiguous CPU array of the declared dtype, else converted
+// once by numpy (np.ascontiguousarray with a same-kind cast).
+void AddFeed(Feeds* f, const std::vector<TensorSpec>& specs, const std::string& name,
+             nb::handle value) {
+  const TensorSpec* spec = FindSpec(specs, name);
+  if (spec == nullptr) {
+    std::string known;
+    for (const TensorSpec& s : specs) known += (known.empty() ? "'" : ", '") + s.name + "'";
+    Throw(InvalidArgument("'" + name + "' is not an input of the model; its inputs are " + known));
+  }
+  InArray a;
+  const bool is_array = nb::try_cast(value, a, /*convert=*/false);
+  const DtypeRow* want = RowOf(spec->dtype);
+  if (want == nullptr)
+    Throw(Unsupported("input '" + name + "' has dtype " + DataTypeName(spec->dtype) +
+                      ", which numpy cannot hold"));
+  if (!(is_array && a.dtype() == want->dl && CContiguous(a))) {
+    // Converted once: numpy decides what is an array; only same-kind casts (float64 -> float32,
+    // int32 -> int64) are allowed, so a wrong kind of data is an error, not a silent cast.
+    nb::module_ np = nb::module_::import_("numpy");
+    nb::object source = np.attr("asarray")(value);
+    nb::object src_dtype = source.attr("dtype");
+    if (nb::cast<std::string>(src_dtype.attr("kind")) == "O")
+      Throw(InvalidArgument("input '" + name + "' must be an array of " + want->numpy + "; got " +
+                            nb::cast<std::string>(nb::str(value.type()))));
+    nb::object want_dtype = np.attr("dtype")(want->numpy);
+    if (nb::cast<std::string>(src_dtype.attr("kind")) !=
+            nb::cast<std::string>(want_dtype.attr("kind")) ||
+        !nb::cast<bool>(np.attr("can_cast")(src_dtype, want_dtype, "same_kind")))
+      Throw(InvalidArgument("input '" + name + "' must be " + want->numpy + "; got " +
+                            nb::cast<std::string>(nb::str(src_dtype)) +
+                            " (only conversions within a kind are made, e.g. float64 to "
+                            "float32 or int32 to int64)"));
+    nb::object converted = np.attr("ascontiguousarray")(source, "dtype"_a = want->numpy);
+    if (!nb::try_cast(converted, a, false))
+      Throw(Internal("input '" + name + "': numpy's conversion gave no readable array"));
+    ++f->copied;
+  } else {
+    ++f->in_place;
+  }
+  Shape shape(a.ndim());
+  for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+  f->tensors.push_back(
+      {name, Tensor::View(spec->dtype, std::move(shape), const_cast<void*>(a.data()))});
+  f->keep.push_back(std::move(a));
+}
+
+Feeds ReadFeeds(const std::vector<TensorSpec>& specs, nb::handle feeds) {
+  if (!nb::isinstance<nb::dict>(feeds))
+    Throw(InvalidArgument("feeds must be a dict of input name to array; got " +
+                          nb::cast<std::string>(nb::str(feeds.type()))));
+  Feeds f;
+  for (auto [k, v] : nb::borrow<nb::dict>(feeds)) {
+    if (!nb::isinstance<nb::str>(k))
+      Throw(InvalidArgument("feed names must be str; got " +
+                            nb::cast<std::string>(nb::str(k.type()))));
+    AddFeed(&f, specs, nb::cast<std::string>(k), v);
+  }
+  return f;
+}
+
+// A numpy array that owns the tensor's storage (no copy).
+nb::object ToNumpy(Tensor t) {
+  const DtypeRow* row = RowOf(t.dtype());
+  if (row == nullptr)
+    Throw(Unsupported(std::string("an output of dtype ") + DataTypeName(t.dtype()) +
+                      " cannot be returned as a numpy array"));
+  auto* keep = new Tensor(std::move(t));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<size_t> shape(keep->shape().begin(), keep->shape().end());
+  static char empty_storage[8] = {};
+  void* data = keep->raw() != nullptr ? keep->raw() : empty_storage;  // 0 elements
+  return nb::cast(
+      nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, row->dl));
+}
+
+nb::list ShapeList(const TensorSpec& s) {
+  nb::list l;
+  for (size_t i = 0; i < s.dims.size(); ++i) {
+    if (s.dims[i] >= 0)
+      l.append(s.dims[i]);
+    else if (i < s.dim_names.size() && !s.dim_names[i].empty())
+      l.append(s.dim_names[i]);
+    else
+      l.append(nb::none());
+  }
+  return l;
+}
+
+// ---- the session ----------------------------------------------------------------------------
+
+struct PySession {
+  std::unique_ptr<Session> session;
+  std::atomic<uint64_t> runs{0}, inputs_copied{0}, inputs_in_place{0};
+
+  const Session& s() const {
+    if (!session) Throw(InvalidArgument("the session was not loaded"));
+    return *session;
+  }
+
+  void Count(const Feeds& f) {
+    ++runs;
+    inputs_copied += f.copied;
+    inputs_in_place += f.in_place;
+  }
+
+  nb::dict Run(nb::handle feeds, std::optional<std::vector<std::string>> names) {
+    Feeds f = ReadFeeds(s().inputs(), feeds);
+    std::vector<NamedTensor> outs;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = s().Run(f.tensors, &outs);
+    }
+    Check(st);
+    Count(f);
+    nb::dict result;
+    if (names) {
+      for (const std::string& n : *names) {
+        bool found = false;
+        for (NamedTensor& o : outs)
+          if (o.name == n && o.tensor.defined()) {
+            result[n.c_str()] = ToNumpy(std::move(o.tensor));
+            o.tensor = Tensor();
+            found = true;
+          }
+        if (!found && !result.contains(n.c_str()))
+          Throw(InvalidArgument("'" + n + "' is not an output of the model"));
+      }
+    } else {
+      for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+    }
+    return result;
+  }
+
+  void RunInto(nb::handle feeds, nb::handle outputs) {
+    Feeds f = ReadFeeds(s().inputs(), feeds);
+    if (!nb::isinstance<nb::dict>(outputs))
+      Throw(InvalidArgument("outputs must be a dict of output name to a preallocated array"));
+    std::vector<NamedTensor> bound;
+    std::vector<nb::ndarray<nb::device::cpu>> keep;
+    for (auto [k, v] : nb::borrow<nb::dict>(outputs)) {
+      const std::string name = nb::cast<std::string>(k);
+      const TensorSpec* spec = FindSpec(s().outputs(), name);
+      if (spec == nullptr) Throw(InvalidArgument("'" + name + "' is not an output of the model"));
+      nb::ndarray<nb::device::cpu> a;
+      if (!nb::try_cast(v, a, false))
+        Throw(InvalidArgument("output '" + name + "' must be a writable CPU array"));
+      const DtypeRow* row = RowOf(spec->dtype);
+      if (row == nullptr || !(a.dtype() == row->dl))
+        Throw(InvalidArgument("output '" + name + "' must be a " +
+                              (row ? row->numpy : DataTypeName(spec->dtype)) + " array"));
+      int64_t want = 1;
+      for (size_t i = a.ndim(); i-- > 0;) {
+        if (a.shape(i) != 1 && a.stride(i) != want)
+          Throw(InvalidArgument("output '" + name + "' must be C-contiguous"));
+        want *= static_cast<int64_t>(a.shape(i));
+      }
+      Shape shape(a.ndim());
+      for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+      bound.push_back({name, Tensor::View(spec->dtype, std::move(shape), a.data())});
+      keep.push_back(std::move(a));
+    }
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = s().RunInto(f.tensors, &bound);
+    }
+    Check(st);
+    Count(f);
+  }
+
+  void Prepare(nb::dict shapes) {
+    std::vector<std::pair<std::string, Shape>> list;
+    for (auto [k, v] : shapes)
+      list.emplace_back(nb::cast<std::string>(k), nb::cast<std::vector<int64_t>>(v));
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = s().Prepare(list);
+    }
+    Check(st);
+  }
+
+  nb::dict Stats() const {
+    const SessionStats st = s().stats();
+    nb::dict d;
+    d["runs"] = runs.load();
+    d["inputs_copied"] = inputs_copied.load();
+    d["inputs_in_place"] = inputs_in_place.load();
+    d["plans"] = st.plans;
+    d["plans_evicted"] = st.plans_evicted;
+    d["planned_arena_bytes_max"] = st.planned_arena_bytes_max;
+    d["packed_weight_bytes"] = st.packed_weight_bytes;
+    d["device_constant_bytes"] = st.device_constant_bytes;
+    d["packed_weights"] = st.packed_weights;
+    d["packed_weight_reuses"] = st.packed_weight_reuses;
+    d["arena_bytes"] = st.arena_bytes;
+    d["arenas"] = st.arenas;
+    return d;
+  }
+};
+
+// A model given as bytes (or bytearray/memoryview) or as a path (str or os.PathLike).
+void ModelArgs(nb::handle model, std::string* path, std::string* bytes) {
+  if (nb::isinstance<nb::bytes>(model)) {
+    nb::bytes b = nb::borrow<nb::bytes>(model);
+    bytes->assign(b.c_str(), b.size());
+  } else if (PyByteArray_Check(model.ptr()) || PyMemoryView_Check(model.ptr())) {
+    nb::bytes b = nb::steal<nb::bytes>(PyBytes_FromObject(model.ptr()));
+    if (!b.is_valid()) throw nb::python_error();
+    bytes->assign(b.c_str(), b.size());
+  } else {
+    nb::object fs = nb::module_::import_("os").attr("fspath")(model);
+    if (!nb::isinstance<nb::str>(fs))
+      Throw(InvalidArgument("a model path must be str or os.PathLike of str"));
+    *path = nb::cast<std::string>(fs);
+  }
+}
+
+void InitSession(PySession* self, nb::handle model, const std::string& backend, int device_index,
+                 const std::string& precision, int threads, bool optimize,
+                 std::vector<std::string> disabled_passes, bool reference_only, bool tune,
+                 const std::string& plan_cache_dir, size_t max_plans, bool cuda_graph,
+                 bool pinned_staging) {
+  SessionOptions o;
+  o.backend = backend;
+  o.device_index = device_index;
+  o.precision = precision;
+  o.num_threads = threads;
+  o.optimize = optimize;
+  o.disabled_passes = std::move(disabled_passes);
+  o.reference_only = reference_only;
+  o.tune = tune;
+  o.plan_cache_dir = plan_cache_dir;
+  o.max_plans = max_plans;
+  o.cuda_graph = cuda_graph;
+  o.pinned_staging = pinned_staging;
+  std::string path, bytes;
+  ModelArgs(model, &path, &bytes);
+  StatusOr<std::unique_ptr<Session>> s = InvalidArgument("unset");
+  {
+    nb::gil_scoped_release release;
+    s = path.empty() ? Session::LoadFromBytes(bytes, o) : Session::Load(path, o);
+  }
+  std::unique_ptr<Session> loaded = Take(std::move(s));  // throws before the object exists
+  new (self) PySession();
+  self->session = std::move(loaded);
+}
+
+nb::list Specs(const std::vector<TensorSpec>& specs) {
+  nb::list l;
+  for (const TensorSpec& s : specs) {
+    nb::dict d;
+    d["name"] = s.name;
+    d["dtype"] = NumpyName(s.dtype);
+    d["kiln_dtype"] = DataTypeName(s.dtype);
+    d["shape"] = s.rank_known ? nb::object(ShapeList(s)) : nb::none();
+    l.append(d);
+  }
+  return l;
+}
+
+nb::dict Metadata(const ModelMetadata& m) {
+  nb::dict d;
+  d["producer_name"] = m.producer_name;
+  d["producer_version"] = m.producer_version;
+  d["domain"] = m.domain;
+  d["model_version"] = m.model_version;
+  d["doc_string"] = m.doc_string;
+  d["graph_name"] = m.graph_name;
+  d["graph_doc_string"] = m.graph_doc_string;
+  d["ir_version"] = m.ir_version;
+  nb::list opsets;
+  for (const auto& [domain, version] : m.opset_imports)
+    opsets.append(nb::make_tuple(domain, version));
+  d["opset_imports"] = opsets;
+  nb::dict custom;
+  for (const auto& [k, v] : m.custom) custom[k.c_str()] = v;
+  d["custom"] = custom;
+  return d;
+}
+
+// ---- the batcher ----------------------------------------------------------------------------
+
+struct PyBatcher {
+  nb::object session_ref;  // keeps the Python session (and its Session) alive
+  std::unique_ptr<DynamicBatcher> batcher;
+  const PySession* session = nullptr;
+
+  DynamicBatcher& b() {
+    if (!batcher) Throw(Unavailable("the batcher was closed"));
+    return *batcher;
+  }
+
+  nb::dict Infer(nb::handle feeds) {
+    Feeds f = ReadFeeds(session->s().inputs(), feeds);
+    std::vector<NamedTensor> outs;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = b().Infer(std::move(f.tensors), &outs);
+    }
+    Check(st);
+    nb::dict result;
+    for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+    return result;
+  }
+
+  // Queues the request; `future` (a concurrent.futures.Future) gets the outputs dict or the
+  // exception, from the batcher's worker thread.
+  void Submit(nb::handle feeds, nb::object future) {
+    auto f = std::make_shared<Feeds>(ReadFeeds(session->s().inputs(), feeds));
+    auto fut = std::make_shared<nb::object>(std::move(future));
+    auto done = [f, fut](Status st, std::vector<NamedTensor> outs) {
+      nb::gil_scoped_acquire acquire;
+      try {
+        if (!st.ok()) {
+          nb::object exc =
+              nb::steal(PyObject_CallFunction(ErrorClass(st), "s", st.ToString().c_str()));
+          fut->attr("set_exception")(exc);
+        } else {
+          nb::dict result;
+          for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+          fut->attr("set_result")(result);
+        }
+      } catch (nb::python_error& e) {
+        e.discard_as_unraisable("kiln.Batcher: setting a request's result");
+      } catch (...) {
+      }
+      f->keep.clear();  // the arrays are released with the GIL held
+      *fut = nb::object();
+    };
+    std::vector<NamedTensor> tensors = f->tensors;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = b().Submit(std::move(tensors), done);
+    }
+    Check(st);
+  }
+
+  void Close() {
+    if (batcher) {
+      nb::gil_scoped_release release;
+      batcher->Shutdown();
+      batcher.reset();
+    }
+  }
+
+  nb::dict Stats() {
+    const BatcherStats st = b().stats();
+    nb::dict d;
+    d["requests"] = st.requests;
+    d["rejected"] = st.rejected;
+    d["expired"] = st.expired;
+    d["failed"] = st.failed;
+    d["batches"] = st.batches;
+    d["batched_samples"] = st.batched_samples;
+    d["queued"] = st.queued;
+    d["busy"] = st.busy;
+    d["queue_us_total"] = st.queue_us_total;
+    d["compute_us_total"] = st.compute_us_total;
+    return d;
+  }
+};
+
+// ---- quantize, image job, doctor -----------------------------------------------------------
+
+nb::dict QuantizeModel(const std::string& model, const std::string& out,
+                       std::vector<std::pair<std::string, nb::object>> calibration,
+                       const std::string& method, double percentile, int64_t batch,
+                       std::vector<std::string> keep_float, bool quantize_all, bool bias_correction,
+                       bool channel_activations, int threads) {
+  QuantizeOptions o;
+  o.method = method;
+  o.percentile = percentile;
+  o.keep_float = std::move(keep_float);
+  o.quantize_all = quantize_all;
+  o.bias_correction = bias_correction;
+  o.channel_activations = channel_activations;
+  o.num_threads = threads;
+  if (calibration.empty()) Throw(InvalidArgument("calibration data is empty"));
+  std::vector<TensorSpec> specs;
+  {
+    auto s = Session::Load(model);
+    specs = Take(std::move(s))->inputs();
+  }
+  nb::dict feeds;
+  for (auto& [name, value] : calibration) feeds[name.c_str()] = value;
+  Feeds f = ReadFeeds(specs, feeds);
+  const int64_t samples = f.tensors[0].tensor.shape().empty() ? 1 : f.tensors[0].tensor.shape()[0];
+  if (batch <= 0) batch = samples;
+  QuantizeSummary summary;
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model, o));
+      // Every pass the quantizer asks for sees the whole calibration set, in batches.
+      for (int pass = 0; pass < q->passes(); ++pass) {
+        KILN_RETURN_IF_ERROR(q->BeginPass(pass));
+        for (int64_t at = 0; at < samples; at += batch) {
+          const int64_t n = std::min(batch, samples - at);
+          std::vector<NamedTensor> chunk;
+          for (const NamedTensor& t : f.tensors) {
+            Shape shape = t.tensor.shape();
+            const size_t row =
+                t.tensor.bytes() / static_cast<size_t>(std::max<int64_t>(shape[0], 1));
+            shape[0] = n;
+            chunk.push_back(
+                {t.name, Tensor::View(t.tensor.dtype(), shape,
+                                      static_cast<char*>(const_cast<void*>(t.tensor.raw())) +
+                                          row * static_cast<size_t>(at))});
+          }
+          KILN_RETURN_IF_ERROR(q->Observe(chunk));
+        }
+      }
+      KILN_ASSIGN_OR_RETURN(summary, q->Write(out));
+      return OkStatus();
+    }();
+  }
+  Check(st);
+  nb::dict d;
+  d["method"] = summary.method;
+  d["samples"] = summary.samples;
+  d["quantized_nodes"] = summary.quantized_nodes;
+  nb::dict kept;
+  for (const auto& [node, why] : summary.float_nodes) kept[node.c_str()] = why;
+  d["float_nodes"] = kept;
+  d["model_bytes"] = summary.model_bytes;
+  d["bias_corrected"] = summary.bias_corrected;
+  return d;
+}
+
+nb::dict RunImageJob(PySession& session, const std::string& images, const std::string& out,
+                     const std::string& recipe, const std::string& labels, int batch, int workers,
+                     int top_k, bool resume, const std::string& shard, int shards,
+                     std::optional<nb::callable> progress) {
+  ImageJobOptions o;
+  o.images = images;
+  o.out = out;
+  o.recipe = recipe;
+  o.labels = labels;
+  o.batch = batch;
+  o.workers = workers;
+  o.top_k = top_k;
+  o.resume = resume;
+  o.shard = shard;
+  o.shards = shards;
+  StatusOr<ImageJobSummary> summary = InvalidArgument("unset");
+  {
+    nb::gil_scoped_release release;
+    auto job = ImageJob::Create(session.s(), o);
+    if (!job.ok()) {
+      summary = job.status();
+    } else {
+      std::function<void(const ImageJobProgress&)> cb;
+      if (progress) {
+        cb = [&progress](const ImageJobProgress& p) {
+          nb::gil_scoped_acquire acquire;
+          (*progress)(p.done, p.total, p.failed, p.elapsed_s);
+        };
+      }
+      summary = (*job)->Run(cb);
+    }
+  }
+  ImageJobSummary s = Take(std::move(summary));
+  nb::dict d;
+  d["done"] = s.done;
+  d["ok"] = s.ok;
+  d["failed"] = s.failed;
+  d["skipped"] = s.skipped;
+  d["work_s"] = s.work_s;
+  d["images_per_s"] = s.images_per_s;
+  d["steady_images_per_s"] = s.steady_images_per_s;
+  d["records"] = s.records;
+  return d;
+}
+
+}  // namespace
+}  // namespace kiln::python
+
+NB_MODULE(_kiln, m) {
+  using namespace kiln;
+  using namespace kiln::python;
+  m.doc() = "kiln's native layer; use the `kiln` package, not this module.";
+  m.attr("__version__") = KILN_VERSION_TEXT;
+  MakeErrors(m);
+
+  nb::class_<PySession>(m, "_Session")
+      .def("__init__", &InitSession, "model"_a, "backend"_a = "cpu", "device_index"_a = 0,
+           "precision"_a = "fp32", "threads"_a = 0, "optimize"_a = true,
+           "disabled_passes"_a = std::vector<std::string>(), "reference_only"_a = false,
+           "tune"_a = false, "plan_cache_dir"_a = "", "max_plans"_a = 64, "cuda_graph"_a = false,
+           "pinned_staging"_a = true)
+      .def("run", &PySession::Run, "feeds"_a, "outputs"_a = nb::none(),
+           "Runs the model: feeds maps input names to arrays; returns {output name: array}.")
+      .def("__call__", &PySession::Run, "feeds"_a, "outputs"_a = nb::none())
+      .def("run_into", &PySession::RunInto, "feeds"_a, "outputs"_a,
+           "Runs the model into preallocated C-contiguous arrays of the outputs' dtypes and "
+           "shapes ({output name: array}); outputs not named are computed and dropped.")
+      .def("prepare", &PySession::Prepare, "shapes"_a,
+           "Plans for these input shapes now ({input name: shape}), so the first run of them "
+           "costs what later ones do.")
+      .def("stats", &PySession::Stats)
+      .def("_input_specs", [](const PySession& s) { return Specs(s.s().inputs()); })
+      .def("_output_specs", [](const PySession& s) { return Specs(s.s().outputs()); })
+      .def("_metadata", [](const PySession& s) { return Metadata(s.s().metadata()); })
+      .def("device_description", [](const PySession& s) { return s.s().device_description(); })
+      .def("optimized_op_counts", [](const PySession& s) { return s.s().optimized_op_counts(); })
+      .def("optimization_log", [](const PySession& s) { return s.s().optimization_log(); })
+      .def("describe_plan", [](PySession& s, nb::handle feeds) {
+        Feeds f = ReadFeeds(s.s().inputs(), feeds);
+        nb::gil_scoped_release release;
+        return Take(s.s().DescribePlan(f.tensors));
+      });
+
+  nb::class_<PyBatcher>(m, "_Batcher")
+      .def(
+          "__init__",
+          [](PyBatcher* self, nb::object session, int max_batch, int64_t max_queue_delay_us,
+             std::vector<int> preferred_sizes, size_t max_queue, bool merge) {
+            // Everything that can throw comes first: nanobind does not destroy an object
+            // whose __init__ threw, so a half-made one would keep the session alive.
+            const PySession* ps = &nb::cast<const PySession&>(session);
+            BatchPolicy p;
+            p.max_batch = max_batch;
+            p.max_queue_delay_us = max_queue_delay_us;
+            p.preferred_sizes = std::move(preferred_sizes);
+            p.max_queue = max_queue;
+            p.merge = merge;
+            std::unique_ptr<DynamicBatcher> batcher = Take(DynamicBatcher::Create(ps->s(), p));
+            new (self) PyBatcher();
+            self->session = ps;
+            self->session_ref = std::move(session);
+            self->batcher = std::move(batcher);
+          },
+          "session"_a, "max_batch"_a = 32, "max_queue_delay_us"_a = 500,
+          "preferred_sizes"_a = std::vector<int>(), "max_queue"_a = 1024, "merge"_a = true)
+      .def("infer", &PyBatcher::Infer, "feeds"_a)
+      .def("submit", &PyBatcher::Submit, "feeds"_a, "future"_a)
+      .def("close", &PyBatcher::Close)
+      .def("stats", &PyBatcher::Stats);
+
+  m.def("_quantize", &QuantizeModel, "model"_a, "out"_a, "calibration"_a, "method"_a,
+        "percentile"_a, "batch"_a, "keep_float"_a, "quantize_all"_a, "bias_correction"_a,
+        "channel_activations"_a, "threads"_a);
+  m.def("_image_job", &RunImageJob, "session"_a, "images"_a, "out"_a, "recipe"_a, "labels"_a,
+        "batch"_a, "workers"_a, "top_k"_a, "resume"_a, "shard"_a, "shards"_a,
+        "progress"_a = nb::none());
+  m.def("_doctor_json", [] {
+    nb::gil_scoped_release release;
+    return DoctorReportJson();
+  });
+  m.def("_load_backend", [](const std::string& backend) {
+    Status s;
+    {
+      nb::gil_scoped_release release;
+      s = LoadBackend(backend);
+    }
+    Check(s);
+  });
+}
