@@ -358,6 +358,35 @@ struct PySession {
     Check(st);
   }
 
+  // The C++ baseline of bench/python_bench.py: `iterations` RunInto calls into preallocated
+  // outputs, timed in C++ with the GIL released (no Python in the loop); microseconds per call.
+  std::vector<double> TimeRunInto(nb::handle feeds, int iterations) {
+    Feeds f = ReadFeeds(s().inputs(), feeds);
+    std::vector<double> us;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = [&]() -> Status {
+        std::vector<NamedTensor> outs;
+        KILN_RETURN_IF_ERROR(s().Run(f.tensors, &outs));
+        std::vector<NamedTensor> bound;
+        for (const NamedTensor& o : outs)
+          bound.push_back({o.name, Tensor::Empty(o.tensor.dtype(), o.tensor.shape())});
+        us.reserve(static_cast<size_t>(std::max(iterations, 0)));
+        for (int i = 0; i < iterations; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          KILN_RETURN_IF_ERROR(s().RunInto(f.tensors, &bound));
+          us.push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+        return OkStatus();
+      }();
+    }
+    Check(st);
+    return us;
+  }
+
   nb::dict Stats() const {
     const SessionStats st = s().stats();
     nb::dict d;
@@ -680,6 +709,9 @@ NB_MODULE(_kiln, m) {
            "Plans for these input shapes now ({input name: shape}), so the first run of them "
            "costs what later ones do.")
       .def("stats", &PySession::Stats)
+      .def("_time_run_into", &PySession::TimeRunInto, "feeds"_a, "iterations"_a,
+           "C++ RunInto timed in a C++ loop (microseconds per call): bench/python_bench.py's "
+           "baseline for the cost of a call from Python.")
       .def("_input_specs", [](const PySession& s) { return Specs(s.s().inputs()); })
       .def("_output_specs", [](const PySession& s) { return Specs(s.s().outputs()); })
       .def("_metadata", [](const PySession& s) { return Metadata(s.s().metadata()); })

@@ -5,6 +5,7 @@
 // with them and prints the measured differences. Tolerances: PNG and JPEG pixels exact (same
 // libjpeg-turbo, same IDCT and upsampling as PIL), resize exact vs PIL (stated bound: 1 level),
 // torchvision recipe 1e-5 in normalized units (1 pixel level is 0.017 there).
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -102,6 +103,12 @@ double ImageDiff(const Image& img, const Tensor& expected, std::string* why) {
     diff = std::max(diff, std::abs(img.pixels[i] - e));
   }
   return diff;
+}
+
+// A loop over an empty case list would check nothing: asking for a kind make_images.py did not
+// write is a failure.
+TEST(CasesTest, AnEmptyCaseListFails) {
+  EXPECT_NONFATAL_FAILURE(Cases("no_such_kind"), "has no 'no_such_kind' cases");
 }
 
 TEST(DecodeTest, PixelsMatchPil) {
