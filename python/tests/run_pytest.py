@@ -6,7 +6,8 @@ usage: run_pytest.py BUILD_PYTHON_DIR [--numpy2] [pytest args...]
 Default: in the pinned check venv (tests/pyenv/check_venv.py: Debian's numpy 1.24 and torch
 visible, onnxruntime and pytest pinned). --numpy2: in a venv without Debian's packages, holding
 only numpy 2.2.6 and pytest, so the package is shown to work with numpy 2 and without system site
-packages (the tests needing onnxruntime, torch or PIL skip themselves there). The index
+packages (the tests needing onnxruntime, torch or PIL skip themselves there; the outside
+applications of test_ort_apps.py, which make their own venv, run in the default form only). The index
 unreachable: a skip (check_venv.skip, a failure under CI).
 """
 import os
@@ -32,6 +33,8 @@ def main():
         cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
         py = check_venv.python_or_skip(NUMPY2_PINS, os.path.join(cache, "kiln", "numpy2-venv"),
                                        system_site=False)
+        # The outside applications run in their own venv (test_ort_apps.py): once is enough.
+        args = ["--ignore", os.path.join(HERE, "test_ort_apps.py")] + args
     else:
         py = check_venv.python_or_skip()
     env = dict(os.environ, PYTHONPATH=pkg, PYTHONDONTWRITEBYTECODE="1")
