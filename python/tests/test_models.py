@@ -1,7 +1,9 @@
 """The five torchvision models (seeded random weights, PyTorch's ONNX exports at opset 17) through
 kiln.Session against onnxruntime.InferenceSession on the same file: outputs within rtol 1e-3 /
 atol 1e-4. The models are tests/models/make_torchvision_refs.py's, in $KILN_TORCHVISION_DIR (the
-torchvision_models test's folder; made there when missing, about a minute)."""
+torchvision_models test's folder; made there when missing, about a minute, with the same
+--calibrate-bn as tests/models/run_torchvision_check.sh: the files are shared, and the reference
+logits of that test belong to the calibrated models)."""
 import os
 import subprocess
 
@@ -24,7 +26,7 @@ def zoo():
         r = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tests", "models",
                                                              "make_torchvision_refs.py"), d,
                             "--models", ",".join(MODELS), "--opsets", "13,17",
-                            "--batches", "1,4"], capture_output=True, text=True)
+                            "--batches", "1,4", "--calibrate-bn"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
     return d
 
