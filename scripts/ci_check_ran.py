@@ -31,7 +31,7 @@ def main(paths):
                 why = skipped.get("message") if skipped is not None else status
                 last = [line for line in out.splitlines() if line.strip()][-1:] or [""]
                 not_run.append(f"{name}: {status} ({why}) {last[0][:300]}")
-            for m in re.finditer(r"^\[  SKIPPED \] (\w+\.\w+)", out, re.M):
+            for m in re.finditer(r"^\[  SKIPPED \] (\S+\.\S+)", out, re.M):
                 gtest_skips.append(f"{name}: {m.group(1)}")
     print(f"ci_check_ran: {ran} tests ran, {len(not_run)} did not")
     for s in sorted(set(gtest_skips)):
