@@ -320,8 +320,31 @@ class ResizeOp : public Op {
   }
 
   // The output shape and the per-dim scale used by the coordinate transform.
+  // The output shape, within kiln's limits: each dim at most 2^24 and 2^27 elements in all (the
+  // taps are one entry per output index of a dim; the session fuzzer reached a 64 GB tap table).
   bool OutputShape(const Shape& in, const Tensor* scales_t, const Tensor* sizes_t, Shape* out,
                    std::vector<double>* scale, std::string* why) const {
+    if (!OutputShapeUnbounded(in, scales_t, sizes_t, out, scale, why)) return false;
+    constexpr int64_t kMaxDim = int64_t{1} << 24, kMaxElements = int64_t{1} << 27;
+    int64_t elements = 1;
+    for (size_t d = 0; d < out->size(); ++d) {
+      if ((*out)[d] > kMaxDim) {
+        *why = "output dim " + std::to_string(d) + " would be " + std::to_string((*out)[d]) +
+               ", past kiln's limit of 2^24";
+        return false;
+      }
+      elements = std::min(elements * std::max<int64_t>((*out)[d], 1), kMaxElements + 1);
+    }
+    if (elements > kMaxElements) {
+      *why = "the output would have " + ShapeToString(*out) +
+             ", past kiln's limit of 2^27 elements for Resize";
+      return false;
+    }
+    return true;
+  }
+
+  bool OutputShapeUnbounded(const Shape& in, const Tensor* scales_t, const Tensor* sizes_t,
+                            Shape* out, std::vector<double>* scale, std::string* why) const {
     const int64_t rank = static_cast<int64_t>(in.size());
     std::vector<float> scales;
     if (scales_index() < 0)
