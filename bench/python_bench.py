@@ -51,6 +51,16 @@ def p50(xs):
     return statistics.median(xs)
 
 
+def p50_us(call, n):
+    """The median of n calls' wall times, in microseconds."""
+    t = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        call()
+        t.append((time.perf_counter_ns() - t0) / 1e3)
+    return p50(t)
+
+
 def summary(ratios):
     return {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
             "rounds": ratios}
@@ -80,25 +90,11 @@ def part_overhead(a, res):
     rows = []
     for _ in range(a.rounds):
         native = p50(s._time_run_into(feeds, n))
-        t = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            s.run(feeds)
-            t.append((time.perf_counter_ns() - t0) / 1e3)
-        py_run = p50(t)
-        t = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            s.run_into(feeds, out)
-            t.append((time.perf_counter_ns() - t0) / 1e3)
-        py_into = p50(t)
-        t = []
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            o.run(None, feeds)
-            t.append((time.perf_counter_ns() - t0) / 1e3)
+        py_run = p50_us(lambda: s.run(feeds), n)
+        py_into = p50_us(lambda: s.run_into(feeds, out), n)
+        ort_run = p50_us(lambda: o.run(None, feeds), n)
         rows.append({"native_run_into_us": native, "python_run_us": py_run,
-                     "python_run_into_us": py_into, "ort_python_run_us": p50(t)})
+                     "python_run_into_us": py_into, "ort_python_run_us": ort_run})
     res["overhead"] = {
         "rounds": rows,
         "run_minus_native_us": summary([r["python_run_us"] - r["native_run_into_us"] for r in rows]),
