@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "kiln/session.h"
 #include "kiln/status.h"
@@ -113,5 +115,51 @@ class ImageTensorReader {
   explicit ImageTensorReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Encoded images the caller already holds in memory (bytes it read itself: Ray Data's
+// read_binary_files, an object store), or pixels decoded elsewhere, preprocessed for one model
+// input with ImageJob's decoders and recipes, a batch at a time, on `threads` threads (one
+// decoder each; the calling thread is one of them). The Python package's kiln.ImageDecoder and
+// kiln.ray run on it. Thread-safety: one thread calls Decode/Transform at a time.
+class ImageBatchDecoder {
+ public:
+  // `recipe` as ImageJobOptions::recipe, resolved against `input` (a fixed-size image input
+  // [N,C,H,W]); threads < 1 is 1. Fails on an unknown recipe or one whose images do not fit.
+  static StatusOr<std::unique_ptr<ImageBatchDecoder>> Create(const std::string& recipe,
+                                                             const TensorSpec& input,
+                                                             int threads = 1);
+  ~ImageBatchDecoder();
+  ImageBatchDecoder(const ImageBatchDecoder&) = delete;
+  ImageBatchDecoder& operator=(const ImageBatchDecoder&) = delete;
+
+  const std::string& recipe() const;
+  // The recipe as JSON (its resolved fields), for records and logs.
+  std::string recipe_json() const;
+  int threads() const;
+  // One image's shape: {C, H, W} (NCHW recipes) or {H, W, C} (NHWC); a batch prepends N.
+  std::vector<int64_t> sample_shape() const;
+  int64_t sample_elements() const;
+
+  // Decodes and preprocesses images[i] into dst + i * sample_elements() floats; returns one
+  // Status per image. A failed image's floats are zeros; a good image never depends on the others.
+  std::vector<Status> Decode(const std::vector<std::span<const uint8_t>>& images, float* dst);
+  // Pixels decoded elsewhere: 8-bit, interleaved, packed rows; 1 (gray) or 3 (RGB) channels.
+  struct Pixels {
+    const uint8_t* data = nullptr;
+    int width = 0, height = 0, channels = 0;
+  };
+  std::vector<Status> Transform(const std::vector<Pixels>& images, float* dst);
+
+ private:
+  struct Impl;
+  explicit ImageBatchDecoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The classification in ImageJob's records, for one row of a classifier's scores: softmax first
+// unless the row already is a distribution (every value in [0, 1], sum within 1e-3 of 1), then
+// the k (at most `classes`) most probable classes, best first, ties to the lower index.
+void TopKClasses(const float* row, int64_t classes, int k, std::vector<int64_t>* top_k,
+                 std::vector<float>* scores);
 
 }  // namespace kiln

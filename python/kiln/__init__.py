@@ -6,6 +6,8 @@
 
 `kiln.Session` runs a model; `kiln.Batcher` merges concurrent requests into batches; `kiln.quantize`
 writes an int8 QDQ model from calibration data; `kiln.ImageJob` classifies a folder of images;
+`kiln.ImageDecoder` decodes and preprocesses image bytes with the same C++ decoders and recipes;
+`kiln.ray` is the model stage for Ray Data (docs/ray.md);
 `kiln.doctor()` describes the machine. `kiln.ort` is a drop-in for the `onnxruntime` module.
 Errors are exceptions of kiln.Error's subclasses (InvalidArgument, InvalidModel, Unsupported, ...)
 with kiln's message. docs/python.md has the whole guide.
@@ -24,7 +26,7 @@ from ._kiln import (Cancelled, DeadlineExceeded, DeviceError, Error, Internal,  
                     Unsupported)
 
 __version__ = _kiln.__version__
-__all__ = ["Session", "TensorInfo", "ModelMetadata", "Batcher", "ImageJob", "quantize", "doctor",
+__all__ = ["Session", "TensorInfo", "ModelMetadata", "Batcher", "ImageJob", "ImageDecoder", "top_k", "quantize", "doctor",
            "Error", "InvalidArgument", "InvalidModel", "Unsupported", "NotFound", "OutOfMemory",
            "DeviceError", "Unavailable", "DeadlineExceeded", "Cancelled", "Internal",
            "__version__"]
@@ -237,6 +239,64 @@ class ImageJob:
 
     def run(self, progress=None) -> Dict[str, Any]:
         return _kiln._image_job(*self._args, progress=progress)
+
+
+class ImageDecoder:
+    """Decodes and preprocesses images for one model input with the C++ decoders (libjpeg-turbo,
+    libpng) and recipes of `kiln run --images`, a batch at a time, with the GIL released.
+
+    ImageDecoder(recipe="", input=None, threads=1, *, session=None)
+    recipe: a preset ("torchvision-imagenet", "paddleocr", "scale01", "fashion-mnist") or a recipe
+    .json file; "" picks torchvision-imagenet for a fixed-size RGB input. The input is
+    `session`'s first input, or `input`, a shape [N, C, H, W] (N may be None). threads: decode
+    threads per call (each image is decoded by one).
+
+    decode(images) -> (batch, errors): images are bytes-like objects (bytes, bytearray,
+    memoryview, uint8 numpy arrays) of JPEG or PNG files; batch is float32 [n, *sample_shape]
+    and errors[i] is "" or why image i failed (its slice of batch is zeros). No image's failure
+    raises. transform(arrays) does the same for images decoded elsewhere (uint8 [H, W] or
+    [H, W, 3] RGB arrays, as Ray Data's read_images gives).
+    """
+
+    def __init__(self, recipe: str = "", input: Optional[Sequence[Optional[int]]] = None,
+                 threads: int = 1, *, session: Optional[Session] = None):
+        if session is not None:
+            input = session.inputs[0].shape
+        if input is None:
+            raise InvalidArgument("ImageDecoder needs input=[N, C, H, W] or session=")
+        dims = [-1 if (d is None or isinstance(d, str)) else int(d) for d in input]
+        self._d = _kiln._ImageDecoder(os.fspath(recipe), dims, max(int(threads), 1))
+
+    @property
+    def recipe(self) -> str:
+        return self._d.recipe
+
+    @property
+    def recipe_json(self) -> str:
+        return self._d.recipe_json
+
+    @property
+    def threads(self) -> int:
+        return self._d.threads
+
+    @property
+    def sample_shape(self) -> List[int]:
+        return list(self._d.sample_shape)
+
+    def decode(self, images: Sequence[Any]):
+        return self._d.decode(list(images))
+
+    def transform(self, arrays: Sequence[Any]):
+        import numpy as np
+        return self._d.transform([np.ascontiguousarray(a, dtype=np.uint8) for a in arrays])
+
+
+def top_k(scores: Any, k: int = 5):
+    """The classification of `kiln run --images` records for a float32 [n, classes] array of
+    scores: softmax unless a row already is a distribution, then the k best classes, ties to the
+    lower index. Returns (indices int64 [n, k], probabilities float32 [n, k])."""
+    import numpy as np
+    return _kiln._top_k(np.ascontiguousarray(scores, dtype=np.float32), int(k))
 
 
 def quantize(model: str, out: str, calibration: Dict[str, Any], *, method: str = "percentile",

@@ -683,6 +683,117 @@ nb::dict RunImageJob(PySession& session, const std::string& images, const std::s
   return d;
 }
 
+// ---- image decoding (kiln.ImageDecoder, kiln.ray) -------------------------------------------
+
+// The images of one call as numpy floats [n, *sample] and one error text per image ("" for OK).
+nb::tuple DecodedBatch(Tensor batch, const std::vector<Status>& statuses) {
+  nb::list errors;
+  for (const Status& s : statuses) errors.append(s.ok() ? std::string() : s.ToString());
+  return nb::make_tuple(ToNumpy(std::move(batch)), errors);
+}
+
+class PyImageDecoder {
+ public:
+  PyImageDecoder(const std::string& recipe, const std::vector<int64_t>& input_dims, int threads) {
+    TensorSpec spec;
+    spec.name = "input";
+    spec.dtype = DataType::kFloat;
+    spec.dims = input_dims;
+    spec.rank_known = true;
+    nb::gil_scoped_release release;
+    d_ = Take(ImageBatchDecoder::Create(recipe, spec, threads));
+  }
+  ImageBatchDecoder& d() { return *d_; }
+
+  Tensor NewBatch(size_t n) {
+    Shape shape = {static_cast<int64_t>(n)};
+    for (int64_t v : d_->sample_shape()) shape.push_back(v);
+    return Tensor::Empty(DataType::kFloat, shape);
+  }
+
+  // bytes-like objects (bytes, bytearray, memoryview of bytes, numpy uint8 arrays).
+  nb::tuple Decode(const nb::list& images) {
+    std::vector<std::span<const uint8_t>> spans;
+    std::vector<Py_buffer> views(nb::len(images));
+    size_t got = 0;
+    auto release_views = [&] {
+      for (size_t i = 0; i < got; ++i) PyBuffer_Release(&views[i]);
+    };
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (PyObject_GetBuffer(images[i].ptr(), &views[i], PyBUF_C_CONTIGUOUS) != 0) {
+        release_views();
+        throw nb::python_error();
+      }
+      ++got;
+      spans.emplace_back(static_cast<const uint8_t*>(views[i].buf),
+                         static_cast<size_t>(views[i].len));
+    }
+    Tensor batch = NewBatch(spans.size());
+    std::vector<Status> statuses;
+    {
+      nb::gil_scoped_release release;
+      statuses = d_->Decode(spans, batch.data<float>());
+    }
+    release_views();
+    return DecodedBatch(std::move(batch), statuses);
+  }
+
+  // uint8 arrays [H, W] or [H, W, C] (C 1 or 3), C-contiguous.
+  nb::tuple Transform(const std::vector<nb::ndarray<nb::ro, uint8_t, nb::device::cpu>>& images) {
+    std::vector<ImageBatchDecoder::Pixels> pixels;
+    for (const auto& a : images) {
+      ImageBatchDecoder::Pixels p;
+      const bool contiguous = a.ndim() == 2   ? a.stride(1) == 1 && a.stride(0) == a.shape(1)
+                              : a.ndim() == 3 ? a.stride(2) == 1 && a.stride(1) == a.shape(2) &&
+                                                    a.stride(0) == a.shape(1) * a.shape(2)
+                                              : false;
+      if (contiguous) {
+        p.data = a.data();
+        p.height = static_cast<int>(a.shape(0));
+        p.width = static_cast<int>(a.shape(1));
+        p.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : 1;
+      } else {  // left null: Transform reports the image as bad
+        p.height = a.ndim() >= 1 ? static_cast<int>(a.shape(0)) : 0;
+        p.width = a.ndim() >= 2 ? static_cast<int>(a.shape(1)) : 0;
+        p.channels = a.ndim() == 3 ? static_cast<int>(a.shape(2)) : (a.ndim() == 2 ? 1 : 0);
+      }
+      pixels.push_back(p);
+    }
+    Tensor batch = NewBatch(pixels.size());
+    std::vector<Status> statuses;
+    {
+      nb::gil_scoped_release release;
+      statuses = d_->Transform(pixels, batch.data<float>());
+    }
+    return DecodedBatch(std::move(batch), statuses);
+  }
+
+ private:
+  std::unique_ptr<ImageBatchDecoder> d_;
+};
+
+// Top-k classes per row of a float32 [n, classes] array: (int64 [n, k], float32 [n, k]).
+nb::tuple TopK(const nb::ndarray<nb::ro, float, nb::ndim<2>, nb::c_contig, nb::device::cpu>& scores,
+               int k) {
+  if (k < 1) Throw(InvalidArgument("top_k must be >= 1; got " + std::to_string(k)));
+  const int64_t n = static_cast<int64_t>(scores.shape(0));
+  const int64_t classes = static_cast<int64_t>(scores.shape(1));
+  const int64_t kk = std::min<int64_t>(k, classes);
+  Tensor idx = Tensor::Empty(DataType::kInt64, {n, kk});
+  Tensor val = Tensor::Empty(DataType::kFloat, {n, kk});
+  {
+    nb::gil_scoped_release release;
+    std::vector<int64_t> top;
+    std::vector<float> sc;
+    for (int64_t i = 0; i < n; ++i) {
+      TopKClasses(scores.data() + i * classes, classes, k, &top, &sc);
+      std::copy(top.begin(), top.end(), idx.data<int64_t>() + i * kk);
+      std::copy(sc.begin(), sc.end(), val.data<float>() + i * kk);
+    }
+  }
+  return nb::make_tuple(ToNumpy(std::move(idx)), ToNumpy(std::move(val)));
+}
+
 }  // namespace
 }  // namespace kiln::python
 
@@ -757,6 +868,16 @@ NB_MODULE(_kiln, m) {
   m.def("_image_job", &RunImageJob, "session"_a, "images"_a, "out"_a, "recipe"_a, "labels"_a,
         "batch"_a, "workers"_a, "top_k"_a, "resume"_a, "shard"_a, "shards"_a,
         "progress"_a = nb::none());
+  nb::class_<PyImageDecoder>(m, "_ImageDecoder")
+      .def(nb::init<const std::string&, const std::vector<int64_t>&, int>(), "recipe"_a,
+           "input_dims"_a, "threads"_a = 1)
+      .def_prop_ro("recipe", [](PyImageDecoder& d) { return d.d().recipe(); })
+      .def_prop_ro("recipe_json", [](PyImageDecoder& d) { return d.d().recipe_json(); })
+      .def_prop_ro("threads", [](PyImageDecoder& d) { return d.d().threads(); })
+      .def_prop_ro("sample_shape", [](PyImageDecoder& d) { return d.d().sample_shape(); })
+      .def("decode", &PyImageDecoder::Decode, "images"_a)
+      .def("transform", &PyImageDecoder::Transform, "images"_a);
+  m.def("_top_k", &TopK, "scores"_a, "k"_a);
   m.def("_doctor_json", [] {
     nb::gil_scoped_release release;
     return DoctorReportJson();

@@ -43,49 +43,6 @@ StatusOr<std::vector<std::string>> ReadLabels(const std::string& path) {
   return labels;
 }
 
-// The recipe: a JSON file, or a preset sized to the model's fixed height and width.
-StatusOr<data::Recipe> ResolveRecipe(const std::string& spec, const TensorSpec& input) {
-  const int64_t h = input.dims.size() == 4 ? input.dims[2] : -1;
-  const int64_t w = input.dims.size() == 4 ? input.dims[3] : -1;
-  if (spec.empty()) {
-    if (input.dims.size() == 4 && input.dims[1] == 3 && h > 0 && w > 0)
-      return data::PresetRecipe("torchvision-imagenet", static_cast<int>(w), static_cast<int>(h));
-    return InvalidArgument("input '" + input.ToString() +
-                           "' is not a fixed-size RGB image; give --recipe PRESET or FILE.json");
-  }
-  if (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0)
-    return data::LoadRecipeFile(spec);
-  if (h > 0 && w > 0) {
-    auto r = data::PresetRecipe(spec, static_cast<int>(w), static_cast<int>(h));
-    if (r.ok()) return r;
-  }
-  return data::PresetRecipe(spec);
-}
-
-// Top-k of one row of scores; softmax first unless the row already is a distribution.
-void TopK(const float* row, int64_t classes, int k, data::Record* r) {
-  bool probs = true;
-  double sum = 0;
-  for (int64_t c = 0; c < classes; ++c) {
-    if (!(row[c] >= 0.f && row[c] <= 1.f)) probs = false;
-    sum += row[c];
-  }
-  std::vector<float> p(row, row + classes);
-  if (!probs || std::fabs(sum - 1.0) > 1e-3) {
-    const float mx = *std::max_element(p.begin(), p.end());
-    double total = 0;
-    for (float& v : p) total += (v = std::exp(v - mx));
-    for (float& v : p) v = static_cast<float>(v / total);
-  }
-  std::vector<int64_t> idx(classes);
-  std::iota(idx.begin(), idx.end(), 0);
-  k = static_cast<int>(std::min<int64_t>(k, classes));
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
-                    [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  r->top_k.assign(idx.begin(), idx.begin() + k);
-  for (int i = 0; i < k; ++i) r->scores.push_back(p[idx[i]]);
-}
-
 // Writes image i's slice of every output (dim 0 is the batch) to
 // <dir>/<position, 8 digits>_<sanitized output name>.npy and names the files in the record.
 Status SaveRawOutputs(const std::vector<NamedTensor>& outputs, int64_t i, int64_t run_n,
@@ -178,7 +135,7 @@ StatusOr<std::unique_ptr<ImageJob>> ImageJob::Create(const Session& session,
     return InvalidArgument("labels file '" + a.labels + "' has " +
                            std::to_string(impl->labels.size()) + " lines but the model has " +
                            std::to_string(out.dims[1]) + " classes");
-  KILN_ASSIGN_OR_RETURN(impl->recipe, ResolveRecipe(a.recipe, in));
+  KILN_ASSIGN_OR_RETURN(impl->recipe, data::RecipeForInput(a.recipe, in.dims));
   KILN_ASSIGN_OR_RETURN(auto probe, data::Preprocessor::Create(impl->recipe));
   impl->sample = probe->OutputShape();
   for (size_t d = 0; d < 3; ++d)
@@ -240,7 +197,8 @@ Status ImageJob::Impl::RunBatch(data::Batch* b, const data::Prefetcher& prefetch
                                std::to_string(classes) + " classes");
       for (int64_t i = 0; i < good; ++i) {
         records[i].path = todo[b->good[i]];
-        TopK(y.data<float>() + i * classes, classes, options.top_k, &records[i]);
+        TopKClasses(y.data<float>() + i * classes, classes, options.top_k, &records[i].top_k,
+                    &records[i].scores);
         for (int64_t c : records[i].top_k)
           if (!labels.empty()) records[i].labels.push_back(labels[c]);
       }
@@ -333,7 +291,7 @@ StatusOr<std::unique_ptr<ImageTensorReader>> ImageTensorReader::Create(const std
   if (input.dims.size() != 4)
     return InvalidArgument("images need a [N,C,H,W] model input; got " + input.ToString());
   KILN_ASSIGN_OR_RETURN(impl->files, data::ListImages(images));
-  KILN_ASSIGN_OR_RETURN(impl->recipe, ResolveRecipe(recipe, input));
+  KILN_ASSIGN_OR_RETURN(impl->recipe, data::RecipeForInput(recipe, input.dims));
   KILN_ASSIGN_OR_RETURN(impl->pre, data::Preprocessor::Create(impl->recipe));
   const Shape sample = impl->pre->OutputShape();
   for (size_t d = 0; d < 3; ++d)

@@ -428,4 +428,25 @@ Status Preprocessor::RunFile(const std::string& path, float* dst, DecodeInfo* in
   return s;
 }
 
+StatusOr<Recipe> RecipeForInput(const std::string& spec, const std::vector<int64_t>& dims) {
+  const int64_t h = dims.size() == 4 ? dims[2] : -1;
+  const int64_t w = dims.size() == 4 ? dims[3] : -1;
+  if (spec.empty()) {
+    if (dims.size() == 4 && dims[1] == 3 && h > 0 && w > 0)
+      return PresetRecipe("torchvision-imagenet", static_cast<int>(w), static_cast<int>(h));
+    std::string shape = "[";
+    for (size_t i = 0; i < dims.size(); ++i)
+      shape += (i ? "," : "") + (dims[i] < 0 ? std::string("?") : std::to_string(dims[i]));
+    return InvalidArgument("an input of shape " + shape +
+                           "] is not a fixed-size RGB image; give --recipe PRESET or FILE.json");
+  }
+  if (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0)
+    return LoadRecipeFile(spec);
+  if (h > 0 && w > 0) {
+    auto r = PresetRecipe(spec, static_cast<int>(w), static_cast<int>(h));
+    if (r.ok()) return r;
+  }
+  return PresetRecipe(spec);
+}
+
 }  // namespace kiln::data

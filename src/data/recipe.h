@@ -68,6 +68,10 @@ StatusOr<Recipe> PresetRecipe(const std::string& name, int width = 0, int height
 // Parses the JSON form; `origin` (a file name) prefixes messages.
 StatusOr<Recipe> ParseRecipeJson(const std::string& text, const std::string& origin = "<json>");
 StatusOr<Recipe> LoadRecipeFile(const std::string& path);
+// The recipe for a model input of `dims` ([N,C,H,W], -1 for a symbolic dim) from `spec`: a .json
+// file, a preset sized to the input's fixed height and width (or its default size), or for ""
+// torchvision-imagenet when the input is a fixed-size RGB image (InvalidArgument otherwise).
+StatusOr<Recipe> RecipeForInput(const std::string& spec, const std::vector<int64_t>& dims);
 // Checks every field, and that the output size is fixed (batchable).
 Status ValidateRecipe(const Recipe& recipe);
 // The JSON form of a recipe (round-trips through ParseRecipeJson).
