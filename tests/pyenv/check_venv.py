@@ -46,6 +46,31 @@ PINS = [
     "packaging==24.2",
 ]
 
+# kiln.ray's venv (${XDG_CACHE_HOME:-~/.cache}/kiln/ray-venv: tests/ray/ray_test.py,
+# bench/ray_bench.py): Ray Data and what it needs beyond Debian's packages (numpy 1.24, PyYAML,
+# requests, protobuf, attrs, dateutil, pytz, psutil stay Debian's).
+RAY_PINS = [
+    "ray==2.60.0",
+    "pandas==2.2.3",  # ray[data] wants >= 2.2.3; 2.2.3 still takes Debian's numpy 1.24
+    "pyarrow==18.1.0",
+    "fsspec==2026.9.0",
+    "tzdata==2026.6",
+    "click==8.1.8",
+    "filelock==3.16.1",
+    "jsonschema==4.23.0",
+    "jsonschema-specifications==2024.10.1",
+    "referencing==0.35.1",
+    "rpds-py==0.22.3",
+    "msgpack==1.1.0",
+    "packaging==24.2",
+]
+
+
+def ray_venv():
+    """kiln.ray's venv (made when missing): its interpreter, or a skip."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return python_or_skip(RAY_PINS, os.path.join(cache, "kiln", "ray-venv"), system_site=True)
+
 
 # pip's words when it never reached the index (the network, DNS or a proxy failed), as opposed to
 # reaching it and failing (no such version, no wheel for this platform, a full disk).
