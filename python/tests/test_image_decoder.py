@@ -122,3 +122,55 @@ def test_decode_run_top_k_equals_image_job(tmp_path, demo_model):
     for row, i in enumerate(ok):
         assert idx[row].tolist() == want[names[i]]["top_k"]
         np.testing.assert_allclose(p[row], want[names[i]]["scores"], rtol=1e-5, atol=1e-6)
+
+
+def test_ray_predictor_without_ray(tmp_path, demo_model):
+    """kiln.ray.Predictor needs no Ray to construct or call (Ray imports it in each actor)."""
+    import kiln.ray as kray
+    rng = np.random.default_rng(9)
+    blobs = [_png((rng.random((30, 30)) * 255).astype(np.uint8)) for _ in range(5)] + [b"x"]
+    paths = [f"p{i}.png" for i in range(6)]
+    labels = tmp_path / "labels.txt"
+    labels.write_text("".join(f"class{c}\n" for c in range(10)))
+    p = kray.Predictor(demo_model, recipe="fashion-mnist", labels=str(labels), top_k=3,
+                       threads=1)
+    rec = p({"bytes": np.array(blobs, dtype=object), "path": np.array(paths)})
+    assert list(rec["status"]) == ["ok"] * 5 + ["error"]
+    assert rec["error"][5] and not any(rec["error"][:5])
+    s = kiln.Session(demo_model, threads=1)
+    x, _ = kiln.ImageDecoder("fashion-mnist", session=s).decode(blobs[:5])
+    idx, sc = kiln.top_k(s.run({"input": x})["logits"], 3)
+    assert [list(t) for t in rec["top_k"][:5]] == idx.tolist()
+    assert [list(lb) for lb in rec["labels"][:5]] == [[f"class{c}" for c in t] for t in idx]
+    assert list(rec["top_k"][5]) == [] and list(rec["labels"][5]) == []
+    lines = [json.loads(line) for line in kray._jsonl(p.predict(blobs, paths)).decode().splitlines()]
+    assert lines[0]["top_k"] == idx[0].tolist() and lines[5] == {"path": "p5.png",
+                                                                 "error": rec["error"][5]}
+    with pytest.raises(kiln.InvalidArgument):
+        kray.Predictor(demo_model, recipe="fashion-mnist", top_k=0)
+
+
+def test_ray_predictor_raw_outputs(tmp_path):
+    """A model whose first output is not [N, classes]: each image's slice of every output."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["input"], ["act"]),
+         helper.make_node("ReduceMean", ["input"], ["mean"], axes=[2, 3], keepdims=0)],
+        "raw", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("act", TensorProto.FLOAT, ["N", 3, 8, 8]),
+         helper.make_tensor_value_info("mean", TensorProto.FLOAT, ["N", 3])])
+    path = tmp_path / "raw.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    import kiln.ray as kray
+    p = kray.Predictor(str(path), recipe="scale01", threads=1)
+    assert not p.classifier
+    rng = np.random.default_rng(2)
+    arrays = [(rng.random((8, 8, 3)) * 255).astype(np.uint8) for _ in range(3)]
+    rec = p.predict(arrays + [np.zeros((8, 8, 4), np.uint8)])
+    assert rec["status"] == ["ok"] * 3 + ["error"]
+    for i, a in enumerate(arrays):
+        want = a.transpose(2, 0, 1).astype(np.float32) / 255
+        np.testing.assert_allclose(rec["act"][i], want, atol=1e-6)
+        np.testing.assert_allclose(rec["mean"][i], want.mean(axis=(1, 2)), atol=1e-6)
+    assert rec["act"][3] is None

@@ -28,7 +28,9 @@ std::string TensorSpec::ToString() const {
   s += "[";
   for (size_t i = 0; i < dims.size(); ++i) {
     if (i) s += ",";
-    s += dims[i] >= 0 ? std::to_string(dims[i]) : (dim_names[i].empty() ? "?" : dim_names[i]);
+    // dim_names may be shorter than dims in a spec a caller built (a public struct).
+    const bool named = i < dim_names.size() && !dim_names[i].empty();
+    s += dims[i] >= 0 ? std::to_string(dims[i]) : (named ? dim_names[i] : "?");
   }
   return s + "]";
 }

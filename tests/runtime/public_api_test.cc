@@ -141,5 +141,17 @@ TEST(PublicApiTest, Diagnostics) {
   for (const SelfTestCase& c : cases) EXPECT_FALSE(c.op_types.empty()) << c.name;
 }
 
+TEST(PublicApiTest, TensorSpecWithoutNamesPrints) {
+  // A spec a caller builds may leave dim_names empty (ImageBatchDecoder::Create's error path
+  // printed one and read past the vector before).
+  TensorSpec spec;
+  spec.dtype = DataType::kFloat;
+  spec.dims = {-1, 3, 224, -1};
+  spec.rank_known = true;
+  EXPECT_EQ(spec.ToString(), "float32[?,3,224,?]");
+  spec.dim_names = {"N"};
+  EXPECT_EQ(spec.ToString(), "float32[N,3,224,?]");
+}
+
 }  // namespace
 }  // namespace kiln
