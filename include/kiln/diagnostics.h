@@ -15,6 +15,15 @@ struct CpuDescription {
   std::string model = "unknown";  // /proc/cpuinfo's model name
   int logical_cpus = 0;
   int physical_cores = 1;
+  // What this process may use (a container's or taskset's limits): CPUs in its affinity mask,
+  // its cgroup's CPU quota (0: none; from `quota_source`), and the compute threads a session
+  // uses when none are set (OMP_NUM_THREADS, else physical cores capped by those limits), why.
+  int affinity_cpus = 0;
+  double cgroup_quota_cpus = 0;
+  std::string quota_source;
+  int usable_cpus = 1;
+  int default_threads = 1;
+  std::string default_threads_reason;
   // The instruction-set extensions kiln's kernels care about that this CPU has, in a fixed order:
   // avx fma f16c avx2 avx_vnni avx512f avx512bw avx512vl avx512_vnni avx512_bf16 avx512_fp16
   // amx_tile amx_bf16 amx_int8.

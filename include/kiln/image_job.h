@@ -31,7 +31,7 @@ struct ImageJobOptions {
   std::string shard;    // "I/N", "auto" (JOB_COMPLETION_INDEX), or "" for the whole list
   int shards = 0;       // N for "auto"
   int batch = 32;       // images per model run (a fixed batch dim in the model wins)
-  int workers = 0;      // decode threads; 0: one per hardware thread
+  int workers = 0;      // decode threads; 0: one per CPU the process may use (affinity, quota)
   int top_k = 5;        // classes per record (classifiers)
   bool resume = false;  // skip images already recorded in `out`
 };

@@ -30,8 +30,9 @@ struct SessionOptions {
   std::string plan_cache_dir;
   // Use only the reference kernels (plain loops; the oracle for fast kernels).
   bool reference_only = false;
-  // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = the machine's physical
-  // cores.
+  // Threads for the session's kernels (oneDNN and kiln's own loops); 0 = OMP_NUM_THREADS when
+  // set, else the physical cores capped by the CPUs this process may use (its affinity mask and
+  // cgroup CPU quota: DescribeCpu().default_threads).
   int num_threads = 0;
   // Run the graph optimizer (src/passes) at load.
   bool optimize = true;

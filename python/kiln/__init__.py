@@ -83,7 +83,8 @@ class Session(_kiln._Session):
     model: a path or the serialized bytes. device: "cpu", "cuda" or "cuda:N" (the CUDA plugin is
     opened only then; without a driver or its libraries: kiln.Unavailable naming what was looked
     for). precision: "fp32", "bf16" (CPUs with AVX512-BF16/AMX) or "fp16" (CUDA). threads: compute
-    threads per run (None: the machine's physical cores). The rest are SessionOptions' fields
+    threads per run (None: OMP_NUM_THREADS, else the physical cores capped by the affinity mask and
+    cgroup CPU quota). The rest are SessionOptions' fields
     (docs/embedding.md). The model loads with the GIL released.
 
     run(feeds, outputs=None) -> {name: numpy.ndarray}, and session(feeds): feeds maps every input

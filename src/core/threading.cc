@@ -9,6 +9,7 @@
 namespace kiln {
 
 int PhysicalCores() { return GetCpuInfo().physical_cores; }
+int DefaultThreads() { return GetCpuLimits().default_threads; }
 
 void SetThreadCount(int n) { omp_set_num_threads(std::max(1, n)); }
 

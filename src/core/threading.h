@@ -9,6 +9,9 @@ namespace kiln {
 
 // Distinct physical cores of this machine (hyper-threads not counted); at least 1.
 int PhysicalCores();
+// Compute threads when the caller sets none: OMP_NUM_THREADS if set, else the physical cores
+// capped by the CPUs this process may use (affinity mask, cgroup quota); core/cpu_info.h.
+int DefaultThreads();
 // Sets the OpenMP thread count for parallel regions started by the calling thread.
 void SetThreadCount(int n);
 // A non-owning reference to a callable fn(int64_t begin, int64_t end): unlike std::function it

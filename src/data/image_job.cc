@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/cpu_info.h"
 #include "core/npy.h"
 #include "data/prefetch.h"
 #include "data/recipe.h"
@@ -152,8 +153,8 @@ StatusOr<std::unique_ptr<ImageJob>> ImageJob::Create(const Session& session,
   plan.items = static_cast<int64_t>(items.size());
   plan.todo = static_cast<int64_t>(impl->todo.size());
   plan.skipped = plan.items - plan.todo;
-  plan.workers = a.workers > 0 ? a.workers
-                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // One decode worker per CPU this process may use (affinity mask and cgroup quota).
+  plan.workers = a.workers > 0 ? a.workers : GetCpuLimits().usable_cpus;
   plan.recipe = impl->recipe.name;
   if (shard.count > 1)
     plan.shard = "shard " + std::to_string(shard.index) + "/" + std::to_string(shard.count) +

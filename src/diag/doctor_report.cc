@@ -129,6 +129,12 @@ Json Cpu() {
   c["model"] = d.model;
   c["physical_cores"] = d.physical_cores;
   c["logical_cpus"] = d.logical_cpus;
+  c["affinity_cpus"] = d.affinity_cpus;
+  c["cgroup_quota_cpus"] = d.cgroup_quota_cpus;
+  c["cgroup_quota_source"] = d.quota_source;
+  c["usable_cpus"] = d.usable_cpus;
+  c["default_threads"] = d.default_threads;
+  c["default_threads_reason"] = d.default_threads_reason;
   c["isa"] = d.isa;
   c["onednn_isa"] = d.onednn_isa;
   c["bf16"] = d.bf16;
@@ -373,6 +379,13 @@ const CpuDescription& DescribeCpu() {
     c.model = info.model;
     c.physical_cores = info.physical_cores;
     c.logical_cpus = info.logical_cpus;
+    const CpuLimits& limits = GetCpuLimits();
+    c.affinity_cpus = limits.affinity_cpus;
+    c.cgroup_quota_cpus = limits.quota_cpus;
+    c.quota_source = limits.quota_source;
+    c.usable_cpus = limits.usable_cpus;
+    c.default_threads = limits.default_threads;
+    c.default_threads_reason = limits.default_reason;
     c.isa =
         info.Has({"avx", "fma", "f16c", "avx2", "avx_vnni", "avx512f", "avx512bw", "avx512vl",
                   "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_int8"});

@@ -116,7 +116,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   const bool strict_device = p.device && !p.device->host_accessible();
   if (p.device) KILN_RETURN_IF_ERROR(p.device->MakeCurrent());
   std::vector<UnsupportedNode> no_kernel;
-  p.num_threads = options.num_threads > 0 ? options.num_threads : PhysicalCores();
+  p.num_threads = options.num_threads > 0 ? options.num_threads : DefaultThreads();
   SetThreadCount(p.num_threads);
   for (size_t i = 0; i < g.values.size(); ++i) {
     p.AddSlot(DataType::kUndefined, {});

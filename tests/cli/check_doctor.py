@@ -46,7 +46,9 @@ keys = {
     "build": ["kiln_version", "compiler", "build_type", "onednn_version", "cuda_enabled",
               "cuda_toolkit", "cuda_architectures", "cudart_compiled", "cudnn_compiled",
               "cublas_compiled"],
-    "cpu": ["model", "physical_cores", "logical_cpus", "isa", "onednn_isa", "bf16"],
+    "cpu": ["model", "physical_cores", "logical_cpus", "isa", "onednn_isa", "bf16",
+            "affinity_cpus", "cgroup_quota_cpus", "usable_cpus", "default_threads",
+            "default_threads_reason"],
     "cuda": ["execution_available", "driver", "libraries", "binary", "jit_cache", "gpus"],
 }
 for section, names in keys.items():

@@ -351,7 +351,7 @@ Status DoSweep(const BenchArgs& a) {
   const double load_ms = ms(Clock::now() - t0);
   KILN_ASSIGN_OR_RETURN(auto shapes, ParseNamed(*session, a.shapes, "--shape", "AxBxC"));
   const CpuDescription& cpu = DescribeCpu();
-  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+  const int threads = a.threads > 0 ? a.threads : cpu.default_threads;
   std::fprintf(out, "kiln bench: %s, batches", a.model.c_str());
   for (int b : a.batches) std::fprintf(out, " %d", b);
   std::fprintf(out, " in one session; threads %d, precision %s, device %s; cpu %s\n", threads,
@@ -537,7 +537,7 @@ Status DoConcurrency(const BenchArgs& a) {
   }));
   const double prep_ms = ms(Clock::now() - t_prep);
   const CpuDescription& cpu = DescribeCpu();
-  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+  const int threads = a.threads > 0 ? a.threads : cpu.default_threads;
   std::fprintf(
       out,
       "kiln bench: %s through the dynamic batcher; requests of %d sample(s), max batch %d, "
@@ -668,7 +668,7 @@ Status DoBench(BenchArgs a) {
   if (!inputs.empty() && inputs[0].tensor.rank() > 0) batch = inputs[0].tensor.shape()[0];
   const int warmup = a.warmup >= 0 ? a.warmup : (batch == 1 ? 20 : 3);
   const int iterations = a.iterations >= 0 ? a.iterations : (batch == 1 ? 100 : 10);
-  const int threads = a.threads > 0 ? a.threads : cpu.physical_cores;
+  const int threads = a.threads > 0 ? a.threads : cpu.default_threads;
 
   std::fprintf(out, "kiln bench: %s\n", a.model.c_str());
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -87,6 +87,16 @@ void PrintDoctorReport(const Json& r) {
   std::printf("\nCPU\n");
   Line("model", Str(c["model"]));
   Line("cores", c["physical_cores"].dump() + " physical, " + c["logical_cpus"].dump() + " logical");
+  if (c.contains("usable_cpus")) {
+    const double quota = c["cgroup_quota_cpus"].get<double>();
+    char q[96] = "none";
+    if (quota > 0) std::snprintf(q, sizeof(q), "%.2f CPUs", quota);
+    Line("this process", "may use " + c["usable_cpus"].dump() + " (affinity mask " +
+                             c["affinity_cpus"].dump() + " CPUs, cgroup quota " + q +
+                             (quota > 0 ? " from " + Str(c["cgroup_quota_source"]) : "") + ")");
+    Line("threads", c["default_threads"].dump() + " by default (" +
+                        Str(c["default_threads_reason"]) + "; --threads overrides)");
+  }
   const std::string isa = Joined(c["isa"], "");
   Line("ISA", isa.empty() ? "none of avx/avx2/avx512/amx" : isa);
   Line("oneDNN ISA", Str(c["onednn_isa"], "not linked"));

@@ -40,7 +40,7 @@ CLI::Option* AddImageJobOptions(CLI::App* cmd, ImageJobArgs* a) {
   cmd->add_option("--batch", a->batch, "Images per model run (image job)")
       ->check(CLI::Range(1, 1 << 20))
       ->needs(images);
-  cmd->add_option("--workers", a->workers, "Decode threads (default: one per hardware thread)")
+  cmd->add_option("--workers", a->workers, "Decode threads (default: one per CPU this process may use: affinity mask, cgroup quota)")
       ->check(CLI::Range(0, 1024))
       ->needs(images);
   cmd->add_option("--threads", a->threads, "Model threads (default: physical cores)")

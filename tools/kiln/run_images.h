@@ -17,7 +17,7 @@ struct ImageJobArgs {
   std::string shard;
   int shards = 0;
   int batch = 32;
-  int workers = 0;  // 0 = one per hardware thread
+  int workers = 0;  // 0 = one per CPU the process may use
   int top_k = 5;
   int threads = 0;
   bool resume = false;
