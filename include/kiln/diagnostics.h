@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/session.h"
 #include "kiln/status.h"
 
 namespace kiln {
@@ -36,6 +37,14 @@ struct CpuDescription {
   std::string int8;
 };
 const CpuDescription& DescribeCpu();
+
+// Runs timed with RunTimings::per_node (CPU backend) as Chrome/Perfetto trace JSON (the Trace
+// Event Format: open it in ui.perfetto.dev or chrome://tracing): one slice per run and one per
+// step (name: op and node; category: kernel; args: node, op, kernel, output types and shapes) on
+// the thread that ran it, times in microseconds from the first run's start. Runs without
+// per_node are left out. `kiln bench --trace`, `kiln run --trace` and kiln.Session.trace write it.
+std::string ChromeTraceJson(const std::vector<RunTimings>& runs,
+                            const std::string& process_name = "kiln");
 
 // `kiln doctor`'s report as one JSON object (build, cpu, cuda, warnings; docs/cli.md names the
 // keys). Probes the CUDA driver and libraries with dlopen: a missing one is a fact, not an error.

@@ -42,6 +42,8 @@ struct NodeTime {
   std::string op_type;  // "Conv", "kiln.FusedConv"; "LayoutConversion" for inserted reorders
   std::string kernel;   // "cpu.fusedconv.onednn"
   double ms = 0;
+  double start_us = 0;  // when the step started: steady clock, microseconds since its epoch
+  std::string outputs;  // the outputs' types and shapes as planned: "float32[1,64,56,56]"
 };
 
 // Where one run's time went. On a device backend, from device events (CUDA events): the upload of
@@ -53,6 +55,10 @@ struct RunTimings {
   double upload_ms = 0, compute_ms = 0, download_ms = 0;
   bool per_node = false;
   std::vector<NodeTime> nodes;
+  // With per_node: when the run started (steady clock, microseconds since its epoch), and the
+  // Linux thread id (gettid) of the thread that ran it (kernels fan out from it on OpenMP).
+  double start_us = 0;
+  int thread = 0;
 };
 
 // What opening the session's device cost, once per process and device (all -1 / false on the

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -360,6 +361,40 @@ struct PySession {
 
   // The C++ baseline of bench/python_bench.py: `iterations` RunInto calls into preallocated
   // outputs, timed in C++ with the GIL released (no Python in the loop); microseconds per call.
+  // `runs` runs timed per step, written to `path` as Chrome/Perfetto trace JSON; returns the
+  // runs' wall times (ms).
+  std::vector<double> Trace(nb::handle feeds, const std::string& path, int runs) {
+    if (runs < 1) Throw(InvalidArgument("runs must be >= 1; got " + std::to_string(runs)));
+    Feeds f = ReadFeeds(s().inputs(), feeds);
+    std::vector<double> ms;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = [&]() -> Status {
+        std::vector<RunTimings> traced;
+        for (int i = 0; i < runs; ++i) {
+          RunTimings rt;
+          rt.per_node = true;
+          std::vector<NamedTensor> outs;
+          const auto t0 = std::chrono::steady_clock::now();
+          KILN_RETURN_IF_ERROR(s().Run(f.tensors, &outs, &rt));
+          ms.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
+          if (rt.nodes.empty())
+            return Unsupported("trace: per-step times are measured on the CPU backend only");
+          traced.push_back(std::move(rt));
+        }
+        std::ofstream out(path);
+        out << ChromeTraceJson(traced, "kiln (Python)");
+        if (!out.good()) return InvalidArgument("cannot write trace file '" + path + "'");
+        return OkStatus();
+      }();
+    }
+    Check(st);
+    return ms;
+  }
+
   std::vector<double> TimeRunInto(nb::handle feeds, int iterations) {
     Feeds f = ReadFeeds(s().inputs(), feeds);
     std::vector<double> us;
@@ -820,6 +855,7 @@ NB_MODULE(_kiln, m) {
            "Plans for these input shapes now ({input name: shape}), so the first run of them "
            "costs what later ones do.")
       .def("stats", &PySession::Stats)
+      .def("_trace", &PySession::Trace, "feeds"_a, "path"_a, "runs"_a)
       .def("_time_run_into", &PySession::TimeRunInto, "feeds"_a, "iterations"_a,
            "C++ RunInto timed in a C++ loop (microseconds per call): bench/python_bench.py's "
            "baseline for the cost of a call from Python.")

@@ -195,3 +195,20 @@ def test_bench_reports_latency(demo_model):
 def test_doctor_describes_the_cpu():
     d = kiln.doctor()
     assert d["cpu"]["physical_cores"] >= 1
+
+
+def test_trace_writes_a_chrome_trace(tmp_path, demo_model, demo_input):
+    import subprocess
+    import sys
+    from conftest import REPO
+    s = kiln.Session(demo_model, threads=1)
+    path = tmp_path / "trace.json"
+    ms = s.trace({"input": demo_input}, path, runs=3)
+    assert len(ms) == 3 and all(m > 0 for m in ms)
+    r = subprocess.run([sys.executable, os.path.join(REPO, "tests", "cli", "check_trace.py"),
+                        str(path), "3"], capture_output=True, text=True)
+    assert r.stdout.strip() == "ok", r.stdout + r.stderr
+    with pytest.raises(kiln.InvalidArgument):
+        s.trace({"input": demo_input}, path, runs=0)
+    with pytest.raises(kiln.InvalidArgument, match="cannot write"):
+        s.trace({"input": demo_input}, tmp_path / "no" / "dir" / "t.json", runs=1)

@@ -26,6 +26,8 @@ struct DeviceTimings {
   double upload_ms = 0, compute_ms = 0, download_ms = 0;  // from device events
   // CPU plans: when non-null, resized to the step count and filled with each step's wall time.
   std::vector<double>* step_ms = nullptr;
+  // With step_ms: each step's start, steady clock microseconds since its epoch.
+  std::vector<double>* step_start_us = nullptr;
 };
 
 class DeviceRun {

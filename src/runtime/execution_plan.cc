@@ -547,7 +547,8 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
     run->redirected[k] = 1;
   }
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
-  KILN_RETURN_IF_ERROR(RunSteps(model, run.get(), base, control, step_ms));
+  KILN_RETURN_IF_ERROR(RunSteps(model, run.get(), base, control, step_ms,
+                                timings ? timings->step_start_us : nullptr));
   // A slot's tensor outside a step: a constant, a graph input, or the run's own.
   auto get = [&](int slot) -> const Tensor* {
     if (constants[slot]) return constants[slot].get();
@@ -579,10 +580,12 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
 }
 
 Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
-                               const RunOptions* control, std::vector<double>* step_ms) const {
+                               const RunOptions* control, std::vector<double>* step_ms,
+                               std::vector<double>* step_start_us) const {
   const ir::Graph& g = *model.graph;
   std::vector<Tensor>& env = run->env;
   if (step_ms) step_ms->assign(steps.size(), 0.0);
+  if (step_ms && step_start_us) step_start_us->assign(steps.size(), 0.0);
   for (size_t si = 0; si < steps.size(); ++si) {
     const Step& step = steps[si];
     auto what = [&] {
@@ -624,9 +627,13 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
     const auto t0 =
         step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status s = step.kernel->Run(cc);
-    if (step_ms)
+    if (step_ms) {
       (*step_ms)[si] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (step_start_us)
+        (*step_start_us)[si] =
+            std::chrono::duration<double, std::micro>(t0.time_since_epoch()).count();
+    }
     if (!s.ok()) return s.AddContext("while running " + what() + " with " + step.kernel_name);
     // Storage made for this run is freed after its last reader; arena views stay.
     for (int slot : step.in_slots)

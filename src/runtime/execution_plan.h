@@ -169,9 +169,10 @@ struct ExecutionPlan {
                          const RunOptions* control, const std::vector<Tensor*>& bound) const;
   // The one step loop, host and device: run control between steps, shapes and storage of
   // dynamic steps, each kernel on the run's contexts, storage made for the run freed after its
-  // last reader. `step_ms` (may be null): each step's wall time.
+  // last reader. `step_ms` (may be null): each step's wall time; `step_start_us` (with step_ms,
+  // may be null): each step's start on the steady clock.
   Status RunSteps(const Model& model, RunContext* run, char* base, const RunOptions* control,
-                  std::vector<double>* step_ms) const;
+                  std::vector<double>* step_ms, std::vector<double>* step_start_us = nullptr) const;
   Status ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
                        std::vector<Tensor>* outputs, DeviceTimings* timings,
                        const RunOptions* control, const std::vector<Tensor*>& bound) const;

@@ -1,6 +1,9 @@
 #include "kiln/session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -463,9 +466,16 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
   }
   std::vector<Tensor> outs;
   runtime::DeviceTimings dt;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, step_start_us;
   const bool per_node = timings && timings->per_node && !impl_->device;
-  if (per_node) dt.step_ms = &step_ms;
+  if (per_node) {
+    dt.step_ms = &step_ms;
+    dt.step_start_us = &step_start_us;
+    timings->start_us = std::chrono::duration<double, std::micro>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    timings->thread = static_cast<int>(gettid());
+  }
   if (bound) {
     // An all-null binding still runs the model (every output dropped), not the unbound path.
     if (bound_outputs.empty()) bound_outputs.assign(1, nullptr);
@@ -497,6 +507,15 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
         }
         nt.kernel = st.kernel_name;
         nt.ms = step_ms[i];
+        nt.start_us = step_start_us[i];
+        nt.outputs.clear();
+        for (int slot : st.out_slots) {
+          if (slot < 0) continue;
+          if (!nt.outputs.empty()) nt.outputs += ", ";
+          nt.outputs += plan->static_shape[slot] ? std::string(DataTypeName(plan->dtypes[slot])) +
+                                                       ShapeToString(plan->shapes[slot])
+                                                 : std::string("dynamic");
+        }
       }
     }
   }

@@ -35,6 +35,14 @@ check run-repeat-zero 1 "--repeat: Value 0 not in range" -- "$KILN" run "$M" --i
 check run-repeat-steady 0 "steady run [0-9.]+ ms \(median of 2 runs after the first\)" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --repeat 3
 check run-disable-pass-unknown 11 "no pass is named 'fuse_nothing'; the passes are .*fuse_qconv_add" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/o" --disable-pass fuse_nothing
 check bench-disable-pass 0 "pass fuse_conv_bn disabled \(--disable-pass\)" -- "$KILN" bench "$M" --shape a=2x3 --shape b=2x3 --warmup 1 --iterations 2 --disable-pass fuse_conv_bn
+# --trace: Chrome/Perfetto trace JSON of every timed step (tests/cli/check_trace.py's rules).
+D=$SRC/demo/fashion_mnist_cnn.onnx
+check bench-trace 0 "trace: 3 runs, [0-9]+ steps each, written to" -- "$KILN" bench "$D" --batch 4 --warmup 1 --iterations 3 --trace "$W/bench_trace.json"
+check bench-trace-valid 0 "^ok$" -- /usr/bin/python3 "$SRC/tests/cli/check_trace.py" "$W/bench_trace.json" 3
+check bench-trace-sweep 11 "--profile and --trace take one --batch size" -- "$KILN" bench "$D" --batch 1,2 --trace "$W/x.json"
+check run-trace 0 "trace: 2 runs written to" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/out3" --repeat 2 --trace "$W/run_trace.json"
+check run-trace-valid 0 "^ok$" -- /usr/bin/python3 "$SRC/tests/cli/check_trace.py" "$W/run_trace.json" 2
+check run-trace-unwritable 11 "cannot write --trace file" -- "$KILN" run "$M" --input a="$W/a.npy" --input b="$W/b.npy" --output-dir "$W/out3" --trace "$W/no/such/dir/t.json"
 check inspect 0 "Add +1" -- "$KILN" inspect "$M"
 check inspect-memory-plan 0 "memory plan: one arena of [0-9]+ bytes.*for a=\\[1,3\\]" -- "$KILN" inspect "$M"
 check inspect-bad-shape 11 "--shape a=4xq: expected positive integer dims" -- "$KILN" inspect --optimized --shape a=4xq "$M"
@@ -109,7 +117,7 @@ check bench-batch-threads 0 "batch 4, threads 1" -- "$KILN" bench "$D" --batch 4
 check bench-sweep 0 "session: 3 plans; packed weights" -- "$KILN" bench "$D" --batch 1,2,4 --iterations 2 --warmup 0 --json "$W/sweep.json"
 check bench-sweep-json 0 '"batch": 4' -- cat "$W/sweep.json"
 check bench-sweep-with-input 11 "generates its inputs; drop --input" -- "$KILN" bench "$D" --batch 1,2 --input "$W/none.npy"
-check bench-sweep-with-profile 11 "--profile takes one --batch size" -- "$KILN" bench "$D" --batch 1,2 --profile
+check bench-sweep-with-profile 11 "--profile and --trace take one --batch size" -- "$KILN" bench "$D" --batch 1,2 --profile
 check bench-sweep-bad-size 1 "" -- "$KILN" bench "$D" --batch 1,0
 check bench-sweep-not-a-number 1 "" -- "$KILN" bench "$D" --batch 1,x
 # The release and fuzz scripts refuse bad arguments with a message.

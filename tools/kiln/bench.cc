@@ -45,9 +45,11 @@ struct Profile {
   int runs = 0;
   double run_ms = 0;  // mean wall time of the profiled runs
   std::vector<NodeTime> steps;
+  std::vector<RunTimings> traced;  // every profiled run, for --trace
 };
 
-StatusOr<Profile> ProfileRuns(Session& session, const std::vector<NamedTensor>& inputs, int runs) {
+StatusOr<Profile> ProfileRuns(Session& session, const std::vector<NamedTensor>& inputs, int runs,
+                              bool keep_runs) {
   Profile p;
   p.runs = runs;
   RunTimings rt;
@@ -59,6 +61,7 @@ StatusOr<Profile> ProfileRuns(Session& session, const std::vector<NamedTensor>& 
     KILN_RETURN_IF_ERROR(session.Run(inputs, &outputs, &rt));
     p.run_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+    if (keep_runs) p.traced.push_back(rt);
     if (p.steps.empty()) {
       p.steps = rt.nodes;
       for (NodeTime& n : p.steps) n.ms = 0;
@@ -345,7 +348,8 @@ Status DoSweep(const BenchArgs& a) {
   FILE* out = a.json == "-" ? stderr : stdout;
   if (!a.inputs.empty())
     return InvalidArgument("--batch with several sizes generates its inputs; drop --input");
-  if (a.profile) return InvalidArgument("--profile takes one --batch size");
+  if (a.profile || !a.trace.empty())
+    return InvalidArgument("--profile and --trace take one --batch size");
   auto t0 = Clock::now();
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, OptionsOf(a)));
   const double load_ms = ms(Clock::now() - t0);
@@ -717,8 +721,17 @@ Status DoBench(BenchArgs a) {
     download_ms.push_back(rt.download_ms);
   }
   Profile profile;
-  if (a.profile && !rt.device) {
-    KILN_ASSIGN_OR_RETURN(profile, ProfileRuns(*session, inputs, iterations));
+  if ((a.profile || !a.trace.empty()) && !rt.device) {
+    KILN_ASSIGN_OR_RETURN(profile, ProfileRuns(*session, inputs, iterations, !a.trace.empty()));
+    if (!a.trace.empty()) {
+      std::ofstream f(a.trace);
+      f << ChromeTraceJson(profile.traced, "kiln bench " + a.model);
+      if (!f.good()) return InvalidArgument("cannot write --trace file '" + a.trace + "'");
+      std::fprintf(stderr,
+                   "trace: %d runs, %zu steps each, written to %s (open in "
+                   "ui.perfetto.dev or chrome://tracing)\n",
+                   profile.runs, profile.steps.size(), a.trace.c_str());
+    }
   }
   const Stats st = ComputeStats(times);
   const double throughput = st.mean > 0 ? static_cast<double>(batch) * 1000.0 / st.mean : 0.0;
@@ -885,6 +898,9 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--profile", args->profile,
                 "After the timed runs, as many more with per-step timing: mean ms per kernel and "
                 "the slowest steps (CPU backend)");
+  cmd->add_option("--trace", args->trace,
+                  "After the timed runs, as many more with per-step timing, written to FILE as "
+                  "Chrome/Perfetto trace JSON (one slice per kernel; CPU backend)");
   cmd->add_flag("--tune", args->tune,
                 "Time alternative kernels per shape at the first run and keep the fastest");
   cmd->add_option("--plan-cache", args->plan_cache,

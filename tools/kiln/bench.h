@@ -39,6 +39,7 @@ struct BenchArgs {
   bool reference = false;
   std::vector<std::string> disabled_passes;  // --disable-pass NAME (repeatable)
   bool profile = false;
+  std::string trace;  // --trace FILE: Chrome/Perfetto trace JSON of the profiled runs
   // --concurrency 1,8,32,64: in-process clients through the dynamic batcher (DoConcurrency).
   std::vector<int> concurrency;
   int max_batch = 32;

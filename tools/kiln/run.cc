@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "common.h"
+#include "kiln/diagnostics.h"
 #include "kiln/session.h"
 #include "kiln/tensor_io.h"
 #include "run_images.h"
@@ -27,6 +29,7 @@ struct RunArgs {
   bool tune = false;
   std::string plan_cache;
   int repeat = 1;
+  std::string trace;  // --trace FILE: every run's steps as Chrome/Perfetto trace JSON
   ImageJobArgs images;
 };
 
@@ -73,14 +76,29 @@ Status DoRun(const RunArgs& a) {
 
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::vector<NamedTensor> outputs;
-  KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+  std::vector<RunTimings> traced;
+  RunTimings rt;
+  rt.per_node = !a.trace.empty();
+  RunTimings* timings = a.trace.empty() ? nullptr : &rt;
+  KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs, timings));
+  if (timings) traced.push_back(rt);
   auto t2 = std::chrono::steady_clock::now();
   // --repeat: the steady state, apart from the first run's plan preparation.
   std::vector<double> steady;
   for (int r = 1; r < a.repeat; ++r) {
     const auto r0 = std::chrono::steady_clock::now();
-    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs));
+    KILN_RETURN_IF_ERROR(session->Run(inputs, &outputs, timings));
     steady.push_back(ms(std::chrono::steady_clock::now() - r0));
+    if (timings) traced.push_back(rt);
+  }
+  if (timings) {
+    if (traced.empty() || traced[0].nodes.empty())
+      return Unsupported("--trace: per-step times are measured on the CPU backend only");
+    std::ofstream f(a.trace);
+    f << ChromeTraceJson(traced, "kiln run " + a.model);
+    if (!f.good()) return InvalidArgument("cannot write --trace file '" + a.trace + "'");
+    std::printf("trace: %zu runs written to %s (open in ui.perfetto.dev or chrome://tracing)\n",
+                traced.size(), a.trace.c_str());
   }
   for (const auto& o : outputs) {
     std::string path =
@@ -128,10 +146,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "Run N times; the first run (plan preparation included) is reported apart from "
                   "the median of the others")
       ->check(CLI::Range(1, 1000000));
+  CLI::Option* trace =
+      cmd->add_option("--trace", args->trace,
+                      "Write every run's steps (one slice per kernel) to FILE as Chrome/Perfetto "
+                      "trace JSON (CPU backend; not with --images)");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI::Option* images = AddImageJobOptions(cmd, &args->images);
-  images->excludes(input)->excludes(output_dir);
+  images->excludes(input)->excludes(output_dir)->excludes(trace);
   cmd->callback([args, exit_code] {
     Status s;
     if (!args->images.images.empty()) {
