@@ -4,10 +4,14 @@
 #include "serving/kserve.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
 
 #include "core/half.h"
 #include "kiln/version.h"
@@ -43,13 +47,59 @@ Status Flatten(const json& j, std::vector<const json*>* out) {
   return OkStatus();
 }
 
+// A JSON number as T without undefined behaviour. Floating types: a value beyond float32's range
+// becomes +-inf (numpy's astype does the same). Integer types: a fraction is truncated toward
+// zero, as a C cast does, and a value outside T's range (or NaN) is refused (false).
 template <typename T>
-void StoreAll(const std::vector<const json*>& values, void* dst) {
-  T* d = static_cast<T*>(dst);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const json& v = *values[i];
-    d[i] = v.is_boolean() ? static_cast<T>(v.get<bool>()) : v.get<T>();
+bool JsonToValue(const json& v, T* out) {
+  if (v.is_boolean()) {
+    *out = static_cast<T>(v.get<bool>());
+    return true;
   }
+  if constexpr (std::is_floating_point_v<T>) {
+    const double d = v.get<double>();
+    if (std::is_same_v<T, float> && std::isfinite(d) &&
+        std::fabs(d) > std::numeric_limits<float>::max()) {
+      *out = static_cast<T>(d > 0 ? std::numeric_limits<float>::infinity()
+                                  : -std::numeric_limits<float>::infinity());
+    } else {
+      *out = static_cast<T>(d);
+    }
+    return true;
+  } else {
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+      *out = static_cast<T>(u);
+      return true;
+    }
+    if (v.is_number_integer()) {
+      const int64_t s = v.get<int64_t>();
+      if (s < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+          (s > 0 &&
+           static_cast<uint64_t>(s) > static_cast<uint64_t>(std::numeric_limits<T>::max())))
+        return false;
+      *out = static_cast<T>(s);
+      return true;
+    }
+    // A float for an integer tensor: in range after truncation (2^digits is exact in a double).
+    const double d = std::trunc(v.get<double>());
+    const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+    const double lo = std::numeric_limits<T>::is_signed ? -hi : 0.0;
+    if (!(d >= lo && d < hi)) return false;
+    *out = static_cast<T>(d);
+    return true;
+  }
+}
+
+template <typename T>
+Status StoreAll(const std::vector<const json*>& values, void* dst, const std::string& name) {
+  T* d = static_cast<T*>(dst);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!JsonToValue(*values[i], &d[i]))
+      return InvalidArgument("input '" + name + "': data[" + std::to_string(i) +
+                             "] = " + values[i]->dump() + " does not fit the tensor's type");
+  return OkStatus();
 }
 
 Status StoreJsonData(const std::vector<const json*>& values, Tensor* t, const std::string& name) {
@@ -62,35 +112,25 @@ Status StoreJsonData(const std::vector<const json*>& values, Tensor* t, const st
       return OkStatus();
     }
     case DataType::kUInt8:
-      StoreAll<uint8_t>(values, dst);
-      return OkStatus();
+      return StoreAll<uint8_t>(values, dst, name);
     case DataType::kUInt16:
-      StoreAll<uint16_t>(values, dst);
-      return OkStatus();
+      return StoreAll<uint16_t>(values, dst, name);
     case DataType::kUInt32:
-      StoreAll<uint32_t>(values, dst);
-      return OkStatus();
+      return StoreAll<uint32_t>(values, dst, name);
     case DataType::kUInt64:
-      StoreAll<uint64_t>(values, dst);
-      return OkStatus();
+      return StoreAll<uint64_t>(values, dst, name);
     case DataType::kInt8:
-      StoreAll<int8_t>(values, dst);
-      return OkStatus();
+      return StoreAll<int8_t>(values, dst, name);
     case DataType::kInt16:
-      StoreAll<int16_t>(values, dst);
-      return OkStatus();
+      return StoreAll<int16_t>(values, dst, name);
     case DataType::kInt32:
-      StoreAll<int32_t>(values, dst);
-      return OkStatus();
+      return StoreAll<int32_t>(values, dst, name);
     case DataType::kInt64:
-      StoreAll<int64_t>(values, dst);
-      return OkStatus();
+      return StoreAll<int64_t>(values, dst, name);
     case DataType::kFloat:
-      StoreAll<float>(values, dst);
-      return OkStatus();
+      return StoreAll<float>(values, dst, name);
     case DataType::kDouble:
-      StoreAll<double>(values, dst);
-      return OkStatus();
+      return StoreAll<double>(values, dst, name);
     case DataType::kFloat16: {
       uint16_t* d = static_cast<uint16_t*>(dst);
       for (size_t i = 0; i < values.size(); ++i) d[i] = DoubleToHalf(values[i]->get<double>());
@@ -98,7 +138,11 @@ Status StoreJsonData(const std::vector<const json*>& values, Tensor* t, const st
     }
     case DataType::kBFloat16: {
       uint16_t* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < values.size(); ++i) d[i] = FloatToBf16(values[i]->get<float>());
+      for (size_t i = 0; i < values.size(); ++i) {
+        float f = 0;
+        JsonToValue(*values[i], &f);  // floats never fail
+        d[i] = FloatToBf16(f);
+      }
       return OkStatus();
     }
     default:
@@ -436,7 +480,18 @@ StatusOr<std::vector<TensorSpec>> ParseModelMetadataInputs(std::string_view body
       TensorSpec s;
       s.name = in.at("name").get<std::string>();
       s.dtype = FromKServeDatatype(in.at("datatype").get<std::string>());
-      s.dims = in.at("shape").get<std::vector<int64_t>>();
+      const json& shape = in.at("shape");
+      if (!shape.is_array())
+        return InvalidArgument("model metadata: an input's shape is not a list");
+      for (const json& d : shape) {
+        // A dim is an integer in int64's range (-1 for a variable one); 2.2e21 is not.
+        if (!d.is_number_integer() ||
+            (d.is_number_unsigned() &&
+             d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())))
+          return InvalidArgument("model metadata: input '" + s.name +
+                                 "' has a shape dim that is not an int64: " + d.dump());
+        s.dims.push_back(d.get<int64_t>());
+      }
       s.dim_names.assign(s.dims.size(), "");
       s.rank_known = true;
       specs.push_back(std::move(s));

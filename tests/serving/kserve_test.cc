@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -114,6 +115,44 @@ TEST(KServeTest, AlignedBinaryInputsAreAdoptedNotCopied) {
   ASSERT_TRUE(copied.ok());
   EXPECT_NE(copied->inputs[0].tensor.raw(), static_cast<const void*>(bytes.data() + header.size()));
   EXPECT_EQ(copied->inputs[0].tensor.data<float>()[3], 3.5f);
+}
+
+TEST(KServeTest, JsonNumbersOutOfTheTypesRangeAreRefusedNotUndefined) {
+  // The request fuzzer found a float converted to int64 out of range (undefined behaviour).
+  auto bad = [](const std::string& datatype, const std::string& value) {
+    return ParseHttpInferRequest(R"({"inputs":[{"name":"x","shape":[1],"datatype":")" + datatype +
+                                     R"(","data":[)" + value + "]}]}",
+                                 std::nullopt);
+  };
+  for (auto [type, value] :
+       std::vector<std::pair<std::string, std::string>>{{"INT8", "128"},
+                                                        {"INT8", "-129"},
+                                                        {"UINT8", "-1"},
+                                                        {"INT8", "1e20"},
+                                                        {"INT64", "2.2e21"},
+                                                        {"UINT64", "-1.5e19"},
+                                                        {"INT32", "18446744073709551615"}}) {
+    auto r = bad(type, value);
+    ASSERT_FALSE(r.ok()) << type << " " << value;
+    EXPECT_NE(r.status().message().find("does not fit the tensor's type"), std::string::npos)
+        << r.status().ToString();
+  }
+  auto r = bad("INT8", "-127.9");  // a fraction is truncated toward zero, as before
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->inputs[0].tensor.data<int8_t>()[0], -127);
+  r = bad("FP32", "1e300");  // beyond float32: infinity, as numpy's astype gives
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(std::isinf(r->inputs[0].tensor.data<float>()[0]));
+  r = bad("UINT64", "18446744073709551615");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->inputs[0].tensor.data<uint64_t>()[0], 18446744073709551615ULL);
+  auto m =
+      ParseModelMetadataInputs(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,2.2e21]}]})");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("not an int64"), std::string::npos);
+  m = ParseModelMetadataInputs(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1,3]}]})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)[0].dims, (std::vector<int64_t>{-1, 3}));
 }
 
 TEST(KServeTest, MalformedRequestsSayWhatIsWrong) {
