@@ -246,8 +246,24 @@ def resume(cluster, photos, model, want, out):
           f"other settings on the same folder are refused: {r.stderr.strip()[-200:]}")
 
 
+def bad_input(photos, model):
+    """Settings that are wrong fail before Ray starts, with kiln's message and exit 1."""
+    out = os.path.join(WORK, "bad_out")
+    cases = [(["--images", os.path.join(WORK, "no-such-folder")], "does not exist"),
+             (["--images", photos, "--labels", os.path.join(WORK, "three.txt")],
+              "has 3 names but the model has 1000 classes"),
+             (["--images", photos, "--recipe", "no-such-preset"], "unknown recipe preset")]
+    open(os.path.join(WORK, "three.txt"), "w").write("a\nb\nc\n")
+    for args, phrase in cases:
+        r = subprocess.run([sys.executable, "-m", "kiln.ray", model, "--out", out] + args,
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 1 and phrase in r.stderr,
+              f"bad input {args[-1]!r}: exit {r.returncode}, '{r.stderr.strip()[-160:]}'")
+
+
 def main():
     photos, model, want = setup()
+    bad_input(photos, model)
     check(len(want) == 1020, f"{len(want)} inputs (1,000 photos + 20 corrupt files)")
     predictor_direct(photos, model, want)
     own_pipeline(photos, model, want)

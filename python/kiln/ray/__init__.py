@@ -270,6 +270,10 @@ class _Out:
             else:
                 self.fs.move(target, final)
 
+    def committed_parts(self, fmt: str) -> set:
+        """The indices of the parts committed as `fmt` files (part_name's inverse)."""
+        return {int(n[5:13]) for n in self.committed() if n.endswith("." + fmt)}
+
     def committed(self) -> set:
         import pyarrow.fs as pafs
         names = set()
@@ -483,7 +487,7 @@ def run_job(model: str, images: str, out: str, *, recipe: str = "", labels: Opti
     dest = _Out(out)
     parts = _plan(dest, files, settings, part_size, overwrite)
     total = sum(len(p) for p in parts)
-    done_before = {int(n[5:13]) for n in dest.committed() if n.endswith("." + fmt)}
+    done_before = dest.committed_parts(fmt)
     skipped = sum(len(parts[i]) for i in done_before if i < len(parts))
     log(f"kiln.ray: {len(files)} images listed, {len(parts)} parts of <= {len(parts[0])}; "
         f"{len(done_before)} parts ({skipped} images) committed earlier")
@@ -492,7 +496,7 @@ def run_job(model: str, images: str, out: str, *, recipe: str = "", labels: Opti
     stats: List[Dict[str, Any]] = []
     first_s = None  # to the first part committed: actors started, model loaded, plan prepared
     for attempt in range(1, attempts + 1):
-        committed = {int(n[5:13]) for n in dest.committed() if n.endswith("." + fmt)}
+        committed = dest.committed_parts(fmt)
         todo = [i for i in range(len(parts)) if i not in committed]
         if not todo:
             break
@@ -513,7 +517,7 @@ def run_job(model: str, images: str, out: str, *, recipe: str = "", labels: Opti
             log(f"kiln.ray: attempt {attempt} ended early: {type(e).__name__}: "
                 f"{str(e).splitlines()[0] if str(e) else ''}")
     wall = time.perf_counter() - t0
-    committed = {int(n[5:13]) for n in dest.committed() if n.endswith("." + fmt)}
+    committed = dest.committed_parts(fmt)
     missing = [i for i in range(len(parts)) if i not in committed]
     done_now = sum(len(parts[i]) for i in committed - done_before if i < len(parts))
     failed = sum(int(s["failed"]) for s in stats)
