@@ -45,6 +45,11 @@ struct SessionOptions {
   // by all plans and stay for the session; a plan's own memory is its kernels' primitives and run
   // contexts (docs/embedding.md gives measured figures). 0 = unbounded.
   size_t max_plans = 64;
+  // Sessions of the same model in one process share one copy of its weights: the optimized
+  // graph's constants and the kernels' packed copies, found by the SHA-256 of the file and the
+  // options that change the graph (optimize, disabled_passes, precision, backend); freed with
+  // the last session. false: this session loads and packs its own (docs/embedding.md).
+  bool share_weights = true;
 };
 
 }  // namespace kiln

@@ -86,6 +86,11 @@ struct SessionStats {
   uint64_t packed_weight_reuses = 0;   // kernels that got an existing packed copy
   size_t arena_bytes = 0;              // CPU arenas alive (in use or free for the next run)
   size_t arenas = 0;
+  // The optimized model's constant tensors (weights after folding and fusion), in host memory.
+  // With SessionOptions::share_weights, these and the packed copies above belong to the model,
+  // shared by every session of the same file in the process.
+  size_t constant_bytes = 0;
+  bool weights_shared = false;  // this session found them already loaded by another session
 };
 
 // What the model file says about itself (ModelProto's descriptive fields), as loaded.

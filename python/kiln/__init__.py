@@ -78,14 +78,16 @@ class Session(_kiln._Session):
 
     Session(model, device="cpu", precision="fp32", threads=None, *, optimize=True,
             disabled_passes=(), reference_only=False, tune=False, plan_cache_dir=None,
-            max_plans=64, cuda_graph=False, pinned_staging=True)
+            max_plans=64, cuda_graph=False, pinned_staging=True, share_weights=True)
 
     model: a path or the serialized bytes. device: "cpu", "cuda" or "cuda:N" (the CUDA plugin is
     opened only then; without a driver or its libraries: kiln.Unavailable naming what was looked
     for). precision: "fp32", "bf16" (CPUs with AVX512-BF16/AMX) or "fp16" (CUDA). threads: compute
     threads per run (None: OMP_NUM_THREADS, else the physical cores capped by the affinity mask and
-    cgroup CPU quota). The rest are SessionOptions' fields
-    (docs/embedding.md). The model loads with the GIL released.
+    cgroup CPU quota). share_weights: sessions of the same model file (and graph-changing
+    options) in this process hold one copy of its weights, freed with the last of them;
+    stats()["weights_shared"] says whether this one found them loaded. The rest are
+    SessionOptions' fields (docs/embedding.md). The model loads with the GIL released.
 
     run(feeds, outputs=None) -> {name: numpy.ndarray}, and session(feeds): feeds maps every input
     name to an array. A C-contiguous CPU array of the input's dtype (numpy, or any __dlpack__
@@ -99,13 +101,14 @@ class Session(_kiln._Session):
                  threads: Optional[int] = None, *, optimize: bool = True,
                  disabled_passes: Sequence[str] = (), reference_only: bool = False,
                  tune: bool = False, plan_cache_dir: Optional[str] = None, max_plans: int = 64,
-                 cuda_graph: bool = False, pinned_staging: bool = True):
+                 cuda_graph: bool = False, pinned_staging: bool = True,
+                 share_weights: bool = True):
         backend, index = _parse_device(device)
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise InvalidArgument(f"threads must be a positive int or None; got {threads!r}")
         super().__init__(model, backend, index, precision, threads or 0, optimize,
                          list(disabled_passes), reference_only, tune, plan_cache_dir or "",
-                         max_plans, cuda_graph, pinned_staging)
+                         max_plans, cuda_graph, pinned_staging, share_weights)
         self._device = device
         self._inputs = self._outputs = self._meta = None
 

@@ -437,6 +437,8 @@ struct PySession {
     d["packed_weight_reuses"] = st.packed_weight_reuses;
     d["arena_bytes"] = st.arena_bytes;
     d["arenas"] = st.arenas;
+    d["constant_bytes"] = st.constant_bytes;
+    d["weights_shared"] = st.weights_shared;
     return d;
   }
 };
@@ -462,7 +464,7 @@ void InitSession(PySession* self, nb::handle model, const std::string& backend, 
                  const std::string& precision, int threads, bool optimize,
                  std::vector<std::string> disabled_passes, bool reference_only, bool tune,
                  const std::string& plan_cache_dir, size_t max_plans, bool cuda_graph,
-                 bool pinned_staging) {
+                 bool pinned_staging, bool share_weights) {
   SessionOptions o;
   o.backend = backend;
   o.device_index = device_index;
@@ -476,6 +478,7 @@ void InitSession(PySession* self, nb::handle model, const std::string& backend, 
   o.max_plans = max_plans;
   o.cuda_graph = cuda_graph;
   o.pinned_staging = pinned_staging;
+  o.share_weights = share_weights;
   std::string path, bytes;
   ModelArgs(model, &path, &bytes);
   StatusOr<std::unique_ptr<Session>> s = InvalidArgument("unset");
@@ -844,7 +847,7 @@ NB_MODULE(_kiln, m) {
            "precision"_a = "fp32", "threads"_a = 0, "optimize"_a = true,
            "disabled_passes"_a = std::vector<std::string>(), "reference_only"_a = false,
            "tune"_a = false, "plan_cache_dir"_a = "", "max_plans"_a = 64, "cuda_graph"_a = false,
-           "pinned_staging"_a = true)
+           "pinned_staging"_a = true, "share_weights"_a = true)
       .def("run", &PySession::Run, "feeds"_a, "outputs"_a = nb::none(),
            "Runs the model: feeds maps input names to arrays; returns {output name: array}.")
       .def("__call__", &PySession::Run, "feeds"_a, "outputs"_a = nb::none())

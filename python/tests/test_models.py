@@ -5,30 +5,13 @@ torchvision_models test's folder; made there when missing, about a minute, with 
 --calibrate-bn as tests/models/run_torchvision_check.sh: the files are shared, and the reference
 logits of that test belong to the calibrated models)."""
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import kiln
 
-from conftest import REPO
-
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "convnext_tiny"]
-
-
-@pytest.fixture(scope="module")
-def zoo():
-    d = os.environ.get("KILN_TORCHVISION_DIR")
-    if not d:
-        pytest.skip("KILN_TORCHVISION_DIR is not set (CTest's python_tests sets it)")
-    if not all(os.path.exists(os.path.join(d, f"{m}_op17.onnx")) for m in MODELS):
-        r = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "tests", "models",
-                                                             "make_torchvision_refs.py"), d,
-                            "--models", ",".join(MODELS), "--opsets", "13,17",
-                            "--batches", "1,4", "--calibrate-bn"], capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr[-2000:]
-    return d
+from conftest import MODELS
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -84,6 +84,9 @@ struct Graph {
   std::string producer_name, producer_version, domain, doc_string, graph_doc_string;
   int64_t model_version = 0;
   std::vector<std::pair<std::string, std::string>> metadata_props;  // in file order
+  // Top-level graph of a loaded file: the external-data files its tensors were read from,
+  // relative to the model's folder (the weight store checks they are unchanged).
+  std::vector<std::string> external_data;
   std::vector<Value> values;
   std::vector<Node> nodes;
   std::vector<int> inputs;  // graph inputs that are not initializers

@@ -245,6 +245,24 @@ StatusOr<std::unique_ptr<ir::Graph>> ConvertGraph(onnx::GraphProto& gp,
   return g;
 }
 
+// The external-data locations of every tensor in `gp` and its subgraphs (initializers and tensor
+// attributes), each once.
+void CollectExternalData(const onnx::GraphProto& gp, std::set<std::string>* out) {
+  auto add = [&](const onnx::TensorProto& t) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) return;
+    for (const auto& kv : t.external_data())
+      if (kv.key() == "location") out->insert(kv.value());
+  };
+  for (const auto& t : gp.initializer()) add(t);
+  for (const auto& n : gp.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) add(a.t());
+      for (const auto& t : a.tensors()) add(t);
+      if (a.has_g()) CollectExternalData(a.g(), out);
+      for (const auto& g : a.graphs()) CollectExternalData(g, out);
+    }
+}
+
 StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
                                              const std::string& model_dir) {
   std::map<std::string, int> opsets;
@@ -256,6 +274,9 @@ StatusOr<std::unique_ptr<ir::Graph>> Convert(onnx::ModelProto& model,
   KILN_ASSIGN_OR_RETURN(auto g,
                         ConvertGraph(*model.mutable_graph(), opsets, model_dir, nullptr, 0));
   g->ir_version = model.ir_version();
+  std::set<std::string> external;
+  CollectExternalData(model.graph(), &external);
+  g->external_data.assign(external.begin(), external.end());
   g->producer = model.producer_name() +
                 (model.producer_version().empty() ? "" : " " + model.producer_version());
   g->producer_name = model.producer_name();

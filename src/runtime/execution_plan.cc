@@ -179,7 +179,7 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     pc.num_threads = p.num_threads;
     pc.precision = options.precision;
     pc.device = p.device.get();
-    pc.weights = &p.resources->weights;
+    pc.weights = p.resources->weights.get();
     pc.tune = options.tune;
     if (cached) {
       auto it = cached->find(node.name);

@@ -21,6 +21,7 @@
 #include "passes/pass_manager.h"
 #include "runtime/execution_plan.h"
 #include "runtime/half_values.h"
+#include "runtime/model_store.h"
 #include "runtime/plugin.h"
 
 namespace kiln {
@@ -41,7 +42,9 @@ std::string TensorSpec::ToString() const {
 struct Session::Impl {
   SessionOptions options;
   std::shared_ptr<runtime::Device> device;
-  std::unique_ptr<runtime::Model> model;
+  std::shared_ptr<const runtime::Model> model;  // in a runtime::SharedModel
+  size_t constant_bytes = 0;                    // the optimized graph's constants
+  bool weights_shared = false;                  // found in the model store (another session's)
   std::vector<TensorSpec> inputs, outputs;
   std::vector<std::string> optimization_log;
   mutable std::mutex mu;
@@ -108,11 +111,10 @@ TensorSpec SpecOf(const ir::Value& v) {
   return s;
 }
 
-StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::Graph>> graph,
-                                                  const SessionOptions& options) {
+// The graph optimized under `options` and built into a model, ready to share.
+StatusOr<std::shared_ptr<runtime::SharedModel>> BuildShared(
+    StatusOr<std::unique_ptr<ir::Graph>> graph, const SessionOptions& options) {
   if (!graph.ok()) return graph.status();
-  KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(options.backend, options.device_index));
-  KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
   std::vector<std::string> pass_log;
   std::string lowered;
   KILN_RETURN_IF_ERROR(passes::LowerHalfFloats(**graph, &lowered));
@@ -125,15 +127,71 @@ StatusOr<std::unique_ptr<Session::Impl>> MakeImpl(StatusOr<std::unique_ptr<ir::G
   }
   KILN_ASSIGN_OR_RETURN(auto model, runtime::BuildModel(std::move(graph).value()));
   if (!model->unsupported.empty()) return runtime::UnsupportedNodesError(model->unsupported);
+  return runtime::MakeSharedModel(std::move(*model), std::move(pass_log));
+}
+
+// A session's state over a (possibly shared) model.
+std::unique_ptr<Session::Impl> ImplOver(std::shared_ptr<runtime::SharedModel> shared,
+                                        const SessionOptions& options,
+                                        std::shared_ptr<runtime::Device> device) {
   auto impl = std::make_unique<Session::Impl>();
   impl->options = options;
   impl->device = std::move(device);
-  impl->optimization_log = std::move(pass_log);
-  impl->metadata = MetadataOf(*model->graph);
-  for (int id : model->graph->inputs) impl->inputs.push_back(SpecOf(model->graph->values[id]));
-  for (int id : model->graph->outputs) impl->outputs.push_back(SpecOf(model->graph->values[id]));
-  impl->model = std::move(model);
+  impl->optimization_log = shared->optimization_log;
+  const ir::Graph& g = *shared->model.graph;
+  impl->metadata = MetadataOf(g);
+  for (int id : g.inputs) impl->inputs.push_back(SpecOf(g.values[id]));
+  for (int id : g.outputs) impl->outputs.push_back(SpecOf(g.values[id]));
+  // Both alias `shared`: the model and its packed weights live while any session or plan does.
+  impl->resources->weights = std::shared_ptr<runtime::WeightCache>(shared, &shared->weights);
+  impl->model = std::shared_ptr<const runtime::Model>(shared, &shared->model);
+  for (const ir::Value& v : g.values)
+    if (v.constant) impl->constant_bytes += v.constant->bytes();
   return impl;
+}
+
+// Loads a model through the process's model store (runtime/model_store.h) or, with
+// share_weights off, on its own. `sha256`: the digest of the model bytes ("" when unknown: not
+// shared); `load` parses them; `model_dir` resolves external data.
+StatusOr<std::unique_ptr<Session::Impl>> LoadImplShared(
+    const std::string& sha256, const std::string& model_dir,
+    const std::function<StatusOr<std::unique_ptr<ir::Graph>>()>& load,
+    const SessionOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(options.backend, options.device_index));
+  KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
+  const bool share = options.share_weights && !sha256.empty();
+  const std::string key = share ? runtime::ModelStoreKey(sha256, options) : "";
+  runtime::ModelStore& store = runtime::ModelStore::Global();
+  if (share)
+    if (auto hit = store.Find(key, model_dir)) {
+      auto impl = ImplOver(std::move(hit), options, device);
+      impl->weights_shared = true;
+      return impl;
+    }
+  StatusOr<std::unique_ptr<ir::Graph>> graph = load();
+  std::vector<std::string> external;
+  if (graph.ok()) external = (*graph)->external_data;
+  KILN_ASSIGN_OR_RETURN(auto shared, BuildShared(std::move(graph), options));
+  if (share) {
+    std::vector<runtime::FileIdentity> files;
+    bool known = true;
+    for (const std::string& loc : external) {
+      auto id = runtime::IdentifyFile(model_dir, loc);
+      if (!id.ok()) known = false;  // read a moment ago, gone now: used, not shared
+      if (id.ok()) files.push_back(*id);
+    }
+    if (known) {
+      const runtime::SharedModel* made = shared.get();
+      shared = store.Add(key, model_dir, std::move(files), std::move(shared));
+      // Another thread loaded the same model meanwhile: its copy is used, this one dropped.
+      if (shared.get() != made) {
+        auto impl = ImplOver(std::move(shared), options, device);
+        impl->weights_shared = true;
+        return impl;
+      }
+    }
+  }
+  return ImplOver(std::move(shared), options, device);
 }
 
 // The index of the spec named `name`; else InvalidArgument listing the names (`kind`: "input" or
@@ -316,8 +374,18 @@ StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
   std::optional<std::string> bytes;
   if (options.tune && !options.plan_cache_dir.empty()) bytes = ReadModelFile(path);
   std::string dir = std::filesystem::path(path).parent_path().string();
-  auto impl = MakeImpl(
-      bytes ? onnxio::LoadModelFromBytes(*bytes, dir.empty() ? "." : dir) : onnxio::LoadModel(path),
+  if (dir.empty()) dir = ".";
+  // Shared weights: the file is hashed in pieces first (a second read, from the page cache, but
+  // no whole-file copy in memory); an unreadable file is left to the loader to report.
+  std::string sha256;
+  if (options.share_weights) {
+    auto digest =
+        bytes ? StatusOr<std::string>(runtime::Sha256Hex(*bytes)) : runtime::Sha256HexOfFile(path);
+    if (digest.ok()) sha256 = *digest;
+  }
+  auto impl = LoadImplShared(
+      sha256, dir,
+      [&] { return bytes ? onnxio::LoadModelFromBytes(*bytes, dir) : onnxio::LoadModel(path); },
       options);
   if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
   if (bytes) (*impl)->model_hash = runtime::ContentHash(*bytes);
@@ -329,7 +397,10 @@ StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& byt
   return AtApiBoundary([] { return "loading a model from memory"; },
                        [&]() -> StatusOr<std::unique_ptr<Session>> {
                          KILN_ASSIGN_OR_RETURN(
-                             auto impl, MakeImpl(onnxio::LoadModelFromBytes(bytes, ""), options));
+                             auto impl,
+                             LoadImplShared(
+                                 options.share_weights ? runtime::Sha256Hex(bytes) : "", "",
+                                 [&] { return onnxio::LoadModelFromBytes(bytes, ""); }, options));
                          if (options.tune && !options.plan_cache_dir.empty())
                            impl->model_hash = runtime::ContentHash(bytes);
                          return std::unique_ptr<Session>(new Session(std::move(impl)));
@@ -370,10 +441,13 @@ SessionStats Session::stats() const {
     for (const auto& [sig, cached] : impl_->plans)
       s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, cached.plan->arena_bytes);
   }
-  s.packed_weight_bytes = impl_->resources->weights.bytes();
+  const runtime::WeightCache& weights = *impl_->resources->weights;
+  s.packed_weight_bytes = weights.bytes();
   s.device_constant_bytes = impl_->resources->device_constants.bytes();
-  s.packed_weights = impl_->resources->weights.entries();
-  s.packed_weight_reuses = impl_->resources->weights.hits();
+  s.packed_weights = weights.entries();
+  s.packed_weight_reuses = weights.hits();
+  s.constant_bytes = impl_->constant_bytes;
+  s.weights_shared = impl_->weights_shared;
   s.arena_bytes = impl_->resources->arenas.bytes();
   s.arenas = impl_->resources->arenas.count();
   return s;

@@ -10,7 +10,8 @@
 //
 // DeviceConstantCache: the model's constants on a device, once per session.
 //
-// Thread-safe. Owned by the session (shared with its plans); freed with the last of them.
+// Thread-safe. Owned by the session (shared with its plans); freed with the last of them. The
+// WeightCache belongs to the model and is shared by the sessions of one model file.
 #pragma once
 
 #include <cstddef>
@@ -92,7 +93,8 @@ class DeviceConstantCache {
 };
 
 struct SessionResources {
-  WeightCache weights;
+  // Shared with every session of the same model (runtime/model_store.h); its own otherwise.
+  std::shared_ptr<WeightCache> weights = std::make_shared<WeightCache>();
   ArenaPool arenas;
   DeviceConstantCache device_constants;
 };
