@@ -3,8 +3,9 @@
 # need) and runs the loader's for SECONDS (default 60) over a copy of tests/fuzz/corpus, the
 # session's (kiln_session_fuzz: load, passes, planning, a small run) for SECONDS over the same
 # corpus, then kiln serve's request parser (kiln_kserve_fuzz) and the .npy/.pb tensor-file parsers
-# (kiln_tensor_file_fuzz) for SECONDS/2 each over copies of tests/fuzz/kserve_corpus and
-# tests/fuzz/tensor_corpus, so the tree is not changed. First, the sanitizer canary shows that a
+# (kiln_tensor_file_fuzz), the image decoders with a recipe's transform (kiln_image_fuzz) and
+# recipe JSON (kiln_recipe_fuzz) for SECONDS/2 each over copies of tests/fuzz/<name>_corpus, so
+# the tree is not changed. First, the sanitizer canary shows that a
 # UBSan finding stops a program of this build. A crash, sanitizer report, leak, hang (10 s per input) or RSS over 2 GiB fails the run;
 # the input that caused it is kept in build/fuzz/artifacts/ (add it to the corpus once fixed).
 # usage: scripts/fuzz.sh [SECONDS]
@@ -14,7 +15,8 @@ seconds=${1:-60}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
-ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz kiln_sanitizer_canary > /dev/null
+ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz \
+  kiln_image_fuzz kiln_recipe_fuzz kiln_sanitizer_canary > /dev/null
 
 # First, that a sanitizer finding stops a program of this build by its flags alone
 # (-fno-sanitize-recover; UBSan would otherwise print and go on): the canary's signed overflow.
@@ -68,3 +70,9 @@ run_fuzzer "kserve request fuzzer" kiln_kserve_fuzz tests/fuzz/kserve_corpus \
 # allocation limit: a header may not make the parser allocate more than the file holds.
 run_fuzzer "tensor file fuzzer" kiln_tensor_file_fuzz tests/fuzz/tensor_corpus \
   $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256
+# Image files through libjpeg-turbo/libpng and a recipe's transform (16-megapixel cap), and recipe
+# JSON with its round trip and transform.
+run_fuzzer "image fuzzer" kiln_image_fuzz tests/fuzz/image_corpus \
+  $((seconds / 2 + 1)) -max_len=8192 -malloc_limit_mb=1024
+run_fuzzer "recipe fuzzer" kiln_recipe_fuzz tests/fuzz/recipe_corpus \
+  $((seconds / 2 + 1)) -max_len=2048 -malloc_limit_mb=512
