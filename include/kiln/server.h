@@ -8,6 +8,8 @@
 //   POST /v2/models/{m}[/versions/{v}]/infer   JSON tensors, or the binary tensor data extension
 //   GET  /v2/models/{m}/config, /v2/models/{m}/stats   (Triton's, which perf_analyzer reads)
 //   GET  /metrics                              Prometheus text (names in docs/serving.md)
+//   GET|POST /v2/repository/index               served models, and unloaded ones (UNAVAILABLE)
+//   POST /v2/repository/models/{m}/load|unload  model control (ServerOptions::repository)
 // The server is asynchronous (Boost.Beast over Asio): a connection waiting for its batch holds no
 // thread, so the batch size is bounded by the batcher's policy, not by a thread pool.
 //
@@ -22,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +61,10 @@ struct ServerOptions {
   // unless it names its own timeout (Triton's "timeout" parameter); 0: no default.
   int64_t queue_timeout_us = 0;
   bool warm_up = true;  // Prepare every batch size before ready
+  // Model control (Triton's explicit mode; POST /v2/repository/models/{m}/load and unload, and
+  // Server::LoadModel/UnloadModel): makes the model of that name, with its session; NotFound
+  // when the repository has none. Null: model control is off (load and unload are refused).
+  std::function<StatusOr<ServedModel>(const std::string& name)> repository;
 };
 
 // What Server::Drain() saw.
@@ -86,6 +93,12 @@ class Server {
   DrainReport Drain();
   // The Prometheus text that GET /metrics answers.
   std::string MetricsText() const;
+  // Model control (ServerOptions::repository): LoadModel loads `name`, warms it and serves it,
+  // replacing a served model of that name only once the new one is ready; UnloadModel stops
+  // serving it (new requests: 404; the queued ones are answered; its memory goes with the last
+  // request and session). Both block until done, one at a time.
+  Status LoadModel(const std::string& name);
+  Status UnloadModel(const std::string& name);
 
  private:
   struct Impl;

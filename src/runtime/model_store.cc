@@ -125,16 +125,20 @@ size_t ModelStore::live_models() {
   return n;
 }
 
+void ReleaseFreeMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 std::shared_ptr<SharedModel> MakeSharedModel(Model model, std::vector<std::string> log) {
   auto* m = new SharedModel{std::move(model), {}, std::move(log)};
   return std::shared_ptr<SharedModel>(m, [](SharedModel* p) {
     delete p;
-#if defined(__GLIBC__)
     // Weights are many large blocks; after free() glibc keeps those below its (adaptive) mmap
     // threshold in its heaps. Giving them back here is what makes closing a session return its
     // memory (tests/runtime/model_store_test.cc measures it).
-    malloc_trim(0);
-#endif
+    ReleaseFreeMemory();
   });
 }
 

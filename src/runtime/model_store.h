@@ -79,6 +79,9 @@ class ModelStore {
   std::map<std::string, Entry> entries_;
 };
 
+// Returns the allocator's free memory to the system (glibc: malloc_trim, every arena).
+void ReleaseFreeMemory();
+
 // A SharedModel owned by a shared_ptr that trims the heap after freeing it.
 std::shared_ptr<SharedModel> MakeSharedModel(Model model, std::vector<std::string> log);
 

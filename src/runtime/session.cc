@@ -171,7 +171,11 @@ StatusOr<std::unique_ptr<Session::Impl>> LoadImplShared(
   StatusOr<std::unique_ptr<ir::Graph>> graph = load();
   std::vector<std::string> external;
   if (graph.ok()) external = (*graph)->external_data;
-  KILN_ASSIGN_OR_RETURN(auto shared, BuildShared(std::move(graph), options));
+  auto built = BuildShared(std::move(graph), options);
+  // The parse's buffers (a copy of every weight) are free now: back to the system with them,
+  // or a process that loads models on other threads keeps them in its allocator's heaps.
+  runtime::ReleaseFreeMemory();
+  KILN_ASSIGN_OR_RETURN(auto shared, std::move(built));
   if (share) {
     std::vector<runtime::FileIdentity> files;
     bool known = true;

@@ -200,7 +200,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
                                        const pb::ModelReadyRequest* req,
                                        pb::ModelReadyResponse* res) override {
-    const Model* m = core_->Find(req->name(), req->version());
+    const ModelRef m = core_->Find(req->name(), req->version());
     if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
     res->set_ready(core_->ready());
     return Done(ctx, grpc::Status::OK);
@@ -215,26 +215,26 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* ctx,
                                           const pb::ModelMetadataRequest* req,
                                           pb::ModelMetadataResponse* res) override {
-    const Model* m = core_->Find(req->name(), req->version());
+    const ModelRef m = core_->Find(req->name(), req->version());
     if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
     return Done(ctx, FromJson(ModelMetadataJson(m->desc), res));
   }
   grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* ctx,
                                         const pb::ModelConfigRequest* req,
                                         pb::ModelConfigResponse* res) override {
-    const Model* m = core_->Find(req->name(), req->version());
+    const ModelRef m = core_->Find(req->name(), req->version());
     if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
     return Done(ctx, FromJson(ModelConfigJson(m->desc), res->mutable_config()));
   }
   grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* ctx,
                                             const pb::ModelStatisticsRequest* req,
                                             pb::ModelStatisticsResponse* res) override {
-    const Model* only = nullptr;
+    ModelRef only;
     if (!req->name().empty()) {
       only = core_->Find(req->name(), req->version());
       if (!only) return Done(ctx, NotFoundStatus(req->name(), req->version()));
     }
-    return Done(ctx, FromJson(core_->StatsJson(only), res));
+    return Done(ctx, FromJson(core_->StatsJson(only.get()), res));
   }
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
@@ -244,7 +244,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     auto seconds = [received] {
       return std::chrono::duration<double>(Clock::now() - received).count();
     };
-    const Model* model = core_->Find(req->model_name(), req->model_version());
+    const ModelRef model = core_->Find(req->model_name(), req->model_version());
     if (!model) {
       const Status s = NotFound("unknown model '" + req->model_name() + "'");
       core_->Record(nullptr, "grpc", s, seconds());
@@ -253,12 +253,12 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     auto token = core_->Admit();
     if (!token) {
       const Status s(StatusCode::kCancelled, "the server is shutting down");
-      core_->Record(model, "grpc", s, seconds());
+      core_->Record(model.get(), "grpc", s, seconds());
       return Done(ctx, ToGrpc(s));
     }
     auto parsed = FromGrpcRequest(*req);
     if (!parsed.ok()) {
-      core_->Record(model, "grpc", parsed.status(), seconds());
+      core_->Record(model.get(), "grpc", parsed.status(), seconds());
       return Done(ctx, ToGrpc(parsed.status()));
     }
     grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -269,7 +269,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
                  [core, model, params, token, reactor, res, seconds](
                      Status s, std::vector<NamedTensor> outputs) mutable {
                    if (s.ok()) s = FillResponse(*model, *params, std::move(outputs), res);
-                   core->Record(model, "grpc", s, seconds());
+                   core->Record(model.get(), "grpc", s, seconds());
                    reactor->Finish(ToGrpc(s));
                    token.reset();
                  });

@@ -12,8 +12,14 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -47,8 +53,32 @@ struct HttpState {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::thread warm;
+  // Model control requests, run one after another on their own thread.
+  std::mutex control_mu;
+  std::condition_variable control_cv;
+  std::deque<std::function<void()>> control_tasks;
+  bool control_stop = false;
+  std::thread control;
 
   void Accept();
+  void Post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(control_mu);
+    control_tasks.push_back(std::move(task));
+    control_cv.notify_one();
+  }
+  void RunControl() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(control_mu);
+        control_cv.wait(lock, [this] { return control_stop || !control_tasks.empty(); });
+        if (control_tasks.empty()) return;
+        task = std::move(control_tasks.front());
+        control_tasks.pop_front();
+      }
+      task();
+    }
+  }
 };
 }  // namespace serving
 
@@ -241,12 +271,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (seg.size() == 3 && seg[1] == "models" && seg[2] == "stats")
       return get_only([&] { Reply(http::status::ok, core.StatsJson(nullptr)); });
     if (seg.size() == 3 && seg[1] == "repository" && seg[2] == "index") {
-      std::string list = "[";
-      for (const auto& m : core.models())
-        list += std::string(list.size() > 1 ? "," : "") + "{\"name\":\"" + m->desc.name +
-                "\",\"version\":\"" + m->desc.version + "\",\"state\":\"" +
-                (core.ready() ? "READY" : "UNAVAILABLE") + "\"}";
-      return Reply(http::status::ok, list + "]");
+      // Triton's POST (a {"ready": bool} body, not read here), and GET.
+      nlohmann::json list = nlohmann::json::array();
+      for (const serving::ModelRef& m : core.models())
+        list.push_back({{"name", m->desc.name},
+                        {"version", m->desc.version},
+                        {"state", core.ready() ? "READY" : "UNAVAILABLE"}});
+      for (const std::string& name : core.unloaded())
+        list.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", "unloaded"}});
+      return Reply(http::status::ok, list.dump());
+    }
+    if (seg.size() == 5 && seg[1] == "repository" && seg[2] == "models" &&
+        (seg[4] == "load" || seg[4] == "unload")) {
+      if (verb != http::verb::post)
+        return Reply(http::status::method_not_allowed, serving::ErrorJson("use POST"));
+      return Control(std::string(seg[3]), seg[4] == "load");
     }
     if (seg.size() < 3 || seg[1] != "models")
       return Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
@@ -256,7 +295,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       version = std::string(seg[4]);
       rest = 5;
     }
-    const Model* model = core.Find(std::string(seg[2]), version);
+    const serving::ModelRef model = core.Find(std::string(seg[2]), version);
     if (!model) {
       const Status s = NotFound("unknown model '" + std::string(seg[2]) + "'" +
                                 (version.empty() ? "" : " version " + version));
@@ -273,17 +312,59 @@ class Connection : public std::enable_shared_from_this<Connection> {
         });
       if (what == "config")
         return get_only([&] { Reply(http::status::ok, serving::ModelConfigJson(model->desc)); });
-      if (what == "stats") return get_only([&] { Reply(http::status::ok, core.StatsJson(model)); });
+      if (what == "stats")
+        return get_only([&] { Reply(http::status::ok, core.StatsJson(model.get())); });
       if (what == "infer") {
         if (verb != http::verb::post)
           return Reply(http::status::method_not_allowed, serving::ErrorJson("use POST"));
-        return Infer(*model);
+        return Infer(model);
       }
     }
     Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
   }
 
-  void Infer(const Model& model) {
+  // Model control (ModelServer::Load/Unload) on the server's control thread: a load takes as long
+  // as loading and warming the model, which no Asio thread should wait for.
+  void Control(const std::string& name, bool load) {
+    if (!server_->core->model_control())
+      return Reply(http::status::bad_request,
+                   serving::ErrorJson("model control is off: kiln serve loads and unloads models "
+                                      "only with --model-control-mode explicit"));
+    // Triton's load request may carry a config or files to load from: not taken here.
+    const std::string& body = request_.body();
+    if (!body.empty()) {
+      const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
+      if (j.is_discarded() || !j.is_object())
+        return Reply(http::status::bad_request,
+                     serving::ErrorJson("the request body must be a JSON object"));
+      // unload_dependents (tritonclient always sends it) means nothing without ensembles.
+      auto p = j.find("parameters");
+      if (p != j.end() && !p->is_object())
+        return Reply(http::status::bad_request,
+                     serving::ErrorJson("'parameters' must be an object"));
+      if (p != j.end())
+        for (const auto& [key, value] : p->items())
+          if (key == "config" || key.rfind("file:", 0) == 0)
+            return Reply(http::status::bad_request,
+                         serving::ErrorJson("kiln serve loads models from its repository folders "
+                                            "only; a load request's '" +
+                                            key + "' parameter is not supported"));
+    }
+    server_->Post([self = shared_from_this(), name, load] {
+      serving::ModelServer& core = *self->server_->core;
+      const Status s = load ? core.Load(name) : core.Unload(name);
+      std::fprintf(stderr, "kiln serve: %s model '%s': %s\n", load ? "load" : "unload",
+                   name.c_str(), s.ok() ? "done" : s.ToString().c_str());
+      net::post(self->stream_.get_executor(), [self, s] {
+        if (s.ok()) return self->Reply(http::status::ok, "");
+        self->Reply(s.code() == StatusCode::kNotFound ? http::status::bad_request : HttpStatusOf(s),
+                    serving::ErrorJson(s.message()));
+      });
+    });
+  }
+
+  void Infer(const serving::ModelRef& model_ref) {
+    const Model& model = *model_ref;
     serving::ModelServer& core = *server_->core;
     auto token = core.Admit();
     if (!token) {
@@ -320,15 +401,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     auto params = std::make_shared<InferRequest>(std::move(*parsed));
     std::vector<NamedTensor> inputs = std::move(params->inputs);
-    core.Infer(model, std::move(inputs), params->timeout_us, params->priority,
-               [self = shared_from_this(), &model, params, token](
-                   Status s, std::vector<NamedTensor> outputs) mutable {
-                 net::post(
-                     self->stream_.get_executor(), [self, &model, params, token, s = std::move(s),
-                                                    outputs = std::move(outputs)]() mutable {
-                       self->FinishInfer(model, *params, std::move(token), s, std::move(outputs));
-                     });
-               });
+    core.Infer(
+        model, std::move(inputs), params->timeout_us, params->priority,
+        [self = shared_from_this(), model_ref, params, token](
+            Status s, std::vector<NamedTensor> outputs) mutable {
+          net::post(self->stream_.get_executor(), [self, model_ref, params, token, s = std::move(s),
+                                                   outputs = std::move(outputs)]() mutable {
+            self->FinishInfer(*model_ref, *params, std::move(token), s, std::move(outputs));
+          });
+        });
   }
 
   void FinishInfer(const Model& model, const InferRequest& params, std::shared_ptr<void> token,
@@ -440,8 +521,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
   if (options.max_connections < 1) return InvalidArgument("max_connections must be >= 1");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  auto core = serving::ModelServer::Create(std::move(models), options.batch,
-                                           options.queue_timeout_us, options.instances);
+  auto core =
+      serving::ModelServer::Create(std::move(models), options.batch, options.queue_timeout_us,
+                                   options.instances, options.repository);
   if (!core.ok()) return core.status();
   impl->core = std::move(*core);
   beast::error_code ec;
@@ -469,12 +551,19 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
   for (int i = 0; i < options.http_threads; ++i)
     impl->threads.emplace_back([raw] { raw->ioc.run(); });
   impl->warm = std::thread([raw] { raw->core->WarmUp(raw->options.warm_up); });
+  impl->control = std::thread([raw] { raw->RunControl(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 Server::~Server() {
   Drain();
   if (impl_->warm.joinable()) impl_->warm.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->control_mu);
+    impl_->control_stop = true;
+    impl_->control_cv.notify_one();
+  }
+  if (impl_->control.joinable()) impl_->control.join();  // after what was asked before the stop
   // The batchers run what they still hold (after a drain that timed out) and answer it; then the
   // gRPC server, the listener and the front end's threads stop, and last the models.
   impl_->core->StopBatchers();
@@ -493,6 +582,8 @@ int Server::grpc_port() const { return impl_->grpc ? impl_->grpc->port() : -1; }
 bool Server::ready() const { return impl_->core->ready(); }
 Status Server::WaitReady() const { return impl_->core->WaitReady(); }
 std::string Server::MetricsText() const { return impl_->core->MetricsText(); }
+Status Server::LoadModel(const std::string& name) { return impl_->core->Load(name); }
+Status Server::UnloadModel(const std::string& name) { return impl_->core->Unload(name); }
 
 DrainReport Server::Drain() {
   std::lock_guard<std::mutex> lock(impl_->drain_mu);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <thread>
 
 namespace kiln::serving {
 
@@ -80,6 +81,7 @@ class Metrics {
   };
 
   void AddModel(const std::string& name, int max_batch) {
+    std::lock_guard<std::mutex> lock(mu_);
     Histogram::BucketBoundaries sizes;
     for (int b = 1; b < max_batch; b *= 2) sizes.push_back(b);
     sizes.push_back(std::max(max_batch, 1));
@@ -92,7 +94,11 @@ class Metrics {
   }
 
   void ObserveBatch(const std::string& model, const BatchEvent& e) {
-    const PerModel& m = per_model_.at(model);
+    PerModel m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      m = per_model_.at(model);
+    }
     for (double q : e.queue_us) m.queue->Observe(q * 1e-6);
     m.compute->Observe(e.compute_us * 1e-6);
     m.batch->Observe(e.samples);
@@ -106,10 +112,12 @@ class Metrics {
           .Observe(seconds);
   }
 
-  std::string Text(const std::vector<std::unique_ptr<Model>>& models, uint64_t in_flight,
-                   bool ready) {
-    for (const auto& m : models)
-      per_model_.at(m->desc.name).depth->Set(static_cast<double>(m->queued()));
+  std::string Text(const std::vector<ModelRef>& models, uint64_t in_flight, bool ready) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& m : models)
+        per_model_.at(m->desc.name).depth->Set(static_cast<double>(m->queued()));
+    }
     in_flight_.Set(static_cast<double>(in_flight));
     ready_.Set(ready ? 1 : 0);
     return prometheus::TextSerializer().Serialize(registry_->Collect());
@@ -125,7 +133,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& queue_depth_;
   prometheus::Gauge& in_flight_;
   prometheus::Gauge& ready_;
-  std::map<std::string, PerModel> per_model_;  // filled before serving starts, read-only after
+  std::mutex mu_;
+  // A model's metrics outlive its unloading (counters only grow); a reload reuses them.
+  std::map<std::string, PerModel> per_model_;  // under mu_
 };
 
 const char* OutcomeOf(const Status& s) {
@@ -147,10 +157,9 @@ const char* OutcomeOf(const Status& s) {
   }
 }
 
-StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedModel> models,
-                                                           const BatchPolicy& policy,
-                                                           int64_t queue_timeout_us,
-                                                           int instances) {
+StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(
+    std::vector<ServedModel> models, const BatchPolicy& policy, int64_t queue_timeout_us,
+    int instances, std::function<StatusOr<ServedModel>(const std::string&)> repository) {
   if (models.empty()) return InvalidArgument("kiln serve needs at least one model");
   if (instances < 1 || instances > 64)
     return InvalidArgument("instances must be in 1..64; got " + std::to_string(instances));
@@ -160,67 +169,144 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(std::vector<ServedMod
   std::unique_ptr<ModelServer> server(new ModelServer());
   server->queue_timeout_us_ = queue_timeout_us;
   server->metrics_ = std::make_unique<Metrics>();
-  std::set<std::string> names;
+  server->policy_ = policy;
+  server->instances_ = instances;
+  server->repository_ = std::move(repository);
   for (ServedModel& sm : models) {
-    if (sm.name.empty() || sm.name.find('/') != std::string::npos)
-      return InvalidArgument("model name '" + sm.name + "' must be non-empty and hold no '/'");
-    if (!names.insert(sm.name).second)
+    if (server->models_.count(sm.name))
       return InvalidArgument("two models are named '" + sm.name + "'");
-    if (!sm.session) return InvalidArgument("model '" + sm.name + "' has no session");
-    auto m = std::make_unique<Model>();
-    m->session = std::move(sm.session);
-    m->desc.name = sm.name;
-    m->desc.version = sm.version;
-    m->desc.inputs = m->session->inputs();
-    m->desc.outputs = m->session->outputs();
-    bool batchable = !m->desc.inputs.empty();
-    for (const TensorSpec& s : m->desc.inputs)
-      if (s.dims.empty() || s.dims[0] >= 0) batchable = false;
-    BatchPolicy p = policy;
-    p.merge = batchable;
-    m->desc.policy = p;
-    m->desc.max_batch_size = batchable ? p.max_batch : 0;
-    m->desc.instances = instances;
-    server->metrics_->AddModel(sm.name, m->desc.max_batch_size);
-    Metrics* metrics = server->metrics_.get();
-    Model* raw = m.get();
-    auto observe = [metrics, raw](const BatchEvent& e) {
-      metrics->ObserveBatch(raw->desc.name, e);
-      std::lock_guard<std::mutex> lock(raw->mu);
-      ModelCounters& c = raw->counters;
-      c.execution_count += 1;
-      c.inference_count += static_cast<uint64_t>(e.samples);
-      c.compute_count += e.queue_us.size();
-      c.compute_ns += Nanos(e.compute_us) * e.queue_us.size();
-      for (double q : e.queue_us) {
-        c.queue_count += 1;
-        c.queue_ns += Nanos(q);
-      }
-      auto& b = c.batch_stats[e.samples];
-      b.first += 1;
-      b.second += Nanos(e.compute_us);
-      c.last_inference_ms =
-          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count());
-    };
-    for (int k = 0; k < instances; ++k) {
-      auto batcher = DynamicBatcher::Create(*m->session, p);
-      if (!batcher.ok())
-        return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
-      (*batcher)->SetObserver(observe);
-      m->batchers.push_back(std::move(*batcher));
-    }
-    server->models_.push_back(std::move(m));
+    const std::string name = sm.name;
+    KILN_ASSIGN_OR_RETURN(auto m, server->MakeModel(std::move(sm)));
+    server->models_[name] = std::move(m);
   }
   return server;
+}
+
+StatusOr<std::shared_ptr<Model>> ModelServer::MakeModel(ServedModel sm) {
+  if (sm.name.empty() || sm.name.find('/') != std::string::npos)
+    return InvalidArgument("model name '" + sm.name + "' must be non-empty and hold no '/'");
+  if (!sm.session) return InvalidArgument("model '" + sm.name + "' has no session");
+  auto m = std::make_shared<Model>();
+  m->session = std::move(sm.session);
+  m->desc.name = sm.name;
+  m->desc.version = sm.version;
+  m->desc.inputs = m->session->inputs();
+  m->desc.outputs = m->session->outputs();
+  bool batchable = !m->desc.inputs.empty();
+  for (const TensorSpec& s : m->desc.inputs)
+    if (s.dims.empty() || s.dims[0] >= 0) batchable = false;
+  BatchPolicy p = policy_;
+  p.merge = batchable;
+  m->desc.policy = p;
+  m->desc.max_batch_size = batchable ? p.max_batch : 0;
+  m->desc.instances = instances_;
+  metrics_->AddModel(sm.name, m->desc.max_batch_size);
+  Metrics* metrics = metrics_.get();
+  Model* raw = m.get();
+  auto observe = [metrics, raw](const BatchEvent& e) {
+    metrics->ObserveBatch(raw->desc.name, e);
+    std::lock_guard<std::mutex> lock(raw->mu);
+    ModelCounters& c = raw->counters;
+    c.execution_count += 1;
+    c.inference_count += static_cast<uint64_t>(e.samples);
+    c.compute_count += e.queue_us.size();
+    c.compute_ns += Nanos(e.compute_us) * e.queue_us.size();
+    for (double q : e.queue_us) {
+      c.queue_count += 1;
+      c.queue_ns += Nanos(q);
+    }
+    auto& b = c.batch_stats[e.samples];
+    b.first += 1;
+    b.second += Nanos(e.compute_us);
+    c.last_inference_ms =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count());
+  };
+  for (int k = 0; k < instances_; ++k) {
+    auto batcher = DynamicBatcher::Create(*m->session, p);
+    if (!batcher.ok())
+      return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
+    (*batcher)->SetObserver(observe);
+    m->batchers.push_back(std::move(*batcher));
+  }
+  return m;
+}
+
+Model::~Model() {
+  for (auto& b : batchers) b->Shutdown();
 }
 
 ModelServer::~ModelServer() { StopBatchers(); }
 
 void ModelServer::StopBatchers() {
-  for (auto& m : models_)
+  for (const ModelRef& m : models())
     for (auto& b : m->batchers) b->Shutdown();
+}
+
+void ModelServer::Retire(const std::shared_ptr<Model>& m, int64_t timeout_ms) {
+  // Find() no longer returns `m`, so its references only go: each request that found it holds
+  // one until answered. Once only this one is left (or at the timeout), the batchers stop; a
+  // request still arriving then is refused (Unavailable), the queued ones are answered.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (m.use_count() > 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (auto& b : m->batchers) b->Shutdown();
+}
+
+Status ModelServer::Load(const std::string& name) {
+  if (!repository_)
+    return Unsupported(
+        "model control is off: kiln serve loads and unloads models only with "
+        "--model-control-mode explicit");
+  if (draining_.load()) return Status(StatusCode::kCancelled, "the server is shutting down");
+  std::lock_guard<std::mutex> control(control_mu_);
+  KILN_ASSIGN_OR_RETURN(ServedModel sm, repository_(name));
+  if (sm.name != name)
+    return Internal("the repository answered model '" + sm.name + "' for '" + name + "'");
+  KILN_ASSIGN_OR_RETURN(auto m, MakeModel(std::move(sm)));
+  KILN_RETURN_IF_ERROR(WarmModel(*m));
+  std::shared_ptr<Model> old;
+  {
+    std::lock_guard<std::mutex> lock(models_mu_);
+    std::shared_ptr<Model>& slot = models_[name];
+    old = std::move(slot);
+    slot = std::move(m);
+    unloaded_.erase(name);
+  }
+  if (old) Retire(old, retire_timeout_ms_);
+  return OkStatus();
+}
+
+Status ModelServer::Unload(const std::string& name) {
+  if (!repository_)
+    return Unsupported(
+        "model control is off: kiln serve loads and unloads models only with "
+        "--model-control-mode explicit");
+  std::lock_guard<std::mutex> control(control_mu_);
+  std::shared_ptr<Model> old;
+  {
+    std::lock_guard<std::mutex> lock(models_mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return NotFound("model '" + name + "' is not loaded");
+    old = std::move(it->second);
+    models_.erase(it);
+    unloaded_.insert(name);
+  }
+  Retire(old, retire_timeout_ms_);
+  return OkStatus();
+}
+
+std::vector<ModelRef> ModelServer::models() const {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  std::vector<ModelRef> list;
+  for (const auto& [name, m] : models_) list.push_back(m);
+  return list;
+}
+
+std::vector<std::string> ModelServer::unloaded() const {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  return {unloaded_.begin(), unloaded_.end()};
 }
 
 size_t Model::queued() const {
@@ -229,10 +315,12 @@ size_t Model::queued() const {
   return n;
 }
 
-const Model* ModelServer::Find(const std::string& name, const std::string& version) const {
-  for (const auto& m : models_)
-    if (m->desc.name == name && (version.empty() || version == m->desc.version)) return m.get();
-  return nullptr;
+ModelRef ModelServer::Find(const std::string& name, const std::string& version) const {
+  std::lock_guard<std::mutex> lock(models_mu_);
+  auto it = models_.find(name);
+  if (it == models_.end() || !(version.empty() || version == it->second->desc.version))
+    return nullptr;
+  return it->second;
 }
 
 std::shared_ptr<void> ModelServer::Admit() {
@@ -287,28 +375,34 @@ void ModelServer::Record(const Model* model, const char* protocol, const Status&
   }
 }
 
-void ModelServer::WarmUp(bool prepare) {
-  Status first;
-  for (const auto& m : models_) {
-    if (!prepare || draining_.load()) break;
-    const ModelDescription& d = m->desc;
-    bool fixed = true;
-    for (const TensorSpec& s : d.inputs)
-      for (size_t k = d.max_batch_size > 0 ? 1 : 0; k < s.dims.size(); ++k)
-        if (s.dims[k] < 0) fixed = false;
-    if (!fixed) continue;  // shapes unknown until requests arrive: nothing to prepare
-    const int sizes = std::max(d.max_batch_size, 1);
-    for (int b = 1; b <= sizes && first.ok(); ++b) {
-      std::vector<std::pair<std::string, Shape>> shapes;
-      for (const TensorSpec& s : d.inputs) {
-        Shape shape(s.dims.begin(), s.dims.end());
-        if (d.max_batch_size > 0) shape[0] = b;
-        shapes.emplace_back(s.name, shape);
-      }
-      Status st = m->session->Prepare(shapes);
-      if (!st.ok())
-        first = st.AddContext("while warming model '" + d.name + "' at batch " + std::to_string(b));
+Status ModelServer::WarmModel(const Model& m) const {
+  if (!prepare_) return OkStatus();
+  const ModelDescription& d = m.desc;
+  for (const TensorSpec& s : d.inputs)
+    for (size_t k = d.max_batch_size > 0 ? 1 : 0; k < s.dims.size(); ++k)
+      if (s.dims[k] < 0) return OkStatus();  // shapes unknown until requests arrive
+  const int sizes = std::max(d.max_batch_size, 1);
+  for (int b = 1; b <= sizes; ++b) {
+    if (draining_.load()) break;
+    std::vector<std::pair<std::string, Shape>> shapes;
+    for (const TensorSpec& s : d.inputs) {
+      Shape shape(s.dims.begin(), s.dims.end());
+      if (d.max_batch_size > 0) shape[0] = b;
+      shapes.emplace_back(s.name, shape);
     }
+    Status st = m.session->Prepare(shapes);
+    if (!st.ok())
+      return st.AddContext("while warming model '" + d.name + "' at batch " + std::to_string(b));
+  }
+  return OkStatus();
+}
+
+void ModelServer::WarmUp(bool prepare) {
+  prepare_ = prepare;
+  Status first;
+  for (const ModelRef& m : models()) {
+    if (!prepare || draining_.load() || !first.ok()) break;
+    first = WarmModel(*m);
   }
   std::lock_guard<std::mutex> lock(mu_);
   warmed_ = true;
@@ -341,7 +435,7 @@ DrainReport ModelServer::Drain(int64_t timeout_ms) {
 std::vector<std::pair<ModelDescription, ModelCounters>> ModelServer::Counters(
     const Model* only) const {
   std::vector<std::pair<ModelDescription, ModelCounters>> list;
-  for (const auto& m : models_) {
+  for (const ModelRef& m : models()) {
     if (only && only != m.get()) continue;
     std::lock_guard<std::mutex> lock(m->mu);
     list.emplace_back(m->desc, m->counters);
@@ -355,7 +449,7 @@ std::string ModelServer::MetricsText() const {
     std::lock_guard<std::mutex> lock(admission_->mu);
     in_flight = admission_->in_flight;
   }
-  return metrics_->Text(models_, in_flight, ready());
+  return metrics_->Text(models(), in_flight, ready());
 }
 
 }  // namespace kiln::serving

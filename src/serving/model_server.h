@@ -9,8 +9,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@ namespace kiln::serving {
 class Metrics;
 
 struct Model {
+  ~Model();  // shuts the batchers down (a no-op when Retire did)
   ModelDescription desc;
   std::shared_ptr<const Session> session;
   // One per instance; a request goes to the one with the shortest queue.
@@ -33,6 +36,10 @@ struct Model {
   ModelCounters counters;  // under mu
 };
 
+// A served model, held by each request that uses it: an unloaded or replaced model lives until
+// its last request has been answered.
+using ModelRef = std::shared_ptr<const Model>;
+
 // "success", "invalid_argument", "queue_full", "shutting_down", "deadline_exceeded", "failed".
 const char* OutcomeOf(const Status& s);
 
@@ -40,15 +47,26 @@ class ModelServer {
  public:
   // `queue_timeout_us`: the deadline of requests that set none (0: none).
   // `instances`: batchers per model over the one session (batches in flight at once).
-  static StatusOr<std::unique_ptr<ModelServer>> Create(std::vector<ServedModel> models,
-                                                       const BatchPolicy& policy,
-                                                       int64_t queue_timeout_us = 0,
-                                                       int instances = 1);
+  // `repository`: loads a model by name for Load() (model control); null refuses it.
+  static StatusOr<std::unique_ptr<ModelServer>> Create(
+      std::vector<ServedModel> models, const BatchPolicy& policy, int64_t queue_timeout_us = 0,
+      int instances = 1, std::function<StatusOr<ServedModel>(const std::string&)> repository = {});
   ~ModelServer();
 
   // The model by name; version "" or the served one. nullptr when there is none.
-  const Model* Find(const std::string& name, const std::string& version) const;
-  const std::vector<std::unique_ptr<Model>>& models() const { return models_; }
+  ModelRef Find(const std::string& name, const std::string& version) const;
+  std::vector<ModelRef> models() const;  // the models served now, by name
+  // Names unloaded and not loaded again (the repository index lists them as UNAVAILABLE).
+  std::vector<std::string> unloaded() const;
+
+  // Model control (Triton's explicit mode): loads `name` from the repository, warms it, and
+  // serves it; a served model of that name is replaced once the new one is ready (requests keep
+  // going to the old one until then, and those it holds are answered). Unload stops serving
+  // `name`: new requests get NotFound, queued ones are answered, and its memory goes with its
+  // last request. Both block until done; one at a time.
+  Status Load(const std::string& name);
+  Status Unload(const std::string& name);
+  bool model_control() const { return static_cast<bool>(repository_); }
 
   // Admission: a token held until the request's answer is written, or nullptr while draining
   // (the caller answers 503 / UNAVAILABLE).
@@ -90,7 +108,19 @@ class ModelServer {
     uint64_t in_flight = 0;
   };
 
-  std::vector<std::unique_ptr<Model>> models_;
+  StatusOr<std::shared_ptr<Model>> MakeModel(ServedModel sm);
+  Status WarmModel(const Model& m) const;
+  static void Retire(const std::shared_ptr<Model>& m, int64_t timeout_ms);
+  int64_t retire_timeout_ms_ = 30000;  // how long an unloaded model's requests may take
+
+  mutable std::mutex models_mu_;
+  std::map<std::string, std::shared_ptr<Model>> models_;  // under models_mu_
+  std::set<std::string> unloaded_;                        // under models_mu_
+  std::mutex control_mu_;                                 // one Load/Unload at a time
+  std::function<StatusOr<ServedModel>(const std::string&)> repository_;
+  BatchPolicy policy_;
+  int instances_ = 1;
+  std::atomic<bool> prepare_{true};  // WarmUp's argument, for models loaded later
   std::unique_ptr<Metrics> metrics_;
   int64_t queue_timeout_us_ = 0;
   std::atomic<bool> ready_{false};

@@ -179,6 +179,60 @@ TEST(ServerTest, HealthMetadataAndInference) {
   EXPECT_EQ(stats["model_stats"][0]["inference_count"], 4);  // samples
 }
 
+TEST(ServerTest, ModelControlLoadsUnloadsAndReloads) {
+  auto session = ReluPlusOne();
+  ASSERT_NE(session, nullptr);
+  int loads = 0;
+  ServerOptions o = Options();
+  o.repository = [&](const std::string& name) -> StatusOr<ServedModel> {
+    if (name != "relu") return NotFound("the repository has no model named '" + name + "'");
+    ++loads;
+    return ServedModel{"relu", std::to_string(loads + 1), ReluPlusOne()};
+  };
+  auto server = Server::Start({{"relu", "1", session}}, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const int port = (*server)->http_port();
+  const std::string infer = R"({"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32",)"
+                            R"("data":[1,2,3,4]}]})";
+  ASSERT_EQ(Send(port, http::verb::post, "/v2/models/relu/infer", infer).status, 200);
+
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/repository/models/relu/unload", "{}").status, 200);
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/models/relu/infer", infer).status, 404);
+  json index = json::parse(Send(port, http::verb::post, "/v2/repository/index", "{}").body);
+  ASSERT_EQ(index.size(), 1u);
+  EXPECT_EQ(index[0]["state"], "UNAVAILABLE");
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/repository/models/relu/unload").status, 400);
+
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/repository/models/relu/load").status, 200);
+  Reply r = Send(port, http::verb::post, "/v2/models/relu/infer", infer);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["model_version"], "2");  // the repository's new copy
+  ASSERT_TRUE((*server)->LoadModel("relu").ok());        // a reload replaces it
+  EXPECT_EQ(json::parse(Send(port, http::verb::get, "/v2/models/relu").body)["versions"][0], "3");
+  EXPECT_EQ(loads, 2);
+
+  r = Send(port, http::verb::post, "/v2/repository/models/other/load");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("no model named 'other'"), std::string::npos) << r.body;
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/repository/models/relu/load",
+                 R"({"parameters":{"config":"{}"}})")
+                .status,
+            400);
+  EXPECT_EQ(Send(port, http::verb::get, "/v2/repository/models/relu/load").status, 405);
+}
+
+TEST(ServerTest, ModelControlIsOffWithoutARepository) {
+  auto session = ReluPlusOne();
+  auto server = Server::Start({{"relu", "1", session}}, Options());
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const int port = (*server)->http_port();
+  EXPECT_EQ(Send(port, http::verb::post, "/v2/repository/models/relu/unload").status, 400);
+  EXPECT_EQ((*server)->UnloadModel("relu").code(), StatusCode::kUnsupported);
+  EXPECT_EQ(Send(port, http::verb::get, "/v2/models/relu/ready").status, 200);
+}
+
 TEST(ServerTest, BadRequestsAreAnsweredAndTheServerStaysUp) {
   auto session = ReluPlusOne();
   ASSERT_NE(session, nullptr);

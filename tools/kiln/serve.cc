@@ -45,6 +45,7 @@ struct ServeArgs {
   std::string device = "cpu";
   int threads = 0;
   std::string precision = "fp32";
+  std::string model_control = "none";
 };
 
 // name -> model file. A file is served under its stem; a folder holds NAME.onnx files and/or
@@ -105,19 +106,25 @@ Status DoServe(const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   KILN_ASSIGN_OR_RETURN(auto files, FindModels(a.models));
-  std::vector<ServedModel> models;
-  for (const auto& [name, fv] : files) {
+  auto load = [&a](const std::string& name, const std::string& file,
+                   const std::string& version) -> StatusOr<ServedModel> {
     SessionOptions opts;
     opts.backend = a.device;
     opts.num_threads = a.threads;
     opts.precision = a.precision;
     // On a thread that ends: no idle OpenMP pool stays behind to slow the batchers' runs.
-    auto session = OnOwnThread([&] { return Session::Load(fv.first, opts); });
+    auto session = OnOwnThread([&] { return Session::Load(file, opts); });
     if (!session.ok())
       return Status(session.status()).AddContext("while loading model '" + name + "'");
-    std::printf("kiln serve: model '%s' version %s from %s\n", name.c_str(), fv.second.c_str(),
-                fv.first.c_str());
-    models.push_back({name, fv.second, std::shared_ptr<const Session>(std::move(*session))});
+    std::printf("kiln serve: model '%s' version %s from %s\n", name.c_str(), version.c_str(),
+                file.c_str());
+    std::fflush(stdout);
+    return ServedModel{name, version, std::shared_ptr<const Session>(std::move(*session))};
+  };
+  std::vector<ServedModel> models;
+  for (const auto& [name, fv] : files) {
+    KILN_ASSIGN_OR_RETURN(ServedModel m, load(name, fv.first, fv.second));
+    models.push_back(std::move(m));
   }
   ServerOptions o;
   o.host = a.host;
@@ -136,6 +143,14 @@ Status DoServe(const ServeArgs& a) {
   o.max_body_bytes = static_cast<size_t>(a.max_body_mb * 1024 * 1024);
   o.max_connections = a.max_connections;
   o.warm_up = !a.no_warmup;
+  if (a.model_control == "explicit")
+    // The paths are listed again at each load: a new model or version in a folder is found.
+    o.repository = [paths = a.models, load](const std::string& name) -> StatusOr<ServedModel> {
+      KILN_ASSIGN_OR_RETURN(auto now, FindModels(paths));
+      auto it = now.find(name);
+      if (it == now.end()) return NotFound("the repository has no model named '" + name + "'");
+      return load(name, it->second.first, it->second.second);
+    };
   KILN_ASSIGN_OR_RETURN(auto server, Server::Start(std::move(models), o));
   std::printf(
       "kiln serve: listening on http://%s:%d and grpc %s:%d (live; ready after the "
@@ -242,6 +257,11 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda");
   cmd->add_option("--threads", args->threads, "Compute threads per model (0: physical cores)");
   cmd->add_option("--precision", args->precision, "fp32 (default) or bf16");
+  cmd->add_option("--model-control-mode", args->model_control,
+                  "none (default) or explicit: POST /v2/repository/models/NAME/load|unload "
+                  "loads (again, from the given files and folders) and unloads models while "
+                  "serving (Triton's explicit mode; every model found is loaded at start)")
+      ->check(CLI::IsMember({"none", "explicit"}));
   cmd->callback([args, exit_code] {
     Status s = DoServe(*args);
     if (!s.ok()) *exit_code = Fail(s);
