@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -448,6 +449,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res->set(http::field::content_type, content_type.empty() ? "application/json" : content_type);
     if (!retry_after.empty()) res->set(http::field::retry_after, retry_after);
     if (json_length) res->set("Inference-Header-Content-Length", std::to_string(*json_length));
+    // Draining: every answer closes its connection, so a client's next request opens a new one,
+    // which is refused once the server stops listening (not reset).
+    if (server_->core->draining()) keep_alive_ = false;
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
@@ -587,7 +591,25 @@ Status Server::UnloadModel(const std::string& name) { return impl_->core->Unload
 
 DrainReport Server::Drain() {
   std::lock_guard<std::mutex> lock(impl_->drain_mu);
-  if (!impl_->drained) impl_->drained = impl_->core->Drain(impl_->options.drain_timeout_ms);
+  if (impl_->drained) return *impl_->drained;
+  const auto start = std::chrono::steady_clock::now();
+  impl_->drained = impl_->core->Drain(impl_->options.drain_timeout_ms);
+  // Nothing admitted is left: stop listening (a new connection is refused, not accepted and then
+  // reset), then give the connections already accepted the time to get their answer (503 with
+  // Connection: close) and close: at most a second, within the drain timeout. Connections still
+  // in the kernel's backlog when the listener closes are reset by it: at most one per client
+  // that connects per request.
+  std::promise<void> closed;
+  net::post(impl_->ioc, [this, &closed] {
+    beast::error_code ec;
+    impl_->acceptor->close(ec);
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  const auto until = std::min(start + std::chrono::milliseconds(impl_->options.drain_timeout_ms),
+                              std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  while (impl_->connections.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   return *impl_->drained;
 }
 

@@ -17,7 +17,6 @@ Exits 77 (skip; under CI a failure, check_venv.skip) when the package index cann
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -27,6 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import check_venv  # noqa: E402
 
 check_venv.reexec_in_venv()
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tritonclient_check  # noqa: E402  (its start_server)
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -133,20 +135,10 @@ def main():
     shutil.copy(demo, os.path.join(repo, "demo.onnx"))
     big = os.path.join(repo, "big.onnx")
     write_big(big)
-    port_file = os.path.join(tmp, "ports")
-    log = open(os.path.join(tmp, "serve.log"), "w+")
-    proc = subprocess.Popen([kiln, "serve", repo, "--host", "127.0.0.1", "--http-port", "0",
-                             "--grpc-port", "-1", "--port-file", port_file, "--max-batch", "8",
-                             "--threads", "1", "--model-control-mode", "explicit"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc, log, http_port, _ = tritonclient_check.start_server(
+        kiln, repo, ["--threads", "1", "--model-control-mode", "explicit"])
     try:
-        deadline = time.time() + 120
-        while not os.path.exists(port_file):
-            if proc.poll() is not None or time.time() > deadline:
-                log.seek(0)
-                sys.exit("kiln serve did not start:\n" + log.read())
-            time.sleep(0.05)
-        url = f"127.0.0.1:{int(open(port_file).read().split()[0])}"
+        url = f"127.0.0.1:{http_port}"
         control = httpclient.InferenceServerClient(url)
         while not control.is_server_ready():
             time.sleep(0.1)
