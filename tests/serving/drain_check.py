@@ -21,11 +21,13 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_util import start_server  # noqa: E402
 
 CLIENTS = 16
 BODY = json.dumps({"inputs": [{"name": "input", "shape": [1, 1, 28, 28], "datatype": "FP32",
@@ -69,18 +71,7 @@ def main():
     repo = os.path.join(tmp, "demo.onnx")
     with open(demo, "rb") as f, open(repo, "wb") as g:
         g.write(f.read())
-    port_file = os.path.join(tmp, "ports")
-    log = open(os.path.join(tmp, "serve.log"), "w+")
-    proc = subprocess.Popen([kiln, "serve", repo, "--host", "127.0.0.1", "--http-port", "0",
-                             "--grpc-port", "-1", "--port-file", port_file, "--threads", "1",
-                             "--max-batch", "8"], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not os.path.exists(port_file):
-        if proc.poll() is not None or time.time() > deadline:
-            log.seek(0)
-            sys.exit("kiln serve did not start:\n" + log.read())
-        time.sleep(0.05)
-    port = int(open(port_file).read().split()[0])
+    proc, log, port, _ = start_server(kiln, repo, ["--threads", "1"], grpc=False, max_batch=8)
     while True:
         try:
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)

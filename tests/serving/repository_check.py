@@ -28,7 +28,7 @@ import check_venv  # noqa: E402
 check_venv.reexec_in_venv()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tritonclient_check  # noqa: E402  (its start_server)
+from serve_util import start_server  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -135,8 +135,9 @@ def main():
     shutil.copy(demo, os.path.join(repo, "demo.onnx"))
     big = os.path.join(repo, "big.onnx")
     write_big(big)
-    proc, log, http_port, _ = tritonclient_check.start_server(
-        kiln, repo, ["--threads", "1", "--model-control-mode", "explicit"])
+    proc, log, http_port, _ = start_server(
+        kiln, repo, ["--threads", "1", "--model-control-mode", "explicit"], grpc=False,
+        max_batch=8)
     try:
         url = f"127.0.0.1:{http_port}"
         control = httpclient.InferenceServerClient(url)

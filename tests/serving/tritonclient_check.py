@@ -16,12 +16,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyenv"))
 import check_venv  # noqa: E402
+from serve_util import start_server  # noqa: E402
 
 check_venv.reexec_in_venv()
 
@@ -38,23 +38,6 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         FAILURES.append(what)
-
-
-def start_server(kiln, model, extra=()):
-    tmp = tempfile.mkdtemp()
-    port_file = os.path.join(tmp, "ports")
-    log = open(os.path.join(tmp, "serve.log"), "w+")
-    proc = subprocess.Popen([kiln, "serve", model, "--host", "127.0.0.1", "--http-port", "0",
-                             "--grpc-port", "0", "--port-file", port_file, "--max-batch", "16",
-                             *extra], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not os.path.exists(port_file):
-        if proc.poll() is not None or time.time() > deadline:
-            log.seek(0)
-            sys.exit("kiln serve did not start:\n" + log.read())
-        time.sleep(0.05)
-    http_port, grpc_port = [int(x) for x in open(port_file).read().split()]
-    return proc, log, http_port, grpc_port
 
 
 def main():
