@@ -231,6 +231,15 @@ Status ValidateRecipe(const Recipe& r) {
     if (!std::isfinite(n.pad[c]) || n.pad[c] < 0 || n.pad[c] > 255)
       return InvalidArgument(where + "field 'pad" + i + "' must be a pixel value in 0..255; got " +
                              Dump(json(n.pad[c])));
+    // The outputs are float32: (pixel * scale - mean) / std for pixels 0..255 must fit in one.
+    // (Found by kiln_recipe_fuzz: a scale of 5e39 validated and filled the input with inf.)
+    for (double pixel : {0.0, 255.0}) {
+      const double v = (pixel * n.scale - n.mean[c]) / n.std[c];
+      if (!std::isfinite(v) || std::fabs(v) > 3.0e38)
+        return InvalidArgument(where + "fields 'scale', 'mean" + i + "' and 'std" + i +
+                               "' map pixel value " + std::to_string(static_cast<int>(pixel)) +
+                               " to " + Dump(json(v)) + ", beyond float32's range");
+    }
   }
   if (r.max_pixels <= 0)
     return InvalidArgument(where + "field 'max_pixels' must be positive; got " +

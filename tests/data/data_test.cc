@@ -457,6 +457,9 @@ TEST(RecipeTest, JsonErrorsNameTheFieldAndValue) {
       {R"({"preset": "torchvision-imagenet", "antialias": "yes"})",
        "field 'antialias' must be true or false; got \"yes\""},
       {R"({"resize": {"mode": "shorter", "size": 256}})", "output size would depend"},
+      // Found by kiln_recipe_fuzz: float32 outputs of inf.
+      {R"({"preset": "torchvision-imagenet", "scale": 5.0e39})", "map pixel value 255 to 5.5"},
+      {R"({"preset": "torchvision-imagenet", "std": [1e-300, 1, 1]})", "beyond float32's range"},
   };
   for (const auto& c : cases) {
     auto r = ParseRecipeJson(c.json, "m.json");
