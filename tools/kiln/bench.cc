@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_report.h"
 #include "common.h"
 #include "kiln/batcher.h"
 #include "kiln/diagnostics.h"
@@ -339,6 +340,15 @@ namespace {
 
 double Mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+// A sweep's document: to --json, and drawn to --report.
+Status WriteResults(const BenchArgs& a, const nlohmann::ordered_json& j, FILE* out) {
+  if (!a.report.empty()) {
+    KILN_RETURN_IF_ERROR(WriteSweepReport(a.report, j));
+    std::fprintf(out, "report: %s\n", a.report.c_str());
+  }
+  return a.json.empty() ? OkStatus() : WriteJson(a.json, j, out);
+}
+
 // --batch 1,2,4,...: one session, every batch in turn (random inputs), one line each, then what
 // the session holds: packed weights shared by all plans, arenas, peak RSS. The latency-by-batch
 // curve a dynamic batcher needs, and a check that serving many batch sizes costs little memory.
@@ -392,12 +402,13 @@ Status DoSweep(const BenchArgs& a) {
     std::fprintf(out, "%6d %12.2f %10.3f %10.3f %12.2f %12.1f\n", b, first_ms, st.p50, st.p99,
                  per_s, Mb(ss.arena_bytes));
     std::fflush(out);
-    sweep.push_back({{"batch", b},
-                     {"first_run_ms", first_ms},
-                     {"latency_ms", {{"p50", st.p50}, {"p99", st.p99}, {"mean", st.mean}}},
-                     {"throughput_per_s", per_s},
-                     {"iterations", iterations},
-                     {"arena_bytes", ss.arena_bytes}});
+    sweep.push_back(
+        {{"batch", b},
+         {"first_run_ms", first_ms},
+         {"latency_ms", {{"min", st.min}, {"p50", st.p50}, {"p99", st.p99}, {"mean", st.mean}}},
+         {"throughput_per_s", per_s},
+         {"iterations", iterations},
+         {"arena_bytes", ss.arena_bytes}});
   }
   const SessionStats ss = session->stats();
   const double rss = PeakRssMb();
@@ -407,7 +418,7 @@ Status DoSweep(const BenchArgs& a) {
                ss.plans, Mb(ss.packed_weight_bytes), ss.packed_weights,
                static_cast<unsigned long long>(ss.packed_weight_reuses), Mb(ss.arena_bytes),
                ss.arenas, Mb(ss.planned_arena_bytes_max), rss);
-  if (a.json.empty()) return OkStatus();
+  if (a.json.empty() && a.report.empty()) return OkStatus();
   nlohmann::ordered_json j = JsonHeader(a, threads, cpu.model);
   j["load_ms"] = load_ms;
   j["sweep"] = sweep;
@@ -417,7 +428,7 @@ Status DoSweep(const BenchArgs& a) {
   j["arena_bytes"] = ss.arena_bytes;
   j["largest_plan_arena_bytes"] = ss.planned_arena_bytes_max;
   j["peak_rss_mb"] = rss;
-  return WriteJson(a.json, j, out);
+  return WriteResults(a, j, out);
 }
 
 // --overhead: one thread sends the same request alternately to Session::Run and to
@@ -615,7 +626,7 @@ Status DoConcurrency(const BenchArgs& a) {
   nlohmann::ordered_json overhead;
   if (a.overhead) KILN_RETURN_IF_ERROR(MeasureOverhead(a, *session, request, out, &overhead));
   std::fprintf(out, "peak RSS: %.1f MB\n", PeakRssMb());
-  if (a.json.empty()) return OkStatus();
+  if (a.json.empty() && a.report.empty()) return OkStatus();
   nlohmann::ordered_json j = JsonHeader(a, threads, cpu.model);
   if (a.overhead) j["overhead"] = overhead;
   j["request_samples"] = samples;
@@ -624,7 +635,7 @@ Status DoConcurrency(const BenchArgs& a) {
   j["prepare_ms"] = prep_ms;
   j["concurrency"] = rows;
   j["peak_rss_mb"] = PeakRssMb();
-  return WriteJson(a.json, j, out);
+  return WriteResults(a, j, out);
 }
 
 Status DoBench(BenchArgs a) {
@@ -898,6 +909,10 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--profile", args->profile,
                 "After the timed runs, as many more with per-step timing: mean ms per kernel and "
                 "the slowest steps (CPU backend)");
+  cmd->add_option("--report", args->report,
+                  "With several --batch sizes or --concurrency: write the sweep as a "
+                  "self-contained HTML page (SVG charts of latency with its spread and "
+                  "throughput, and a table)");
   cmd->add_option("--trace", args->trace,
                   "After the timed runs, as many more with per-step timing, written to FILE as "
                   "Chrome/Perfetto trace JSON (one slice per kernel; CPU backend)");
@@ -966,6 +981,11 @@ void AddBenchCommand(CLI::App& app, int* exit_code) {
       throw CLI::ValidationError("--concurrency", "takes one --batch (the samples per request)");
     if (!args->url.empty() && args->concurrency.empty() == args->rates.empty())
       throw CLI::ValidationError("--url", "needs one of --concurrency or --rate");
+    if (!args->report.empty() &&
+        (!args->url.empty() || (args->concurrency.empty() && args->batches.size() < 2)))
+      throw CLI::ValidationError("--report",
+                                 "draws a sweep: give several --batch sizes or --concurrency "
+                                 "(in process)");
     Status s = !args->url.empty()           ? DoClient(*args)
                : !args->concurrency.empty() ? DoConcurrency(*args)
                : args->batches.size() > 1   ? DoSweep(*args)

@@ -40,6 +40,7 @@ struct BenchArgs {
   std::vector<std::string> disabled_passes;  // --disable-pass NAME (repeatable)
   bool profile = false;
   std::string trace;  // --trace FILE: Chrome/Perfetto trace JSON of the profiled runs
+  std::string report;  // --report FILE: the sweep as an HTML page (bench_report.h)
   // --concurrency 1,8,32,64: in-process clients through the dynamic batcher (DoConcurrency).
   std::vector<int> concurrency;
   int max_batch = 32;
