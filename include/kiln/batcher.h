@@ -107,6 +107,12 @@ struct BatchEvent {
   std::vector<double> queue_us;  // each request's wait: arrival to batch start
   double compute_us = 0;         // gather + Run + scatter
   bool ok = true;
+  // When the batch started: steady_clock microseconds since its epoch (RunTimings::start_us's
+  // clock), and the thread that ran it (Linux thread id).
+  double start_us = 0;
+  int thread = 0;
+  // With DynamicBatcher::SetTraceKernels(true): the run's per-kernel timings (CPU); else empty.
+  RunTimings run;
 };
 
 class DynamicBatcher {
@@ -139,6 +145,9 @@ class DynamicBatcher {
   // Called on the worker thread after every batch, before the requests' `done` (metrics). Set it
   // before the first Submit.
   void SetObserver(Observer observer);
+  // Per-kernel timing of the batches' runs (BatchEvent::run), for traces; off by default (on, it
+  // costs two clock reads per step). May be switched at any time.
+  void SetTraceKernels(bool on);
 
  private:
   struct Impl;

@@ -15,8 +15,11 @@
 //
 // Lifecycle: Start() binds the ports and answers at once (live); the models are warmed (Session::
 // Prepare at every batch size up to max_batch) on a background thread, and the server is ready
-// only after that. Drain() makes it not ready, answers new inference requests with 503, lets the
-// accepted ones finish, and returns when they have (or at the drain timeout).
+// only after that. Drain() makes it not ready, answers new inference requests with 503 (HTTP
+// answers then close their connection), lets the accepted ones finish, then closes the HTTP
+// listener (new connections are refused) and gives accepted connections up to a second to be
+// answered; it returns then (or at the drain timeout). gRPC answers UNAVAILABLE until the server
+// is destroyed.
 //
 // Ownership: the Server shares the Sessions. Thread-safety: every method may be called from any
 // thread.
@@ -99,6 +102,12 @@ class Server {
   // request and session). Both block until done, one at a time.
   Status LoadModel(const std::string& name);
   Status UnloadModel(const std::string& name);
+  // Tracing: from StartTrace, every batch (at most 10,000) is kept with per-kernel timings of
+  // its run; StopTrace ends it and returns Chrome/Perfetto trace JSON (ui.perfetto.dev): a slice
+  // per batch on its batcher thread (model, samples, requests) holding a slice per kernel, and
+  // each request's wait in the queue as an async slice. `kiln serve --trace FILE`.
+  void StartTrace();
+  std::string StopTrace();
 
  private:
   struct Impl;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -70,6 +71,8 @@ double Micros(BatchClock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
 }
 
+double SinceEpochUs(BatchClock::time_point t) { return Micros(t.time_since_epoch()); }
+
 }  // namespace
 
 struct DynamicBatcher::Impl {
@@ -83,6 +86,7 @@ struct DynamicBatcher::Impl {
   bool busy = false;  // a batch runs (on the worker) or a lone request runs inline (Infer)
   BatcherStats stats;
   Observer observer;
+  std::atomic<bool> trace_kernels{false};
   std::thread worker;
   // The last successful Runs of each batch size (at most kRunsKept), for ExpectedRunUs.
   static constexpr size_t kRunsKept = 8;
@@ -228,6 +232,8 @@ void DynamicBatcher::Shutdown() {
   if (impl_->worker.joinable()) impl_->worker.join();
 }
 
+void DynamicBatcher::SetTraceKernels(bool on) { impl_->trace_kernels.store(on); }
+
 void DynamicBatcher::SetObserver(Observer observer) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->observer = std::move(observer);
@@ -324,7 +330,9 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
         return WouldMissDeadline(samples, expected, left);
       }
     }
-    if (s.ok()) s = m.session->Run(inputs, outputs);
+    RunTimings timings;
+    timings.per_node = m.trace_kernels.load(std::memory_order_relaxed);
+    if (s.ok()) s = m.session->Run(inputs, outputs, timings.per_node ? &timings : nullptr);
     const double compute_us = Micros(BatchClock::now() - start);
     {
       std::lock_guard<std::mutex> lock(m.mu);
@@ -332,7 +340,17 @@ Status DynamicBatcher::Infer(std::vector<NamedTensor> inputs, std::vector<NamedT
       ++(key.ok() ? m.stats.requests : m.stats.rejected);
     }
     m.wake.notify_all();  // requests that arrived meanwhile are the worker's
-    if (key.ok()) m.Account({samples, {0.0}, compute_us, s.ok()}, compute_us);
+    if (key.ok()) {
+      BatchEvent e;
+      e.samples = samples;
+      e.queue_us = {0.0};
+      e.compute_us = compute_us;
+      e.ok = s.ok();
+      e.start_us = SinceEpochUs(start);
+      e.thread = static_cast<int>(gettid());
+      e.run = std::move(timings);
+      m.Account(e, compute_us);
+    }
     if (!s.ok()) outputs->clear();
     return s;
   }
@@ -494,7 +512,9 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
     }
   }
   std::vector<NamedTensor> outputs;
-  Status s = session->Run(inputs, &outputs);
+  RunTimings timings;
+  timings.per_node = trace_kernels.load(std::memory_order_relaxed);
+  Status s = session->Run(inputs, &outputs, timings.per_node ? &timings : nullptr);
   const auto ran = BatchClock::now();
   for (const NamedTensor& o : outputs)
     if (s.ok() && policy.merge && (o.tensor.rank() < 1 || o.tensor.shape()[0] != total))
@@ -521,8 +541,14 @@ void DynamicBatcher::Impl::RunBatch(std::vector<Pending> batch) {
       }
     }
   }
-  BatchEvent e{total, {}, Micros(BatchClock::now() - start), s.ok()};
+  BatchEvent e;
+  e.samples = total;
+  e.compute_us = Micros(BatchClock::now() - start);
+  e.ok = s.ok();
   for (const Pending& p : batch) e.queue_us.push_back(Micros(start - p.arrival));
+  e.start_us = SinceEpochUs(start);
+  e.thread = static_cast<int>(gettid());
+  e.run = std::move(timings);
   Account(e, Micros(ran - start));
   for (size_t r = 0; r < batch.size(); ++r) {
     if (s.ok())

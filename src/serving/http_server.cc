@@ -588,6 +588,8 @@ Status Server::WaitReady() const { return impl_->core->WaitReady(); }
 std::string Server::MetricsText() const { return impl_->core->MetricsText(); }
 Status Server::LoadModel(const std::string& name) { return impl_->core->Load(name); }
 Status Server::UnloadModel(const std::string& name) { return impl_->core->Unload(name); }
+void Server::StartTrace() { impl_->core->StartTrace(); }
+std::string Server::StopTrace() { return impl_->core->StopTrace(); }
 
 DrainReport Server::Drain() {
   std::lock_guard<std::mutex> lock(impl_->drain_mu);

@@ -9,9 +9,11 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
 
@@ -203,8 +205,17 @@ StatusOr<std::shared_ptr<Model>> ModelServer::MakeModel(ServedModel sm) {
   metrics_->AddModel(sm.name, m->desc.max_batch_size);
   Metrics* metrics = metrics_.get();
   Model* raw = m.get();
-  auto observe = [metrics, raw](const BatchEvent& e) {
+  auto observe = [this, metrics, raw](const BatchEvent& e) {
     metrics->ObserveBatch(raw->desc.name, e);
+    {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      if (tracing_) {
+        if (trace_.size() < kMaxTraceBatches)
+          trace_.emplace_back(raw->desc.name, e);
+        else
+          ++trace_dropped_;
+      }
+    }
     std::lock_guard<std::mutex> lock(raw->mu);
     ModelCounters& c = raw->counters;
     c.execution_count += 1;
@@ -228,6 +239,10 @@ StatusOr<std::shared_ptr<Model>> ModelServer::MakeModel(ServedModel sm) {
     if (!batcher.ok())
       return Status(batcher.status()).AddContext("while serving model '" + sm.name + "'");
     (*batcher)->SetObserver(observe);
+    {
+      std::lock_guard<std::mutex> lock(trace_mu_);
+      (*batcher)->SetTraceKernels(tracing_);
+    }
     m->batchers.push_back(std::move(*batcher));
   }
   return m;
@@ -295,6 +310,100 @@ Status ModelServer::Unload(const std::string& name) {
   }
   Retire(old, retire_timeout_ms_);
   return OkStatus();
+}
+
+void ModelServer::StartTrace() {
+  std::lock_guard<std::mutex> lock(trace_mu_);
+  tracing_ = true;
+  trace_.clear();
+  trace_dropped_ = 0;
+  for (const ModelRef& m : models())
+    for (const auto& b : m->batchers) b->SetTraceKernels(true);
+}
+
+std::string ModelServer::StopTrace() {
+  std::vector<std::pair<std::string, BatchEvent>> kept;
+  size_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(trace_mu_);
+    tracing_ = false;
+    kept.swap(trace_);
+    dropped = trace_dropped_;
+    for (const ModelRef& m : models())
+      for (const auto& b : m->batchers) b->SetTraceKernels(false);
+  }
+  using Json = nlohmann::json;
+  double origin = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const BatchEvent& e = kept[i].second;
+    double first = e.start_us;
+    for (double q : e.queue_us) first = std::min(first, e.start_us - q);
+    origin = i == 0 ? first : std::min(origin, first);
+  }
+  Json events = Json::array();
+  std::map<int, std::string> threads;
+  uint64_t id = 0;
+  for (const auto& [model, e] : kept) {
+    threads[e.thread] = "batcher " + model;
+    events.push_back({{"name", "batch " + std::to_string(e.samples)},
+                      {"cat", "batch"},
+                      {"ph", "X"},
+                      {"ts", e.start_us - origin},
+                      {"dur", e.compute_us},
+                      {"pid", 1},
+                      {"tid", e.thread},
+                      {"args",
+                       {{"model", model},
+                        {"samples", e.samples},
+                        {"requests", e.queue_us.size()},
+                        {"ok", e.ok}}}});
+    for (double q : e.queue_us) {  // arrival to batch start, as an async slice per request
+      ++id;
+      Json wait = {{"name", "queue " + model},
+                   {"cat", "queue"},
+                   {"id", id},
+                   {"pid", 1},
+                   {"tid", e.thread},
+                   {"args", {{"model", model}, {"wait_us", q}}}};
+      wait["ph"] = "b";
+      wait["ts"] = e.start_us - q - origin;
+      events.push_back(wait);
+      wait["ph"] = "e";
+      wait["ts"] = e.start_us - origin;
+      events.push_back(wait);
+    }
+    for (const NodeTime& n : e.run.nodes)
+      events.push_back({{"name", n.node.empty() ? n.op_type : n.op_type + " " + n.node},
+                        {"cat", n.kernel},
+                        {"ph", "X"},
+                        {"ts", n.start_us - origin},
+                        {"dur", n.ms * 1000.0},
+                        {"pid", 1},
+                        {"tid", e.thread},
+                        {"args",
+                         {{"node", n.node},
+                          {"op", n.op_type},
+                          {"kernel", n.kernel},
+                          {"outputs", n.outputs},
+                          {"model", model}}}});
+  }
+  std::stable_sort(events.begin(), events.end(), [](const Json& a, const Json& b) {
+    return a["ts"].get<double>() < b["ts"].get<double>();
+  });
+  Json meta = Json::array();
+  meta.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "kiln serve"}}}});
+  for (const auto& [tid, name] : threads)
+    meta.push_back({{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", 1},
+                    {"tid", tid},
+                    {"args", {{"name", name}}}});
+  events.insert(events.begin(), meta.begin(), meta.end());
+  Json doc = {{"traceEvents", events},
+              {"displayTimeUnit", "ms"},
+              {"otherData", {{"batches", kept.size()}, {"batches_dropped", dropped}}}};
+  return doc.dump(1);
 }
 
 std::vector<ModelRef> ModelServer::models() const {

@@ -97,6 +97,14 @@ class ModelServer {
   // front ends stop.
   void StopBatchers();
 
+  // Tracing (kiln serve --trace): from StartTrace, every batch of every model is kept (at most
+  // kMaxTraceBatches) with per-kernel timings of its run; StopTrace ends it and returns Chrome/
+  // Perfetto trace JSON: a slice per batch on its batcher thread (model, samples, requests)
+  // holding a slice per kernel, and each request's queue wait as an async slice.
+  void StartTrace();
+  std::string StopTrace();
+  static constexpr size_t kMaxTraceBatches = 10000;
+
  private:
   ModelServer() = default;
 
@@ -112,6 +120,12 @@ class ModelServer {
   Status WarmModel(const Model& m) const;
   static void Retire(const std::shared_ptr<Model>& m, int64_t timeout_ms);
   int64_t retire_timeout_ms_ = 30000;  // how long an unloaded model's requests may take
+
+  // Declared before the models: their batchers (whose observers append here) stop first.
+  std::mutex trace_mu_;
+  bool tracing_ = false;                                   // under trace_mu_
+  std::vector<std::pair<std::string, BatchEvent>> trace_;  // under trace_mu_
+  size_t trace_dropped_ = 0;                               // under trace_mu_
 
   mutable std::mutex models_mu_;
   std::map<std::string, std::shared_ptr<Model>> models_;  // under models_mu_

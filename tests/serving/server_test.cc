@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -220,6 +221,60 @@ TEST(ServerTest, ModelControlLoadsUnloadsAndReloads) {
                 .status,
             400);
   EXPECT_EQ(Send(port, http::verb::get, "/v2/repository/models/relu/load").status, 405);
+}
+
+TEST(ServerTest, TraceHoldsBatchesKernelsAndQueueWaits) {
+  auto session = ReluPlusOne();
+  auto server = Server::Start({{"relu", "1", session}}, Options());
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const int port = (*server)->http_port();
+  const std::string infer = R"({"inputs":[{"name":"x","shape":[1,4],"datatype":"FP32",)"
+                            R"("data":[1,2,3,4]}]})";
+  ASSERT_EQ(Send(port, http::verb::post, "/v2/models/relu/infer", infer).status, 200);  // untraced
+  (*server)->StartTrace();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&] {
+      for (int i = 0; i < 5; ++i)
+        EXPECT_EQ(Send(port, http::verb::post, "/v2/models/relu/infer", infer).status, 200);
+    });
+  for (auto& t : clients) t.join();
+  const json trace = json::parse((*server)->StopTrace());
+  ASSERT_EQ(Send(port, http::verb::post, "/v2/models/relu/infer", infer).status, 200);  // untraced
+  int requests = 0, begins = 0, ends = 0, kernels = 0, batches = 0;
+  std::map<int, std::vector<std::pair<double, double>>> batch_spans;  // tid -> [start, end)
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "b") ++begins;
+    if (ph == "e") ++ends;
+    if (ph != "X") continue;
+    if (e["cat"] == "batch") {
+      ++batches;
+      requests += e["args"]["requests"].get<int>();
+      EXPECT_EQ(e["args"]["model"], "relu");
+      batch_spans[e["tid"].get<int>()].push_back(
+          {e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+    }
+  }
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] == "batch") continue;
+    ++kernels;
+    EXPECT_EQ(e["args"]["model"], "relu");
+    EXPECT_FALSE(e["args"]["kernel"].get<std::string>().empty());
+    // Each kernel slice lies inside a batch slice of its thread.
+    bool inside = false;
+    for (const auto& [a, b] : batch_spans[e["tid"].get<int>()])
+      inside |=
+          e["ts"].get<double>() >= a - 1 && e["ts"].get<double>() + e["dur"].get<double>() <= b + 1;
+    EXPECT_TRUE(inside) << e.dump();
+  }
+  EXPECT_EQ(requests, 20);  // the traced ones, no more
+  EXPECT_EQ(begins, 20);
+  EXPECT_EQ(ends, 20);
+  EXPECT_GE(kernels, batches);
+  EXPECT_GT(batches, 0);
+  EXPECT_EQ(trace["otherData"]["batches"], batches);
 }
 
 TEST(ServerTest, ModelControlIsOffWithoutARepository) {

@@ -9,11 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -49,6 +51,8 @@ struct ServeArgs {
   int threads = 0;
   std::string precision = "fp32";
   std::string model_control = "none";
+  std::string trace;
+  double trace_seconds = 10;
 };
 
 // name -> model file. A file is served under its stem; a folder holds NAME.onnx files and/or
@@ -185,13 +189,45 @@ Status DoServe(const ServeArgs& a) {
       std::fprintf(stderr, "kiln serve: not ready: %s\n", s.ToString().c_str());
     std::fflush(stdout);
   });
+  // --trace: the first --trace-seconds after the warm-up (or until the signal), then the file.
+  std::mutex trace_mu;
+  std::condition_variable trace_cv;
+  bool stopping = false;
+  std::thread tracer;
+  if (!a.trace.empty())
+    tracer = std::thread([&] {
+      if (!server->WaitReady().ok()) return;
+      server->StartTrace();
+      std::printf("kiln serve: tracing for %.1f s\n", a.trace_seconds);
+      std::fflush(stdout);
+      {
+        std::unique_lock<std::mutex> lock(trace_mu);
+        trace_cv.wait_for(lock, std::chrono::duration<double>(a.trace_seconds),
+                          [&] { return stopping; });
+      }
+      const std::string json = server->StopTrace();
+      std::ofstream f(a.trace, std::ios::binary);
+      f << json;
+      if (f.good())
+        std::printf("kiln serve: trace written to %s (ui.perfetto.dev opens it)\n",
+                    a.trace.c_str());
+      else
+        std::fprintf(stderr, "kiln serve: cannot write the trace to %s\n", a.trace.c_str());
+      std::fflush(stdout);
+    });
   int sig = 0;
   sigwait(&signals, &sig);
+  {
+    std::lock_guard<std::mutex> lock(trace_mu);
+    stopping = true;
+    trace_cv.notify_all();
+  }
   std::printf("kiln serve: %s: draining (not ready; new requests get 503)\n",
               sig == SIGTERM ? "SIGTERM" : "SIGINT");
   std::fflush(stdout);
   const DrainReport r = server->Drain();
   announce.join();
+  if (tracer.joinable()) tracer.join();
   std::printf("kiln serve: drained in %.0f ms: %llu in flight at the signal, %llu unfinished\n",
               r.elapsed_ms, static_cast<unsigned long long>(r.in_flight_at_start),
               static_cast<unsigned long long>(r.unfinished));
@@ -267,6 +303,12 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda");
   cmd->add_option("--threads", args->threads, "Compute threads per model (0: physical cores)");
   cmd->add_option("--precision", args->precision, "fp32 (default) or bf16");
+  cmd->add_option("--trace", args->trace,
+                  "Write Chrome/Perfetto trace JSON of the first --trace-seconds after the "
+                  "warm-up (or up to the signal): each batch on its batcher thread with a slice "
+                  "per kernel, and each request's wait in the queue");
+  cmd->add_option("--trace-seconds", args->trace_seconds, "With --trace: how long (default 10)")
+      ->check(CLI::Range(0.01, 3600.0));
   cmd->add_option("--model-control-mode", args->model_control,
                   "none (default) or explicit: POST /v2/repository/models/NAME/load|unload "
                   "loads (again, from the given files and folders) and unloads models while "
