@@ -61,6 +61,10 @@ class DeviceRun {
   virtual Status BeginCapture() { return Unsupported("graph capture"); }
   virtual Status EndCapture() { return Unsupported("graph capture"); }
   virtual Status Replay() { return Unsupported("graph capture"); }
+  // A profiler range around each step's launches, named "Op node" (NVTX on CUDA: Nsight Systems
+  // shows the ranges on the CPU timeline, over the kernels they launched). Default: none.
+  virtual void BeginRange(const char* name) {}
+  virtual void EndRange() {}
   // Runs this context has finished (the first is never captured: it creates library handles and
   // warms caches, which capture does not allow).
   int completed_runs = 0;

@@ -283,7 +283,14 @@ StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
   for (size_t k = 0; k < p.output_slots.size(); ++k)
     if (p.direct_output[k]) p.direct_slot[p.output_slots[k]] = 1;
   p.PlanArena();
-  if (p.device) KILN_RETURN_IF_ERROR(p.UploadConstants(model));
+  if (p.device) {
+    for (Step& st : p.steps) {
+      const ir::Node* n = st.node >= 0 ? &model.graph->nodes[st.node] : nullptr;
+      st.label = n ? (n->domain.empty() ? n->op_type : n->domain + "." + n->op_type) + " " + n->name
+                   : st.kernel_name;
+    }
+    KILN_RETURN_IF_ERROR(p.UploadConstants(model));
+  }
   return plan;
 }
 
@@ -626,7 +633,9 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
     cc.scratch = scratch_bytes > 0 ? base + scratch_offset : nullptr;
     const auto t0 =
         step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    if (run->device_run) run->device_run->BeginRange(step.label.c_str());
     Status s = step.kernel->Run(cc);
+    if (run->device_run) run->device_run->EndRange();
     if (step_ms) {
       (*step_ms)[si] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

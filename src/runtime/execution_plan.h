@@ -68,6 +68,7 @@ struct Step {
   // or allocated for them. Always dynamic.
   bool self_shaped = false;
   std::vector<int> in_slots, out_slots;  // -1 marks an omitted optional input/output
+  std::string label;  // device plans: "Op node", the profiler range around the step (NVTX)
 };
 
 // One concurrent run's storage for a plan, on the host or a device, made on the plan's first run

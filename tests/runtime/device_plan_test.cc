@@ -51,6 +51,16 @@ std::shared_ptr<void> HostAlloc(size_t bytes) {
   return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });
 }
 
+// The profiler ranges the steps opened (DeviceRun::BeginRange), and how many are open now.
+struct RangeLog {
+  std::vector<std::string> names;
+  int open = 0;
+};
+RangeLog& Ranges() {
+  static RangeLog r;
+  return r;
+}
+
 // Downloads land in the caller's tensors only at Finish(), as with a real asynchronous copy.
 class FakeRun final : public DeviceRun {
  public:
@@ -82,6 +92,11 @@ class FakeRun final : public DeviceRun {
     return OkStatus();
   }
   runtime::DeviceTimings LastTimings() const override { return {1, 2, 3}; }
+  void BeginRange(const char* name) override {
+    Ranges().names.push_back(name);
+    ++Ranges().open;
+  }
+  void EndRange() override { --Ranges().open; }
 
   // Capture is recorded in the log; the fake cannot re-run recorded work, so Replay() only logs
   // (tests check the sequencing and that replayed runs launch no kernels).
@@ -272,6 +287,24 @@ TEST(DevicePlanTest, RunsUploadComputeDownloadInOrderAndReusesTheRunContext) {
   ASSERT_EQ(events.size(), 3 * warm.size());
   EXPECT_EQ(std::vector<std::string>(events.begin(), events.begin() + 5), warm);
   EXPECT_EQ(Log().allocations, allocations_first);  // warm runs allocate no device memory
+}
+
+// Each step runs inside a profiler range named "Op node" (NVTX on CUDA), closed after it.
+TEST(DevicePlanTest, EachStepRunsInsideANamedProfilerRange) {
+  auto [cpu, dev] = LoadPair();
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  std::vector<NamedTensor> in{{"x", Input(3)}}, got;
+  Ranges() = {};
+  ASSERT_TRUE((*dev)->Run(in, &got).ok());
+  const RangeLog ranges = Ranges();
+  EXPECT_EQ(ranges.open, 0);
+  ASSERT_FALSE(ranges.names.empty());
+  const auto summary = (*dev)->DescribePlanSummary(in);
+  ASSERT_TRUE(summary.ok());
+  EXPECT_EQ(ranges.names.size(), summary->steps.size());
+  for (size_t i = 0; i < ranges.names.size(); ++i)
+    EXPECT_EQ(ranges.names[i], summary->steps[i].op_type + " " + summary->steps[i].node)
+        << "step " << i;
 }
 
 // A second input shape makes a second plan; the model's weights are already on the device and
