@@ -208,6 +208,11 @@ KernelSupport SupportsMatMul(const ir::Node& node, const ir::Op& op,
   if (!AllFloat(in, {0, 1})) return {false, "needs float32 A and B"};
   if (in[1].shape.size() != 2) return {false, "B must be 2-D"};
   const Shape& as = in[0].shape;
+  // oneDNN's matmul divides by these sizes when it plans (SIGFPE on an [0,4] A: found by
+  // kiln_session_fuzz); empty products are the reference kernel's.
+  for (const Shape* s : {&as, &in[1].shape})
+    for (int64_t d : *s)
+      if (d <= 0) return {false, "empty input"};
   if (node.op_type == "Gemm") {
     if (as.size() != 2) return {false, "A must be 2-D"};
     if (a.alpha == 0.f) return {false, "alpha == 0"};
