@@ -53,6 +53,7 @@ std::shared_ptr<void> HostAlloc(size_t bytes) {
 
 // The profiler ranges the steps opened (DeviceRun::BeginRange), and how many are open now.
 struct RangeLog {
+  std::mutex mu;  // concurrent runs open ranges too
   std::vector<std::string> names;
   int open = 0;
 };
@@ -93,10 +94,14 @@ class FakeRun final : public DeviceRun {
   }
   runtime::DeviceTimings LastTimings() const override { return {1, 2, 3}; }
   void BeginRange(const char* name) override {
+    std::lock_guard<std::mutex> lock(Ranges().mu);
     Ranges().names.push_back(name);
     ++Ranges().open;
   }
-  void EndRange() override { --Ranges().open; }
+  void EndRange() override {
+    std::lock_guard<std::mutex> lock(Ranges().mu);
+    --Ranges().open;
+  }
 
   // Capture is recorded in the log; the fake cannot re-run recorded work, so Replay() only logs
   // (tests check the sequencing and that replayed runs launch no kernels).
@@ -294,9 +299,14 @@ TEST(DevicePlanTest, EachStepRunsInsideANamedProfilerRange) {
   auto [cpu, dev] = LoadPair();
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   std::vector<NamedTensor> in{{"x", Input(3)}}, got;
-  Ranges() = {};
+  {
+    std::lock_guard<std::mutex> lock(Ranges().mu);
+    Ranges().names.clear();
+    Ranges().open = 0;
+  }
   ASSERT_TRUE((*dev)->Run(in, &got).ok());
-  const RangeLog ranges = Ranges();
+  RangeLog& ranges = Ranges();
+  std::lock_guard<std::mutex> lock(ranges.mu);
   EXPECT_EQ(ranges.open, 0);
   ASSERT_FALSE(ranges.names.empty());
   const auto summary = (*dev)->DescribePlanSummary(in);
