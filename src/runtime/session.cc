@@ -162,40 +162,36 @@ StatusOr<std::unique_ptr<Session::Impl>> LoadImplShared(
   const bool share = options.share_weights && !sha256.empty();
   const std::string key = share ? runtime::ModelStoreKey(sha256, options) : "";
   runtime::ModelStore& store = runtime::ModelStore::Global();
-  if (share)
-    if (auto hit = store.Find(key, model_dir)) {
-      auto impl = ImplOver(std::move(hit), options, device);
-      impl->weights_shared = true;
-      return impl;
-    }
-  StatusOr<std::unique_ptr<ir::Graph>> graph = load();
-  std::vector<std::string> external;
-  if (graph.ok()) external = (*graph)->external_data;
-  auto built = BuildShared(std::move(graph), options);
-  // The parse's buffers (a copy of every weight) are free now: back to the system with them,
-  // or a process that loads models on other threads keeps them in its allocator's heaps.
-  runtime::ReleaseFreeMemory();
-  KILN_ASSIGN_OR_RETURN(auto shared, std::move(built));
-  if (share) {
+  std::shared_ptr<runtime::SharedModel> shared = share ? store.Find(key, model_dir) : nullptr;
+  bool found = shared != nullptr;  // another session's copy
+  if (!found) {
+    StatusOr<std::unique_ptr<ir::Graph>> graph = load();
+    std::vector<std::string> external;
+    if (graph.ok()) external = (*graph)->external_data;
+    auto built = BuildShared(std::move(graph), options);
+    // The parse's buffers (a copy of every weight) are free now: back to the system with them,
+    // or a process that loads models on other threads keeps them in its allocator's heaps.
+    runtime::ReleaseFreeMemory();
+    KILN_ASSIGN_OR_RETURN(shared, std::move(built));
     std::vector<runtime::FileIdentity> files;
-    bool known = true;
+    bool known = share;
     for (const std::string& loc : external) {
       auto id = runtime::IdentifyFile(model_dir, loc);
-      if (!id.ok()) known = false;  // read a moment ago, gone now: used, not shared
-      if (id.ok()) files.push_back(*id);
+      if (id.ok())
+        files.push_back(*id);
+      else
+        known = false;  // read a moment ago, gone now: used, not shared
     }
     if (known) {
       const runtime::SharedModel* made = shared.get();
       shared = store.Add(key, model_dir, std::move(files), std::move(shared));
       // Another thread loaded the same model meanwhile: its copy is used, this one dropped.
-      if (shared.get() != made) {
-        auto impl = ImplOver(std::move(shared), options, device);
-        impl->weights_shared = true;
-        return impl;
-      }
+      found = shared.get() != made;
     }
   }
-  return ImplOver(std::move(shared), options, device);
+  auto impl = ImplOver(std::move(shared), options, device);
+  impl->weights_shared = found;
+  return impl;
 }
 
 // The index of the spec named `name`; else InvalidArgument listing the names (`kind`: "input" or
