@@ -112,6 +112,11 @@ def main():
     r = subprocess.run([kiln, "bench", model, "--report", os.path.join(tmp, "x.html")],
                        capture_output=True, text=True)
     check(r.returncode != 0 and "sweep" in r.stderr, "--report without a sweep is refused")
+    r = subprocess.run([kiln, "bench", model, "--batch", "1,2", "--iterations", "2", "--report",
+                        os.path.join(tmp, "no", "such", "folder", "r.html")],
+                       capture_output=True, text=True)
+    check(r.returncode != 0 and "cannot write the report" in r.stderr,
+          f"an unwritable --report path is a clear error (rc {r.returncode}): {r.stderr[-200:]}")
     print(f"{len(FAILURES)} failed")
     if FAILURES:
         sys.exit(1)
