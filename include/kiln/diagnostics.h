@@ -77,6 +77,34 @@ struct OpInfo {
 // Every op kiln implements, sorted by domain and name.
 std::vector<OpInfo> RegisteredOps();
 
+// The kernel harness: every kernel registered for a backend, run on every case its op registers
+// next to its code (src/ops/op_cases.h) that the kernel accepts, against the op's reference
+// kernel on the CPU. Outputs are prefilled with NaN (so an element left unwritten fails) and
+// followed by guard bytes (so a write past the end fails); inputs must come back unchanged.
+// Kernels that also take float16 (KernelDef::half_inputs) run each case a second time with
+// float16 data. Device backends run the same cases on the device (`kiln selftest`).
+struct KernelCaseResult {
+  std::string kernel;     // "cpu.conv.onednn", with the variant it picked: "[winograd]"
+  std::string op;         // "Conv", "kiln.FusedConv"
+  std::string case_name;  // the case's description, "(float16)" appended for the half run
+  bool ok = false;
+  double max_err = 0;  // largest |kernel - reference| over float outputs
+  std::string detail;  // why it failed
+};
+struct KernelCheckReport {
+  std::vector<KernelCaseResult> results;
+  // Kernels whose op registers no case, and kernels that declined every case of their op (with
+  // the reasons): both fail.
+  std::vector<std::string> without_cases;
+  std::vector<std::string> never_ran;
+  size_t kernels = 0;  // kernels considered
+  bool ok() const;
+};
+// `only`: kernel names to check (empty: every kernel of the backend). A device backend is opened
+// first; its error is returned when it cannot be (nothing was checked).
+StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
+                                         const std::vector<std::string>& only = {});
+
 // `kiln selftest`'s kernel cases: small one-node (or few-node) models with fixed input shapes
 // that exercise every kernel of a backend.
 struct SelfTestCase {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -311,6 +312,76 @@ KILN_REGISTER_OP("Min", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMin>
 KILN_REGISTER_OP("Max", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMax>>);
 KILN_REGISTER_OP("Sum", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kSum>>);
 KILN_REGISTER_OP("Mean", 1, ir::kMaxOpset, &ir::MakeOp<VariadicOp<Variadic::kMean>>);
+
+// Kernel cases (ops/op_cases.h): equal shapes (small and above the small kernels' 16384
+// elements), a per-channel operand [N,C,H,W] x [1,C,1,1] (constant too: SE blocks' scale), a
+// scalar, both operands broadcast ([1,3,1,7] with [2,1,5,1]) and the broadcast operand first.
+std::vector<OpCase> BinaryCases(const std::string& op, float lo, float hi) {
+  struct Pair {
+    Shape a, b;
+    bool b_const;
+  };
+  const std::vector<Pair> pairs = {{{3, 1, 7}, {3, 1, 7}, false},
+                                   {{1, 3, 130, 129}, {1, 3, 130, 129}, false},
+                                   {{2, 16, 9, 11}, {1, 16, 1, 1}, false},
+                                   {{2, 16, 9, 11}, {1, 16, 1, 1}, true},
+                                   {{2, 16, 9, 11}, {}, true},
+                                   {{1, 3, 1, 7}, {2, 1, 5, 1}, false},
+                                   {{16, 1, 1}, {2, 16, 9, 11}, false}};
+  std::vector<OpCase> cases;
+  uint32_t seed = 21;
+  for (const Pair& p : pairs) {
+    OpCase c(op + " " + ShapeToString(p.a) + " " + ShapeToString(p.b) + (p.b_const ? " const" : ""),
+             14);
+    c.In(CaseTensor(p.a, seed++, -2.f, 2.f));
+    Tensor b = CaseTensor(p.b, seed++, lo, hi);
+    if (p.b_const)
+      c.Const(b);
+    else
+      c.In(b);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+std::vector<OpCase> AddCases() { return BinaryCases("Add", -2.f, 2.f); }
+std::vector<OpCase> SubCases() { return BinaryCases("Sub", -2.f, 2.f); }
+std::vector<OpCase> MulCases() { return BinaryCases("Mul", -2.f, 2.f); }
+std::vector<OpCase> DivCases() { return BinaryCases("Div", 0.5f, 2.f); }
+KILN_REGISTER_OP_CASES("", "Add", &AddCases);
+KILN_REGISTER_OP_CASES("", "Sub", &SubCases);
+KILN_REGISTER_OP_CASES("", "Mul", &MulCases);
+KILN_REGISTER_OP_CASES("", "Div", &DivCases);
+
+// Pow with a positive base (a negative base with a fractional exponent is NaN on both sides).
+std::vector<OpCase> PowCases() {
+  std::vector<OpCase> cases;
+  cases.push_back(OpCase("Pow [2,16,9,11] ^ [2,16,9,11]", 15)
+                      .In(CaseTensor({2, 16, 9, 11}, 41, 0.1f, 2.f))
+                      .In(CaseTensor({2, 16, 9, 11}, 42, -2.f, 2.f)));
+  cases.push_back(OpCase("Pow [3,1,7] ^ 2 (constant)", 15)
+                      .In(CaseTensor({3, 1, 7}, 43, 0.1f, 2.f))
+                      .Const(CaseFloats({2.f}, {})));
+  cases.push_back(OpCase("Pow [1,3,1,7] ^ [2,1,5,1]", 15)
+                      .In(CaseTensor({1, 3, 1, 7}, 44, 0.1f, 2.f))
+                      .In(CaseTensor({2, 1, 5, 1}, 45, -1.f, 1.f)));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Pow", &PowCases);
+
+// Min and Max: two operands with broadcasting, one operand, three operands.
+std::vector<OpCase> MinMaxCases(const std::string& op) {
+  std::vector<OpCase> cases = BinaryCases(op, -2.f, 2.f);
+  cases.push_back(OpCase(op + " of one [3,1,7]", 13).In(CaseTensor({3, 1, 7}, 51)));
+  cases.push_back(OpCase(op + " of three", 13)
+                      .In(CaseTensor({2, 3, 5}, 52))
+                      .In(CaseTensor({3, 1}, 53))
+                      .In(CaseTensor({5}, 54)));
+  return cases;
+}
+std::vector<OpCase> MinCases() { return MinMaxCases("Min"); }
+std::vector<OpCase> MaxCases() { return MinMaxCases("Max"); }
+KILN_REGISTER_OP_CASES("", "Min", &MinCases);
+KILN_REGISTER_OP_CASES("", "Max", &MaxCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -8,6 +8,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -237,6 +238,78 @@ class ClipOp : public Op {
   float min_, max_;
 };
 KILN_REGISTER_OP("Clip", 1, ir::kMaxOpset, &ir::MakeOp<ClipOp>);
+
+// Kernel cases (ops/op_cases.h): a size-1 axis with odd sizes, a size above the small kernels'
+// limits (512 for transcendentals, 16384 otherwise), and a 4-D activation map.
+std::vector<OpCase> ShapesFor(const std::string& op, int opset, float lo, float hi) {
+  std::vector<OpCase> cases;
+  uint32_t seed = 1;
+  for (const Shape& s : std::vector<Shape>{{3, 1, 7}, {2, 16, 9, 11}, {1, 3, 130, 129}})
+    cases.push_back(OpCase(op + " " + ShapeToString(s), opset).In(CaseTensor(s, seed++, lo, hi)));
+  return cases;
+}
+#define KILN_UNARY_CASES(NAME, OPSET, LO, HI)                                   \
+  std::vector<OpCase> NAME##Cases() { return ShapesFor(#NAME, OPSET, LO, HI); } \
+  KILN_REGISTER_OP_CASES("", #NAME, &NAME##Cases)
+KILN_UNARY_CASES(Relu, 14, -2.f, 2.f);
+KILN_UNARY_CASES(Sigmoid, 13, -6.f, 6.f);
+KILN_UNARY_CASES(Tanh, 13, -3.f, 3.f);
+KILN_UNARY_CASES(HardSwish, 14, -4.f, 4.f);
+KILN_UNARY_CASES(HardSigmoid, 6, -4.f, 4.f);
+KILN_UNARY_CASES(Abs, 13, -2.f, 2.f);
+KILN_UNARY_CASES(Neg, 13, -2.f, 2.f);
+KILN_UNARY_CASES(Exp, 13, -4.f, 4.f);
+KILN_UNARY_CASES(Log, 13, 0.05f, 4.f);
+KILN_UNARY_CASES(Sqrt, 13, 0.f, 4.f);
+KILN_UNARY_CASES(Reciprocal, 13, 0.25f, 4.f);
+KILN_UNARY_CASES(Erf, 13, -3.f, 3.f);
+
+std::vector<OpCase> AttributeActivationCases() {
+  std::vector<OpCase> cases = ShapesFor("LeakyRelu", 16, -2.f, 2.f);
+  cases[1].Float("alpha", 0.2f);
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "LeakyRelu", &AttributeActivationCases);
+
+std::vector<OpCase> EluCases() {
+  std::vector<OpCase> cases = ShapesFor("Elu", 6, -3.f, 2.f);
+  cases[2].Float("alpha", 0.7f);
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Elu", &EluCases);
+
+// Gelu-20 in both forms, and kiln.Gelu (fuse_gelu's node for older opsets).
+std::vector<OpCase> GeluCases() {
+  std::vector<OpCase> cases = ShapesFor("Gelu", 20, -4.f, 4.f);
+  for (OpCase c : ShapesFor("Gelu tanh", 20, -4.f, 4.f))
+    cases.push_back(c.Str("approximate", "tanh"));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Gelu", &GeluCases);
+std::vector<OpCase> KilnGeluCases() { return ShapesFor("kiln.Gelu", 1, -4.f, 4.f); }
+KILN_REGISTER_OP_CASES("kiln", "Gelu", &KilnGeluCases);
+
+// Clip-13 with both bounds as constants, only a lower bound (ReLU6's and ReLU's forms), and
+// opset 6's attributes.
+std::vector<OpCase> ClipCases() {
+  std::vector<OpCase> cases;
+  uint32_t seed = 11;
+  for (const Shape& s : std::vector<Shape>{{3, 1, 7}, {2, 16, 9, 11}, {1, 3, 130, 129}}) {
+    cases.push_back(OpCase("Clip [0, 6] " + ShapeToString(s), 13)
+                        .In(CaseTensor(s, seed++, -8.f, 8.f))
+                        .Const(CaseFloats({0.f}, {}))
+                        .Const(CaseFloats({6.f}, {})));
+    cases.push_back(OpCase("Clip min only " + ShapeToString(s), 13)
+                        .In(CaseTensor(s, seed++, -2.f, 2.f))
+                        .Const(CaseFloats({-0.5f}, {})));
+  }
+  cases.push_back(OpCase("Clip-6 attributes", 6)
+                      .In(CaseTensor({2, 16, 9, 11}, seed++, -2.f, 2.f))
+                      .Float("min", -1.f)
+                      .Float("max", 0.5f));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Clip", &ClipCases);
 
 }  // namespace
 }  // namespace kiln::ops
