@@ -40,8 +40,8 @@ struct OpCase {
   std::map<std::string, ir::Attribute> attrs;
   std::vector<CaseInput> inputs;
   int num_outputs = 1;
-  // |kernel - reference| <= atol + rtol * |reference| per element (float outputs; integer and
-  // bool outputs must be equal).
+  // |kernel - reference| <= atol + rtol * |reference| per element of float outputs; integer and
+  // bool outputs within atol (so equal unless a case says otherwise, with its reason).
   double atol = 1e-4, rtol = 1e-4;
 
   OpCase& In(Tensor t) {
