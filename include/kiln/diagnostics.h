@@ -104,16 +104,8 @@ struct KernelCheckReport {
 // first; its error is returned when it cannot be (nothing was checked).
 StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
                                          const std::vector<std::string>& only = {});
-
-// `kiln selftest`'s kernel cases: small one-node (or few-node) models with fixed input shapes
-// that exercise every kernel of a backend.
-struct SelfTestCase {
-  std::string name;
-  std::string model;             // serialized ONNX ModelProto
-  bool positive_inputs = false;  // inputs in [0.1, 2] (Log, Sqrt, Reciprocal, Pow)
-  bool host_only = false;        // control flow, LSTM: no device backend runs it (skipped there)
-  std::vector<std::string> op_types;  // the ops its nodes use
-};
-std::vector<SelfTestCase> SelfTestCases();
+// Kernels registered for `backend` whose op registers no case (no device needed; a plugin
+// backend is loaded first): `kiln selftest --coverage`.
+StatusOr<std::vector<std::string>> KernelsWithoutCases(const std::string& backend);
 
 }  // namespace kiln

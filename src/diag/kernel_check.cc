@@ -391,4 +391,13 @@ StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
   return report;
 }
 
+StatusOr<std::vector<std::string>> KernelsWithoutCases(const std::string& backend) {
+  if (backend != "cpu" && runtime::KernelRegistry::Global().All(backend).empty())
+    KILN_RETURN_IF_ERROR(LoadBackend(backend));
+  std::vector<std::string> out;
+  for (const KernelDef* def : runtime::KernelRegistry::Global().All(backend))
+    if (!ops::HasCases(def->domain, def->op_type)) out.push_back(def->name);
+  return out;
+}
+
 }  // namespace kiln

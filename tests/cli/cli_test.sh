@@ -163,11 +163,11 @@ check bench-plan-cache-miss 0 "plan cache:  miss, stored [0-9]+ choices" -- "$KI
 check bench-plan-cache-hit 0 "plan cache:  hit \([0-9]+ choices reused\)" -- "$KILN" bench "$D" --tune --plan-cache "$W/plans" --iterations 1 --warmup 0
 touch "$W/a-file"
 check bench-plan-cache-unwritable 0 "plan cache:  miss; not stored: plan cache: cannot create" -- "$KILN" bench "$D" --tune --plan-cache "$W/a-file/plans" --iterations 1 --warmup 0
-# Every registered kernel (CUDA ones included, in a CUDA build) has a selftest case for its op.
+# Every registered kernel (CUDA ones included, in a CUDA build) has cases registered by its op.
 if [ "$CUDA_BUILD" = 1 ]; then
-  check selftest-coverage-cuda 0 "^0 registered cuda kernels have no selftest case \([1-9][0-9]+ registered\)" -- "$KILN" selftest --coverage
+  check selftest-coverage-cuda 0 "^0 registered cuda kernels have no case for their op \([1-9][0-9]+ registered\)" -- "$KILN" selftest --coverage
 fi
-check selftest-coverage-cpu 0 "^0 registered cpu kernels have no selftest case" -- "$KILN" selftest --coverage --device cpu
+check selftest-coverage-cpu 0 "^0 registered cpu kernels have no case for their op" -- "$KILN" selftest --coverage --device cpu
 check doctor-json-stdout 0 "^ok$" -- bash -c "'$KILN' doctor --json | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); assert set(j)=={\"build\",\"cpu\",\"cuda\",\"warnings\"}; print(\"ok\")'"
 # kiln serve: model discovery (a file, NAME.onnx files, Triton's NAME/VERSION/model.onnx), bad
 # paths and duplicate names, then a served folder answering metadata, and SIGTERM exiting 0.

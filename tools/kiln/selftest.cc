@@ -1,11 +1,11 @@
-// `kiln selftest [--device cuda|cpu] [--model FILE]... [--no-models]`: runs every kernel case
-// (selftest_cases.cc) and the bundled model (plus any --model) on the device backend with the
-// graph optimizer on, and compares each output with kiln's reference kernels on the CPU
-// (optimizer off), plus each model replayed from a CUDA graph on cuda, printing pass/fail per case
-// with the kernels that ran and the worst error. Tolerance: |device - reference| <= 1e-4 + 1e-4 *
-// |reference| for kernel cases (fp32 with a different summation order than the reference's double
-// accumulation), 1e-3 + 1e-3 * |reference| for whole models. It ends with the registered kernels of
-// the backend no case exercised.
+// `kiln selftest [--device cuda|cpu] [--model FILE]... [--no-models]`: runs every kernel of the
+// backend on its op's own cases (the kernel harness, kiln/diagnostics.h CheckKernels: outputs
+// NaN-prefilled with guard bytes, float16 runs for kernels that take it), then the bundled model
+// (plus any --model) on the backend with the graph optimizer on against kiln's reference kernels
+// on the CPU (optimizer off), plus each model replayed from a CUDA graph on cuda, printing
+// pass/fail per case with the worst error. Tolerance: each case's own (1e-4 + 1e-4 * |reference|
+// unless it says), 1e-3 + 1e-3 * |reference| for whole models. A kernel whose op has no case, or
+// that declines every case, fails.
 //
 // Exit codes: 0 all passed; 2 a case failed; 3 nothing was checked (no device visible, or a
 // build without the backend), said loudly. `--device cpu` checks the CPU's fast kernels the same
@@ -137,83 +137,69 @@ std::string Join(const std::vector<std::string>& v) {
   return s;
 }
 
-// Registered kernels of `backend` whose op no case contains (kiln's fused ops count as their
-// unfused op: the optimizer makes them from the cases' Conv / MatMul / LayerNorm chains).
-std::vector<std::string> KernelsWithoutCase(const std::string& backend) {
-  std::set<std::string> ops;
-  for (const SelfTestCase& c : SelfTestCases()) ops.insert(c.op_types.begin(), c.op_types.end());
-  const std::map<std::string, std::string> fused = {
-      {"FusedConv", "Conv"},
-      {"FusedMatMul", "MatMul"},
-      {"FusedBatchNormalization", "BatchNormalization"},
-      {"QConv", "DequantizeLinear"},
-      {"QMatMul", "DequantizeLinear"},
-      {"QAdd", "DequantizeLinear"},
-      {"QConvAdd", "DequantizeLinear"},
-      {"QConvDw", "DequantizeLinear"},
-      {"QAveragePool", "DequantizeLinear"}};
-  std::vector<std::string> missing;
-  for (const KernelInfo& d : RegisteredKernels(backend)) {
-    auto f = fused.find(d.op_type);
-    const std::string op = d.domain == "kiln" && f != fused.end() ? f->second : d.op_type;
-    if (!ops.count(op)) missing.push_back(d.name);
+int RunCoverage(const SelftestArgs& a) {
+  auto missing = KernelsWithoutCases(a.device);
+  if (!missing.ok()) {
+    std::printf("kiln selftest: cannot list the %s kernels: %s\n", a.device.c_str(),
+                missing.status().ToString().c_str());
+    return kExitFailed;
   }
-  return missing;
+  std::printf("%zu registered %s kernels have no case for their op%s%s (%zu registered)\n",
+              missing->size(), a.device.c_str(), missing->empty() ? "" : ": ",
+              Join(*missing).c_str(), RegisteredKernels(a.device).size());
+  return missing->empty() ? 0 : kExitFailed;
 }
 
-int RunSelftest(const SelftestArgs& a) {
-  if (a.coverage) {
-#ifdef KILN_CUDA_ENABLED
-    // The CUDA kernels register when their plugin is opened.
-    if (a.device == "cuda") {
-      if (Status s = LoadBackend("cuda"); !s.ok()) {
-        std::printf("kiln selftest: cannot list the CUDA kernels: %s\n", s.ToString().c_str());
-        return kExitFailed;
-      }
-    }
-#endif
-    std::vector<std::string> missing = KernelsWithoutCase(a.device);
-    std::printf("%zu registered %s kernels have no selftest case%s%s (%zu registered)\n",
-                missing.size(), a.device.c_str(), missing.empty() ? "" : ": ",
-                Join(missing).c_str(), RegisteredKernels(a.device).size());
-    return missing.empty() ? 0 : kExitFailed;
+// Every kernel of the backend on its op's cases (kiln/diagnostics.h, CheckKernels); returns the
+// failures counted into `passed` / `failed`.
+void RunKernelCases(const std::string& backend, int* passed, int* failed) {
+  auto report = CheckKernels(backend);
+  if (!report.ok()) {
+    ++*failed;
+    std::printf("  FAIL  kernel cases: %s\n", report.status().ToString().c_str());
+    return;
   }
-  auto device = OpenDeviceDescription(a.device);
-  if (!device.ok()) {
-    std::printf(
-        "kiln selftest: NOTHING WAS CHECKED on backend '%s'.\n  %s\n  Run `kiln doctor` for "
-        "the build, driver and devices. Exit code %d means: not checked.\n",
-        a.device.c_str(), device.status().ToString().c_str(), kExitNotChecked);
-    return kExitNotChecked;
+  for (const KernelCaseResult& r : report->results) {
+    (r.ok ? *passed : *failed)++;
+    std::printf("  %s  %-34s %-44s max|err| %.2e\n", r.ok ? "PASS" : "FAIL", r.kernel.c_str(),
+                r.case_name.c_str(), r.max_err);
+    if (!r.ok) std::printf("        %s\n", r.detail.c_str());
   }
-  std::printf("kiln selftest: backend '%s'%s%s, against the CPU reference kernels\n",
-              a.device.c_str(), a.device != "cpu" ? " on " : "",
-              a.device != "cpu" ? device->c_str() : "");
-  int passed = 0, failed = 0;
-  std::set<std::string> used;
+  for (const std::string& k : report->without_cases) {
+    ++*failed;
+    std::printf("  FAIL  %s: its op registers no case\n", k.c_str());
+  }
+  for (const std::string& k : report->never_ran) {
+    ++*failed;
+    std::printf("  FAIL  %s\n", k.c_str());
+  }
+  std::printf("%zu %s kernels checked on %zu kernel-case runs\n", report->kernels, backend.c_str(),
+              report->results.size());
+}
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::string bytes;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  *ok = f != nullptr;
+  if (f == nullptr) return bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
+  std::fclose(f);
+  return bytes;
+}
+
+// The bundled model and every --model on the backend, against the CPU reference kernels.
+void RunModels(const SelftestArgs& a, int* passed, int* failed) {
+  const double model_tol = a.precision == "fp32" ? 1e-3 : 5e-2;
+  std::printf("models at precision %s: |d - r| <= %g + %g * |r| per element\n", a.precision.c_str(),
+              model_tol, model_tol);
   auto report = [&](const std::string& name, const Outcome& o) {
-    // A plan names a kernel with the variant it picked ("cpu.gridsample.loops[bilinear]").
-    for (const auto& k : o.kernels) used.insert(k.substr(0, k.find('[')));
-    (o.ok ? passed : failed)++;
+    (o.ok ? *passed : *failed)++;
     std::printf("  %s  %-34s max|err| %.2e  %s\n", o.ok ? "PASS" : "FAIL", name.c_str(), o.max_err,
                 Join(o.kernels).c_str());
     if (!o.ok) std::printf("        %s\n", o.detail.c_str());
   };
-  // fp32: summation-order differences only. bf16 / fp16: inputs and weights of convolutions and
-  // products rounded to 8 / 11 significant bits.
-  const double case_tol = a.precision == "fp32" ? 1e-4 : a.precision == "fp16" ? 1e-2 : 5e-2;
-  const double model_tol = a.precision == "fp32" ? 1e-3 : 5e-2;
-  std::printf("precision %s: tolerance |d - r| <= %g + %g * |r| per element (models %g)\n",
-              a.precision.c_str(), case_tol, case_tol, model_tol);
-  uint32_t seed = 1;
-  for (const SelfTestCase& c : SelfTestCases()) {
-    if (c.host_only && a.device != "cpu") {
-      std::printf("  SKIP  %-34s runs on the CPU backend only\n", c.name.c_str());
-      ++seed;
-      continue;
-    }
-    report(c.name, Check(c.model, a.device, a.precision, seed++, c.positive_inputs, case_tol));
-  }
   std::vector<std::string> models = a.models;
   const size_t given = models.size();
   if (!a.no_models) {
@@ -225,36 +211,45 @@ int RunSelftest(const SelftestArgs& a) {
     else
       models.push_back(bundled);
   }
-  for (size_t m = 0; m < models.size(); ++m) {
+  uint32_t seed = 1;
+  for (size_t m = 0; m < models.size(); ++m, ++seed) {
     const std::string& path = models[m];
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {  // a --model the user named is a failure; the bundled one may be absent
+    bool readable = false;
+    const std::string bytes = ReadFile(path, &readable);
+    if (!readable) {  // a --model the user named is a failure; the bundled one may be absent
       const bool named = m < given;
-      if (named) ++failed;
+      if (named) ++*failed;
       std::printf("  %s  model %s: cannot open it\n", named ? "FAIL" : "SKIP", path.c_str());
       continue;
     }
-    std::string bytes;
-    char buf[1 << 16];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-    std::fclose(f);
     const std::string name = "model " + path.substr(path.find_last_of('/') + 1);
     report(name, Check(bytes, a.device, a.precision, seed, false, model_tol));
     if (a.device == "cuda")
       report(name + " (CUDA graph)",
              Check(bytes, a.device, a.precision, seed, false, model_tol, true));
-    ++seed;
   }
-  std::vector<std::string> missing;
-  size_t registered = 0;
-  for (const KernelInfo& d : RegisteredKernels(a.device)) {
-    ++registered;
-    if (!used.count(d.name)) missing.push_back(d.name);
+}
+
+int RunSelftest(const SelftestArgs& a) {
+  if (a.coverage) return RunCoverage(a);
+  auto device = OpenDeviceDescription(a.device);
+  if (!device.ok()) {
+    std::printf(
+        "kiln selftest: NOTHING WAS CHECKED on backend '%s'.\n  %s\n  Run `kiln doctor` for "
+        "the build, driver and devices. Exit code %d means: not checked.\n",
+        a.device.c_str(), device.status().ToString().c_str(), kExitNotChecked);
+    return kExitNotChecked;
   }
-  std::printf("%d passed, %d failed; %zu of %zu registered %s kernels exercised\n", passed, failed,
-              registered - missing.size(), registered, a.device.c_str());
-  if (!missing.empty()) std::printf("not exercised: %s\n", Join(missing).c_str());
+  std::printf("kiln selftest: backend '%s'%s%s, against the CPU reference kernels\n",
+              a.device.c_str(), a.device != "cpu" ? " on " : "",
+              a.device != "cpu" ? device->c_str() : "");
+  std::printf(
+      "kernel cases (each op's own, src/ops): |d - r| <= the case's tolerance (1e-4 + 1e-4 * |r| "
+      "unless the case says; 1e-2 relative for float16 runs)\n");
+  int passed = 0, failed = 0;
+  RunKernelCases(a.device, &passed, &failed);
+  RunModels(a, &passed, &failed);
+  std::printf("%d passed, %d failed\n", passed, failed);
   return failed > 0 ? kExitFailed : 0;
 }
 
