@@ -36,4 +36,4 @@ if [ ! -f "$cache/.complete" ]; then
   touch "$cache/.complete"
 fi
 KILN_ONNX_TESTDATA_DIR=$data KILN_ONNX_SKIP_LIST=$here/skip_list_onnx_1_19.txt \
-  KILN_ONNX_MIN_CASES=730 exec "$runner"
+  KILN_ONNX_MIN_CASES=1755 exec "$runner"
