@@ -102,195 +102,253 @@ int ExecutionPlan::PlainSlot(int slot, std::vector<int>* plain_of) {
   return out;
 }
 
+// ExecutionPlan::Create's stages, in order: slots for every value; per node, inference and
+// folding, kernel selection (with a retry on plain inputs), the device check, conversions of
+// inputs to plain and Prepare; then outputs, unread steps, direct outputs, the arena, and on a
+// device the constants' upload.
+class Planner {
+ public:
+  Planner(ExecutionPlan* p, const Model& model, const SessionOptions& options,
+          const PlanChoices* cached)
+      : p_(*p), model_(model), g_(*model.graph), options_(options), cached_(cached) {}
+
+  void InitSlots(const std::vector<Tensor>& inputs);
+  Status PlanNode(int ni);
+  Status Finish();
+
+ private:
+  // Shapes (and for foldable nodes, values) of the node's outputs; true when it folded.
+  StatusOr<bool> InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic);
+  PrepareContext ContextFor(const ir::Node& node) const;
+  // The kernel for the node; `plain_inputs` when it needs its inputs converted to plain first.
+  SelectedKernel Select(const ir::Node& node, const ir::Op& op, const PrepareContext& pc,
+                        bool reference_only, bool* plain_inputs) const;
+  Status PrepareStep(const ir::Node& node, bool dynamic, PrepareContext* pc, Step* step);
+  void MarkDirectOutputs();
+
+  ExecutionPlan& p_;
+  const Model& model_;
+  const ir::Graph& g_;
+  const SessionOptions& options_;
+  const PlanChoices* cached_;
+  bool strict_device_ = false;
+  std::vector<int> plain_of_;
+  std::vector<UnsupportedNode> no_kernel_;
+};
+
+void Planner::InitSlots(const std::vector<Tensor>& inputs) {
+  strict_device_ = p_.device && !p_.device->host_accessible();
+  for (size_t i = 0; i < g_.values.size(); ++i) {
+    p_.AddSlot(DataType::kUndefined, {});
+    p_.static_shape[i] = false;
+    if (g_.values[i].constant) {
+      p_.constants[i] = g_.values[i].constant;
+      p_.dtypes[i] = g_.values[i].constant->dtype();
+      p_.shapes[i] = g_.values[i].constant->shape();
+      p_.static_shape[i] = true;
+    }
+  }
+  plain_of_.assign(g_.values.size(), -1);
+  p_.input_slots = g_.inputs;
+  for (size_t k = 0; k < g_.inputs.size(); ++k) {
+    const int id = g_.inputs[k];
+    p_.dtypes[id] = inputs[k].dtype();
+    p_.shapes[id] = inputs[k].shape();
+    p_.static_shape[id] = true;
+  }
+}
+
+StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic) {
+  bool known_shapes = true;
+  ir::NodeInputs in;
+  for (int id : node.inputs) {
+    if (id < 0) {
+      in.AddMissing();
+      continue;
+    }
+    known_shapes = known_shapes && p_.static_shape[id];
+    in.Add(p_.dtypes[id], p_.shapes[id], p_.constants[id].get());
+  }
+  *dynamic = !known_shapes || ir::NeedsRuntimeValues(node, op, in);
+  if (*dynamic) return false;
+  // Shapes from Infer; values given by Infer or computed once with the reference kernel
+  // (constant folding of what the optimizer left, e.g. shape arithmetic on a new shape).
+  ir::NodeEvaluation ev;
+  KILN_RETURN_IF_ERROR(ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev));
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    const int id = node.outputs[o];
+    if (id < 0) continue;
+    p_.dtypes[id] = ev.dtypes[o];
+    p_.shapes[id] = ev.shapes[o];
+    p_.static_shape[id] = true;
+    if (ev.all_values) p_.constants[id] = std::make_shared<const Tensor>(std::move(ev.values[o]));
+  }
+  if (ev.all_values) ++p_.folded_nodes;
+  return ev.all_values;
+}
+
+PrepareContext Planner::ContextFor(const ir::Node& node) const {
+  PrepareContext pc;
+  pc.num_threads = p_.num_threads;
+  pc.precision = options_.precision;
+  pc.device = p_.device.get();
+  pc.weights = p_.resources->weights.get();
+  pc.tune = options_.tune;
+  if (cached_) {
+    auto it = cached_->find(node.name);
+    if (it != cached_->end()) {
+      pc.cached_variant = &it->second;
+      ++p_.cached_choices;
+    }
+  }
+  for (int id : node.inputs) {
+    pc.inputs.push_back(id < 0 ? TensorInfo{}
+                               : TensorInfo{p_.dtypes[id], p_.shapes[id], p_.layouts[id]});
+    pc.constants.push_back(id < 0 ? nullptr : p_.constants[id].get());
+  }
+  return pc;
+}
+
+SelectedKernel Planner::Select(const ir::Node& node, const ir::Op& op, const PrepareContext& pc,
+                               bool reference_only, bool* plain_inputs) const {
+  *plain_inputs = false;
+  SelectedKernel sel =
+      SelectKernel(node, op, pc.inputs, pc.constants, options_.backend, reference_only);
+  if (!sel.reference || reference_only) return sel;
+  // Every fast kernel declined inputs in the layouts they arrive in (a blocked tensor from a
+  // convolution): ask again with them plain, and convert them before the step, rather than
+  // leave the node to the reference kernel.
+  std::vector<TensorInfo> plain = pc.inputs;
+  bool any_layout = false;
+  for (TensorInfo& t : plain) {
+    any_layout = any_layout || t.layout != nullptr;
+    t.layout = nullptr;
+  }
+  if (!any_layout) return sel;
+  SelectedKernel again =
+      SelectKernel(node, op, plain, pc.constants, options_.backend, reference_only);
+  if (again.reference) return sel;
+  *plain_inputs = true;
+  return again;
+}
+
+Status Planner::PrepareStep(const ir::Node& node, bool dynamic, PrepareContext* pc, Step* step) {
+  if (step->self_shaped) {
+    pc->outputs.assign(node.outputs.size(), TensorInfo{});
+    Status s = step->kernel->Prepare(pc);
+    if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
+  }
+  if (dynamic) return OkStatus();
+  for (int id : node.outputs)
+    pc->outputs.push_back(id < 0 ? TensorInfo{}
+                                 : TensorInfo{p_.dtypes[id], p_.shapes[id], nullptr});
+  Status s = step->kernel->Prepare(pc);
+  if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
+  for (size_t o = 0; o < node.outputs.size(); ++o)
+    if (node.outputs[o] >= 0) p_.layouts[node.outputs[o]] = pc->outputs[o].layout;
+  const std::string variant = step->kernel->variant();
+  if (!variant.empty()) step->kernel_name += "[" + variant + "]";
+  if (options_.tune) p_.choices[node.name] = variant;
+  return OkStatus();
+}
+
+Status Planner::PlanNode(int ni) {
+  const ir::Node& node = g_.nodes[ni];
+  const ir::Op& op = *model_.ops[ni];
+  bool dynamic = false;
+  KILN_ASSIGN_OR_RETURN(bool folded, InferOrFold(node, op, &dynamic));
+  if (folded) return OkStatus();
+  Step step;
+  step.node = ni;
+  step.dynamic = dynamic;
+  step.self_shaped = dynamic && op.ShapesFromRun();
+  PrepareContext pc = ContextFor(node);
+  // Dynamic steps take the reference kernel, except control flow, whose backend kernel plans
+  // its bodies for the shapes it meets.
+  const bool reference_only = (dynamic && !step.self_shaped) || options_.reference_only;
+  bool plain_inputs = false;
+  SelectedKernel sel = Select(node, op, pc, reference_only, &plain_inputs);
+  if (strict_device_ && (dynamic || sel.reference)) {
+    no_kernel_.push_back(
+        {node.name, node.op_type, node.domain, node.opset,
+         dynamic ? "its output shapes depend on run-time values, which backend '" +
+                       options_.backend + "' does not support"
+                 : "no " + options_.backend + " kernel supports it (" + sel.declined + ")"});
+    return OkStatus();
+  }
+  step.kernel = std::move(sel.kernel);
+  step.kernel_name = std::move(sel.name);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    int slot = node.inputs[i];
+    if (slot >= 0 && p_.layouts[slot] && (plain_inputs || !step.kernel->AcceptsLayout(i))) {
+      slot = p_.PlainSlot(slot, &plain_of_);
+      pc.inputs[i].layout = nullptr;
+    }
+    step.in_slots.push_back(slot);
+  }
+  KILN_RETURN_IF_ERROR(PrepareStep(node, dynamic, &pc, &step));
+  step.out_slots = node.outputs;
+  for (int slot : step.in_slots)
+    if (slot >= 0) p_.last_use[slot] = static_cast<int>(p_.steps.size());
+  p_.steps.push_back(std::move(step));
+  return OkStatus();
+}
+
+// Host plans: graph outputs with a static shape that a static step computes are written where
+// the run returns them, and get no arena buffer.
+void Planner::MarkDirectOutputs() {
+  std::vector<char> static_output(p_.dtypes.size(), 0);
+  for (const Step& st : p_.steps)
+    for (int slot : st.out_slots)
+      if (slot >= 0 && !st.dynamic) static_output[slot] = 1;
+  p_.direct_output.assign(p_.output_slots.size(), 0);
+  for (size_t k = 0; k < p_.output_slots.size() && !p_.device; ++k) {
+    const int slot = p_.output_slots[k];
+    bool direct =
+        static_output[slot] && p_.static_shape[slot] && !p_.constants[slot] && !p_.layouts[slot];
+    for (int in : p_.input_slots) direct = direct && in != slot;
+    for (size_t j = 0; j < k; ++j) direct = direct && p_.output_slots[j] != slot;
+    p_.direct_output[k] = direct;
+  }
+  p_.direct_slot.assign(p_.dtypes.size(), 0);
+  for (size_t k = 0; k < p_.output_slots.size(); ++k)
+    if (p_.direct_output[k]) p_.direct_slot[p_.output_slots[k]] = 1;
+}
+
+Status Planner::Finish() {
+  if (!no_kernel_.empty())
+    return UnsupportedNodesError(no_kernel_)
+        .AddContext("while planning for backend '" + options_.backend + "'");
+  for (int id : g_.outputs) p_.output_slots.push_back(p_.PlainSlot(id, &plain_of_));
+  p_.DropUnreadSteps();
+  for (int slot : p_.output_slots) p_.last_use[slot] = static_cast<int>(p_.steps.size());
+  MarkDirectOutputs();
+  p_.PlanArena();
+  if (!p_.device) return OkStatus();
+  for (Step& st : p_.steps) {
+    const ir::Node* n = st.node >= 0 ? &g_.nodes[st.node] : nullptr;
+    st.label = n ? (n->domain.empty() ? n->op_type : n->domain + "." + n->op_type) + " " + n->name
+                 : st.kernel_name;
+  }
+  return p_.UploadConstants(model_);
+}
+
 StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(
     const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
     std::shared_ptr<Device> device, const PlanChoices* cached,
     std::shared_ptr<SessionResources> resources) {
-  const ir::Graph& g = *model.graph;
   auto plan = std::make_unique<ExecutionPlan>();
-  ExecutionPlan& p = *plan;
-  p.resources = resources ? std::move(resources) : std::make_shared<SessionResources>();
-  p.device = std::move(device);
-  p.pinned_staging = options.pinned_staging;
-  p.capture_graph = options.cuda_graph;
-  const bool strict_device = p.device && !p.device->host_accessible();
-  if (p.device) KILN_RETURN_IF_ERROR(p.device->MakeCurrent());
-  std::vector<UnsupportedNode> no_kernel;
-  p.num_threads = options.num_threads > 0 ? options.num_threads : DefaultThreads();
-  SetThreadCount(p.num_threads);
-  for (size_t i = 0; i < g.values.size(); ++i) {
-    p.AddSlot(DataType::kUndefined, {});
-    p.static_shape[i] = false;
-    if (g.values[i].constant) {
-      p.constants[i] = g.values[i].constant;
-      p.dtypes[i] = g.values[i].constant->dtype();
-      p.shapes[i] = g.values[i].constant->shape();
-      p.static_shape[i] = true;
-    }
-  }
-  std::vector<int> plain_of(g.values.size(), -1);
-  p.input_slots = g.inputs;
-  for (size_t k = 0; k < g.inputs.size(); ++k) {
-    int id = g.inputs[k];
-    p.dtypes[id] = inputs[k].dtype();
-    p.shapes[id] = inputs[k].shape();
-    p.static_shape[id] = true;
-  }
-
-  for (int ni : model.order) {
-    const ir::Node& node = g.nodes[ni];
-    const ir::Op& op = *model.ops[ni];
-    bool known_shapes = true;
-    ir::NodeInputs in;
-    for (int id : node.inputs) {
-      if (id < 0) {
-        in.AddMissing();
-        continue;
-      }
-      known_shapes = known_shapes && p.static_shape[id];
-      in.Add(p.dtypes[id], p.shapes[id], p.constants[id].get());
-    }
-    const bool dynamic = !known_shapes || ir::NeedsRuntimeValues(node, op, in);
-    if (!dynamic) {
-      // Shapes from Infer; values given by Infer or computed once with the reference kernel
-      // (constant folding of what the optimizer left, e.g. shape arithmetic on a new shape).
-      ir::NodeEvaluation ev;
-      KILN_RETURN_IF_ERROR(ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev));
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        const int id = node.outputs[o];
-        if (id < 0) continue;
-        p.dtypes[id] = ev.dtypes[o];
-        p.shapes[id] = ev.shapes[o];
-        p.static_shape[id] = true;
-        if (ev.all_values)
-          p.constants[id] = std::make_shared<const Tensor>(std::move(ev.values[o]));
-      }
-      if (ev.all_values) {
-        ++p.folded_nodes;
-        continue;
-      }
-    }
-
-    Step step;
-    step.node = ni;
-    step.dynamic = dynamic;
-    step.self_shaped = dynamic && op.ShapesFromRun();
-    PrepareContext pc;
-    pc.num_threads = p.num_threads;
-    pc.precision = options.precision;
-    pc.device = p.device.get();
-    pc.weights = p.resources->weights.get();
-    pc.tune = options.tune;
-    if (cached) {
-      auto it = cached->find(node.name);
-      if (it != cached->end()) {
-        pc.cached_variant = &it->second;
-        ++p.cached_choices;
-      }
-    }
-    for (int id : node.inputs) {
-      pc.inputs.push_back(id < 0 ? TensorInfo{}
-                                 : TensorInfo{p.dtypes[id], p.shapes[id], p.layouts[id]});
-      pc.constants.push_back(id < 0 ? nullptr : p.constants[id].get());
-    }
-    // Dynamic steps take the reference kernel, except control flow, whose backend kernel plans
-    // its bodies for the shapes it meets.
-    const bool reference_only = (dynamic && !step.self_shaped) || options.reference_only;
-    SelectedKernel sel =
-        SelectKernel(node, op, pc.inputs, pc.constants, options.backend, reference_only);
-    // Every fast kernel declined inputs in the layouts they arrive in (a blocked tensor from a
-    // convolution): ask again with them plain, and convert them before the step, rather than
-    // leave the node to the reference kernel.
-    bool plain_inputs = false;
-    if (sel.reference && !reference_only) {
-      std::vector<TensorInfo> plain = pc.inputs;
-      bool any_layout = false;
-      for (TensorInfo& t : plain) {
-        any_layout = any_layout || t.layout != nullptr;
-        t.layout = nullptr;
-      }
-      if (any_layout) {
-        SelectedKernel again =
-            SelectKernel(node, op, plain, pc.constants, options.backend, reference_only);
-        if (!again.reference) {
-          sel = std::move(again);
-          plain_inputs = true;
-        }
-      }
-    }
-    if (strict_device && (dynamic || sel.reference)) {
-      no_kernel.push_back(
-          {node.name, node.op_type, node.domain, node.opset,
-           dynamic ? "its output shapes depend on run-time values, which backend '" +
-                         options.backend + "' does not support"
-                   : "no " + options.backend + " kernel supports it (" + sel.declined + ")"});
-      continue;
-    }
-    step.kernel = std::move(sel.kernel);
-    step.kernel_name = std::move(sel.name);
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      int slot = node.inputs[i];
-      if (slot >= 0 && p.layouts[slot] && (plain_inputs || !step.kernel->AcceptsLayout(i))) {
-        slot = p.PlainSlot(slot, &plain_of);
-        pc.inputs[i].layout = nullptr;
-      }
-      step.in_slots.push_back(slot);
-    }
-    if (step.self_shaped) {
-      pc.outputs.assign(node.outputs.size(), TensorInfo{});
-      Status s = step.kernel->Prepare(&pc);
-      if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
-    }
-    if (!dynamic) {
-      for (int id : node.outputs)
-        pc.outputs.push_back(id < 0 ? TensorInfo{}
-                                    : TensorInfo{p.dtypes[id], p.shapes[id], nullptr});
-      Status s = step.kernel->Prepare(&pc);
-      if (!s.ok()) return s.AddContext("while preparing " + node.Describe());
-      for (size_t o = 0; o < node.outputs.size(); ++o)
-        if (node.outputs[o] >= 0) p.layouts[node.outputs[o]] = pc.outputs[o].layout;
-      const std::string variant = step.kernel->variant();
-      if (!variant.empty()) step.kernel_name += "[" + variant + "]";
-      if (options.tune) p.choices[node.name] = variant;
-    }
-    step.out_slots = node.outputs;
-    for (int slot : step.in_slots)
-      if (slot >= 0) p.last_use[slot] = static_cast<int>(p.steps.size());
-    p.steps.push_back(std::move(step));
-  }
-  if (!no_kernel.empty())
-    return UnsupportedNodesError(no_kernel).AddContext("while planning for backend '" +
-                                                       options.backend + "'");
-  for (int id : g.outputs) p.output_slots.push_back(p.PlainSlot(id, &plain_of));
-  p.DropUnreadSteps();
-  for (int slot : p.output_slots) p.last_use[slot] = static_cast<int>(p.steps.size());
-  // Host plans: graph outputs with a static shape that a static step computes are written
-  // where the run returns them, and get no arena buffer.
-  std::vector<char> static_output(p.dtypes.size(), 0);
-  for (const Step& st : p.steps)
-    for (int slot : st.out_slots)
-      if (slot >= 0 && !st.dynamic) static_output[slot] = 1;
-  p.direct_output.assign(p.output_slots.size(), 0);
-  for (size_t k = 0; k < p.output_slots.size() && !p.device; ++k) {
-    const int slot = p.output_slots[k];
-    bool direct =
-        static_output[slot] && p.static_shape[slot] && !p.constants[slot] && !p.layouts[slot];
-    for (int in : p.input_slots) direct = direct && in != slot;
-    for (size_t j = 0; j < k; ++j) direct = direct && p.output_slots[j] != slot;
-    p.direct_output[k] = direct;
-  }
-  p.direct_slot.assign(p.dtypes.size(), 0);
-  for (size_t k = 0; k < p.output_slots.size(); ++k)
-    if (p.direct_output[k]) p.direct_slot[p.output_slots[k]] = 1;
-  p.PlanArena();
-  if (p.device) {
-    for (Step& st : p.steps) {
-      const ir::Node* n = st.node >= 0 ? &model.graph->nodes[st.node] : nullptr;
-      st.label = n ? (n->domain.empty() ? n->op_type : n->domain + "." + n->op_type) + " " + n->name
-                   : st.kernel_name;
-    }
-    KILN_RETURN_IF_ERROR(p.UploadConstants(model));
-  }
+  plan->resources = resources ? std::move(resources) : std::make_shared<SessionResources>();
+  plan->device = std::move(device);
+  plan->pinned_staging = options.pinned_staging;
+  plan->capture_graph = options.cuda_graph;
+  if (plan->device) KILN_RETURN_IF_ERROR(plan->device->MakeCurrent());
+  plan->num_threads = options.num_threads > 0 ? options.num_threads : DefaultThreads();
+  SetThreadCount(plan->num_threads);
+  Planner planner(plan.get(), model, options, cached);
+  planner.InitSlots(inputs);
+  for (int ni : model.order) KILN_RETURN_IF_ERROR(planner.PlanNode(ni));
+  KILN_RETURN_IF_ERROR(planner.Finish());
   return plan;
 }
 

@@ -188,6 +188,7 @@ struct ExecutionPlan {
   std::shared_ptr<SessionResources> resources;
   mutable std::mutex runs_mu_;  // guards free_runs_ (run contexts)
 
+  friend class Planner;  // execution_plan.cc: Create's stages
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.
   int PlainSlot(int slot, std::vector<int>* plain_of);
