@@ -5,7 +5,17 @@
 #include <string>
 #include <vector>
 
+#include "kiln/status.h"
+
 namespace kiln {
+
+// The arithmetic of convolutions and matrix products. kBf16: bfloat16 on CPUs with AVX512-BF16
+// or AMX (refused elsewhere); kFp16: float16 on CUDA, activations kept float16 between kernels.
+enum class Precision { kFp32, kBf16, kFp16 };
+// "fp32", "bf16", "fp16": the names the CLI and the Python package take.
+const char* PrecisionName(Precision p);
+// The precision named `name`; InvalidArgument listing the names otherwise.
+StatusOr<Precision> ParsePrecision(const std::string& name);
 
 struct SessionOptions {
   // Backend to execute on: "cpu" (default) or "cuda" (builds with CUDA). Kernels of other backends
@@ -38,8 +48,9 @@ struct SessionOptions {
   bool optimize = true;
   // Pass names to skip (see `kiln inspect --optimized`), for debugging and pass-off comparisons.
   std::vector<std::string> disabled_passes;
-  // "fp32" (default) or "bf16": convolutions and matmuls in bfloat16 where the CPU supports it.
-  std::string precision = "fp32";
+  // kFp32 (default); kBf16: convolutions and matmuls in bfloat16 where the CPU supports it;
+  // kFp16: float16 on CUDA.
+  Precision precision = Precision::kFp32;
   // Plans kept (one per input-shape signature; least recently used evicted beyond it). The
   // default keeps every batch size from 1 to 64 of a one-input model. Packed weights are shared
   // by all plans and stay for the session; a plan's own memory is its kernels' primitives and run

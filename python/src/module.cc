@@ -468,7 +468,9 @@ void InitSession(PySession* self, nb::handle model, const std::string& backend, 
   SessionOptions o;
   o.backend = backend;
   o.device_index = device_index;
-  o.precision = precision;
+  auto parsed = ParsePrecision(precision);
+  if (!parsed.ok()) Throw(parsed.status());
+  o.precision = *parsed;
   o.num_threads = threads;
   o.optimize = optimize;
   o.disabled_passes = std::move(disabled_passes);

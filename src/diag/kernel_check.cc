@@ -27,7 +27,10 @@ std::string OpName(const KernelDef& d) {
   return d.domain.empty() ? d.op_type : d.domain + "." + d.op_type;
 }
 
-bool IsFloat(DataType t) { return t == DataType::kFloat || t == DataType::kFloat16; }
+bool IsFloat(DataType t) {
+  return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kDouble ||
+         t == DataType::kBFloat16;
+}
 
 double ElementAsDouble(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -35,6 +38,16 @@ double ElementAsDouble(const Tensor& t, int64_t i) {
       return t.data<float>()[i];
     case DataType::kFloat16:
       return HalfToFloat(t.data<uint16_t>()[i]);
+    case DataType::kBFloat16:
+      return Bf16ToFloat(t.data<uint16_t>()[i]);
+    case DataType::kInt16:
+      return t.data<int16_t>()[i];
+    case DataType::kUInt16:
+      return t.data<uint16_t>()[i];
+    case DataType::kUInt32:
+      return t.data<uint32_t>()[i];
+    case DataType::kUInt64:
+      return static_cast<double>(t.data<uint64_t>()[i]);
     case DataType::kDouble:
       return t.data<double>()[i];
     case DataType::kInt64:
@@ -133,8 +146,10 @@ bool CompareOutput(const Tensor& got, const Tensor& want, const ops::OpCase& c, 
     const double g = ElementAsDouble(got, i), w = ElementAsDouble(want, i);
     bool ok;
     if (IsFloat(want.dtype()) || IsFloat(got.dtype())) {
-      ok = std::isnan(w) ? std::isnan(g) : std::fabs(g - w) <= atol + rtol * std::fabs(w);
-      if (!std::isnan(g) && !std::isnan(w)) *max_err = std::max(*max_err, std::fabs(g - w));
+      // Equal values (infinities included) match; NaN matches NaN.
+      ok = std::isnan(w) ? std::isnan(g) : g == w || std::fabs(g - w) <= atol + rtol * std::fabs(w);
+      if (!std::isnan(g) && !std::isnan(w) && g != w)
+        *max_err = std::max(*max_err, std::fabs(g - w));
     } else {  // integers and bool: within atol (exact by default; quantized outputs may say 1)
       ok = std::fabs(g - w) <= c.atol;
       *max_err = std::max(*max_err, std::fabs(g - w));
@@ -207,6 +222,12 @@ StatusOr<KernelRun> RunKernel(const Prepared& p, const std::vector<ops::CaseInpu
   }
   for (size_t o = 0; o < p.pc.outputs.size(); ++o) {
     const runtime::TensorInfo& info = p.pc.outputs[o];
+    if (info.dtype == DataType::kUndefined) {  // the kernel assigns it (control flow, NMS)
+      if (device != nullptr) return Unsupported("self-shaped outputs on a device");
+      out_bufs.emplace_back();
+      ctx.outputs.push_back(&out_views[o]);
+      continue;
+    }
     const size_t bytes =
         info.layout ? info.layout->bytes()
                     : static_cast<size_t>(NumElements(info.shape)) * DataTypeSize(info.dtype);
@@ -231,6 +252,7 @@ StatusOr<KernelRun> RunKernel(const Prepared& p, const std::vector<ops::CaseInpu
   // Host copies of the outputs with their guards.
   std::vector<std::vector<unsigned char>> host(out_bufs.size());
   for (size_t o = 0; o < out_bufs.size(); ++o) {
+    if (!out_bufs[o].mem) continue;
     host[o].resize(out_bufs[o].bytes + kGuard);
     if (device == nullptr)
       std::memcpy(host[o].data(), out_bufs[o].mem.get(), host[o].size());
@@ -255,6 +277,10 @@ StatusOr<KernelRun> RunKernel(const Prepared& p, const std::vector<ops::CaseInpu
   KernelRun r;
   r.variant = p.kernel->variant();
   for (size_t o = 0; o < host.size(); ++o) {
+    if (!out_bufs[o].mem) {
+      r.outputs.push_back(out_views[o].defined() ? out_views[o].Clone() : Tensor());
+      continue;
+    }
     if (!GuardIntact(host[o].data(), out_bufs[o].bytes))
       *why += "wrote past the end of output " + std::to_string(o) + "; ";
     const runtime::TensorInfo& info = p.pc.outputs[o];
@@ -284,7 +310,7 @@ bool Accepts(const KernelDef& def, const ir::Node& node, const ir::Op& op,
   for (const auto& x : in) infos.push_back({x.value.dtype(), x.value.shape(), nullptr});
   runtime::KernelSupport s = def.supports(node, op, infos);
   *reason = s.reason;
-  return s.ok;
+  return s.ok || s.preference;  // a kernel passed over for speed here must still be right
 }
 
 // One kernel on one case (in float16 when `half`). Returns false when the kernel declines it.
@@ -306,7 +332,8 @@ bool CheckCase(const KernelDef& def, const ops::OpCase& c, bool half, runtime::D
     return true;
   }
   if (!Accepts(def, node, **op, in, declined)) return false;
-  const std::vector<ops::CaseInput> ref_in = WidenInputs(in);
+  // The reference computes float32: a float16 run's inputs are read back as float32 for it.
+  const std::vector<ops::CaseInput> ref_in = half ? WidenInputs(in) : in;
   auto inf = ops::InferCase(node, **op, ref_in);
   StatusOr<std::vector<Tensor>> want = inf.status();
   if (inf.ok()) want = ops::ReferenceOutputs(**op, ref_in, *inf);

@@ -158,6 +158,10 @@ ir::Node CaseNode(const std::string& domain, const std::string& op_type, const O
 
 StatusOr<CaseOutputs> InferCase(const ir::Node& node, const ir::Op& op,
                                 const std::vector<CaseInput>& inputs) {
+  if (op.ShapesFromRun()) {  // control flow, NMS: the run assigns each output
+    const size_t n = node.outputs.size();
+    return CaseOutputs{std::vector<DataType>(n, DataType::kUndefined), std::vector<Shape>(n)};
+  }
   std::vector<DataType> dtypes;
   std::vector<Shape> shapes;
   std::vector<const Tensor*> values;

@@ -546,6 +546,72 @@ void ExecutionPlan::Warm() const {
   ReturnRun(std::move(run));
 }
 
+// Directly written outputs (direct_output): the slot points at the tensor the run returns (new
+// storage, the caller's bound tensor, or the context's spare when the caller drops it).
+Status ExecutionPlan::RedirectDirectOutputs(const ir::Graph& g, RunContext* run,
+                                            std::vector<Tensor>* outputs,
+                                            const std::vector<Tensor*>& bound) const {
+  std::vector<Tensor>& env = run->env;
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    if (!direct_output[k]) continue;
+    const int slot = output_slots[k];
+    Tensor* target = nullptr;
+    if (bound.empty()) {
+      auto storage = AlignedHostMemory(env[slot].bytes());
+      if (!storage.ok())
+        return Status(StatusCode::kOutOfMemory,
+                      "out of host memory while running the model: output '" +
+                          g.values[g.outputs[k]].name + "' needs " +
+                          std::to_string(env[slot].bytes()) +
+                          " bytes (a smaller batch, or fewer concurrent runs, needs less)");
+      void* data = storage->get();
+      (*outputs)[k] = Tensor::Adopt(dtypes[slot], shapes[slot], data, *std::move(storage));
+      target = &(*outputs)[k];
+    } else if (k < bound.size()) {
+      target = bound[k];
+    }
+    if (target == nullptr) {  // the caller drops this output: storage of the run context's own
+      if (!run->spare_outputs[k].defined())
+        run->spare_outputs[k] = Tensor::Empty(dtypes[slot], shapes[slot]);
+      target = &run->spare_outputs[k];
+    }
+    env[slot] = *target;
+    run->redirected[k] = 1;
+  }
+  return OkStatus();
+}
+
+// The outputs not written where they are returned: cloned, or copied into the bound tensors.
+Status ExecutionPlan::CollectOutputs(const ir::Graph& g, RunContext* run,
+                                     const std::vector<const Tensor*>& inputs,
+                                     std::vector<Tensor>* outputs,
+                                     const std::vector<Tensor*>& bound) const {
+  std::vector<Tensor>& env = run->env;
+  // A slot's tensor outside a step: a constant, a graph input, or the run's own.
+  auto get = [&](int slot) -> const Tensor* {
+    if (constants[slot]) return constants[slot].get();
+    for (size_t k = 0; k < input_slots.size(); ++k)
+      if (input_slots[k] == slot) return inputs[k];
+    return env[slot].defined() ? &env[slot] : nullptr;
+  };
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    if (run->redirected[k]) continue;  // written where it is returned
+    const Tensor* t = get(output_slots[k]);
+    if (t == nullptr)
+      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
+    if (bound.empty()) {
+      (*outputs)[k] = t->Clone();
+    } else if (k < bound.size() && bound[k] != nullptr) {
+      if (bound[k]->shape() != t->shape())
+        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
+                               "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
+                               ", the run computed " + ShapeToString(t->shape()));
+      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
+    }
+  }
+  return OkStatus();
+}
+
 Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const Tensor*>& inputs,
                                     std::vector<Tensor>* outputs, DeviceTimings* timings,
                                     const RunOptions* control,
@@ -585,57 +651,11 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
         }
     }
   } restore{this, run.get()};
-  for (size_t k = 0; k < output_slots.size(); ++k) {
-    if (!direct_output[k]) continue;
-    const int slot = output_slots[k];
-    Tensor* target = nullptr;
-    if (bound.empty()) {
-      auto storage = AlignedHostMemory(env[slot].bytes());
-      if (!storage.ok())
-        return Status(StatusCode::kOutOfMemory,
-                      "out of host memory while running the model: output '" +
-                          g.values[g.outputs[k]].name + "' needs " +
-                          std::to_string(env[slot].bytes()) +
-                          " bytes (a smaller batch, or fewer concurrent runs, needs less)");
-      void* data = storage->get();
-      (*outputs)[k] = Tensor::Adopt(dtypes[slot], shapes[slot], data, *std::move(storage));
-      target = &(*outputs)[k];
-    } else if (k < bound.size()) {
-      target = bound[k];
-    }
-    if (target == nullptr) {  // the caller drops this output: storage of the run context's own
-      if (!run->spare_outputs[k].defined())
-        run->spare_outputs[k] = Tensor::Empty(dtypes[slot], shapes[slot]);
-      target = &run->spare_outputs[k];
-    }
-    env[slot] = *target;
-    run->redirected[k] = 1;
-  }
+  KILN_RETURN_IF_ERROR(RedirectDirectOutputs(g, run.get(), outputs, bound));
   std::vector<double>* step_ms = timings ? timings->step_ms : nullptr;
   KILN_RETURN_IF_ERROR(RunSteps(model, run.get(), base, control, step_ms,
                                 timings ? timings->step_start_us : nullptr));
-  // A slot's tensor outside a step: a constant, a graph input, or the run's own.
-  auto get = [&](int slot) -> const Tensor* {
-    if (constants[slot]) return constants[slot].get();
-    for (size_t k = 0; k < input_slots.size(); ++k)
-      if (input_slots[k] == slot) return inputs[k];
-    return env[slot].defined() ? &env[slot] : nullptr;
-  };
-  for (size_t k = 0; k < output_slots.size(); ++k) {
-    if (run->redirected[k]) continue;  // written where it is returned
-    const Tensor* t = get(output_slots[k]);
-    if (t == nullptr)
-      return Internal("graph output '" + g.values[g.outputs[k]].name + "' was not computed");
-    if (bound.empty()) {
-      (*outputs)[k] = t->Clone();
-    } else if (k < bound.size() && bound[k] != nullptr) {
-      if (bound[k]->shape() != t->shape())
-        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
-                               "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
-                               ", the run computed " + ShapeToString(t->shape()));
-      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
-    }
-  }
+  KILN_RETURN_IF_ERROR(CollectOutputs(g, run.get(), inputs, outputs, bound));
   // Dynamic or non-arena storage still held (outputs, values read by no step) is released now.
   for (size_t slot = 0; slot < env.size(); ++slot)
     if (!constants[slot] && (arena_offset[slot] < 0 || !static_shape[slot]) &&

@@ -189,6 +189,16 @@ struct ExecutionPlan {
   mutable std::mutex runs_mu_;  // guards free_runs_ (run contexts)
 
   friend class Planner;  // execution_plan.cc: Create's stages
+  Status RunOrReplay(const Model& model, RunContext* run, char* base,
+                     const RunOptions* control) const;
+  Status DownloadOutputs(const ir::Graph& g, DeviceRun* dev, char* base,
+                         const std::vector<const Tensor*>& inputs, std::vector<Tensor>* outputs,
+                         const std::vector<Tensor*>& bound) const;
+  Status RedirectDirectOutputs(const ir::Graph& g, RunContext* run, std::vector<Tensor>* outputs,
+                               const std::vector<Tensor*>& bound) const;
+  Status CollectOutputs(const ir::Graph& g, RunContext* run,
+                        const std::vector<const Tensor*>& inputs, std::vector<Tensor>* outputs,
+                        const std::vector<Tensor*>& bound) const;
   int AddSlot(DataType dtype, const Shape& shape);
   // The slot holding `slot`'s value in plain layout, adding a conversion step if needed.
   int PlainSlot(int slot, std::vector<int>* plain_of);

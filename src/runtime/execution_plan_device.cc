@@ -61,6 +61,68 @@ Status ExecutionPlan::UploadConstants(const Model& model) {
   return OkStatus();
 }
 
+// The steps on the device: launched, recorded into a CUDA graph (second run), or replayed.
+Status ExecutionPlan::RunOrReplay(const Model& model, RunContext* run, char* base,
+                                  const RunOptions* control) const {
+  DeviceRun& dev = *run->device_run;
+  if (capture_graph && dev.SupportsCapture() && dev.captured()) {
+    KILN_RETURN_IF_ERROR(dev.Replay());
+  } else {
+    const bool capture =
+        capture_graph && dev.SupportsCapture() && run->device_run->completed_runs > 0;
+    if (capture) KILN_RETURN_IF_ERROR(dev.BeginCapture());
+    // A capture records every step: the run control is checked only outside captures.
+    Status s = RunSteps(model, run, base, capture ? nullptr : control, nullptr);
+    if (capture) {
+      Status end = dev.EndCapture();  // always end a capture, even after a failed step
+      if (s.ok()) s = end;
+      if (s.ok()) s = dev.Replay();
+    }
+    if (s.code() == StatusCode::kCancelled || s.code() == StatusCode::kDeadlineExceeded)
+      (void)dev.Finish();  // let the enqueued work drain before the context is reused
+    KILN_RETURN_IF_ERROR(s);
+  }
+  return OkStatus();
+}
+
+Status ExecutionPlan::DownloadOutputs(const ir::Graph& g, DeviceRun* device_run, char* base,
+                                      const std::vector<const Tensor*>& inputs,
+                                      std::vector<Tensor>* outputs,
+                                      const std::vector<Tensor*>& bound) const {
+  DeviceRun& dev = *device_run;
+  // Outputs: downloaded straight into the caller's bound tensors, or into new ones. Constants and
+  // graph inputs returned as outputs are copied on the host.
+  if (bound.empty()) outputs->clear();
+  for (size_t k = 0; k < output_slots.size(); ++k) {
+    const int slot = output_slots[k];
+    Tensor* dst = nullptr;
+    if (bound.empty()) {
+      outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
+      dst = &outputs->back();
+    } else if (k < bound.size() && bound[k] != nullptr) {
+      dst = bound[k];
+      if (dst->shape() != shapes[slot])
+        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
+                               "': the bound tensor has shape " + ShapeToString(dst->shape()) +
+                               ", the run computed " + ShapeToString(shapes[slot]));
+    } else {
+      continue;  // not asked for
+    }
+    const Tensor* host = nullptr;
+    if (constants[slot]) host = constants[slot].get();
+    for (size_t i = 0; i < input_slots.size() && host == nullptr; ++i)
+      if (input_slots[i] == slot) host = inputs[i];
+    if (host != nullptr) {
+      std::memcpy(dst->raw(), host->raw(), host->bytes());
+      continue;
+    }
+    if (arena_offset[slot] < 0)
+      return Internal("graph output '" + g.values[g.outputs[k]].name + "' has no device buffer");
+    KILN_RETURN_IF_ERROR(dev.Download(base + arena_offset[slot], dst->raw(), dst->bytes()));
+  }
+  return OkStatus();
+}
+
 Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<const Tensor*>& inputs,
                                       std::vector<Tensor>* outputs, DeviceTimings* timings,
                                       const RunOptions* control,
@@ -96,53 +158,8 @@ Status ExecutionPlan::ExecuteOnDevice(const Model& model, const std::vector<cons
         dev.Upload(inputs[k]->raw(), base + arena_offset[slot], inputs[k]->bytes()));
   }
   KILN_RETURN_IF_ERROR(dev.StartCompute());
-  if (capture_graph && dev.SupportsCapture() && dev.captured()) {
-    KILN_RETURN_IF_ERROR(dev.Replay());
-  } else {
-    const bool capture =
-        capture_graph && dev.SupportsCapture() && run->device_run->completed_runs > 0;
-    if (capture) KILN_RETURN_IF_ERROR(dev.BeginCapture());
-    // A capture records every step: the run control is checked only outside captures.
-    Status s = RunSteps(model, run.get(), base, capture ? nullptr : control, nullptr);
-    if (capture) {
-      Status end = dev.EndCapture();  // always end a capture, even after a failed step
-      if (s.ok()) s = end;
-      if (s.ok()) s = dev.Replay();
-    }
-    if (s.code() == StatusCode::kCancelled || s.code() == StatusCode::kDeadlineExceeded)
-      (void)dev.Finish();  // let the enqueued work drain before the context is reused
-    KILN_RETURN_IF_ERROR(s);
-  }
-  // Outputs: downloaded straight into the caller's bound tensors, or into new ones. Constants and
-  // graph inputs returned as outputs are copied on the host.
-  if (bound.empty()) outputs->clear();
-  for (size_t k = 0; k < output_slots.size(); ++k) {
-    const int slot = output_slots[k];
-    Tensor* dst = nullptr;
-    if (bound.empty()) {
-      outputs->push_back(Tensor::Empty(dtypes[slot], shapes[slot]));
-      dst = &outputs->back();
-    } else if (k < bound.size() && bound[k] != nullptr) {
-      dst = bound[k];
-      if (dst->shape() != shapes[slot])
-        return InvalidArgument("output '" + g.values[g.outputs[k]].name +
-                               "': the bound tensor has shape " + ShapeToString(dst->shape()) +
-                               ", the run computed " + ShapeToString(shapes[slot]));
-    } else {
-      continue;  // not asked for
-    }
-    const Tensor* host = nullptr;
-    if (constants[slot]) host = constants[slot].get();
-    for (size_t i = 0; i < input_slots.size() && host == nullptr; ++i)
-      if (input_slots[i] == slot) host = inputs[i];
-    if (host != nullptr) {
-      std::memcpy(dst->raw(), host->raw(), host->bytes());
-      continue;
-    }
-    if (arena_offset[slot] < 0)
-      return Internal("graph output '" + g.values[g.outputs[k]].name + "' has no device buffer");
-    KILN_RETURN_IF_ERROR(dev.Download(base + arena_offset[slot], dst->raw(), dst->bytes()));
-  }
+  KILN_RETURN_IF_ERROR(RunOrReplay(model, run.get(), base, control));
+  KILN_RETURN_IF_ERROR(DownloadOutputs(g, &dev, base, inputs, outputs, bound));
   KILN_RETURN_IF_ERROR(dev.Finish());
   ++run->device_run->completed_runs;
   if (timings) *timings = dev.LastTimings();

@@ -146,7 +146,7 @@ std::string LibraryVersions(const std::string& backend) {
   return s;
 }
 
-Status CheckPrecision(const std::string& backend, const std::string& precision) {
+Status CheckPrecision(const std::string& backend, Precision precision) {
   PrecisionCheck check = nullptr;
   {
     std::lock_guard<std::mutex> lock(RegistrationMutex());
@@ -154,9 +154,9 @@ Status CheckPrecision(const std::string& backend, const std::string& precision) 
     if (it != PrecisionChecks().end()) check = it->second;
   }
   if (check != nullptr) return check(precision);
-  if (precision == "fp32") return OkStatus();
-  return Unsupported("backend '" + backend + "' supports precision fp32 only; got '" + precision +
-                     "'");
+  if (precision == Precision::kFp32) return OkStatus();
+  return Unsupported("backend '" + backend + "' supports precision fp32 only; got '" +
+                     PrecisionName(precision) + "'");
 }
 
 }  // namespace kiln::runtime

@@ -50,7 +50,7 @@ struct PrepareContext {
   std::vector<const Tensor*> constants;
   std::vector<TensorInfo> outputs;
   int num_threads = 1;
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   // SessionOptions::tune: time alternative implementations and keep the fastest, unless the plan
   // cache already holds this node's choice (`cached_variant`, "" for the default).
   bool tune = false;
@@ -67,6 +67,9 @@ struct PrepareContext {
 struct KernelSupport {
   bool ok = false;
   std::string reason;
+  // Declined only because another kernel is faster on this machine or shape (not because the
+  // kernel cannot compute it): the selector passes it over, the kernel harness runs it anyway.
+  bool preference = false;
 };
 
 class Kernel {
@@ -151,13 +154,13 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<const Tensor*>& constants, const std::string& backend,
                             bool reference_only);
 
-// Backends say which session precisions they can honour on this machine ("fp32", "bf16", ...):
-// Session::Load refuses the others with the backend's reason.
-using PrecisionCheck = Status (*)(const std::string& precision);
+// Backends say which session precisions they can honour on this machine: Session::Load refuses
+// the others with the backend's reason.
+using PrecisionCheck = Status (*)(Precision precision);
 struct PrecisionCheckRegistrar {
   PrecisionCheckRegistrar(const char* backend, PrecisionCheck check);
 };
-Status CheckPrecision(const std::string& backend, const std::string& precision);
+Status CheckPrecision(const std::string& backend, Precision precision);
 
 // Libraries whose version changes what planning chooses ("oneDNN 2.6.3"); backends register
 // theirs at static initialization; the plan cache key of a session on `backend` includes those

@@ -96,7 +96,7 @@ std::string PlanCacheKey(const std::string& model_hash, const std::vector<Shape>
   k << "model " << model_hash << "\ninputs";
   for (const Shape& s : input_shapes) k << " " << ShapeToString(s);
   k << "\nbackend " << o.backend << " device " << (device.empty() ? "host" : device)
-    << "\nprecision " << o.precision << " threads " << o.num_threads << " optimize " << o.optimize
+    << "\nprecision " << PrecisionName(o.precision) << " threads " << o.num_threads << " optimize " << o.optimize
     << " reference_only " << o.reference_only << " tune " << o.tune << " disabled_passes";
   for (const auto& p : o.disabled_passes) k << " " << p;
   static const std::string build_id = BuildId();

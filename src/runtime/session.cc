@@ -120,7 +120,7 @@ StatusOr<std::shared_ptr<runtime::SharedModel>> BuildShared(
   KILN_RETURN_IF_ERROR(passes::LowerHalfFloats(**graph, &lowered));
   if (!lowered.empty()) pass_log.push_back("lower_float16: " + lowered);
   if (options.optimize) KILN_RETURN_IF_ERROR(passes::RunDefaultPasses(**graph, options, &pass_log));
-  if (options.precision == "fp16") {
+  if (options.precision == Precision::kFp16) {
     std::string half;
     KILN_RETURN_IF_ERROR(runtime::StoreHalfBetweenKernels(**graph, options.backend, &half));
     if (!half.empty()) pass_log.push_back("half_values: " + half);
@@ -516,6 +516,39 @@ Status Session::Prepare(const std::vector<std::pair<std::string, Shape>>& input_
       });
 }
 
+namespace {
+// Each step's wall time and start, with its node, op, kernel and output types, for
+// RunTimings::nodes (CPU plans).
+void FillNodeTimes(const ir::Graph& g, const runtime::ExecutionPlan& plan,
+                   const std::vector<double>& step_ms, const std::vector<double>& step_start_us,
+                   std::vector<NodeTime>* nodes) {
+  nodes->resize(plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const runtime::Step& st = plan.steps[i];
+    NodeTime& nt = (*nodes)[i];
+    if (st.node >= 0) {
+      const ir::Node& n = g.nodes[st.node];
+      nt.node = n.name;
+      nt.op_type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+    } else {
+      nt.node.clear();
+      nt.op_type = "LayoutConversion";
+    }
+    nt.kernel = st.kernel_name;
+    nt.ms = step_ms[i];
+    nt.start_us = step_start_us[i];
+    nt.outputs.clear();
+    for (int slot : st.out_slots) {
+      if (slot < 0) continue;
+      if (!nt.outputs.empty()) nt.outputs += ", ";
+      nt.outputs += plan.static_shape[slot] ? std::string(DataTypeName(plan.dtypes[slot])) +
+                                                  ShapeToString(plan.shapes[slot])
+                                            : std::string("dynamic");
+    }
+  }
+}
+}  // namespace
+
 Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<NamedTensor>* outputs,
                         bool bound, const RunOptions& options, RunTimings* timings) const {
   const bool controlled = options.deadline.has_value() || options.cancel != nullptr;
@@ -563,35 +596,10 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
     timings->upload_ms = dt.upload_ms;
     timings->compute_ms = dt.compute_ms;
     timings->download_ms = dt.download_ms;
-    if (!per_node) {
+    if (per_node)
+      FillNodeTimes(*impl_->model->graph, *plan, step_ms, step_start_us, &timings->nodes);
+    else
       timings->nodes.clear();
-    } else {
-      const ir::Graph& g = *impl_->model->graph;
-      timings->nodes.resize(plan->steps.size());
-      for (size_t i = 0; i < plan->steps.size(); ++i) {
-        const runtime::Step& st = plan->steps[i];
-        NodeTime& nt = timings->nodes[i];
-        if (st.node >= 0) {
-          const ir::Node& n = g.nodes[st.node];
-          nt.node = n.name;
-          nt.op_type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-        } else {
-          nt.node.clear();
-          nt.op_type = "LayoutConversion";
-        }
-        nt.kernel = st.kernel_name;
-        nt.ms = step_ms[i];
-        nt.start_us = step_start_us[i];
-        nt.outputs.clear();
-        for (int slot : st.out_slots) {
-          if (slot < 0) continue;
-          if (!nt.outputs.empty()) nt.outputs += ", ";
-          nt.outputs += plan->static_shape[slot] ? std::string(DataTypeName(plan->dtypes[slot])) +
-                                                       ShapeToString(plan->shapes[slot])
-                                                 : std::string("dynamic");
-        }
-      }
-    }
   }
   if (bound) return OkStatus();
   outputs->clear();

@@ -90,7 +90,7 @@ TEST(CudaDeviceTest, Fp16MatchesReferenceLoosely) {
   KILN_SKIP_WITHOUT_GPU();
   SessionOptions o;
   o.backend = "cuda";
-  o.precision = "fp16";
+  o.precision = Precision::kFp16;
   Compare(o, 1e-2, 1);
   // Activations stay float16 between the kernels: x is cast once, the convolution, pool and
   // product read and write float16, and only y is cast back.

@@ -605,7 +605,7 @@ TEST(OneDnnKernelTest, QuantizeLoopReadsBf16ConvolutionOutputs) {
     ModelBuilder::IntsAttr(conv, "strides", {2, 2});
     mb.Node("QuantizeLinear", {"c", "s", "z"}, {"q"});
     SessionOptions opts;
-    opts.precision = "bf16";
+    opts.precision = Precision::kBf16;
     auto s = Session::LoadFromBytes(mb.Bytes(), opts);
     if (!s.ok()) KILN_SKIP_IF_NO_BF16(s.status());
     const std::vector<NamedTensor> in = {{"x", RandomTensor({2, 3, 33, 33}, 81)}};
@@ -736,14 +736,14 @@ TEST(OneDnnKernelTest, PrecisionOption) {
   mb.Node("Relu", {"c"}, {"r"});
   mb.Node("Conv", {"r", "w2"}, {"y"});
   SessionOptions bad;
-  bad.precision = "fp16";
+  bad.precision = Precision::kFp16;
   auto s = Session::LoadFromBytes(mb.Bytes(), bad);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("fp32 or bf16"), std::string::npos) << s.status().message();
 
   SessionOptions bf16;
-  bf16.precision = "bf16";
+  bf16.precision = Precision::kBf16;
   auto b = Session::LoadFromBytes(mb.Bytes(), bf16);
   if (!b.ok()) KILN_SKIP_IF_NO_BF16(b.status());  // a CPU without AVX512-BF16/AMX
   auto f = Session::LoadFromBytes(mb.Bytes());
@@ -839,7 +839,7 @@ TEST(OneDnnKernelTest, ChannelOpsInBf16MatchOneDnn) {
     mb.Node("Mul", {"c", "s"}, {"m"});
     mb.Node("Conv", {"m", "w3"}, {"y"});
     SessionOptions opts;
-    opts.precision = "bf16";
+    opts.precision = Precision::kBf16;
     auto ours = Session::LoadFromBytes(mb.Bytes(), opts);
     if (!ours.ok()) KILN_SKIP_IF_NO_BF16(ours.status());
     const std::vector<NamedTensor> in = {{"x", RandomTensor(xs, 53)}};

@@ -500,8 +500,8 @@ class HalfOrFloat final : public runtime::Kernel {
   bool add_;
 };
 runtime::DeviceRegistrar half_device("fakehalf", &MakeLenient);
-runtime::PrecisionCheckRegistrar half_precision("fakehalf", [](const std::string& p) {
-  return p == "fp32" || p == "fp16" ? OkStatus() : Unsupported("fp32 or fp16");
+runtime::PrecisionCheckRegistrar half_precision("fakehalf", [](Precision p) {
+  return p == Precision::kFp32 || p == Precision::kFp16 ? OkStatus() : Unsupported("fp32 or fp16");
 });
 KILN_REGISTER_KERNEL(runtime::KernelDef{
     "fakehalf.relu.test",
@@ -548,7 +548,7 @@ std::string HalfModel() {
 TEST(DevicePlanTest, Fp16KeepsActivationsHalfBetweenKernelsThatTakeIt) {
   SessionOptions opts;
   opts.backend = "fakehalf";
-  opts.precision = "fp16";
+  opts.precision = Precision::kFp16;
   auto dev = Session::LoadFromBytes(HalfModel(), opts);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   std::string log;
@@ -607,7 +607,7 @@ TEST(DevicePlanTest, Fp16KeepsActivationsHalfBetweenKernelsThatTakeIt) {
   EXPECT_TRUE(any_rounded);
 
   // fp32 on the same backend: nothing is float16.
-  opts.precision = "fp32";
+  opts.precision = Precision::kFp32;
   auto f32 = Session::LoadFromBytes(HalfModel(), opts);
   ASSERT_TRUE(f32.ok());
   for (const auto& line : (*f32)->optimization_log())

@@ -138,7 +138,7 @@ TEST_F(PlanCacheTest, SessionsReuseTheMeasuredChoices) {
   EXPECT_EQ((*second)->plan_cache_status().rfind("hit (", 0), 0u) << (*second)->plan_cache_status();
   EXPECT_EQ(Files().size(), 1u);
   // Other options plan differently: their own entry.
-  opts.precision = "fp32";
+  opts.precision = Precision::kFp32;
   opts.num_threads = 1;
   auto third = Session::LoadFromBytes(TunableModel(), opts);
   ASSERT_TRUE(third.ok() && (*third)->Run({{"x", Input()}}, &got).ok());

@@ -309,7 +309,7 @@ SessionOptions OptionsOf(const BenchArgs& a) {
   SessionOptions opts;
   opts.reference_only = a.reference;
   opts.num_threads = a.threads;
-  opts.precision = a.precision;
+  opts.precision = PrecisionArg(a.precision);
   opts.backend = a.device;
   opts.pinned_staging = a.pinned == "on";
   opts.cuda_graph = a.cuda_graph;

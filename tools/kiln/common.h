@@ -6,10 +6,17 @@
 #include <string>
 #include <thread>
 
+#include "kiln/options.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln::cli {
+
+// The value of a --precision option whose check (CLI::IsMember) admits only precision names.
+inline Precision PrecisionArg(const std::string& name) {
+  StatusOr<Precision> p = ParsePrecision(name);
+  return p.ok() ? *p : Precision::kFp32;
+}
 
 // Exit codes (documented in README "Exit codes"): 0 success; 1 usage error; otherwise
 // 10 + StatusCode (InvalidArgument 11, InvalidModel 12, Unsupported 13, NotFound 14, ...).

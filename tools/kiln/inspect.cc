@@ -56,7 +56,7 @@ Status DoInspect(const InspectArgs& a) {
 
   SessionOptions opts;
   opts.tune = a.tune;
-  opts.precision = a.precision;
+  opts.precision = PrecisionArg(a.precision);
   KILN_ASSIGN_OR_RETURN(auto session, Session::Load(a.model, opts));
   if (a.optimized) {
     // What the graph optimizer did at Session load.

@@ -38,7 +38,7 @@ SessionOptions OptionsOf(const RunArgs& a) {
   opts.reference_only = a.reference;
   opts.optimize = !a.no_optimize;
   opts.disabled_passes = a.disabled_passes;
-  opts.precision = a.precision;
+  opts.precision = PrecisionArg(a.precision);
   opts.backend = a.device;
   opts.tune = a.tune;
   opts.plan_cache_dir = a.plan_cache;

@@ -69,7 +69,7 @@ Outcome Check(const std::string& model, const std::string& backend, const std::s
   SessionOptions dev_opts;
   dev_opts.backend = backend;
   dev_opts.cuda_graph = graph;
-  dev_opts.precision = precision;
+  dev_opts.precision = PrecisionArg(precision);
   auto ref = Session::LoadFromBytes(model, ref_opts);
   auto dev = Session::LoadFromBytes(model, dev_opts);
   if (!ref.ok() || !dev.ok()) {

@@ -125,7 +125,7 @@ Status DoServe(const ServeArgs& a) {
     SessionOptions opts;
     opts.backend = a.device;
     opts.num_threads = a.threads;
-    opts.precision = a.precision;
+    opts.precision = PrecisionArg(a.precision);
     // On a thread that ends: no idle OpenMP pool stays behind to slow the batchers' runs.
     auto session = OnOwnThread([&] { return Session::Load(file, opts); });
     if (!session.ok())
@@ -302,7 +302,8 @@ void AddServeCommand(CLI::App& app, int* exit_code) {
                 "Ready at once, without preparing every batch size first");
   cmd->add_option("--device,-d", args->device, "Backend: cpu (default) or cuda");
   cmd->add_option("--threads", args->threads, "Compute threads per model (0: physical cores)");
-  cmd->add_option("--precision", args->precision, "fp32 (default) or bf16");
+  cmd->add_option("--precision", args->precision, "fp32 (default) or bf16")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   cmd->add_option("--trace", args->trace,
                   "Write Chrome/Perfetto trace JSON of the first --trace-seconds after the "
                   "warm-up (or up to the signal): each batch on its batcher thread with a slice "

@@ -492,7 +492,6 @@ KernelSupport SupportsWinograd(const ir::Node& node, const ir::Op& op,
     return {false, "C and K must be multiples of 8, at least 16"};
   const bool force = Forced();
   if (!CpuFits()) return {false, "needs AVX2 and FMA"};
-  if (!force && PreferOneDnn()) return {false, "oneDNN's AVX-512 convolution is preferred"};
   // The output size, as the window rules give it (pads may be asymmetric or automatic).
   ConvGeometry geo;
   try {
@@ -508,8 +507,9 @@ KernelSupport SupportsWinograd(const ir::Node& node, const ir::Op& op,
   // against 1.5 ms; 256 x 256 on 14x14: 16 tiles, 0.5 against 1.3 ms; AMD EPYC AVX2, 2 threads).
   const int64_t tiles = xs[0] * ((oh + 3) / 4) * ((ow + 3) / 4);
   const int64_t u_bytes = kPos * xs[1] * ws[0] * static_cast<int64_t>(sizeof(float));
+  if (!force && PreferOneDnn()) return {false, "oneDNN's AVX-512 convolution is preferred", true};
   if (!force && (tiles < kMinTiles || (u_bytes > kThreadWeightBytes && tiles < 2 * kMinTiles)))
-    return {false, "too few 4x4 output tiles for the transformed weights' size"};
+    return {false, "too few 4x4 output tiles for the transformed weights' size", true};
   return {true, ""};
 }
 

@@ -8,17 +8,18 @@ namespace kiln::backends::cpu {
 
 namespace {
 
-Status CpuPrecision(const std::string& precision) {
-  if (precision == "fp32") return OkStatus();
-  if (precision == "bf16") {
+Status CpuPrecision(Precision precision) {
+  if (precision == Precision::kFp32) return OkStatus();
+  if (precision == Precision::kBf16) {
     if (Bf16Supported()) return OkStatus();
     return Unsupported(
         "precision bf16 needs a CPU with AVX512-BF16 or AMX (Cooper Lake, Sapphire Rapids or "
         "newer); oneDNN reports this CPU's best ISA as " +
         std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa())) + "; use fp32");
   }
-  return InvalidArgument("precision must be fp32 or bf16 on the CPU; got '" + precision + "'" +
-                         (precision == "fp16" ? " (fp16 runs on --device cuda)" : ""));
+  return InvalidArgument("precision must be fp32 or bf16 on the CPU; got '" +
+                         std::string(PrecisionName(precision)) + "'" +
+                         (precision == Precision::kFp16 ? " (fp16 runs on --device cuda)" : ""));
 }
 
 runtime::PrecisionCheckRegistrar cpu_precision("cpu", &CpuPrecision);

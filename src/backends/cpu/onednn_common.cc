@@ -284,8 +284,8 @@ bool Bf16Supported() {
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
-dnnl::memory::data_type ComputeType(const std::string& precision) {
-  return precision == "bf16" && Bf16Supported() ? dnnl::memory::data_type::bf16
+dnnl::memory::data_type ComputeType(Precision precision) {
+  return precision == Precision::kBf16 && Bf16Supported() ? dnnl::memory::data_type::bf16
                                                 : dnnl::memory::data_type::f32;
 }
 

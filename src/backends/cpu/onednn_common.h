@@ -225,7 +225,7 @@ Status ExecuteSrcDst(const ir::Node& node, const dnnl::primitive& prim,
 // Whether oneDNN can run bf16 convolutions/matmuls natively here (AVX512-BF16 or AMX).
 bool Bf16Supported();
 // The storage type for conv/matmul activations and weights under a session precision.
-dnnl::memory::data_type ComputeType(const std::string& precision);
+dnnl::memory::data_type ComputeType(Precision precision);
 
 // KernelDef::create: kernels are constructed from the node, and from the op (whose typed
 // attributes they copy) when they take one.

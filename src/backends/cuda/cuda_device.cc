@@ -284,9 +284,10 @@ StatusOr<std::shared_ptr<runtime::Device>> OpenCudaDevice(int index) {
 
 // fp16: convolutions and matrix products in float16 on Tensor Cores (every supported GPU,
 // sm_75 and newer, has them), everything else float32.
-Status CudaPrecision(const std::string& precision) {
-  if (precision == "fp32" || precision == "fp16") return OkStatus();
-  return InvalidArgument("backend 'cuda' runs precision fp32 or fp16; got '" + precision + "'");
+Status CudaPrecision(Precision precision) {
+  if (precision == Precision::kFp32 || precision == Precision::kFp16) return OkStatus();
+  return InvalidArgument("backend 'cuda' runs precision fp32 or fp16; got '" +
+                         std::string(PrecisionName(precision)) + "'");
 }
 
 runtime::DeviceRegistrar cuda_device("cuda", &OpenCudaDevice);

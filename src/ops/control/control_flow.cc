@@ -22,8 +22,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <memory>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -465,6 +468,187 @@ class ScanOp final : public ControlFlowOp {
 KILN_REGISTER_OP("If", 1, ir::kMaxOpset, &IfOp::Create);
 KILN_REGISTER_OP("Loop", 1, ir::kMaxOpset, &LoopOp::Create);
 KILN_REGISTER_OP("Scan", 8, ir::kMaxOpset, &ScanOp::Create);
+
+// Kernel cases (ops/op_cases.h) for cpu.<op>.subplan (bodies planned with the fast kernels)
+// against the interpreted bodies. A case node binds no outer values, so bodies read only their
+// own inputs and constants (a nested If reads its Loop body's values).
+// Their outputs are assigned by the run (ShapesFromRun): the harness compares the tensors the
+// reference and the kernel assign.
+class CaseBody {
+ public:
+  explicit CaseBody(int opset) : opset_(opset) { g_->opset_imports[""] = opset; }
+  CaseBody& Input(const std::string& name, DataType dtype, const Shape& shape) {
+    g_->inputs.push_back(Typed(name, dtype, shape));
+    return *this;
+  }
+  CaseBody& Constant(const std::string& name, const Tensor& t) {
+    g_->values[Typed(name, t.dtype(), t.shape())].constant = std::make_shared<const Tensor>(t);
+    return *this;
+  }
+  CaseBody& Node(const std::string& op, const std::vector<std::string>& in,
+                 const std::string& out) {
+    ir::Node n;
+    n.name = out;
+    n.op_type = op;
+    n.opset = opset_;
+    for (const std::string& i : in) n.inputs.push_back(g_->GetOrAddValue(i));
+    n.outputs.push_back(g_->GetOrAddValue(out));
+    g_->values[n.outputs[0]].producer = static_cast<int>(g_->nodes.size());
+    g_->nodes.push_back(std::move(n));
+    return *this;
+  }
+  // A value of the enclosing graph this (nested) body reads.
+  CaseBody& Capture(const std::string& name) {
+    g_->captures.push_back(g_->GetOrAddValue(name));
+    return *this;
+  }
+  // A node whose `bodies` read `captured` values of this graph (its implicit inputs).
+  CaseBody& Nested(const std::string& op, const std::string& in, const std::string& out,
+                   const std::map<std::string, ir::Attribute>& bodies,
+                   const std::vector<std::string>& captured) {
+    Node(op, {in}, out);
+    ir::Node& n = g_->nodes.back();
+    for (const std::string& c : captured) n.inputs.push_back(g_->GetOrAddValue(c));
+    n.implicit_inputs = static_cast<int>(captured.size());
+    n.attrs = bodies;
+    return *this;
+  }
+  CaseBody& Output(const std::string& name) {
+    g_->outputs.push_back(g_->GetOrAddValue(name));
+    return *this;
+  }
+  CaseBody& Output(const std::string& name, DataType dtype, const Shape& shape) {
+    g_->outputs.push_back(Typed(name, dtype, shape));
+    return *this;
+  }
+  ir::Attribute Attr() const {
+    ir::Attribute a;
+    a.type = ir::Attribute::Type::kGraph;
+    a.g = g_;
+    return a;
+  }
+
+ private:
+  int Typed(const std::string& name, DataType dtype, const Shape& shape) {
+    const int id = g_->GetOrAddValue(name);
+    g_->values[id].dtype = dtype;
+    std::vector<ir::Dim> dims;
+    for (int64_t d : shape) dims.push_back(ir::Dim{d, ""});
+    g_->values[id].shape = dims;
+    return id;
+  }
+  int opset_;
+  std::shared_ptr<ir::Graph> g_ = std::make_shared<ir::Graph>();
+};
+
+Tensor CaseBool(bool v) { return CaseInts(DataType::kBool, {}, 1, v ? 1 : 0, v ? 1 : 0); }
+Tensor CaseInt64(int64_t v) { return Tensor::FromVector<int64_t>({v}, {}); }
+
+// If-13 both ways: then = a + b, else = (a * a, Relu(b)) with a [2,3] and b [3] body constants.
+std::vector<OpCase> IfCases() {
+  std::vector<OpCase> cases;
+  for (bool cond : {true, false}) {
+    CaseBody then_b(13), else_b(13);
+    then_b.Constant("a", CaseTensor({2, 3}, 701)).Constant("b", CaseTensor({3}, 702));
+    then_b.Node("Add", {"a", "b"}, "t").Node("Sub", {"a", "b"}, "u").Output("t").Output("u");
+    else_b.Constant("a", CaseTensor({2, 3}, 703)).Constant("b", CaseTensor({3}, 704));
+    else_b.Node("Mul", {"a", "a"}, "e").Node("Relu", {"b"}, "r").Output("e").Output("r");
+    OpCase c(std::string("If-13 cond ") + (cond ? "true" : "false") + ", two outputs", 13);
+    c.In(CaseBool(cond)).Outputs(2);
+    c.attrs["then_branch"] = then_b.Attr();
+    c.attrs["else_branch"] = else_b.Attr();
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "If", &IfCases);
+
+// Loop-13 whose body holds an If on i < 2 reading the body's s and k (captured): s + k for two
+// iterations, then s - k (nested sub-plans, a constant capture baked into the branch).
+OpCase LoopWithIf() {
+  CaseBody add(13), sub(13), body(13);
+  add.Capture("s").Capture("k").Node("Add", {"s", "k"}, "a").Output("a");
+  sub.Capture("s").Capture("k").Node("Sub", {"s", "k"}, "d").Output("d");
+  body.Input("i", DataType::kInt64, {}).Input("cin", DataType::kBool, {});
+  body.Input("s", DataType::kFloat, {2, 3}).Constant("k", CaseTensor({3}, 713));
+  body.Constant("two", CaseInt64(2)).Node("Less", {"i", "two"}, "early");
+  body.Nested("If", "early", "s2", {{"then_branch", add.Attr()}, {"else_branch", sub.Attr()}},
+              {"s", "k"});
+  body.Node("Identity", {"cin"}, "cout").Output("cout").Output("s2");
+  OpCase c("Loop-13 M 4, an If in the body reading captured values", 13);
+  c.In(CaseInt64(4)).In(CaseBool(true)).In(CaseTensor({2, 3}, 714));
+  c.attrs["body"] = body.Attr();
+  return c;
+}
+
+// Loop-13 body (i, cond, s) -> (cond', s + k, scan (s + k)^2): a trip count of 3 with cond
+// kept, cond turning false at i == 2 (with and without a trip count), and a trip count of 0 (scan
+// output [0, 2, 3] from the body's declared shape).
+std::vector<OpCase> LoopCases() {
+  std::vector<OpCase> cases;
+  struct Spec {
+    std::string what;
+    int64_t trip;  // -1: M omitted
+    bool cond_from_i;
+  };
+  for (const Spec& s : std::vector<Spec>{{"M 3", 3, false},
+                                         {"cond i < 2, no M", -1, true},
+                                         {"M 5, cond i < 2", 5, true},
+                                         {"M 0", 0, false}}) {
+    CaseBody body(13);
+    body.Input("i", DataType::kInt64, {}).Input("cin", DataType::kBool, {});
+    body.Input("s", DataType::kFloat, {2, 3}).Constant("k", CaseTensor({3}, 711));
+    body.Constant("two", CaseInt64(2));
+    if (s.cond_from_i)
+      body.Node("Less", {"i", "two"}, "cout");
+    else
+      body.Node("Identity", {"cin"}, "cout");
+    body.Node("Add", {"s", "k"}, "s2").Node("Mul", {"s2", "s2"}, "scan");
+    body.Output("cout").Output("s2").Output("scan", DataType::kFloat, {2, 3});
+    OpCase c("Loop-13 " + s.what + ", one carried value [2,3], one scan output", 13);
+    if (s.trip >= 0)
+      c.In(CaseInt64(s.trip));
+    else
+      c.Omitted();
+    c.In(CaseBool(true)).In(CaseTensor({2, 3}, 712)).Outputs(2);
+    c.attrs["body"] = body.Attr();
+    cases.push_back(std::move(c));
+  }
+  cases.push_back(LoopWithIf());
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Loop", &LoopCases);
+
+// Scan-11: a running sum over the rows of x (forward, reversed, along axis 1), and Scan-8's
+// batch axis.
+std::vector<OpCase> ScanCases() {
+  std::vector<OpCase> cases;
+  for (int variant = 0; variant < 3; ++variant) {
+    CaseBody body(11);
+    body.Input("acc", DataType::kFloat, {3}).Input("row", DataType::kFloat, {3});
+    body.Node("Add", {"acc", "row"}, "acc2").Node("Relu", {"acc2"}, "partial");
+    body.Output("acc2").Output("partial");
+    const char* what[] = {"forward", "reversed input and output", "input axis 1, output axis 1"};
+    OpCase c(std::string("Scan-11 running sum, ") + what[variant], 11);
+    c.In(CaseTensor({3}, 721)).In(CaseTensor(variant == 2 ? Shape{3, 5} : Shape{5, 3}, 722));
+    c.Int("num_scan_inputs", 1).Outputs(2);
+    if (variant == 1) c.Ints("scan_input_directions", {1}).Ints("scan_output_directions", {1});
+    if (variant == 2) c.Ints("scan_input_axes", {1}).Ints("scan_output_axes", {1});
+    c.attrs["body"] = body.Attr();
+    cases.push_back(std::move(c));
+  }
+  CaseBody body8(8);
+  body8.Input("acc", DataType::kFloat, {3}).Input("row", DataType::kFloat, {3});
+  body8.Node("Add", {"acc", "row"}, "acc2").Node("Relu", {"acc2"}, "partial");
+  body8.Output("acc2").Output("partial");
+  OpCase c8("Scan-8 batch 2, sequence 4, no sequence_lens", 8);
+  c8.Omitted().In(CaseTensor({2, 3}, 731)).In(CaseTensor({2, 4, 3}, 732));
+  c8.Int("num_scan_inputs", 1).Outputs(2);
+  c8.attrs["body"] = body8.Attr();
+  cases.push_back(std::move(c8));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Scan", &ScanCases);
 
 }  // namespace
 }  // namespace kiln::ops

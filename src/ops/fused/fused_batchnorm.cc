@@ -11,6 +11,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -61,6 +62,35 @@ class FusedBatchNormOp : public Op {
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "FusedBatchNormalization", 1, 1, &FusedBatchNormOp::Create);
+
+// Kernel cases (ops/op_cases.h), as fuse_bn_activation writes the node (activation Relu, the
+// parameters constants; cpu.fusedbatchnormalization.channels folds them at Prepare): rank 2 to 5,
+// a single channel, epsilon; without activation; and LeakyRelu (the kernel declines: the
+// reference only).
+std::vector<OpCase> FusedBatchNormalizationCases() {
+  struct Fbn {
+    Shape x;
+    const char* act;
+  };
+  const Fbn shapes[] = {{{3, 7}, "Relu"},           {{2, 5, 9}, "Relu"},    {{2, 6, 5, 7}, "Relu"},
+                        {{1, 4, 3, 2, 5}, "Relu"},  {{2, 1, 3, 1}, "Relu"}, {{2, 6, 5, 7}, ""},
+                        {{2, 6, 5, 7}, "LeakyRelu"}};
+  std::vector<OpCase> cases;
+  uint32_t seed = 140;
+  for (const Fbn& f : shapes) {
+    const Shape p = {f.x[1]};
+    OpCase c(ShapeToString(f.x) + (*f.act ? std::string(", ") + f.act : ", no activation"), 1);
+    c.In(CaseTensor(f.x, seed, -2.f, 2.f));
+    for (uint32_t i = 1; i <= 3; ++i) c.Const(CaseTensor(p, seed + i));
+    c.Const(CaseTensor(p, seed + 4, 0.5f, 1.5f));
+    c.Float("epsilon", 1e-3f);
+    if (*f.act) c.Str("activation", f.act);
+    cases.push_back(std::move(c));
+    seed += 5;
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("kiln", "FusedBatchNormalization", &FusedBatchNormalizationCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -14,6 +14,7 @@
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/matmul.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -71,6 +72,58 @@ class FusedMatMulOp : public Op {
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "FusedMatMul", 1, 1, &FusedMatMulOp::Create);
+
+// Kernel cases (ops/op_cases.h), as fuse_matmul_add writes the node: A an input, B [K, N] and the
+// bias [N] constants (cpu.fusedmatmul.onednn prepacks them), `activation` with its alpha and
+// beta. A 3-D A (folded into M), 2-D, M = 1, N = 64 (oneDNN pads B's rows), every fusable
+// activation, a computed B (cuBLAS, not oneDNN) and a 1-D A (the reference only).
+std::vector<OpCase> FusedMatMulCases() {
+  struct Fused {
+    Shape a;
+    int64_t n;
+    const char* act;
+    float alpha, beta;
+    bool b_const;
+  };
+  const Fused shapes[] = {
+      {{4, 6, 10}, 12, "", 0, 0, true},
+      {{7, 9}, 5, "Relu", 0, 0, true},
+      {{1, 1, 17}, 64, "Gelu", 0, 0, true},
+      {{2, 5, 24}, 64, "GeluTanh", 0, 0, true},
+      {{3, 11}, 13, "Silu", 0, 0, true},
+      {{3, 11}, 13, "HardSwish", 0, 0, true},
+      {{3, 11}, 13, "LeakyRelu", 0.1f, 0, true},
+      {{3, 11}, 13, "Clip", -0.5f, 0.75f, true},
+      {{3, 11}, 13, "Sigmoid", 0, 0, true},
+      {{3, 11}, 13, "Tanh", 0, 0, true},
+      {{3, 11}, 13, "HardSigmoid", 0.3f, 0.4f, true},
+      {{3, 11}, 13, "Elu", 0.7f, 0, true},
+      {{2, 3, 7}, 6, "Relu", 0, 0, false},
+      {{10}, 12, "Relu", 0, 0, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 500;
+  for (const Fused& f : shapes) {
+    const int64_t k = f.a.back();
+    OpCase c(ShapeToString(f.a) + " x [" + std::to_string(k) + "," + std::to_string(f.n) +
+                 "] + bias" + (*f.act ? std::string(", ") + f.act : "") +
+                 (f.b_const ? "" : " (B computed)"),
+             1);
+    c.In(CaseTensor(f.a, seed++));
+    Tensor b = CaseTensor({k, f.n}, seed++);
+    if (f.b_const)
+      c.Const(b);
+    else
+      c.In(b);
+    c.Const(CaseTensor({f.n}, seed++));
+    if (*f.act) c.Str("activation", f.act);
+    if (f.alpha != 0) c.Float("activation_alpha", f.alpha);
+    if (f.beta != 0) c.Float("activation_beta", f.beta);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("kiln", "FusedMatMul", &FusedMatMulCases);
 
 }  // namespace
 }  // namespace kiln::ops

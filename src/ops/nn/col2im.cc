@@ -14,6 +14,7 @@
 
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -174,6 +175,53 @@ bool ResolveCol2Im(const Col2ImAttrs& a, const Shape& in, std::vector<int64_t> i
 namespace {
 
 KILN_REGISTER_OP("Col2Im", 18, ir::kMaxOpset, &Col2ImOp::Create);
+
+// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (Col2ImLoops) and
+// src/diag/selftest_cases.cc: 1-D to 4-D, strides (the strided inner loop), dilations, asymmetric
+// pads that clip blocks at both ends, several images and channels, a block dim of 1. image_shape
+// and block_shape are constants (cpu.col2im.loops reads them at Prepare).
+struct Col2ImShape {
+  std::vector<int64_t> image, block, strides, dilations, pads;
+  int64_t n, c;
+};
+
+std::vector<OpCase> Col2ImCases() {
+  const Col2ImShape shapes[] = {
+      {{9, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 2, 3},
+      {{10, 11}, {2, 3}, {2, 3}, {1, 2}, {0, 2, 1, 0}, 1, 2},
+      {{7, 12}, {3, 2}, {1, 2}, {2, 1}, {2, 0, 0, 3}, 2, 1},
+      {{9, 10}, {2, 3}, {2, 1}, {1, 2}, {1, 0, 0, 2}, 2, 3},
+      {{17}, {4}, {3}, {2}, {1, 2}, 2, 2},
+      {{5, 4, 6}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 0, 1, 0, 1}, 1, 2},
+      {{6, 5, 7}, {3, 2, 2}, {2, 1, 3}, {1, 2, 1}, {1, 0, 2, 0, 1, 1}, 2, 1},
+      {{3, 4, 3, 5}, {2, 2, 1, 3}, {1, 2, 1, 1}, {1, 1, 2, 1}, {0, 1, 0, 1, 1, 0, 1, 0}, 1, 2},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 800;
+  for (const Col2ImShape& s : shapes) {
+    const size_t r = s.image.size();
+    int64_t block_size = 1, blocks = 1;
+    for (size_t d = 0; d < r; ++d) {
+      block_size *= s.block[d];
+      blocks *= (s.image[d] + s.pads[d] + s.pads[r + d] - (s.dilations[d] * (s.block[d] - 1) + 1)) /
+                    s.strides[d] +
+                1;
+    }
+    const Shape xs{s.n, s.c * block_size, blocks};
+    cases.push_back(OpCase("image " + ShapeToString(s.image) + " block " + ShapeToString(s.block) +
+                               " strides " + ShapeToString(s.strides) + " dilations " +
+                               ShapeToString(s.dilations) + " pads " + ShapeToString(s.pads),
+                           18)
+                        .In(CaseTensor(xs, seed++))
+                        .Const(CaseInt64s(s.image))
+                        .Const(CaseInt64s(s.block))
+                        .Ints("strides", s.strides)
+                        .Ints("dilations", s.dilations)
+                        .Ints("pads", s.pads));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Col2Im", &Col2ImCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -21,6 +21,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace nn {
@@ -213,6 +214,110 @@ class ConvOp : public Op {
 };
 
 KILN_REGISTER_OP("Conv", 1, ir::kMaxOpset, &ConvOp::Create);
+
+// Kernel cases (ops/op_cases.h): X an input, W and B constants (the CPU kernels prepack them).
+// oneDNN's and cuDNN's shapes (tests/kernels/onednn_kernels_test.cc, ConvKernelTest, and
+// src/diag/selftest_cases.cc): padded, strided, depthwise (also with 2 outputs per channel),
+// grouped and dilated, one channel, 1x1, 7x7, auto_pad SAME_UPPER / SAME_LOWER / VALID,
+// asymmetric pads, a height-1 map, 1-D and 3-D.
+OpCase ConvCase(const std::string& name, const Shape& x, const Shape& w, bool bias, uint32_t seed) {
+  OpCase c(name, 11);
+  c.In(CaseTensor(x, seed)).Const(CaseTensor(w, seed + 1));
+  if (bias) c.Const(CaseTensor({w[0]}, seed + 2));
+  return c;
+}
+
+std::vector<OpCase> ConvShapeCases() {
+  std::vector<OpCase> c;
+  c.push_back(ConvCase("3x3 pads 1, 3->8 [1,3,17,13]", {1, 3, 17, 13}, {8, 3, 3, 3}, true, 1)
+                  .Ints("pads", {1, 1, 1, 1}));
+  c.push_back(
+      ConvCase("3x3 stride 2 pads 1, 16->32 [2,16,15,15]", {2, 16, 15, 15}, {32, 16, 3, 3}, true, 4)
+          .Ints("strides", {2, 2})
+          .Ints("pads", {1, 1, 1, 1}));
+  c.push_back(ConvCase("depthwise 3x3 pads 1 [1,16,9,11]", {1, 16, 9, 11}, {16, 1, 3, 3}, true, 7)
+                  .Int("group", 16)
+                  .Ints("pads", {1, 1, 1, 1}));
+  c.push_back(ConvCase("depthwise 5x5 stride 2 pads 2, no B [1,32,14,14]", {1, 32, 14, 14},
+                       {32, 1, 5, 5}, false, 10)
+                  .Int("group", 32)
+                  .Ints("strides", {2, 2})
+                  .Ints("pads", {2, 2, 2, 2}));
+  c.push_back(ConvCase("2 groups, dilation 2, pads 2, 8->12 [1,8,12,12]", {1, 8, 12, 12},
+                       {12, 4, 3, 3}, true, 13)
+                  .Int("group", 2)
+                  .Ints("dilations", {2, 2})
+                  .Ints("pads", {2, 2, 2, 2}));
+  c.push_back(ConvCase("depthwise, 2 outputs per channel, 3x3 stride 2 [1,4,7,6]", {1, 4, 7, 6},
+                       {8, 1, 3, 3}, true, 46)
+                  .Int("group", 4)
+                  .Ints("strides", {2, 2}));
+  c.push_back(ConvCase("one channel 3x3 [1,1,5,5]", {1, 1, 5, 5}, {1, 1, 3, 3}, true, 49));
+  c.push_back(ConvCase("1x1, 24->64 [1,24,7,7]", {1, 24, 7, 7}, {64, 24, 1, 1}, true, 16));
+  c.push_back(ConvCase("4x4 stride 3 SAME_UPPER [1,4,10,9]", {1, 4, 10, 9}, {6, 4, 4, 4}, true, 19)
+                  .Ints("strides", {3, 3})
+                  .Str("auto_pad", "SAME_UPPER"));
+  c.push_back(
+      ConvCase("4x4 stride 3 SAME_LOWER, no B [1,4,10,9]", {1, 4, 10, 9}, {6, 4, 4, 4}, false, 22)
+          .Ints("strides", {3, 3})
+          .Str("auto_pad", "SAME_LOWER"));
+  c.push_back(ConvCase("2x2 VALID, 2->3 [1,2,6,5]", {1, 2, 6, 5}, {3, 2, 2, 2}, true, 25)
+                  .Str("auto_pad", "VALID"));
+  c.push_back(
+      ConvCase("7x7 stride 2 pads 3, 3->8 [2,3,23,23]", {2, 3, 23, 23}, {8, 3, 7, 7}, true, 28)
+          .Ints("strides", {2, 2})
+          .Ints("pads", {3, 3, 3, 3}));
+  c.push_back(ConvCase("3x2 strides 1 2, asymmetric pads 0 1 2 0 [1,3,10,7]", {1, 3, 10, 7},
+                       {5, 3, 3, 2}, true, 31)
+                  .Ints("strides", {1, 2})
+                  .Ints("pads", {0, 1, 2, 0}));
+  c.push_back(ConvCase("1x3 on a height-1 map [1,4,1,9]", {1, 4, 1, 9}, {3, 4, 1, 3}, true, 34)
+                  .Ints("pads", {0, 1, 0, 1}));
+  c.push_back(ConvCase("1-D k3 stride 2 pads 1 [2,5,23]", {2, 5, 23}, {7, 5, 3}, true, 37)
+                  .Ints("strides", {2})
+                  .Ints("pads", {1, 1}));
+  c.push_back(ConvCase("3-D 3x3x3 pads 1 [1,3,6,7,5]", {1, 3, 6, 7, 5}, {4, 3, 3, 3, 3}, true, 40)
+                  .Ints("pads", {1, 1, 1, 1, 1, 1}));
+  c.push_back(ConvCase("3-D 2x3x1 strides 2 1 1, dilations 1 2 1 [1,2,7,9,3]", {1, 2, 7, 9, 3},
+                       {3, 2, 2, 3, 1}, false, 43)
+                  .Ints("strides", {2, 1, 1})
+                  .Ints("dilations", {1, 2, 1}));
+  return c;
+}
+
+// cpu.conv.winograd's shapes (3x3, stride 1, C and K multiples of 8 from 16, at least 8 4x4
+// tiles; tests/kernels/onednn_kernels_test.cc, ConvWinograd): partial edge tiles, no, symmetric
+// and asymmetric pads, K with a last panel of 8 channels, 200 tiles, C above 256 (two passes).
+// Transformed weights above 4 MB (the shared chunks) need C x K >= 176 x 176: over the cases'
+// size, left to that test.
+std::vector<OpCase> ConvWinogradCases() {
+  std::vector<OpCase> c;
+  c.push_back(ConvCase("Winograd-sized 3x3 pads 1, 16->24 [2,16,13,11]", {2, 16, 13, 11},
+                       {24, 16, 3, 3}, true, 51)
+                  .Ints("pads", {1, 1, 1, 1}));
+  c.push_back(ConvCase("Winograd-sized 3x3 no pads, no B, 32->32 [2,32,9,9]", {2, 32, 9, 9},
+                       {32, 32, 3, 3}, false, 54));
+  c.push_back(ConvCase("Winograd-sized 3x3 pads 0 1 2 1, 16->16 [2,16,10,7]", {2, 16, 10, 7},
+                       {16, 16, 3, 3}, true, 57)
+                  .Ints("pads", {0, 1, 2, 1}));
+  c.push_back(ConvCase("Winograd-sized 3x3 pads 2, 24->40 [2,24,6,5]", {2, 24, 6, 5},
+                       {40, 24, 3, 3}, true, 60)
+                  .Ints("pads", {2, 2, 2, 2}));
+  c.push_back(ConvCase("Winograd-sized 3x3 SAME_UPPER, 16->16, 200 tiles [2,16,40,40]",
+                       {2, 16, 40, 40}, {16, 16, 3, 3}, true, 63)
+                  .Str("auto_pad", "SAME_UPPER"));
+  c.push_back(ConvCase("Winograd-sized 3x3 pads 1, 264->16 [2,264,8,8]", {2, 264, 8, 8},
+                       {16, 264, 3, 3}, true, 66)
+                  .Ints("pads", {1, 1, 1, 1}));
+  return c;
+}
+
+std::vector<OpCase> ConvCases() {
+  std::vector<OpCase> c = ConvShapeCases();
+  for (OpCase& w : ConvWinogradCases()) c.push_back(std::move(w));
+  return c;
+}
+KILN_REGISTER_OP_CASES("", "Conv", &ConvCases);
 
 }  // namespace
 }  // namespace kiln::ops

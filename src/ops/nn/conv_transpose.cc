@@ -24,6 +24,7 @@
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -163,6 +164,69 @@ class ConvTransposeOp : public Op {
 };
 
 KILN_REGISTER_OP("ConvTranspose", 1, ir::kMaxOpset, &ConvTransposeOp::Create);
+
+// Kernel cases (ops/op_cases.h), X an input, W and B constants (oneDNN prepacks W): the shapes of
+// tests/kernels/onednn_kernels_test.cc (ConvTransposeVariants) and src/diag/selftest_cases.cc:
+// strides, pads, dilations, groups, output_padding within the end pad, SAME_UPPER / SAME_LOWER,
+// output_shape, 1-D and 3-D, 8+ output channels (oneDNN's blocked outputs, a padded last block);
+// and the ones oneDNN declines (output_padding beyond the end pad, an output_shape beyond the
+// natural size) and cuDNN declines (asymmetric pads, auto_pad, output_shape), for the reference.
+struct ConvTransposeShape {
+  Shape x, w;
+  std::vector<int64_t> strides, pads, dilations, output_padding, output_shape;
+  int64_t group;
+  bool bias;
+  const char* auto_pad;
+};
+
+std::vector<OpCase> ConvTransposeCases() {
+  const ConvTransposeShape shapes[] = {
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {1, 1}, {}, {}, {}, {}, 1, false, ""},
+      {{2, 4, 5, 6}, {4, 6, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 1, true, ""},
+      {{1, 6, 4, 4}, {6, 2, 4, 4}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 3, true, ""},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {1, 1}, {}, 1, false, ""},
+      {{1, 4, 5, 5}, {4, 3, 3, 3}, {2, 2}, {0, 0, 0, 0}, {}, {1, 1}, {}, 1, true, ""},
+      {{1, 2, 6, 5}, {2, 3, 3, 2}, {1, 2}, {}, {2, 1}, {}, {}, 1, true, ""},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {}, 1, false, "SAME_UPPER"},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {}, 1, false, "SAME_LOWER"},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {10, 10}, 1, true, ""},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {2, 2}, {}, {}, {}, {13, 12}, 1, true, ""},
+      {{1, 3, 4, 5}, {3, 2, 3, 3}, {2, 1}, {0, 1, 1, 0}, {}, {}, {}, 1, true, ""},
+      {{2, 3, 9}, {3, 4, 5}, {3}, {1, 2}, {}, {}, {}, 1, true, ""},
+      {{1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, {2, 1, 2}, {}, {}, {}, {}, 1, true, ""},
+      {{1, 16, 6, 5}, {16, 12, 2, 2}, {2, 2}, {}, {}, {}, {}, 1, true, ""},
+      {{2, 16, 5, 5}, {16, 5, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 2, true, ""},
+      {{2, 8, 7, 7}, {8, 6, 4, 4}, {2, 2}, {1, 1, 1, 1}, {}, {}, {}, 1, true, ""},
+      {{2, 8, 5, 5}, {8, 2, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, {1, 1}, {}, 2, true, ""},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 80;
+  for (const ConvTransposeShape& s : shapes) {
+    std::string name = "x" + ShapeToString(s.x) + " w" + ShapeToString(s.w) + " strides " +
+                       ShapeToString(s.strides);
+    OpCase c(name, 11);
+    c.In(CaseTensor(s.x, seed)).Const(CaseTensor(s.w, seed + 1));
+    if (s.bias) c.Const(CaseTensor({s.w[1] * s.group}, seed + 2));
+    seed += 3;
+    c.Ints("strides", s.strides);
+    if (!s.pads.empty()) c.Ints("pads", s.pads);
+    if (!s.dilations.empty()) c.Ints("dilations", s.dilations);
+    if (!s.output_padding.empty()) c.Ints("output_padding", s.output_padding);
+    if (!s.output_shape.empty()) c.Ints("output_shape", s.output_shape);
+    if (s.group != 1) c.Int("group", s.group);
+    if (*s.auto_pad) c.Str("auto_pad", s.auto_pad);
+    c.name +=
+        (s.pads.empty() ? "" : " pads " + ShapeToString(s.pads)) +
+        (s.dilations.empty() ? "" : " dilations " + ShapeToString(s.dilations)) +
+        (s.output_padding.empty() ? "" : " output_padding " + ShapeToString(s.output_padding)) +
+        (s.output_shape.empty() ? "" : " output_shape " + ShapeToString(s.output_shape)) +
+        (s.group != 1 ? " group " + std::to_string(s.group) : "") +
+        (*s.auto_pad ? std::string(" ") + s.auto_pad : "") + (s.bias ? " B" : "");
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "ConvTranspose", &ConvTransposeCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -185,6 +186,73 @@ std::string DeformConvWindow(const DeformConvAttrs& a, const Shape& x, const Sha
 namespace {
 
 KILN_REGISTER_OP("DeformConv", 19, ir::kMaxOpset, &DeformConvOp::Create);
+
+// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (DeformConvOneDnn)
+// and src/diag/selftest_cases.cc: groups, offset groups that do not align with the groups (one
+// group's channels spanning two offset groups), strides, dilations, asymmetric pads, with and
+// without mask and B, W constant and computed (cpu.deformconv.onednn packs a constant W once),
+// offsets of up to 3.5 pixels (samples partly or wholly outside) with one NaN; the last case has
+// more output positions (169) than one block of the kernel's columns holds (160 for 5x5 x 128
+// channels), so it runs two blocks.
+struct DeformShape {
+  Shape x;
+  int64_t m, kh, kw, group, offset_group, stride, dilation;
+  std::vector<int64_t> pads;
+  bool mask, bias, constant_w;
+};
+
+OpCase DeformCase(const DeformShape& d, uint32_t seed) {
+  const int64_t oh = (d.x[2] + d.pads[0] + d.pads[2] - (d.kh - 1) * d.dilation - 1) / d.stride + 1;
+  const int64_t ow = (d.x[3] + d.pads[1] + d.pads[3] - (d.kw - 1) * d.dilation - 1) / d.stride + 1;
+  const int64_t taps = d.kh * d.kw;
+  const Shape ws{d.m, d.x[1] / d.group, d.kh, d.kw};
+  OpCase c("x" + ShapeToString(d.x) + " w" + ShapeToString(ws) + " group " +
+               std::to_string(d.group) + " offset_group " + std::to_string(d.offset_group) +
+               " stride " + std::to_string(d.stride) + " dilation " + std::to_string(d.dilation) +
+               " pads " + ShapeToString(d.pads) + (d.mask ? " mask" : "") + (d.bias ? " B" : "") +
+               (d.constant_w ? "" : " W computed"),
+           19);
+  c.In(CaseTensor(d.x, seed));
+  Tensor w = CaseTensor(ws, seed + 1);
+  if (d.constant_w)
+    c.Const(w);
+  else
+    c.In(w);
+  Tensor off = CaseTensor({d.x[0], d.offset_group * taps * 2, oh, ow}, seed + 2, -3.5f, 3.5f);
+  off.data<float>()[off.numel() / 3] = std::nanf("");
+  c.In(off);
+  if (d.bias)
+    c.Const(CaseTensor({d.m}, seed + 3));
+  else if (d.mask)
+    c.Omitted();
+  if (d.mask) c.In(CaseTensor({d.x[0], d.offset_group * taps, oh, ow}, seed + 4, 0.f, 1.f));
+  c.Ints("kernel_shape", {d.kh, d.kw})
+      .Ints("strides", {d.stride, d.stride})
+      .Ints("dilations", {d.dilation, d.dilation})
+      .Ints("pads", d.pads)
+      .Int("group", d.group)
+      .Int("offset_group", d.offset_group);
+  return c;
+}
+
+std::vector<OpCase> DeformConvCases() {
+  const DeformShape shapes[] = {
+      {{1, 4, 7, 6}, 5, 3, 3, 1, 1, 1, 1, {1, 1, 1, 1}, true, true, true},
+      {{2, 6, 8, 7}, 4, 3, 2, 2, 3, 2, 1, {0, 1, 2, 0}, true, false, false},
+      {{1, 8, 9, 9}, 6, 2, 3, 2, 4, 1, 2, {1, 0, 1, 2}, false, true, true},
+      {{2, 3, 5, 5}, 3, 1, 1, 3, 1, 1, 1, {0, 0, 0, 0}, false, false, true},
+      {{2, 6, 9, 8}, 4, 3, 3, 2, 3, 1, 1, {1, 1, 1, 1}, true, true, true},
+      {{1, 128, 13, 13}, 4, 5, 5, 1, 2, 1, 1, {2, 2, 2, 2}, true, true, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 700;
+  for (const DeformShape& d : shapes) {
+    cases.push_back(DeformCase(d, seed));
+    seed += 5;
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "DeformConv", &DeformConvCases);
 
 }  // namespace
 }  // namespace kiln::ops

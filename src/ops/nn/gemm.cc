@@ -8,11 +8,13 @@
 // Algorithm: one output row at a time in double accumulators, the inner loop along B's rows
 // (axpy form, contiguous; a transposed B is copied to [K, N] first). When beta == 0, C is not
 // read (as ONNX Runtime does), so NaNs in an unused C do not leak.
+#include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -122,6 +124,62 @@ class GemmOp : public Op {
 };
 
 KILN_REGISTER_OP("Gemm", 1, ir::kMaxOpset, &GemmOp::Create);
+
+// Kernel cases (ops/op_cases.h), A an input, B and C constants (cpu.gemm.onednn prepacks B and
+// folds beta * C / alpha into its bias) unless a case says otherwise: transA / transB, alpha and
+// beta, C as [N], [1,N], a scalar, [1] (oneDNN's row bias), full [M,N] (cuBLAS), [M,1] (the
+// reference only), beta 0, no C, M = 1 and K = 1, N = 64 (oneDNN pads B's rows), alpha 0, a
+// computed B (cuBLAS, not oneDNN), opset 9.
+struct GemmShape {
+  Shape a, b, c;  // c empty: no C
+  bool ta, tb;
+  float alpha, beta;
+  bool b_const;
+  int opset;
+};
+
+std::vector<OpCase> GemmCases() {
+  const GemmShape shapes[] = {
+      {{5, 7}, {9, 7}, {9}, false, true, 0.75f, 1.f, true, 13},
+      {{5, 7}, {7, 9}, {5, 9}, false, false, 0.75f, 0.5f, true, 13},
+      {{7, 5}, {7, 9}, {1, 9}, true, false, 1.5f, 1.f, true, 13},
+      {{7, 5}, {9, 7}, {9}, true, true, 1.f, 0.5f, true, 13},
+      {{5, 7}, {7, 9}, {}, false, false, 1.f, 1.f, true, 13},
+      {{5, 7}, {7, 9}, {1}, false, false, 1.f, 1.f, true, 13},
+      {{1, 7}, {7, 9}, {}, false, false, 1.f, 1.f, true, 13},
+      {{6, 1}, {1, 5}, {5}, false, false, 1.f, 1.f, true, 13},
+      {{5, 7}, {9, 7}, {9}, false, true, 1.f, 0.f, true, 13},
+      {{9, 24}, {64, 24}, {64}, false, true, 1.f, 1.f, true, 13},
+      {{5, 7}, {7, 9}, {5, 1}, false, false, 1.f, 1.f, true, 13},
+      {{5, 7}, {7, 9}, {9}, false, false, 1.f, 1.f, false, 13},
+      {{5, 7}, {7, 9}, {9}, false, false, 0.f, 1.f, true, 13},
+      {{3, 300}, {17, 300}, {17}, false, true, 1.f, 1.f, true, 9},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 300;
+  for (const GemmShape& g : shapes) {
+    char params[64];
+    std::snprintf(params, sizeof(params), " alpha %g beta %g", g.alpha, g.beta);
+    OpCase c("A" + ShapeToString(g.a) + (g.ta ? "^T" : "") + " B" + ShapeToString(g.b) +
+                 (g.tb ? "^T" : "") + (g.b_const ? "" : " (computed)") +
+                 (g.c.empty() ? " no C" : " C" + ShapeToString(g.c)) + params,
+             g.opset);
+    c.In(CaseTensor(g.a, seed++));
+    Tensor b = CaseTensor(g.b, seed++);
+    if (g.b_const)
+      c.Const(b);
+    else
+      c.In(b);
+    if (!g.c.empty()) c.Const(CaseTensor(g.c, seed++));
+    if (g.ta) c.Int("transA", 1);
+    if (g.tb) c.Int("transB", 1);
+    if (g.alpha != 1.f) c.Float("alpha", g.alpha);
+    if (g.beta != 1.f) c.Float("beta", g.beta);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Gemm", &GemmCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -17,11 +17,13 @@
 // Reference algorithm: per direction, batch row and step, every dot product accumulated in
 // double, the state kept in double; float32 only; single-threaded.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/rnn.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -120,6 +122,97 @@ class RnnOp final : public ir::Op {
 
 KILN_REGISTER_OP("GRU", 7, ir::kMaxOpset, &GruOp::Create);
 KILN_REGISTER_OP("RNN", 7, ir::kMaxOpset, &RnnOp::Create);
+
+// Kernel cases (ops/op_cases.h) of GRU and RNN, after tests/kernels/onednn_kernels_test.cc
+// (GruAndRnnLoops) and src/diag/selftest_cases.cc: 5 steps of 7 inputs; each direction, both
+// layouts, both linear_before_reset forms, hidden sizes 6 and 21 (the loops' 8-wide gate vectors
+// and their tails), with and without B and initial_h, sequence_lens {5, 2, 0}, RNN's Tanh and
+// Relu, one or two outputs, weights constant or computed, a batch of 1; and what the loops decline
+// (clip, other activations), for the reference.
+struct RecurrentShape {
+  const char* direction;
+  int64_t layout, lbr;  // lbr: GRU's linear_before_reset
+  bool bias, h0;
+  const char* act;  // RNN: "" (Tanh by default), "Tanh" or "Relu"
+  bool lens;        // sequence_lens {5, 2, 0} (batch 3)
+  int64_t batch, h;
+  int outputs;
+  bool const_weights;
+};
+
+OpCase RecurrentCase(const std::string& op, const RecurrentShape& s, uint32_t seed) {
+  const int64_t seq = 5, in = 7, h = s.h, gates = op == "GRU" ? 3 : 1;
+  const int64_t dirs = std::string(s.direction) == "bidirectional" ? 2 : 1;
+  const Shape xs = s.layout ? Shape{s.batch, seq, in} : Shape{seq, s.batch, in};
+  const Shape ss = s.layout ? Shape{s.batch, dirs, h} : Shape{dirs, s.batch, h};
+  OpCase c(op + " " + s.direction + " layout " + std::to_string(s.layout) +
+               (op == "GRU" ? " linear_before_reset " + std::to_string(s.lbr) : "") + " batch " +
+               std::to_string(s.batch) + " H " + std::to_string(h) + (s.bias ? " B" : "") +
+               (s.lens ? " sequence_lens" : "") + (s.h0 ? " initial_h" : "") + (*s.act ? " " : "") +
+               s.act + ", " + std::to_string(s.outputs) +
+               (s.outputs == 1 ? " output" : " outputs") + (s.const_weights ? "" : ", W computed"),
+           14);
+  const bool w = s.const_weights;
+  c.inputs = {{CaseTensor(xs, seed), false},
+              {CaseTensor({dirs, gates * h, in}, seed + 1), w},
+              {CaseTensor({dirs, gates * h, h}, seed + 2), w},
+              {s.bias ? CaseTensor({dirs, 2 * gates * h}, seed + 3) : Tensor(), w},
+              {s.lens ? Tensor::FromVector<int32_t>({5, 2, 0}, {3}) : Tensor(), false},
+              {s.h0 ? CaseTensor(ss, seed + 4) : Tensor(), false}};
+  while (!c.inputs.back().value.defined()) c.inputs.pop_back();
+  c.Str("direction", s.direction).Int("hidden_size", h).Int("layout", s.layout);
+  c.Outputs(s.outputs);
+  if (op == "GRU") c.Int("linear_before_reset", s.lbr);
+  if (*s.act) {
+    c.attrs["activations"].type = ir::Attribute::Type::kStrings;
+    c.attrs["activations"].strings = std::vector<std::string>(dirs, s.act);
+  }
+  return c;
+}
+
+std::vector<OpCase> GruCases() {
+  const RecurrentShape shapes[] = {
+      {"bidirectional", 0, 0, true, true, "", false, 3, 21, 2, true},
+      {"forward", 1, 1, true, false, "", false, 3, 6, 2, false},
+      {"reverse", 0, 1, false, true, "", false, 3, 21, 2, true},
+      {"bidirectional", 1, 0, false, false, "", false, 3, 6, 2, true},
+      {"bidirectional", 0, 0, true, true, "", true, 3, 21, 2, true},
+      {"reverse", 1, 1, true, true, "", true, 3, 6, 2, false},
+      {"forward", 0, 0, true, false, "", false, 1, 6, 1, true},
+      {"bidirectional", 0, 1, true, true, "", false, 2, 6, 2, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 300;
+  for (const RecurrentShape& s : shapes) {
+    cases.push_back(RecurrentCase("GRU", s, seed));
+    seed += 5;
+  }
+  OpCase clip = RecurrentCase("GRU", shapes[1], seed).Float("clip", 0.5f);
+  clip.name += ", clip 0.5";
+  cases.push_back(std::move(clip));
+  return cases;
+}
+
+std::vector<OpCase> RnnCases() {
+  const RecurrentShape shapes[] = {
+      {"bidirectional", 0, 0, true, true, "", false, 3, 21, 2, true},
+      {"reverse", 1, 0, true, false, "Relu", false, 3, 6, 2, true},
+      {"forward", 0, 0, false, true, "Tanh", false, 3, 21, 2, false},
+      {"bidirectional", 1, 0, true, false, "Tanh", true, 3, 6, 2, true},
+      {"forward", 0, 0, true, true, "Relu", true, 3, 6, 1, true},
+      {"bidirectional", 0, 0, true, true, "", false, 2, 6, 2, true},
+      {"forward", 1, 0, true, true, "Sigmoid", false, 1, 6, 2, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 400;
+  for (const RecurrentShape& s : shapes) {
+    cases.push_back(RecurrentCase("RNN", s, seed));
+    seed += 5;
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "GRU", &GruCases);
+KILN_REGISTER_OP_CASES("", "RNN", &RnnCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -10,10 +10,13 @@
 // double; float32 only; single-threaded.
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/rnn.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -85,6 +88,82 @@ class LstmOp final : public ir::Op {
 };
 
 KILN_REGISTER_OP("LSTM", 7, ir::kMaxOpset, &LstmOp::Create);
+
+// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (LstmLoop) and
+// src/diag/selftest_cases.cc: 5 steps of 7 inputs; each direction, both layouts, hidden sizes 6
+// and 19 (cpu.lstm.loop's 8-wide gate vectors and their tails), with and without B, initial
+// states, peepholes and sequence_lens ({5, 2, 0}: a full row, a short one, an empty one), one to
+// three outputs, weights constant or computed, a batch of 1, LSTM-7; and what the loop declines
+// (clip, input_forget, other activations), for the reference.
+struct LstmShape {
+  const char* direction;
+  int64_t layout, batch, h;
+  bool bias;
+  std::vector<int32_t> lens;  // empty: no sequence_lens
+  bool h0, c0, peepholes;
+  int outputs;
+  bool const_weights;
+};
+
+OpCase LstmCase(const LstmShape& s, int opset, uint32_t seed) {
+  const int64_t seq = 5, in = 7, h = s.h;
+  const int64_t dirs = std::string(s.direction) == "bidirectional" ? 2 : 1;
+  const Shape xs = s.layout ? Shape{s.batch, seq, in} : Shape{seq, s.batch, in};
+  const Shape ss = s.layout ? Shape{s.batch, dirs, h} : Shape{dirs, s.batch, h};
+  OpCase c(std::string(s.direction) + " layout " + std::to_string(s.layout) + " batch " +
+               std::to_string(s.batch) + " H " + std::to_string(h) + (s.bias ? " B" : "") +
+               (s.lens.empty() ? "" : " sequence_lens") + (s.h0 ? " initial_h" : "") +
+               (s.c0 ? " initial_c" : "") + (s.peepholes ? " P" : "") + ", " +
+               std::to_string(s.outputs) + (s.outputs == 1 ? " output" : " outputs") +
+               (s.const_weights ? "" : ", W computed"),
+           opset);
+  const bool w = s.const_weights;
+  c.inputs = {
+      {CaseTensor(xs, seed), false},
+      {CaseTensor({dirs, 4 * h, in}, seed + 1), w},
+      {CaseTensor({dirs, 4 * h, h}, seed + 2), w},
+      {s.bias ? CaseTensor({dirs, 8 * h}, seed + 3) : Tensor(), w},
+      {s.lens.empty() ? Tensor()
+                      : Tensor::FromVector<int32_t>(s.lens, {static_cast<int64_t>(s.lens.size())}),
+       false},
+      {s.h0 ? CaseTensor(ss, seed + 4) : Tensor(), false},
+      {s.c0 ? CaseTensor(ss, seed + 5) : Tensor(), false},
+      {s.peepholes ? CaseTensor({dirs, 3 * h}, seed + 6) : Tensor(), w}};
+  while (!c.inputs.back().value.defined()) c.inputs.pop_back();
+  c.Str("direction", s.direction).Int("hidden_size", h).Outputs(s.outputs);
+  if (opset >= 14) c.Int("layout", s.layout);
+  return c;
+}
+
+std::vector<OpCase> LstmCases() {
+  const LstmShape shapes[] = {
+      {"bidirectional", 0, 3, 6, true, {}, true, true, true, 3, true},
+      {"bidirectional", 1, 3, 19, true, {5, 2, 0}, true, true, true, 3, false},
+      {"forward", 0, 1, 8, false, {}, false, false, false, 1, true},
+      {"reverse", 0, 3, 19, true, {3, 5, 1}, true, false, false, 2, true},
+      {"forward", 1, 2, 6, true, {}, false, true, false, 3, false},
+      {"bidirectional", 0, 2, 6, true, {}, true, true, false, 3, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 40;
+  for (const LstmShape& s : shapes) {
+    cases.push_back(LstmCase(s, 14, seed));
+    seed += 7;
+  }
+  cases.push_back(LstmCase(shapes[2], 7, seed));
+  cases.back().name = "LSTM-7 " + cases.back().name;
+  const LstmShape plain = {"forward", 0, 3, 6, true, {}, true, true, false, 3, true};
+  OpCase clip = LstmCase(plain, 14, seed + 7).Float("clip", 0.5f).Int("input_forget", 1);
+  clip.name += ", clip 0.5, input_forget";
+  cases.push_back(std::move(clip));
+  OpCase acts = LstmCase(plain, 14, seed + 14);
+  acts.attrs["activations"].type = ir::Attribute::Type::kStrings;
+  acts.attrs["activations"].strings = {"HardSigmoid", "Tanh", "Relu"};
+  acts.name += ", activations HardSigmoid Tanh Relu";
+  cases.push_back(std::move(acts));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "LSTM", &LstmCases);
 
 }  // namespace
 }  // namespace kiln::ops

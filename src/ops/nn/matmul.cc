@@ -15,6 +15,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace nn {
@@ -157,6 +158,48 @@ class MatMulOp : public Op {
 };
 
 KILN_REGISTER_OP("MatMul", 1, ir::kMaxOpset, &ir::MakeOp<MatMulOp>);
+
+// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc and
+// src/diag/selftest_cases.cc: a constant 2-D B (cpu.matmul.onednn prepacks it; A's leading dims
+// fold into M; N = 128 pads B's rows), M = 1, N = 1; two computed operands (cpu.matmul.batched,
+// cuBLAS): equal batch dims, batch dims broadcast either way (cuBLAS declines), ranks that differ,
+// a computed 2-D B, attention's Q x K^T; 1-D operands (the reference only).
+std::vector<OpCase> MatMulCases() {
+  struct Operands {
+    Shape a, b;
+    bool b_const;
+  };
+  const Operands shapes[] = {
+      {{6, 10}, {10, 12}, true},
+      {{2, 3, 6, 10}, {10, 12}, true},
+      {{3, 7, 40}, {40, 128}, true},
+      {{1, 1, 17}, {17, 5}, true},
+      {{3, 1, 7}, {7, 1}, true},
+      {{2, 3, 5, 8}, {2, 3, 8, 6}, false},
+      {{2, 1, 5, 8}, {1, 3, 8, 6}, false},
+      {{5, 8}, {4, 8, 7}, false},
+      {{4, 2, 5, 8}, {8, 3}, false},
+      {{1, 4, 33, 16}, {1, 4, 16, 33}, false},
+      {{8}, {8, 6}, true},
+      {{3, 5, 8}, {8}, false},
+      {{8}, {8}, false},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 40;
+  for (const Operands& o : shapes) {
+    OpCase c(ShapeToString(o.a) + " x " + ShapeToString(o.b) + (o.b_const ? " (constant)" : ""),
+             13);
+    c.In(CaseTensor(o.a, seed++));
+    Tensor b = CaseTensor(o.b, seed++);
+    if (o.b_const)
+      c.Const(b);
+    else
+      c.In(b);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "MatMul", &MatMulCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -25,6 +25,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -385,6 +386,90 @@ KILN_REGISTER_OP("GroupNormalization", 18, ir::kMaxOpset, &GroupNormalizationOp:
 // The same op under domain "kiln" (opset 1), for the graph optimizer's fusion of the decomposed
 // LayerNormalization that exporters write at opset <= 16 (src/passes/fuse_layernorm.cc).
 KILN_REGISTER_OP_DOMAIN("kiln", "LayerNormalization", 1, 1, &LayerNormalizationOp::Create);
+
+// Kernel cases (ops/op_cases.h).
+// BatchNormalization in inference, after tests/kernels/onednn_kernels_test.cc
+// (BatchNormalizationAffine): rank 2 to 5, a single channel, the parameters constant
+// (cpu.batchnormalization.channels folds them at Prepare) with var in [0.5, 1.5]; opset 9 and 15;
+// and what the kernel declines, for the reference: opset 6, training_mode 1, and opset 7's
+// per-activation parameters (spatial=0 exports).
+OpCase BatchNormCase(const std::string& name, int opset, const Shape& x, const Shape& params,
+                     uint32_t seed) {
+  OpCase c(name + " " + ShapeToString(x), opset);
+  c.In(CaseTensor(x, seed));
+  for (uint32_t i = 1; i <= 3; ++i) c.Const(CaseTensor(params, seed + i));
+  c.Const(CaseTensor(params, seed + 4, 0.5f, 1.5f));
+  return c.Float("epsilon", 1e-3f);
+}
+
+std::vector<OpCase> BatchNormalizationCases() {
+  std::vector<OpCase> cases;
+  uint32_t seed = 120;
+  for (const Shape& x :
+       std::vector<Shape>{{3, 7}, {2, 5, 9}, {2, 6, 5, 7}, {1, 4, 3, 2, 5}, {2, 1, 3, 1}}) {
+    cases.push_back(BatchNormCase("opset 15", 15, x, {x[1]}, seed));
+    seed += 5;
+  }
+  cases.push_back(BatchNormCase("opset 9", 9, {2, 6, 5, 7}, {6}, seed += 5));
+  cases.push_back(BatchNormCase("opset 6", 6, {2, 6, 5, 7}, {6}, seed += 5));
+  cases.push_back(BatchNormCase("opset 15 training_mode 1", 15, {2, 6, 5, 7}, {6}, seed += 5)
+                      .Int("training_mode", 1));
+  cases.push_back(
+      BatchNormCase("opset 7 per-activation parameters", 7, {2, 3, 2, 4}, {3, 2, 4}, seed += 5));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "BatchNormalization", &BatchNormalizationCases);
+
+// LayerNormalization, after tests/kernels/onednn_kernels_test.cc (LayerNormalization) and
+// src/diag/selftest_cases.cc: axis -1, 1 and 0 (the normalized dims flattened), Scale and B with
+// exactly the normalized dims (as the kernels need them), without B, a size-1 dim, a 768-wide
+// row (vector paths and tails), epsilon. ONNX's node only: a Scale broadcast over the normalized
+// dims (cpu.layernormalization.onednn declines it), and the Mean and InvStdDev outputs (every
+// fast kernel declines them).
+std::vector<OpCase> LayerNormShapeCases(int opset) {
+  struct Ln {
+    Shape x;
+    int64_t axis;
+    bool bias;
+  };
+  const Ln shapes[] = {{{2, 5, 48}, -1, true},
+                       {{3, 4, 10}, 1, true},
+                       {{3, 1, 7}, 0, true},
+                       {{3, 1, 7}, -1, false},
+                       {{4, 768}, -1, true}};
+  std::vector<OpCase> cases;
+  uint32_t seed = 160;
+  for (const Ln& l : shapes) {
+    const int64_t axis = l.axis < 0 ? l.axis + static_cast<int64_t>(l.x.size()) : l.axis;
+    const Shape inner(l.x.begin() + axis, l.x.end());
+    OpCase c(ShapeToString(l.x) + " axis " + std::to_string(l.axis) + (l.bias ? "" : " no B"),
+             opset);
+    c.In(CaseTensor(l.x, seed, -2.f, 2.f)).Const(CaseTensor(inner, seed + 1));
+    if (l.bias) c.Const(CaseTensor(inner, seed + 2));
+    c.Int("axis", l.axis).Float("epsilon", l.x[0] == 4 ? 1e-12f : 1e-5f);
+    cases.push_back(std::move(c));
+    seed += 3;
+  }
+  return cases;
+}
+
+std::vector<OpCase> LayerNormalizationCases() {
+  std::vector<OpCase> cases = LayerNormShapeCases(17);
+  cases.push_back(OpCase("[2,3,5] axis 1, Scale and B [5] broadcast", 17)
+                      .In(CaseTensor({2, 3, 5}, 180))
+                      .Const(CaseTensor({5}, 181))
+                      .Const(CaseTensor({5}, 182))
+                      .Int("axis", 1));
+  cases.push_back(OpCase("[2,5,9] axis -1 with Mean and InvStdDev", 17)
+                      .In(CaseTensor({2, 5, 9}, 183))
+                      .Const(CaseTensor({9}, 184))
+                      .Const(CaseTensor({9}, 185))
+                      .Outputs(3));
+  return cases;
+}
+std::vector<OpCase> KilnLayerNormalizationCases() { return LayerNormShapeCases(1); }
+KILN_REGISTER_OP_CASES("", "LayerNormalization", &LayerNormalizationCases);
+KILN_REGISTER_OP_CASES("kiln", "LayerNormalization", &KilnLayerNormalizationCases);
 
 }  // namespace
 }  // namespace kiln::ops

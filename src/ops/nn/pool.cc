@@ -25,6 +25,7 @@
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
+#include "ops/op_cases.h"
 
 namespace kiln::ops {
 namespace {
@@ -353,6 +354,124 @@ KILN_REGISTER_OP("MaxPool", 1, ir::kMaxOpset, &MaxPoolOp::Create);
 KILN_REGISTER_OP("AveragePool", 1, ir::kMaxOpset, &AveragePoolOp::Create);
 KILN_REGISTER_OP("GlobalMaxPool", 1, ir::kMaxOpset, &ir::MakeOp<GlobalPoolOp<true>>);
 KILN_REGISTER_OP("GlobalAveragePool", 1, ir::kMaxOpset, &ir::MakeOp<GlobalPoolOp<false>>);
+
+// Kernel cases (ops/op_cases.h), after src/diag/selftest_cases.cc and
+// tests/kernels/onednn_kernels_test.cc (PoolsOnBlockedInput, PoolsOnPlainInput,
+// ChannelScaleAndGlobalAverage): windows with strides, symmetric and asymmetric pads, ceil_mode
+// (also where the last window would start in the end padding, which ceil_mode then drops),
+// auto_pad, 1-D and 3-D, channel counts off the vector width, size-1 dims.
+struct PoolShape {
+  Shape x;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceil_mode;
+  const char* auto_pad;
+};
+
+OpCase PoolCase(const std::string& op, const PoolShape& p, int opset, uint32_t seed) {
+  OpCase c(op + " x" + ShapeToString(p.x) + " kernel " + ShapeToString(p.kernel) +
+               (p.strides.empty() ? "" : " strides " + ShapeToString(p.strides)) +
+               (p.pads.empty() ? "" : " pads " + ShapeToString(p.pads)) +
+               (p.dilations.empty() ? "" : " dilations " + ShapeToString(p.dilations)) +
+               (p.ceil_mode ? " ceil_mode" : "") + (*p.auto_pad ? " " : "") + p.auto_pad,
+           opset);
+  c.In(CaseTensor(p.x, seed)).Ints("kernel_shape", p.kernel);
+  if (!p.strides.empty()) c.Ints("strides", p.strides);
+  if (!p.pads.empty()) c.Ints("pads", p.pads);
+  if (!p.dilations.empty()) c.Ints("dilations", p.dilations);
+  if (p.ceil_mode) c.Int("ceil_mode", 1);
+  if (*p.auto_pad) c.Str("auto_pad", p.auto_pad);
+  return c;
+}
+
+// MaxPool-12: also dilations, int8 and uint8 (QDQ models; oneDNN pools them), and the Indices
+// output and storage_order 1 (the kernels decline: the reference only).
+std::vector<OpCase> MaxPoolCases() {
+  const PoolShape shapes[] = {
+      {{2, 3, 13, 13}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, ""},
+      {{2, 3, 9, 9}, {2, 2}, {2, 2}, {}, {}, true, ""},
+      {{2, 16, 11, 13}, {3, 3}, {2, 2}, {1, 0, 1, 0}, {}, false, ""},
+      {{2, 16, 11, 13}, {3, 3}, {2, 2}, {1, 0, 1, 0}, {}, true, ""},
+      {{2, 5, 17}, {3}, {2}, {1, 1}, {}, false, ""},
+      {{1, 12, 11, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, ""},
+      {{1, 3, 6, 7, 5}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {}, false, ""},
+      {{1, 4, 11, 10}, {3, 3}, {1, 2}, {}, {2, 2}, false, ""},
+      {{1, 3, 10, 9}, {3, 3}, {2, 2}, {}, {}, false, "SAME_UPPER"},
+      {{1, 3, 10, 9}, {2, 3}, {2, 2}, {}, {}, false, "SAME_LOWER"},
+      {{1, 1, 1, 7}, {1, 3}, {}, {}, {}, false, ""},
+      {{1, 2, 5, 5}, {2, 2}, {2, 2}, {1, 1, 1, 1}, {}, true, ""},
+      {{1, 3, 8, 6}, {3, 2}, {3, 2}, {0, 1, 2, 0}, {}, true, ""},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 60;
+  for (const PoolShape& p : shapes) cases.push_back(PoolCase("MaxPool", p, 12, seed++));
+  const PoolShape q = {{1, 5, 9, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, ""};
+  for (DataType t : {DataType::kInt8, DataType::kUInt8}) {
+    OpCase c = PoolCase("MaxPool", q, 12, seed++);
+    c.name += t == DataType::kInt8 ? " int8" : " uint8";
+    c.inputs[0].value = t == DataType::kInt8 ? CaseInts(t, q.x, seed++, -128, 127)
+                                             : CaseInts(t, q.x, seed++, 0, 255);
+    cases.push_back(std::move(c));
+  }
+  OpCase indices = PoolCase("MaxPool", q, 12, seed++).Outputs(2);
+  indices.name += " with Indices";
+  cases.push_back(indices);
+  indices.name += ", storage_order 1";
+  cases.push_back(indices.Int("storage_order", 1));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "MaxPool", &MaxPoolCases);
+
+// AveragePool-11 with and without count_include_pad; ceil_mode (oneDNN declines it: its divisor
+// at the border differs; CUDA runs it); AveragePool-19's dilations (the reference only).
+std::vector<OpCase> AveragePoolCases() {
+  struct Avg {
+    PoolShape p;
+    bool count_include_pad;
+  };
+  const Avg shapes[] = {
+      {{{2, 3, 12, 12}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, ""}, false},
+      {{{2, 3, 12, 12}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, ""}, true},
+      {{{2, 16, 11, 13}, {3, 2}, {}, {1, 1, 1, 1}, {}, false, ""}, false},
+      {{{2, 16, 11, 13}, {3, 2}, {}, {1, 1, 1, 1}, {}, false, ""}, true},
+      {{{1, 4, 9, 8}, {3, 3}, {2, 1}, {0, 1, 2, 0}, {}, false, ""}, true},
+      {{{2, 5, 17}, {3}, {2}, {1, 1}, {}, false, ""}, false},
+      {{{1, 12, 11, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {}, false, ""}, true},
+      {{{1, 3, 6, 7, 5}, {3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {}, false, ""}, false},
+      {{{1, 3, 10, 9}, {3, 3}, {2, 2}, {}, {}, false, "SAME_UPPER"}, false},
+      {{{1, 3, 10, 9}, {2, 2}, {2, 2}, {}, {}, false, "SAME_LOWER"}, true},
+      {{{1, 1, 1, 7}, {1, 3}, {}, {0, 1, 0, 1}, {}, false, ""}, false},
+      {{{1, 2, 5, 5}, {2, 2}, {2, 2}, {1, 1, 1, 1}, {}, true, ""}, true},
+      {{{1, 3, 8, 6}, {3, 2}, {3, 2}, {0, 1, 2, 0}, {}, true, ""}, false},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 90;
+  for (const Avg& a : shapes) {
+    OpCase c = PoolCase("AveragePool", a.p, 11, seed++);
+    if (a.count_include_pad) {
+      c.Int("count_include_pad", 1);
+      c.name += " count_include_pad";
+    }
+    cases.push_back(std::move(c));
+  }
+  const PoolShape dilated = {{1, 2, 9, 9}, {2, 2}, {1, 1}, {1, 1, 1, 1}, {2, 2}, false, ""};
+  cases.push_back(PoolCase("AveragePool", dilated, 19, seed++));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "AveragePool", &AveragePoolCases);
+
+// Global pools: 1-D to 3-D, channel counts off the vector width, a [1,1,1,1] input.
+std::vector<OpCase> GlobalPoolCases(const std::string& op) {
+  std::vector<OpCase> cases;
+  uint32_t seed = op == "GlobalMaxPool" ? 120 : 130;
+  for (const Shape& s : std::vector<Shape>{
+           {2, 5, 7, 7}, {2, 19, 12, 12}, {3, 7, 9, 11}, {2, 5, 17}, {1, 6, 3, 4, 5}, {1, 1, 1, 1}})
+    cases.push_back(OpCase(op + " " + ShapeToString(s), 1).In(CaseTensor(s, seed++)));
+  return cases;
+}
+std::vector<OpCase> GlobalMaxPoolCases() { return GlobalPoolCases("GlobalMaxPool"); }
+std::vector<OpCase> GlobalAveragePoolCases() { return GlobalPoolCases("GlobalAveragePool"); }
+KILN_REGISTER_OP_CASES("", "GlobalMaxPool", &GlobalMaxPoolCases);
+KILN_REGISTER_OP_CASES("", "GlobalAveragePool", &GlobalAveragePoolCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -14,10 +14,13 @@
 // Reference kernel: the DequantizeLinear, Add, Relu and QuantizeLinear reference arithmetic in
 // float32, element by element: the result of the unfused QDQ graph, bit for bit.
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ops/activation.h"
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::ops {
@@ -92,6 +95,59 @@ class QAddOp : public Op {
 };
 
 KILN_REGISTER_OP_DOMAIN("kiln", "QAdd", 1, 1, &QAddOp::Create);
+
+// Kernel cases (ops/op_cases.h) for cpu.qadd.loop: all eight uint8/int8 combinations of A, B and
+// Y, zero points present and omitted (Y's is required), with and without Relu, odd and size-1
+// dims and a size above the loop's threading grain (16384). Even combinations use power-of-two
+// scales, so the sums land exactly on half steps of y_scale (ties: half to even); the others
+// ONNX Runtime-like scales, one with a small y_scale (most sums saturate).
+template <typename T>
+Tensor Scalar(T v) {
+  return Tensor::FromVector<T>({v}, {});
+}
+
+Tensor EightBit(bool u8, const Shape& shape, uint32_t seed) {
+  return u8 ? CaseInts(DataType::kUInt8, shape, seed, 0, 255)
+            : CaseInts(DataType::kInt8, shape, seed, -128, 127);
+}
+
+Tensor ZeroPoint(bool u8, int u8_value, int s8_value) {
+  return u8 ? Scalar(static_cast<uint8_t>(u8_value)) : Scalar(static_cast<int8_t>(s8_value));
+}
+
+std::vector<OpCase> QAddCases() {
+  const std::vector<Shape> shapes = {{3, 1, 7},    {2, 16, 9, 11},   {1, 1, 1, 1},
+                                     {2, 5, 1, 3}, {1, 3, 130, 129}, {7},
+                                     {2, 8, 6, 6}, {1, 1, 13}};
+  std::vector<OpCase> cases;
+  for (int i = 0; i < 8; ++i) {
+    const bool a_u8 = i & 4, b_u8 = i & 2, y_u8 = i & 1;
+    const bool ties = i % 2 == 0, relu = i % 3 == 1, a_zero = i % 2 == 0, b_zero = i % 3 != 0;
+    const float sa = ties ? 0.25f : 0.031f, sb = ties ? 0.125f : 0.017f;
+    const float sy = ties ? 0.5f : i == 3 ? 0.004f : 0.043f;
+    const Shape& s = shapes[i];
+    OpCase c(std::string(a_u8 ? "u8" : "s8") + " + " + (b_u8 ? "u8" : "s8") + " -> " +
+                 (y_u8 ? "u8 " : "s8 ") + ShapeToString(s) + (a_zero ? " a_zp" : "") +
+                 (b_zero ? " b_zp" : "") + (relu ? " relu" : "") + (ties ? " ties" : "") +
+                 (i == 3 ? " saturated" : ""),
+             1);
+    c.In(EightBit(a_u8, s, 100 + i)).Const(Scalar(sa));
+    if (a_zero)
+      c.Const(ZeroPoint(a_u8, 100, 16));
+    else
+      c.Omitted();
+    c.In(EightBit(b_u8, s, 200 + i)).Const(Scalar(sb));
+    if (b_zero)
+      c.Const(ZeroPoint(b_u8, 77, -128));
+    else
+      c.Omitted();
+    c.Const(Scalar(sy)).Const(ZeroPoint(y_u8, i == 1 ? 0 : 128, i == 0 ? 0 : -5));
+    if (relu) c.Str("activation", "Relu");
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("kiln", "QAdd", &QAddCases);
 
 }  // namespace
 }  // namespace kiln::ops

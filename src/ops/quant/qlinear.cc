@@ -13,12 +13,14 @@
 // column of B). Limits: those of Conv (1 to 3 spatial dims); uint8/int8 operands.
 #include <cmath>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/conv.h"
 #include "ops/nn/matmul.h"
+#include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::ops {
@@ -248,6 +250,135 @@ KILN_REGISTER_OP("QLinearConv", 10, ir::kMaxOpset, &QLinearConvOp::CreateQLinear
 KILN_REGISTER_OP("ConvInteger", 10, ir::kMaxOpset, &QLinearConvOp::CreateInteger);
 KILN_REGISTER_OP("QLinearMatMul", 10, ir::kMaxOpset, &QLinearMatMulOp::CreateQLinear);
 KILN_REGISTER_OP("MatMulInteger", 10, ir::kMaxOpset, &QLinearMatMulOp::CreateInteger);
+
+// Kernel cases (ops/op_cases.h) of ConvInteger and MatMulInteger: full-range 8-bit values, so a
+// 16-bit sum of products that saturates (oneDNN without VNNI) shows; int32 outputs, compared
+// exactly. The weights and their zero point are constants (the oneDNN kernels fold and split
+// them at Prepare); the input's zero point is an input (DynamicQuantizeLinear's, at run time).
+
+// Full-range values of an 8-bit type.
+Tensor Full8Bit(DataType t, const Shape& s, uint32_t seed) {
+  return t == DataType::kUInt8 ? CaseInts(t, s, seed, 0, 255) : CaseInts(t, s, seed, -128, 127);
+}
+
+// After tests/kernels/onednn_kernels_test.cc (ConvIntegerIsExact): ONNX Runtime's
+// quantize_dynamic form (uint8 X with its zero point, int8 W), int8 X with and without a zero
+// point, uint8 W with a per-channel zero point, groups, strides, asymmetric pads, dilation, 1-D,
+// depthwise (one weight part for int8 W; uint8 W without a zero point split), a 3-D conv.
+std::vector<OpCase> ConvIntegerCases() {
+  struct IntConv {
+    DataType x, w;
+    bool x_zero;
+    int w_zero;  // -1: none; -2: per output channel
+    Shape xs, ws;
+    int64_t group, stride, dilation;
+    std::vector<int64_t> pads;
+  };
+  const DataType u8 = DataType::kUInt8, i8 = DataType::kInt8;
+  const IntConv shapes[] = {
+      {u8, i8, true, -1, {2, 70, 9, 7}, {6, 70, 3, 3}, 1, 1, 1, {1, 1, 1, 1}},
+      {i8, u8, true, -2, {1, 8, 10, 11}, {6, 4, 3, 2}, 2, 2, 1, {0, 1, 2, 0}},
+      {i8, i8, false, -1, {1, 9, 6, 6}, {5, 9, 1, 1}, 1, 1, 1, {0, 0, 0, 0}},
+      {u8, i8, true, 3, {1, 5, 13}, {4, 5, 3}, 1, 1, 2, {2, 1}},
+      {u8, i8, true, -1, {1, 16, 8, 8}, {16, 1, 3, 3}, 16, 1, 1, {1, 1, 1, 1}},
+      {u8, u8, true, -1, {1, 16, 8, 8}, {16, 1, 3, 3}, 16, 2, 1, {1, 1, 1, 1}},
+      {u8, i8, false, 5, {1, 3, 4, 5, 3}, {2, 3, 2, 3, 2}, 1, 1, 1, {0, 1, 0, 1, 0, 1}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 900;
+  for (const IntConv& k : shapes) {
+    const size_t spatial = k.xs.size() - 2;
+    OpCase c(std::string(k.x == u8 ? "uint8" : "int8") + " x" + ShapeToString(k.xs) +
+                 (k.x_zero ? " with zero point, " : ", ") + (k.w == u8 ? "uint8" : "int8") + " w" +
+                 ShapeToString(k.ws) +
+                 (k.w_zero == -2  ? " zero point per channel"
+                  : k.w_zero >= 0 ? " zero point " + std::to_string(k.w_zero)
+                                  : "") +
+                 " group " + std::to_string(k.group) + " stride " + std::to_string(k.stride) +
+                 " dilation " + std::to_string(k.dilation) + " pads " + ShapeToString(k.pads),
+             10);
+    c.In(Full8Bit(k.x, k.xs, seed)).Const(Full8Bit(k.w, k.ws, seed + 1));
+    if (k.x_zero)
+      c.In(Full8Bit(k.x, {}, seed + 2));
+    else if (k.w_zero != -1)
+      c.Omitted();
+    if (k.w_zero == -2) c.Const(Full8Bit(k.w, {k.ws[0]}, seed + 3));
+    if (k.w_zero >= 0) c.Const(CaseInts(k.w, {}, seed, k.w_zero, k.w_zero));
+    c.Int("group", k.group)
+        .Ints("strides", std::vector<int64_t>(spatial, k.stride))
+        .Ints("dilations", std::vector<int64_t>(spatial, k.dilation))
+        .Ints("pads", k.pads);
+    cases.push_back(std::move(c));
+    seed += 4;
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "ConvInteger", &ConvIntegerCases);
+
+// B [k, n] of type t as trained weights under a per-tensor scale: within +-60 of the zero point
+// (0, or 128 for uint8) but for 3 % of full-range values.
+Tensor TrainedWeights(DataType t, int64_t k, int64_t n, uint32_t seed) {
+  Tensor b = Full8Bit(t, {k, n}, seed);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> percent(0, 99), near(-60, 60);
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    if (percent(rng) < 3) continue;
+    if (t == DataType::kUInt8)
+      b.data<uint8_t>()[i] = static_cast<uint8_t>(near(rng) + 128);
+    else
+      b.data<int8_t>()[i] = static_cast<int8_t>(near(rng));
+  }
+  return b;
+}
+
+// After tests/kernels/onednn_kernels_test.cc (MatMulIntegerIsExact): uint8 A with a zero point
+// and int8 B (quantize_dynamic's form), int8 A, b_zero_point per column, uint8 B with and without
+// a zero point (2 and 4 weight parts without VNNI), trained weights (without VNNI: clamped weights
+// plus the sparse correction, 10 rows of A: a block of 8 and a partial one; 150 rows: two rounds
+// of blocks), no zero points, a 2-D A; a_zero_point per row (the reference only).
+std::vector<OpCase> MatMulIntegerCases() {
+  struct IntMatMul {
+    DataType a, b;
+    int a_zero;  // -1: none; -2: per row of A; else an input scalar
+    int b_zero;  // -1: none; -2: per column
+    bool trained;
+    Shape as;
+  };
+  const DataType u8 = DataType::kUInt8, i8 = DataType::kInt8;
+  const int64_t k = 70, n = 33;
+  const IntMatMul shapes[] = {
+      {u8, i8, 0, -1, false, {2, 5, k}}, {i8, i8, 0, -2, false, {2, 5, k}},
+      {u8, u8, 0, -1, false, {2, 5, k}}, {u8, u8, 0, 128, false, {2, 5, k}},
+      {i8, u8, 0, -2, false, {2, 5, k}}, {u8, i8, 0, -1, true, {2, 5, k}},
+      {i8, u8, 0, 128, true, {2, 5, k}}, {u8, i8, 0, -1, true, {30, 5, k}},
+      {u8, i8, -1, -1, false, {7, k}},   {u8, i8, -2, -1, false, {7, k}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 950;
+  for (const IntMatMul& m : shapes) {
+    OpCase c(std::string(m.a == u8 ? "uint8" : "int8") + " A" + ShapeToString(m.as) +
+                 (m.a_zero == -2  ? " zero point per row"
+                  : m.a_zero >= 0 ? " with zero point"
+                                  : "") +
+                 ", " + (m.b == u8 ? "uint8" : "int8") + " B[70,33]" +
+                 (m.b_zero == -2  ? " zero point per column"
+                  : m.b_zero >= 0 ? " zero point " + std::to_string(m.b_zero)
+                                  : "") +
+                 (m.trained ? " trained" : ""),
+             10);
+    c.In(Full8Bit(m.a, m.as, seed));
+    c.Const(m.trained ? TrainedWeights(m.b, k, n, seed + 1) : Full8Bit(m.b, {k, n}, seed + 1));
+    if (m.a_zero >= 0) c.In(Full8Bit(m.a, {}, seed + 2));
+    if (m.a_zero == -2) c.In(Full8Bit(m.a, {m.as[m.as.size() - 2]}, seed + 2));
+    if (m.a_zero == -1 && m.b_zero != -1) c.Omitted();
+    if (m.b_zero == -2) c.Const(Full8Bit(m.b, {n}, seed + 3));
+    if (m.b_zero >= 0) c.Const(CaseInts(m.b, {}, seed, m.b_zero, m.b_zero));
+    cases.push_back(std::move(c));
+    seed += 4;
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "MatMulInteger", &MatMulIntegerCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -13,9 +13,12 @@
 // 19, is refused; float16 models are lowered to float32 first, passes/lower_float16.cc).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <vector>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::ops {
@@ -237,6 +240,145 @@ class DynamicQuantizeLinearOp : public Op {
 KILN_REGISTER_OP("QuantizeLinear", 10, ir::kMaxOpset, &QuantizeLinearOp::Create);
 KILN_REGISTER_OP("DequantizeLinear", 10, ir::kMaxOpset, &DequantizeLinearOp::Create);
 KILN_REGISTER_OP("DynamicQuantizeLinear", 11, ir::kMaxOpset, &ir::MakeOp<DynamicQuantizeLinearOp>);
+
+// Kernel cases (ops/op_cases.h). QuantizeLinear's input: seeded values over +-`span` steps of
+// `scale` (past the 8-bit range when span > 255: saturation at both ends), every third one an exact
+// tie (k + 0.5) * scale (x / scale is exactly k + 0.5 for a power-of-two scale: half to even).
+Tensor QuantInput(const Shape& shape, uint32_t seed, float scale, float span) {
+  Tensor x = CaseTensor(shape, seed, -span * scale, span * scale);
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); i += 3)
+    p[i] = (static_cast<float>(i % 41) - 20.5f + static_cast<float>((i / 41) % 9) * 29.f) * scale;
+  return x;
+}
+
+// NaN (the zero point) and infinities (saturated) at the start of `x`.
+Tensor WithSpecials(Tensor x) {
+  float* p = x.data<float>();
+  p[1] = std::nanf("");
+  p[2] = std::numeric_limits<float>::infinity();
+  p[4] = -std::numeric_limits<float>::infinity();
+  return x;
+}
+
+template <typename T>
+Tensor Scalar(T v, const Shape& shape = {}) {
+  return Tensor::FromVector<T>({v}, shape);
+}
+
+// Per tensor (cpu.quantizelinear.loop): uint8 and int8 with zero points, uint8 and int8 (opset 21's
+// output_dtype) without, scalar and [1] scales, ties, saturation, NaN and infinities, a size above
+// the loop's threading grain (16384).
+std::vector<OpCase> QuantizePerTensorCases() {
+  std::vector<OpCase> c;
+  c.push_back(OpCase("uint8 zp 117 [2,3,1,17] ties, saturation", 13)
+                  .In(QuantInput({2, 3, 1, 17}, 1, 0.0625f, 300.f))
+                  .Const(Scalar(0.0625f))
+                  .Const(Scalar<uint8_t>(117)));
+  c.push_back(OpCase("int8 zp -3 [3,1,7] NaN, inf, saturation", 13)
+                  .In(WithSpecials(QuantInput({3, 1, 7}, 2, 0.0371f, 200.f)))
+                  .Const(Scalar(0.0371f, {1}))
+                  .Const(Scalar<int8_t>(-3, {1})));
+  c.push_back(OpCase("uint8 no zero point, opset 10 [5,1,9] ties", 10)
+                  .In(QuantInput({5, 1, 9}, 3, 0.5f, 150.f))
+                  .Const(Scalar(0.5f)));
+  c.push_back(OpCase("int8 by output_dtype, no zero point [1,1,1,33] ties", 21)
+                  .In(WithSpecials(QuantInput({1, 1, 1, 33}, 4, 0.25f, 180.f)))
+                  .Const(Scalar(0.25f, {1}))
+                  .Int("output_dtype", static_cast<int64_t>(DataType::kInt8)));
+  c.push_back(OpCase("uint8 zp 0 [1,3,130,129] threaded", 13)
+                  .In(QuantInput({1, 3, 130, 129}, 5, 0.02f, 270.f))
+                  .Const(Scalar(0.02f))
+                  .Const(Scalar<uint8_t>(0)));
+  c.push_back(OpCase("int8 zp 127 [4,1,3,3] size-1 axis, scale [1] and zp [1] on axis 1", 13)
+                  .In(QuantInput({4, 1, 3, 3}, 6, 0.125f, 260.f))
+                  .Const(Scalar(0.125f, {1}))
+                  .Const(Scalar<int8_t>(127, {1})));
+  return c;
+}
+
+// Per channel: axis 1 (cpu.quantizelinear.channels) with uint8 and int8 zero points, axis -1 of a
+// rank-2 X (the same axis), a size above the grain; axis 2 and a uint16 output (reference only).
+std::vector<OpCase> QuantizePerChannelCases() {
+  std::vector<OpCase> c;
+  c.push_back(OpCase("uint8 axis 1 [2,5,3,7] per-channel zp, ties, NaN", 13)
+                  .In(WithSpecials(QuantInput({2, 5, 3, 7}, 11, 0.125f, 200.f)))
+                  .Const(CaseFloats({0.125f, 0.0371f, 0.5f, 0.01f, 0.25f}, {5}))
+                  .Const(Tensor::FromVector<uint8_t>({0, 17, 128, 200, 255}, {5})));
+  c.push_back(OpCase("int8 axis -1 [3,5] rank 2", 13)
+                  .In(QuantInput({3, 5}, 12, 0.0625f, 160.f))
+                  .Const(CaseFloats({0.0625f, 0.02f, 0.25f, 0.0371f, 1.f}, {5}))
+                  .Const(Tensor::FromVector<int8_t>({0, -128, 5, 127, -7}, {5}))
+                  .Int("axis", -1));
+  c.push_back(OpCase("int8 axis 1 [1,7,65,67] threaded", 19)
+                  .In(QuantInput({1, 7, 65, 67}, 13, 0.03f, 150.f))
+                  .Const(CaseFloats({0.03f, 0.015f, 0.0625f, 0.03f, 0.007f, 0.5f, 0.03f}, {7}))
+                  .Const(Tensor::FromVector<int8_t>({0, 1, -1, 64, -64, 0, 3}, {7}))
+                  .Int("axis", 1));
+  c.push_back(OpCase("uint8 axis 2 [2,3,4,5] (reference)", 13)
+                  .In(QuantInput({2, 3, 4, 5}, 14, 0.0625f, 200.f))
+                  .Const(CaseFloats({0.0625f, 0.02f, 0.25f, 0.0371f}, {4}))
+                  .Const(Tensor::FromVector<uint8_t>({0, 100, 128, 255}, {4}))
+                  .Int("axis", 2));
+  Tensor z16 = Tensor::Empty(DataType::kUInt16, {});
+  z16.data<uint16_t>()[0] = 30000;
+  c.push_back(OpCase("uint16 zp 30000 [3,1,7] (reference)", 13)
+                  .In(QuantInput({3, 1, 7}, 15, 0.5f, 70000.f))
+                  .Const(Scalar(0.5f))
+                  .Const(z16));
+  return c;
+}
+
+std::vector<OpCase> QuantizeCases() {
+  std::vector<OpCase> c = QuantizePerTensorCases();
+  for (OpCase& x : QuantizePerChannelCases()) c.push_back(std::move(x));
+  return c;
+}
+KILN_REGISTER_OP_CASES("", "QuantizeLinear", &QuantizeCases);
+
+// DequantizeLinear (cpu.dequantizelinear.loop per tensor): uint8 and int8 over their whole range,
+// with and without zero points, scalar and [1] scales, a threaded size; per axis on the reference.
+std::vector<OpCase> DequantizeCases() {
+  std::vector<OpCase> c;
+  c.push_back(OpCase("uint8 zp 117 [2,3,1,17]", 13)
+                  .In(CaseInts(DataType::kUInt8, {2, 3, 1, 17}, 21, 0, 255))
+                  .Const(Scalar(0.0371f))
+                  .Const(Scalar<uint8_t>(117)));
+  c.push_back(OpCase("int8 zp -3 [3,1,7], scale [1]", 13)
+                  .In(CaseInts(DataType::kInt8, {3, 1, 7}, 22, -128, 127))
+                  .Const(Scalar(0.5f, {1}))
+                  .Const(Scalar<int8_t>(-3, {1})));
+  c.push_back(OpCase("int8 no zero point, opset 10 [5,1,9]", 10)
+                  .In(CaseInts(DataType::kInt8, {5, 1, 9}, 23, -128, 127))
+                  .Const(Scalar(0.0625f)));
+  c.push_back(OpCase("uint8 no zero point [1,1,1,33]", 19)
+                  .In(CaseInts(DataType::kUInt8, {1, 1, 1, 33}, 24, 0, 255))
+                  .Const(Scalar(0.02f)));
+  c.push_back(OpCase("uint8 zp 128 [1,3,130,129] threaded", 13)
+                  .In(CaseInts(DataType::kUInt8, {1, 3, 130, 129}, 25, 0, 255))
+                  .Const(Scalar(0.013f))
+                  .Const(Scalar<uint8_t>(128)));
+  c.push_back(OpCase("int8 axis 1 [2,5,3,7] (reference)", 13)
+                  .In(CaseInts(DataType::kInt8, {2, 5, 3, 7}, 26, -128, 127))
+                  .Const(CaseFloats({0.125f, 0.0371f, 0.5f, 0.01f, 0.25f}, {5}))
+                  .Const(Tensor::FromVector<int8_t>({0, -128, 5, 127, -7}, {5})));
+  return c;
+}
+KILN_REGISTER_OP_CASES("", "DequantizeLinear", &DequantizeCases);
+
+// DynamicQuantizeLinear (cpu.dynamicquantizelinear.loop): mixed signs, only positive, only
+// negative, all zeros (scale 0), and a NaN in an input of two threaded range chunks (32768).
+std::vector<OpCase> DynamicQuantizeCases() {
+  Tensor nan = CaseTensor({1, 3, 130, 129}, 35, -3.f, 5.f);
+  nan.data<float>()[40000] = std::nanf("");
+  return {
+      OpCase("mixed [3,1,7]", 11).In(CaseTensor({3, 1, 7}, 31, -2.f, 3.f)).Outputs(3),
+      OpCase("positive [2,16,9,11]", 11).In(CaseTensor({2, 16, 9, 11}, 32, 0.5f, 4.f)).Outputs(3),
+      OpCase("negative [7,1,1]", 11).In(CaseTensor({7, 1, 1}, 33, -6.f, -0.1f)).Outputs(3),
+      OpCase("zeros [5,1,3]", 11).In(CaseFloats(std::vector<float>(15, 0.f), {5, 1, 3})).Outputs(3),
+      OpCase("NaN, two chunks [1,3,130,129]", 11).In(nan).Outputs(3)};
+}
+KILN_REGISTER_OP_CASES("", "DynamicQuantizeLinear", &DynamicQuantizeCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -21,6 +21,8 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
+#include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
 namespace {
@@ -312,6 +314,87 @@ KILN_REDUCE_OP(ReduceL2, kL2);
 KILN_REDUCE_OP(ReduceLogSum, kLogSum);
 KILN_REDUCE_OP(ReduceLogSumExp, kLogSumExp);
 KILN_REDUCE_OP(ReduceSumSquare, kSumSquare);
+
+// Kernel cases (ops/op_cases.h). cuda.<reduce>.kernel takes float32 up to rank 6 with the axes
+// attribute or a constant int64 axes input; other dtypes run on the reference only. Axes
+// trailing (global pooling), leading, non-contiguous, negative, single size-1, all and none
+// (everything, or with noop_with_empty_axes a copy), keepdims 0 and 1; axes as the attribute
+// (opset 13, 11, 1) and the input (ReduceSum-13, Reduce*-18). LogSum gets positive inputs.
+std::vector<OpCase> ReduceCasesFor(const std::string& op, ReduceKind kind) {
+  struct Spec {
+    Shape x;
+    std::vector<int64_t> axes;  // empty: none given
+    int64_t keepdims;
+    int opset = 13;
+  };
+  const std::vector<Spec> specs = {
+      {{2, 3, 4, 5}, {2, 3}, 1},
+      {{2, 3, 4, 5}, {1}, 0},
+      {{2, 3, 4, 5}, {0, 2}, 0},
+      {{2, 3, 4, 5}, {-1}, 1},
+      {{2, 3, 4, 5}, {0, 1, 2, 3}, 0},
+      {{2, 3, 4, 5}, {}, 1},
+      {{3, 1, 7}, {1}, 0},
+      {{2, 16, 9, 11}, {2, 3}, 1},
+      {{1, 3, 130, 129}, {1}, 1},
+      {{2, 1, 3, 1, 4, 5}, {1, 3, 5}, 0},
+      {{3, 1, 7}, {-3, 2}, 1, 18},
+      {{2, 16, 9, 11}, {}, 0, 18},
+      {{3, 1, 7}, {0}, 1, 11},
+      {{5, 2}, {1}, 0, 1},
+  };
+  const bool positive = kind == ReduceKind::kLogSum;
+  std::vector<OpCase> cases;
+  uint32_t seed = 401;
+  for (const Spec& s : specs) {
+    const bool from_input = (kind == ReduceKind::kSum && s.opset >= 13) || s.opset >= 18;
+    OpCase c(op + "-" + std::to_string(s.opset) + " " + ShapeToString(s.x) + " axes " +
+                 (s.axes.empty() ? "none" : IntsToString(s.axes)) + " keepdims " +
+                 std::to_string(s.keepdims),
+             s.opset);
+    c.In(CaseTensor(s.x, seed++, positive ? 0.1f : -1.f, positive ? 2.f : 1.f));
+    c.Int("keepdims", s.keepdims);
+    if (!s.axes.empty() && from_input) c.Const(CaseInt64s(s.axes));
+    if (!s.axes.empty() && !from_input) c.Ints("axes", s.axes);
+    cases.push_back(std::move(c));
+  }
+  // Empty axes with noop_with_empty_axes: the input unchanged.
+  cases.push_back(OpCase(op + "-18 [3,1,7] empty axes, noop_with_empty_axes", 18)
+                      .In(CaseTensor({3, 1, 7}, seed++, 0.1f, 2.f))
+                      .Const(CaseInt64s({}))
+                      .Int("noop_with_empty_axes", 1));
+  if (AcceptsIntegers(kind)) {
+    OpCase c(op + "-13 int64[2,3,4] axes [0,2]", 13);
+    c.In(CaseInts(DataType::kInt64, {2, 3, 4}, seed++, -9, 9));
+    if (kind == ReduceKind::kSum)
+      c.Const(CaseInt64s({0, 2}));
+    else
+      c.Ints("axes", {0, 2});
+    cases.push_back(std::move(c));
+  }
+  if (AcceptsSmallIntegers(kind))
+    cases.push_back(OpCase(op + "-20 int8[3,1,7] axes [2], keepdims 0", 20)
+                        .In(CaseInts(DataType::kInt8, {3, 1, 7}, seed++, -128, 127))
+                        .Const(CaseInt64s({2}))
+                        .Int("keepdims", 0));
+  return cases;
+}
+
+#define KILN_REDUCE_CASES(NAME, KIND)                                                   \
+  std::vector<OpCase> NAME##Cases() { return ReduceCasesFor(#NAME, ReduceKind::KIND); } \
+  KILN_REGISTER_OP_CASES("", #NAME, &NAME##Cases)
+
+KILN_REDUCE_CASES(ReduceSum, kSum);
+KILN_REDUCE_CASES(ReduceMean, kMean);
+KILN_REDUCE_CASES(ReduceMax, kMax);
+KILN_REDUCE_CASES(ReduceMin, kMin);
+KILN_REDUCE_CASES(ReduceSumSquare, kSumSquare);
+KILN_REDUCE_CASES(ReduceL2, kL2);
+// Reference-only ops (cpu.<op>.ref), cheap to cover with the same cases.
+KILN_REDUCE_CASES(ReduceProd, kProd);
+KILN_REDUCE_CASES(ReduceL1, kL1);
+KILN_REDUCE_CASES(ReduceLogSum, kLogSum);
+KILN_REDUCE_CASES(ReduceLogSumExp, kLogSumExp);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -13,6 +13,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/reduce/axis_split.h"
 
 namespace kiln::ops {
@@ -118,6 +119,36 @@ StatusOr<std::unique_ptr<Op>> CreateHardmax(const Node& node) {
 KILN_REGISTER_OP("Softmax", 1, ir::kMaxOpset, &CreateSoftmax);
 KILN_REGISTER_OP("LogSoftmax", 1, ir::kMaxOpset, &CreateLogSoftmax);
 KILN_REGISTER_OP("Hardmax", 1, ir::kMaxOpset, &CreateHardmax);
+
+// Kernel cases (ops/op_cases.h) of Softmax and LogSoftmax, after
+// tests/kernels/onednn_kernels_test.cc (SoftmaxAxesAndOpsets) and src/diag/selftest_cases.cc:
+// opset 11 (the input coerced to 2-D at axis) and 13 (one axis) with axis 0, 1 and -1 on values
+// up to +-60 (exp overflows without the maximum subtracted), each opset's default axis, a size-1
+// axis, and a row of 1030 (vector paths and tails).
+std::vector<OpCase> SoftmaxCases(const std::string& op) {
+  std::vector<OpCase> cases;
+  uint32_t seed = op == "Softmax" ? 70 : 80;
+  for (int opset : {11, 13})
+    for (int64_t axis : {0, 1, -1})
+      cases.push_back(OpCase(op + "-" + std::to_string(opset) + " [3,4,6] axis " +
+                                 std::to_string(axis) + ", values up to 60",
+                             opset)
+                          .In(CaseTensor({3, 4, 6}, seed++, -60.f, 60.f))
+                          .Int("axis", axis));
+  for (int opset : {1, 13})
+    cases.push_back(OpCase(op + "-" + std::to_string(opset) + " [3,5,7] default axis", opset)
+                        .In(CaseTensor({3, 5, 7}, seed++, -4.f, 4.f)));
+  cases.push_back(OpCase(op + "-13 [3,1,7] axis 1", 13)
+                      .In(CaseTensor({3, 1, 7}, seed++, -4.f, 4.f))
+                      .Int("axis", 1));
+  cases.push_back(
+      OpCase(op + "-13 [2,1030] axis -1", 13).In(CaseTensor({2, 1030}, seed++, -8.f, 8.f)));
+  return cases;
+}
+std::vector<OpCase> SoftmaxOpCases() { return SoftmaxCases("Softmax"); }
+std::vector<OpCase> LogSoftmaxOpCases() { return SoftmaxCases("LogSoftmax"); }
+KILN_REGISTER_OP_CASES("", "Softmax", &SoftmaxOpCases);
+KILN_REGISTER_OP_CASES("", "LogSoftmax", &LogSoftmaxOpCases);
 
 }  // namespace
 }  // namespace kiln::ops

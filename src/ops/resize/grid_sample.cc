@@ -27,6 +27,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/resize/keys_cubic.h"
 
 namespace kiln::ops {
@@ -327,6 +328,84 @@ class AffineGridOp final : public ir::Op {
 
 KILN_REGISTER_OP("GridSample", 16, ir::kMaxOpset, &GridSampleOp::Create);
 KILN_REGISTER_OP("AffineGrid", 20, ir::kMaxOpset, &AffineGridOp::Create);
+
+// Kernel cases (ops/op_cases.h) for cpu.gridsample.loops: every mode, padding and align_corners
+// on 4-D X (GridSample-16's names) and 5-D X (GridSample-20's), grid coordinates up to 2.3
+// outside [-1, 1] (every padding rule), more positions than one block (64); few channels (a
+// gather per plane), 20 (channels-last from 16 channels with 4 taps or more) and 260 (more than
+// one pass of 256 channels); NaN and infinite coordinates (read as 0).
+OpCase GridSampleCase(int opset, const Shape& x, const Shape& grid, const std::string& mode,
+                      const std::string& padding, int64_t align, uint32_t seed) {
+  OpCase c("GridSample-" + std::to_string(opset) + " " + ShapeToString(x) + " grid " +
+               ShapeToString(grid) + " " + mode + " " + padding + " align_corners " +
+               std::to_string(align),
+           opset);
+  c.In(CaseTensor(x, seed)).In(CaseTensor(grid, seed + 1000, -2.3f, 2.3f));
+  return c.Str("mode", mode).Str("padding_mode", padding).Int("align_corners", align);
+}
+
+std::vector<OpCase> GridSampleCases() {
+  const char* const paddings[] = {"zeros", "border", "reflection"};
+  std::vector<OpCase> cases;
+  uint32_t seed = 601;
+  int64_t align = 0;
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
+    for (const char* padding : paddings)
+      for (int64_t a : {0, 1})
+        cases.push_back(GridSampleCase(16, {2, 5, 7, 9}, {2, 6, 13, 2}, mode, padding, a, seed++));
+  for (const char* mode : {"bilinear", "bicubic", "nearest"})
+    for (const char* padding : paddings)
+      cases.push_back(
+          GridSampleCase(16, {2, 20, 7, 9}, {2, 6, 13, 2}, mode, padding, align ^= 1, seed++));
+  for (const char* mode : {"linear", "nearest", "cubic"})
+    for (const char* padding : paddings)
+      cases.push_back(
+          GridSampleCase(20, {2, 3, 4, 5, 6}, {2, 3, 4, 7, 3}, mode, padding, align ^= 1, seed++));
+  // kiln selftest's former cases: [2,C,9,11] through a [2,7,6,2] grid.
+  cases.push_back(GridSampleCase(16, {2, 5, 9, 11}, {2, 7, 6, 2}, "bilinear", "zeros", 0, seed++));
+  cases.push_back(
+      GridSampleCase(16, {2, 5, 9, 11}, {2, 7, 6, 2}, "bicubic", "reflection", 0, seed++));
+  cases.push_back(
+      GridSampleCase(16, {2, 24, 9, 11}, {2, 7, 6, 2}, "bilinear", "border", 0, seed++));
+  cases.push_back(
+      GridSampleCase(20, {1, 260, 3, 4, 5}, {1, 2, 3, 4, 3}, "linear", "zeros", 0, seed++));
+  cases.push_back(GridSampleCase(20, {1, 260, 5, 4}, {1, 3, 7, 2}, "cubic", "border", 1, seed++));
+  cases.push_back(
+      GridSampleCase(20, {1, 1, 1, 1}, {1, 3, 1, 2}, "linear", "reflection", 0, seed++));
+  for (const char* mode : {"bilinear", "bicubic"}) {
+    OpCase c = GridSampleCase(16, {2, 17, 5, 3}, {2, 4, 3, 2}, mode, "zeros", 0, seed++);
+    float* g = c.inputs[1].value.data<float>();
+    g[0] = std::nanf("");
+    g[3] = INFINITY;
+    g[6] = -INFINITY;
+    c.name += ", NaN and infinite coordinates";
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "GridSample", &GridSampleCases);
+
+// cpu.affinegrid.loops: 2-D and 3-D, both align_corners, two thetas, dims of length 1.
+std::vector<OpCase> AffineGridCases() {
+  std::vector<OpCase> cases;
+  uint32_t seed = 661;
+  for (const std::vector<int64_t>& size : {std::vector<int64_t>{2, 3, 7, 9},
+                                           {2, 3, 9, 7},
+                                           {2, 1, 1, 5},
+                                           {2, 4, 3, 5, 6},
+                                           {2, 1, 4, 1, 3}})
+    for (const int64_t align : {0, 1}) {
+      const int64_t r = static_cast<int64_t>(size.size()) - 2;
+      cases.push_back(OpCase("AffineGrid size " + ShapeToString(size) + " align_corners " +
+                                 std::to_string(align),
+                             20)
+                          .In(CaseTensor({2, r, r + 1}, seed++, -1.5f, 1.5f))
+                          .Const(CaseInt64s(size))
+                          .Int("align_corners", align));
+    }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "AffineGrid", &AffineGridCases);
 
 }  // namespace
 }  // namespace kiln::ops

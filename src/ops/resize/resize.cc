@@ -43,6 +43,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/resize/keys_cubic.h"
 
 namespace kiln::ops {
@@ -643,6 +644,193 @@ KILN_REGISTER_OP("Resize", 10, ir::kMaxOpset, &ResizeOp::CreateResize);
 // Upsample is deprecated from opset 10; models importing a later opset still get the opset-9
 // behaviour rather than a load failure.
 KILN_REGISTER_OP("Upsample", 7, ir::kMaxOpset, &ResizeOp::CreateUpsample);
+
+// Kernel cases (ops/op_cases.h). cpu.resize.onednn computes on oneDNN what oneDNN does as ONNX
+// defines (nearest: integer upscales with asymmetric/floor, or half_pixel/pytorch_half_pixel with
+// round_prefer_floor/ceil; linear: half_pixel, pytorch_half_pixel with outputs > 1; Resize-10 and
+// Upsample nearest), other values (downscales, non-integer or non-O/I scales) on its separable
+// passes ("[separable]"), N or C resized on the reference ("[reference]"); 8-bit X in nearest.
+// cpu.resize.separable takes every float32 attribute set (cubic, antialias, exclude_outside,
+// align_corners, asymmetric linear, tf_crop_and_resize, axes, keep_aspect_ratio_policy).
+// cuda.resize.kernel: 4-D float32, nearest or linear, coordinates half_pixel, pytorch_half_pixel,
+// align_corners or asymmetric, no exclude_outside/antialias/axes/policy.
+std::string FloatsText(const std::vector<float>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]).substr(0, 4);
+  return s + "]";
+}
+
+// Resize-`opset` of X `x`: scales (sizes when `scales` is empty) as constants, with roi (empty
+// unless given) and an empty scales in front from opset 11.
+OpCase ResizeCase(int opset, const Shape& x, const std::string& mode, const std::string& coord,
+                  const std::string& nearest, const std::vector<float>& scales,
+                  const std::vector<int64_t>& sizes, uint32_t seed,
+                  const std::vector<float>& roi = {}) {
+  OpCase c(
+      "Resize-" + std::to_string(opset) + " " + ShapeToString(x) + " " + mode + " " + coord +
+          (nearest.empty() ? "" : " " + nearest) +
+          (scales.empty() ? " sizes " + ShapeToString(sizes) : " scales " + FloatsText(scales)),
+      opset);
+  c.In(CaseTensor(x, seed)).Str("mode", mode);
+  if (!coord.empty()) c.Str("coordinate_transformation_mode", coord);
+  if (!nearest.empty()) c.Str("nearest_mode", nearest);
+  const auto n = [](size_t k) { return Shape{static_cast<int64_t>(k)}; };
+  if (opset < 11) return c.Const(CaseFloats(scales, n(scales.size())));
+  c.Const(CaseFloats(roi, n(roi.size()))).Const(CaseFloats(scales, n(scales.size())));
+  if (!sizes.empty()) c.Const(CaseInt64s(sizes));
+  return c;
+}
+
+OpCase Named(OpCase c, const std::string& extra) {
+  c.name += ", " + extra;
+  return c;
+}
+
+// Nearest: oneDNN's integer upscales, its separable fallbacks, the separable kernel's modes.
+std::vector<OpCase> NearestResizeCases() {
+  const Shape x = {2, 3, 5, 4};
+  const std::string n = "nearest";
+  uint32_t seed = 501;
+  return {
+      ResizeCase(13, x, n, "asymmetric", "floor", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, n, "half_pixel", "round_prefer_floor", {1, 1, 3, 2}, {}, seed++),
+      ResizeCase(13, x, n, "pytorch_half_pixel", "round_prefer_ceil", {}, {2, 3, 15, 8}, seed++),
+      ResizeCase(13, x, n, "asymmetric", "floor", {1, 1, 0.5f, 1}, {}, seed++),
+      ResizeCase(13, x, n, "asymmetric", "floor", {1, 1, 2.5f, 2}, {}, seed++),
+      ResizeCase(13, x, n, "half_pixel", "round_prefer_floor", {}, {2, 3, 3, 7}, seed++),
+      ResizeCase(13, x, n, "align_corners", "round_prefer_floor", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, n, "asymmetric", "round_prefer_floor", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, n, "half_pixel", "ceil", {1, 1, 1.5f, 0.75f}, {}, seed++),
+      ResizeCase(13, x, n, "tf_half_pixel_for_nn", "round_prefer_floor", {1, 1, 2, 3}, {}, seed++),
+      ResizeCase(13, x, n, "align_corners", "round_prefer_floor", {1, 2, 1, 1}, {}, seed++),
+      ResizeCase(13, x, n, "asymmetric", "floor", {1, 2, 2, 1}, {}, seed++),
+      ResizeCase(11, {2, 3, 7}, n, "asymmetric", "floor", {1, 1, 3}, {}, seed++),
+      ResizeCase(10, x, n, "", "", {1, 1, 2, 3}, {}, seed++),
+      ResizeCase(10, x, n, "", "", {1, 1, 0.6f, 1.5f}, {}, seed++),
+  };
+}
+
+// Linear and cubic: oneDNN's half_pixel, its separable fallbacks, the separable kernel's modes.
+std::vector<OpCase> LinearResizeCases() {
+  const Shape x = {2, 3, 5, 4};
+  const std::string l = "linear", c = "cubic";
+  uint32_t seed = 531;
+  return {
+      ResizeCase(13, x, l, "half_pixel", "", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, l, "half_pixel", "", {}, {2, 3, 8, 11}, seed++),
+      ResizeCase(13, x, l, "pytorch_half_pixel", "", {}, {2, 3, 2, 8}, seed++),
+      ResizeCase(13, {1, 3, 40, 33}, l, "half_pixel", "", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, l, "pytorch_half_pixel", "", {1, 1, 0.5f, 2}, {}, seed++),
+      ResizeCase(13, x, l, "pytorch_half_pixel", "", {}, {2, 3, 1, 8}, seed++),
+      ResizeCase(13, x, l, "half_pixel", "", {1, 1, 2.5f, 2}, {}, seed++),
+      ResizeCase(13, x, l, "half_pixel", "", {}, {2, 3, 3, 3}, seed++),
+      ResizeCase(13, x, l, "asymmetric", "", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(13, x, l, "align_corners", "", {}, {2, 3, 9, 7}, seed++),
+      ResizeCase(13, {1, 2, 3, 4, 5}, l, "half_pixel", "", {1, 1, 2, 2, 2}, {}, seed++),
+      ResizeCase(13, {5, 4}, l, "half_pixel", "", {}, {9, 7}, seed++),
+      ResizeCase(10, x, l, "", "", {1, 1, 2, 2}, {}, seed++),
+      ResizeCase(19, x, l, "half_pixel_symmetric", "", {1, 1, 1.6f, 2.5f}, {}, seed++),
+      ResizeCase(13, x, c, "half_pixel", "", {1, 1, 2, 2}, {}, seed++),
+      Named(ResizeCase(13, x, c, "asymmetric", "", {1, 1, 1.5f, 2.5f}, {}, seed++)
+                .Int("exclude_outside", 1)
+                .Float("cubic_coeff_a", -0.5f),
+            "exclude_outside, a -0.5"),
+      Named(ResizeCase(18, x, c, "half_pixel", "", {1, 1, 0.5f, 0.6f}, {}, seed++)
+                .Int("antialias", 1),
+            "antialias"),
+      Named(ResizeCase(18, x, l, "pytorch_half_pixel", "", {}, {2, 3, 3, 2}, seed++)
+                .Int("antialias", 1),
+            "antialias"),
+  };
+}
+
+// Resize-11's roi for tf_crop_and_resize, Resize-13 with roi and scales omitted, Resize-18's
+// axes and keep_aspect_ratio_policy, 8-bit X (oneDNN, nearest only).
+std::vector<OpCase> OtherResizeCases() {
+  const Shape x = {2, 3, 5, 4};
+  uint32_t seed = 561;
+  std::vector<OpCase> cases;
+  // kiln selftest's former Resize cases, on [1,3,5,6].
+  const Shape st = {1, 3, 5, 6};
+  cases.push_back(ResizeCase(13, st, "nearest", "asymmetric", "floor", {1, 1, 2, 2}, {}, seed++));
+  cases.push_back(
+      ResizeCase(13, st, "linear", "half_pixel", "round_prefer_floor", {}, {1, 3, 3, 4}, seed++));
+  cases.push_back(ResizeCase(13, st, "linear", "align_corners", "round_prefer_floor",
+                             {1, 1, 1.5f, 1.5f}, {}, seed++));
+  cases.push_back(
+      ResizeCase(13, st, "cubic", "half_pixel", "round_prefer_floor", {1, 1, 2, 2}, {}, seed++));
+  cases.push_back(Named(ResizeCase(11, x, "linear", "tf_crop_and_resize", "", {}, {2, 3, 6, 5},
+                                   seed++, {0, 0, 0.2f, -0.1f, 1, 1, 0.9f, 1.3f})
+                            .Float("extrapolation_value", 7.5f),
+                        "roi, extrapolation 7.5"));
+  OpCase omitted("Resize-13 [2,3,5,4] linear half_pixel, roi and scales omitted, sizes [2,3,7,6]",
+                 13);
+  omitted.In(CaseTensor(x, seed++)).Str("mode", "linear").Omitted().Omitted();
+  cases.push_back(omitted.Const(CaseInt64s({2, 3, 7, 6})));
+  OpCase axes("Resize-18 [2,3,5,4] cubic axes [3,2] scales [1.5,2]", 18);
+  axes.In(CaseTensor(x, seed++)).Str("mode", "cubic").Ints("axes", {3, 2});
+  cases.push_back(axes.Omitted().Const(CaseFloats({1.5f, 2.f}, {2})));
+  for (const char* policy : {"not_larger", "not_smaller"}) {
+    OpCase p(std::string("Resize-18 [2,3,5,4] linear sizes [8,9] axes [2,3] ") + policy, 18);
+    p.In(CaseTensor(x, seed++)).Str("mode", "linear").Ints("axes", {2, 3});
+    p.Str("keep_aspect_ratio_policy", policy).Omitted().Omitted();
+    cases.push_back(p.Const(CaseInt64s({8, 9})));
+  }
+  for (DataType t : {DataType::kUInt8, DataType::kInt8}) {
+    OpCase c = ResizeCase(13, x, "nearest", "asymmetric", "floor", {1, 1, 2, 3}, {}, seed++);
+    c.inputs[0].value = CaseInts(t, x, seed++, t == DataType::kUInt8 ? 0 : -128, 127);
+    cases.push_back(Named(c, DataTypeName(t)));
+  }
+  return cases;
+}
+
+std::vector<OpCase> ResizeCases() {
+  std::vector<OpCase> cases = NearestResizeCases();
+  for (auto* more : {&LinearResizeCases, &OtherResizeCases})
+    for (OpCase& c : more()) cases.push_back(std::move(c));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Resize", &ResizeCases);
+
+// Upsample-9 (scales input) and -7 (attribute): oneDNN's integer nearest upscales, its separable
+// fallback (a scale of 1.5), N or C upsampled (the reference), linear (separable), 8-bit X.
+std::vector<OpCase> UpsampleCases() {
+  struct Spec {
+    int opset;
+    std::string mode;
+    Shape x;
+    std::vector<float> scales;
+    DataType dtype = DataType::kFloat;
+  };
+  const std::vector<Spec> specs = {
+      {9, "nearest", {1, 2, 3, 4}, {1, 1, 2, 3}},
+      {7, "nearest", {2, 3, 5, 4}, {1, 1, 2, 3}},
+      {9, "nearest", {2, 3, 5, 4}, {1, 1, 1.5f, 2}},
+      {9, "nearest", {2, 3, 5, 4}, {1, 2, 1, 1}},
+      {9, "linear", {2, 3, 5, 4}, {1, 1, 2, 2}},
+      {7, "linear", {2, 3, 5, 4}, {1, 1, 1.5f, 3}},
+      {9, "nearest", {2, 3, 7}, {1, 1, 2}},
+      {13, "nearest", {1, 3, 33, 20}, {1, 1, 2, 2}},
+      {9, "nearest", {2, 3, 5, 4}, {1, 1, 2, 2}, DataType::kUInt8},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 581;
+  for (const Spec& s : specs) {
+    OpCase c("Upsample-" + std::to_string(s.opset) + " " + DataTypeName(s.dtype) +
+                 ShapeToString(s.x) + " " + s.mode + " scales " + FloatsText(s.scales),
+             s.opset);
+    c.In(s.dtype == DataType::kFloat ? CaseTensor(s.x, seed++)
+                                     : CaseInts(s.dtype, s.x, seed++, 0, 255));
+    c.Str("mode", s.mode);
+    if (s.opset < 9)
+      c.Floats("scales", s.scales);
+    else
+      c.Const(CaseFloats(s.scales, {static_cast<int64_t>(s.scales.size())}));
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Upsample", &UpsampleCases);
 
 }  // namespace
 }  // namespace kiln::ops

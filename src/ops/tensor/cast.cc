@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -199,6 +200,92 @@ namespace {
 
 KILN_REGISTER_OP("Cast", 1, ir::kMaxOpset, &CastOp::Create);
 KILN_REGISTER_OP("CastLike", 15, ir::kMaxOpset, &CastOp::CreateCastLike);
+
+// Kernel cases (ops/op_cases.h). Inputs of every dtype are float32 values in [-300, 300] (int8
+// and uint8 wrap) converted by the op's own rules. Casts to integers and bool also meet NaN,
+// infinities and values past int64 (truncation, saturation, NaN -> 0); casts to float32/float16
+// meet NaN only, and casts to float64 neither: the harness compares |got - want| (NaN for equal
+// infinities) and compares float64 outputs as integers (NaN never equal). [3,70,101] is above
+// cpu.cast.parallel's range of 16384 elements (several ranges), [3,1,7] below it.
+Tensor CastCaseInput(DataType dtype, DataType to, const Shape& shape, uint32_t seed) {
+  Tensor f = CaseTensor(shape, seed, -300.f, 300.f);
+  float* p = f.data<float>();
+  const bool to_float = to == DataType::kFloat || to == DataType::kFloat16 ||
+                        to == DataType::kDouble || to == DataType::kBFloat16;
+  const float special[] = {std::nanf(""), INFINITY, -INFINITY, 1e30f, -1e30f, 255.5f, -0.5f};
+  const int64_t n = to == DataType::kDouble ? 0 : to_float ? 1 : 7;
+  for (int64_t i = 0; i < n && i < f.numel(); ++i) p[i] = special[i];
+  if (dtype == DataType::kFloat) return f;
+  Tensor t = Tensor::Empty(dtype, shape);
+  CastElements(DataType::kFloat, dtype, f.raw(), t.raw(), f.numel());
+  return t;
+}
+
+std::vector<OpCase> CastCases() {
+  using D = DataType;
+  struct Pair {
+    D from, to;
+  };
+  // Outputs in the dtypes the harness compares (float32/16, double, int64/32/8, uint8, bool);
+  // inputs of every castable dtype. float32 <-> float16 and float32 -> float32 are also what
+  // cuda.cast.kernel takes.
+  const Pair pairs[] = {
+      {D::kFloat, D::kInt32},   {D::kInt32, D::kFloat},    {D::kFloat, D::kInt64},
+      {D::kInt64, D::kFloat},   {D::kFloat, D::kFloat16},  {D::kFloat16, D::kFloat},
+      {D::kFloat, D::kFloat},   {D::kFloat, D::kDouble},   {D::kDouble, D::kFloat},
+      {D::kFloat, D::kUInt8},   {D::kFloat, D::kInt8},     {D::kFloat, D::kBool},
+      {D::kBool, D::kFloat},    {D::kUInt8, D::kFloat},    {D::kInt8, D::kInt32},
+      {D::kInt64, D::kInt32},   {D::kInt32, D::kInt64},    {D::kBFloat16, D::kFloat},
+      {D::kInt16, D::kFloat16}, {D::kUInt16, D::kInt64},   {D::kUInt32, D::kDouble},
+      {D::kUInt64, D::kInt8},   {D::kDouble, D::kFloat16}, {D::kFloat16, D::kInt8},
+      {D::kInt64, D::kBool},    {D::kInt64, D::kInt64}};
+  std::vector<OpCase> cases;
+  uint32_t seed = 61;
+  for (const Pair& p : pairs)
+    for (const Shape& s : std::vector<Shape>{{3, 70, 101}, {3, 1, 7}}) {
+      const std::string name = std::string("Cast ") + DataTypeName(p.from) + " -> " +
+                               DataTypeName(p.to) + " " + ShapeToString(s);
+      cases.push_back(OpCase(name, 13)
+                          .In(CastCaseInput(p.from, p.to, s, seed++))
+                          .Int("to", static_cast<int64_t>(p.to)));
+    }
+  // Cast-1's string `to`, Cast-6, Cast-19 and -21 (same rules for these types), a scalar.
+  cases.push_back(OpCase("Cast-1 to 'FLOAT16' [2,3,5]", 1)
+                      .In(CastCaseInput(D::kFloat, D::kFloat16, {2, 3, 5}, seed++))
+                      .Str("to", "FLOAT16"));
+  cases.push_back(OpCase("Cast-6 float32 -> int32 [5,1,3]", 6)
+                      .In(CastCaseInput(D::kFloat, D::kInt32, {5, 1, 3}, seed++))
+                      .Int("to", static_cast<int64_t>(D::kInt32)));
+  cases.push_back(OpCase("Cast-19 float16 -> float32 [1,1,33]", 19)
+                      .In(CastCaseInput(D::kFloat16, D::kFloat, {1, 1, 33}, seed++))
+                      .Int("to", static_cast<int64_t>(D::kFloat)));
+  cases.push_back(OpCase("Cast-21 int32 -> float32 scalar", 21)
+                      .In(CastCaseInput(D::kInt32, D::kFloat, {}, seed++))
+                      .Int("to", static_cast<int64_t>(D::kFloat)));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Cast", &CastCases);
+
+// CastLike-15: the target dtype from input 1 (its values unused). Not "like float16": the harness
+// widens every float16 input to float32 for the reference kernel, the target_type input too, so
+// the reference would cast to float32.
+std::vector<OpCase> CastLikeCases() {
+  using D = DataType;
+  const std::pair<D, D> pairs[] = {{D::kFloat, D::kInt64},   {D::kInt64, D::kFloat},
+                                   {D::kFloat16, D::kFloat}, {D::kFloat, D::kUInt8},
+                                   {D::kInt32, D::kBool},    {D::kFloat, D::kInt8}};
+  std::vector<OpCase> cases;
+  uint32_t seed = 91;
+  for (const auto& [from, to] : pairs)
+    for (const Shape& s : std::vector<Shape>{{3, 70, 101}, {1, 3, 1}}) {
+      const std::string name = std::string("CastLike ") + DataTypeName(from) + " like " +
+                               DataTypeName(to) + " " + ShapeToString(s);
+      Tensor x = CastCaseInput(from, to, s, seed++);
+      cases.push_back(OpCase(name, 15).In(x).In(CastCaseInput(to, to, {1}, seed++)));
+    }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "CastLike", &CastLikeCases);
 
 }  // namespace
 }  // namespace kiln::ops

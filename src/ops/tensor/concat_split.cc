@@ -6,10 +6,12 @@
 // Split-13+ from the optional input 1; without sizes the axis is split into equal parts (the dim
 // must divide by the number of outputs); Split-18's num_outputs gives ceil(dim / num_outputs) per
 // part, the last smaller.
+#include <cstdint>
 #include <cstring>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -187,6 +189,122 @@ class SplitOp : public Op {
   SplitAttrs a_;
 };
 KILN_REGISTER_OP("Split", 1, ir::kMaxOpset, &ir::MakeOp<SplitOp>);
+
+// Kernel cases (ops/op_cases.h): seeded values of `dtype` (float32 in [-1, 1), integers in
+// [-100, 100] or [0, 255], bool 0/1).
+Tensor LayoutCaseTensor(DataType dtype, const Shape& shape, uint32_t seed) {
+  if (dtype == DataType::kFloat) return CaseTensor(shape, seed);
+  if (dtype == DataType::kUInt8) return CaseInts(dtype, shape, seed, 0, 255);
+  if (dtype == DataType::kBool) return CaseInts(dtype, shape, seed, 0, 1);
+  return CaseInts(dtype, shape, seed, -100, 100);
+}
+
+// Concat: cpu.concat.onednn takes 2-4 float32 (or 8-bit) inputs above 64 KiB, cpu.concat.copy
+// any inputs of one dtype, cuda.concat.kernel float32 from opset 4. Inputs of 2 to 5, along
+// first, middle, last and negative axes, a size-1 part, rank 1, integer and bool dtypes, and
+// Concat-1's default axis (1).
+std::vector<OpCase> ConcatCases() {
+  struct Spec {
+    std::string what;
+    int opset;
+    int64_t axis;  // INT64_MIN: no attribute
+    DataType dtype;
+    std::vector<Shape> in;
+  };
+  using D = DataType;
+  const std::vector<Spec> specs = {
+      {"2 large", 13, 1, D::kFloat, {{2, 16, 23, 25}, {2, 7, 23, 25}}},
+      {"3 large, last axis", 13, -1, D::kFloat, {{12, 40, 50}, {12, 40, 17}, {12, 40, 50}}},
+      {"3 large, first axis", 11, 0, D::kFloat, {{5, 33, 101}, {1, 33, 101}, {3, 33, 101}}},
+      {"4 large",
+       13,
+       2,
+       D::kFloat,
+       {{1, 3, 40, 129}, {1, 3, 1, 129}, {1, 3, 17, 129}, {1, 3, 40, 129}}},
+      {"4 small", 13, 0, D::kFloat, {{3, 1, 7}, {1, 1, 7}, {2, 1, 7}, {5, 1, 7}}},
+      {"5",
+       13,
+       1,
+       D::kFloat,
+       {{1, 8, 5, 5}, {1, 8, 5, 5}, {1, 1, 5, 5}, {1, 8, 5, 5}, {1, 3, 5, 5}}},
+      {"5 large",
+       13,
+       2,
+       D::kFloat,
+       {{2, 9, 70, 11}, {2, 9, 1, 11}, {2, 9, 31, 11}, {2, 9, 5, 11}, {2, 9, 30, 11}}},
+      {"rank 1", 13, 0, D::kFloat, {{7}, {2}}},
+      {"last axis", 13, 3, D::kFloat, {{2, 4, 5, 3}, {2, 4, 5, 2}}},
+      {"negative axis", 11, -2, D::kFloat, {{3, 1, 7}, {3, 2, 7}}},
+      {"default axis (Concat-1)", 1, INT64_MIN, D::kFloat, {{2, 3, 4}, {2, 5, 4}}},
+      {"opset 4", 4, 1, D::kFloat, {{2, 3, 4}, {2, 1, 4}, {2, 2, 4}}},
+      {"uint8 large", 13, 1, D::kUInt8, {{2, 40, 23, 25}, {2, 24, 23, 25}}},
+      {"int8", 13, -1, D::kInt8, {{3, 5, 1}, {3, 5, 7}, {3, 5, 2}}},
+      {"int64", 13, 1, D::kInt64, {{2, 3, 4}, {2, 1, 4}}},
+      {"bool", 13, 0, D::kBool, {{1, 9}, {3, 9}}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 101;
+  for (const Spec& s : specs) {
+    std::string name = "Concat " + s.what + ":";
+    for (const Shape& x : s.in) name += " " + ShapeToString(x);
+    OpCase c(name + (s.axis == INT64_MIN ? "" : " axis " + std::to_string(s.axis)), s.opset);
+    if (s.axis != INT64_MIN) c.Int("axis", s.axis);
+    for (const Shape& x : s.in) c.In(LayoutCaseTensor(s.dtype, x, seed++));
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Concat", &ConcatCases);
+
+// Split: cpu.split.onednn takes float32 or 8-bit inputs above 64 KiB (the reference's copies
+// below), cuda.split.kernel float32. Sizes from the constant input (Split-13, Split-1), the
+// attribute (Split-2..12), equal parts, Split-18's num_outputs (last part smaller), 1 to 4
+// outputs, first, middle, last and negative axes, a zero-sized part.
+std::vector<OpCase> SplitCases() {
+  struct Spec {
+    std::string what;
+    int opset;
+    int64_t axis;
+    DataType dtype;
+    Shape x;
+    int outputs;
+    std::vector<int64_t> sizes;  // the input (Split-1, -13+) or the attribute (-2..12)
+    int64_t num_outputs = 0;     // Split-18
+  };
+  using D = DataType;
+  const std::vector<Spec> specs = {
+      {"sizes input", 13, 1, D::kFloat, {2, 7, 3, 4}, 2, {2, 5}},
+      {"sizes input, large", 13, 1, D::kFloat, {2, 16, 23, 25}, 3, {3, 5, 8}},
+      {"attribute, large", 11, 2, D::kFloat, {80, 60, 6}, 2, {1, 5}},
+      {"equal, large", 11, 0, D::kFloat, {80, 60, 6}, 2, {}},
+      {"equal, large, last axis", 11, -1, D::kFloat, {80, 60, 6}, 2, {}},
+      {"equal, 4 outputs", 13, 2, D::kFloat, {3, 5, 8, 1}, 4, {}},
+      {"num_outputs, large", 18, 1, D::kFloat, {2, 7, 41, 31}, 3, {}, 3},
+      {"num_outputs", 18, -1, D::kFloat, {3, 1, 7}, 2, {}, 2},
+      {"one output", 13, 0, D::kFloat, {3, 1, 7}, 1, {}},
+      {"zero-sized part, large", 13, 1, D::kFloat, {2, 16, 23, 25}, 3, {0, 9, 7}},
+      {"Split-1 sizes input", 1, 0, D::kFloat, {5, 3}, 2, {4, 1}},
+      {"Split-2 attribute", 2, 1, D::kFloat, {2, 9, 5}, 3, {2, 3, 4}},
+      {"uint8, large", 13, 1, D::kUInt8, {4, 130, 129}, 2, {}},
+      {"int8, large", 13, 2, D::kInt8, {4, 130, 129}, 2, {100, 29}},
+      {"int64", 13, 1, D::kInt64, {2, 6, 3}, 3, {1, 0, 5}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 131;
+  for (const Spec& s : specs) {
+    OpCase c("Split " + s.what + ": " + ShapeToString(s.x) + " axis " + std::to_string(s.axis) +
+                 (s.sizes.empty() ? "" : " sizes " + IntsToString(s.sizes)),
+             s.opset);
+    c.Int("axis", s.axis).Outputs(s.outputs).In(LayoutCaseTensor(s.dtype, s.x, seed++));
+    const bool sizes_input = s.opset < 2 || s.opset >= 13;
+    if (!s.sizes.empty() && sizes_input) c.Const(CaseInt64s(s.sizes));
+    if (!s.sizes.empty() && !sizes_input) c.Ints("split", s.sizes);
+    if (s.num_outputs != 0) c.Int("num_outputs", s.num_outputs);
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Split", &SplitCases);
 
 }  // namespace
 }  // namespace kiln::ops

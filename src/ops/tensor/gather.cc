@@ -7,6 +7,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -84,6 +85,57 @@ class GatherOp : public Op {
   AxisAttrs a_;
 };
 KILN_REGISTER_OP("Gather", 1, ir::kMaxOpset, &ir::MakeOp<GatherOp>);
+
+// Kernel cases (ops/op_cases.h). cuda.gather.kernel takes float32 or int64 data with int64
+// indices, constant (range-checked once) or not; int32 indices and other dtypes run on the
+// reference only. Negative and repeated indices, scalar and empty indices, first, middle and last
+// axes.
+std::vector<OpCase> GatherCases() {
+  struct Spec {
+    std::string what;
+    int opset;
+    DataType dtype;
+    Shape x;
+    int64_t axis;
+    std::vector<int64_t> idx;
+    Shape idx_shape;
+    bool constant;
+  };
+  using D = DataType;
+  const std::vector<Spec> specs = {
+      {"negative", 13, D::kFloat, {2, 5, 3}, 1, {4, -1, 0, -5}, {2, 2}, true},
+      {"negative, computed", 13, D::kFloat, {2, 5, 3}, 1, {4, -1, 0, -5}, {2, 2}, false},
+      {"int64 data", 13, D::kInt64, {7, 3}, 0, {6, -7, 0, 3}, {4}, false},
+      {"int64 data, constant", 11, D::kInt64, {2, 9, 1}, 1, {8, 0, -2}, {3, 1}, true},
+      {"scalar index, last axis", 13, D::kFloat, {3, 1, 7}, -1, {-2}, {}, true},
+      {"rank 1, repeated", 1, D::kFloat, {9}, 0, {2, 2, 1, -9}, {4}, false},
+      {"larger", 13, D::kFloat, {2, 16, 9, 11}, 1, {15, 0, -1, 7, 7}, {5}, true},
+      {"embedding rows", 13, D::kFloat, {50, 33}, 0, {3, 49, 0, 17, -50, 3}, {2, 3}, false},
+      {"empty indices", 13, D::kFloat, {3, 4}, 1, {}, {0}, true},
+      {"uint8 data", 13, D::kUInt8, {4, 6}, 1, {5, -6, 2}, {3}, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 261;
+  for (const Spec& s : specs) {
+    OpCase c("Gather " + s.what + ": " + DataTypeName(s.dtype) + ShapeToString(s.x) + " axis " +
+                 std::to_string(s.axis) + " indices " + IntsToString(s.idx),
+             s.opset);
+    c.Int("axis", s.axis);
+    c.In(s.dtype == D::kFloat ? CaseTensor(s.x, seed++) : CaseInts(s.dtype, s.x, seed++, 0, 200));
+    Tensor idx = Tensor::FromVector<int64_t>(s.idx, s.idx_shape);
+    if (s.constant)
+      c.Const(idx);
+    else
+      c.In(idx);
+    cases.push_back(std::move(c));
+  }
+  cases.push_back(OpCase("Gather int32 indices: float32[4,6] axis 1 indices [5,-6,0]", 13)
+                      .Int("axis", 1)
+                      .In(CaseTensor({4, 6}, seed++))
+                      .Const(Tensor::FromVector<int32_t>({5, -6, 0}, {3})));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Gather", &GatherCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -12,6 +12,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -225,6 +226,67 @@ class PadOp : public Op {
   PadAttrs a_;
 };
 KILN_REGISTER_OP("Pad", 1, ir::kMaxOpset, &PadOp::Create);
+
+// Kernel cases (ops/op_cases.h). cuda.pad.kernel takes mode constant on float32 up to rank 6
+// (Pad-2's attributes, or Pad-11+'s constant pads and float32 constant_value, no axes input);
+// the other modes, Pad-18's axes, other dtypes run on the reference only. Negative pads crop.
+struct PadSpec {
+  std::string what;
+  int opset;
+  std::string mode;  // "": the attribute is absent (constant)
+  Shape x;
+  std::vector<int64_t> pads, axes;  // axes: Pad-18's input
+  bool value = false;               // a constant_value input / value attribute of 0.75
+};
+
+OpCase PadCase(const PadSpec& s, uint32_t seed) {
+  OpCase c("Pad " + s.what + ": " + ShapeToString(s.x) + " pads " + IntsToString(s.pads) +
+               (s.mode.empty() ? "" : " " + s.mode),
+           s.opset);
+  c.In(CaseTensor(s.x, seed));
+  if (!s.mode.empty()) c.Str("mode", s.mode);
+  if (s.opset < 11) {
+    c.Ints(s.opset < 2 ? "paddings" : "pads", s.pads);
+    if (s.value) c.Float("value", 0.75f);
+    return c;
+  }
+  c.Const(CaseInt64s(s.pads));
+  if (s.value)
+    c.Const(CaseFloats({0.75f}, {}));
+  else if (!s.axes.empty())
+    c.Omitted();
+  if (!s.axes.empty()) c.Const(CaseInt64s(s.axes));
+  return c;
+}
+
+std::vector<OpCase> PadCases() {
+  const std::vector<PadSpec> specs = {
+      {"constant, value, crops", 13, "constant", {2, 3, 4, 4}, {0, 0, 1, 2, 0, 0, 1, -1}, {}, true},
+      {"constant, no value", 11, "", {3, 1, 7}, {1, 0, 2, 0, 2, 1}, {}, false},
+      {"constant, large", 19, "constant", {2, 16, 9, 11}, {0, 1, 1, 3, 0, 0, 2, 1}, {}, true},
+      {"constant, crop only", 13, "constant", {2, 5, 9}, {0, -1, -2, -1, -3, 0}, {}, true},
+      {"constant, rank 1", 13, "constant", {7}, {3, 2}, {}, true},
+      {"constant, rank 6", 13, "", {2, 1, 3, 1, 2, 3}, {0, 1, 0, 2, 1, 0, 1, 0, 1, 0, 0, 2}, {}},
+      {"reflect", 13, "reflect", {1, 3, 5, 6}, {0, 0, 2, 1, 0, 0, 1, 3}, {}, false},
+      {"reflect, crops", 18, "reflect", {2, 3, 5, 4}, {0, 1, 4, -1, 0, -1, 3, 3}, {}, false},
+      {"edge", 13, "edge", {2, 1, 5, 3}, {0, 2, 1, 0, 0, 1, 3, 2}, {}, false},
+      {"wrap", 19, "wrap", {2, 3, 4}, {0, 1, 2, 0, 2, 5}, {}, false},
+      {"axes input", 18, "constant", {2, 3, 5, 4}, {1, 2, 3, 0}, {2, -1}, true},
+      {"axes input, edge", 18, "edge", {2, 3, 5, 4}, {2, 1}, {1}, false},
+      {"Pad-2", 2, "constant", {2, 3, 4}, {0, 1, 2, 1, 0, -1}, {}, true},
+      {"Pad-2 reflect", 2, "reflect", {2, 3, 4}, {0, 2, 3, 0, 1, 1}, {}, false},
+      {"Pad-1", 1, "", {3, 1, 7}, {1, 1, 0, 0, 2, 3}, {}, true},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 231;
+  for (const PadSpec& s : specs) cases.push_back(PadCase(s, seed++));
+  cases.push_back(OpCase("Pad int64, constant_value 7: [2,3,4] pads [1,0,2,1,2,0]", 13)
+                      .In(CaseInts(DataType::kInt64, {2, 3, 4}, seed++, -100, 100))
+                      .Const(CaseInt64s({1, 0, 2, 1, 2, 0}))
+                      .Const(Tensor::FromVector<int64_t>({7}, {})));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Pad", &PadCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -8,8 +8,11 @@
 // cannot be reproduced. Dropout-1/6's is_test attribute is ignored (treated as inference).
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -290,6 +293,152 @@ class DropoutOp : public Op {
   }
 };
 KILN_REGISTER_OP("Dropout", 1, ir::kMaxOpset, &ir::MakeOp<DropoutOp>);
+
+// Kernel cases (ops/op_cases.h). The CUDA kernels of these ops (cuda.<op>.copy) take any case
+// but Dropout with its mask output; every case runs on the reference. Shape inputs constant
+// (one Reshape computed), float32 and other dtypes, size-1 dims.
+Tensor ReshapeCaseTensor(DataType dtype, const Shape& shape, uint32_t seed) {
+  if (dtype == DataType::kFloat) return CaseTensor(shape, seed);
+  return CaseInts(dtype, shape, seed, 0, dtype == DataType::kBool ? 1 : 100);
+}
+
+std::vector<OpCase> ReshapeCases() {
+  struct Spec {
+    std::string what;
+    int opset;
+    DataType dtype;
+    Shape x;
+    std::vector<int64_t> shape;
+    bool constant = true;
+    int64_t allowzero = -1;  // -1: no attribute
+  };
+  using D = DataType;
+  const std::vector<Spec> specs = {
+      {"-1", 13, D::kFloat, {2, 4, 5, 2}, {2, -1}},
+      {"flatten", 13, D::kFloat, {2, 4, 5, 5}, {2, 100}},
+      {"0 copies a dim", 14, D::kFloat, {3, 1, 7}, {0, 7, -1}},
+      {"allowzero", 14, D::kFloat, {3, 1, 7}, {21, 1}, true, 1},
+      {"computed shape", 13, D::kFloat, {2, 16, 9, 11}, {32, -1, 11}, false},
+      {"to a scalar", 13, D::kFloat, {1, 1}, {}},
+      {"Reshape-5", 5, D::kFloat, {5, 1, 3}, {3, 5}},
+      {"int64", 13, D::kInt64, {2, 3, 4}, {4, -1}},
+      {"bool", 21, D::kBool, {2, 3, 4}, {1, 24, 1}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 281;
+  for (const Spec& s : specs) {
+    OpCase c("Reshape " + s.what + ": " + DataTypeName(s.dtype) + ShapeToString(s.x) + " to " +
+                 IntsToString(s.shape),
+             s.opset);
+    c.In(ReshapeCaseTensor(s.dtype, s.x, seed++));
+    if (s.constant)
+      c.Const(CaseInt64s(s.shape));
+    else
+      c.In(CaseInt64s(s.shape));
+    if (s.allowzero >= 0) c.Int("allowzero", s.allowzero);
+    cases.push_back(std::move(c));
+  }
+  cases.push_back(OpCase("Reshape-1 shape attribute: float32[7,3] to [3,7]", 1)
+                      .In(CaseTensor({7, 3}, seed++))
+                      .Ints("shape", {3, 7}));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Reshape", &ReshapeCases);
+
+std::vector<OpCase> FlattenCases() {
+  std::vector<OpCase> cases;
+  uint32_t seed = 301;
+  for (const auto& [opset, axis] : std::vector<std::pair<int, int64_t>>{
+           {13, 1}, {11, 0}, {13, 3}, {11, -1}, {21, -3}, {9, 2}, {13, 4}})
+    cases.push_back(OpCase("Flatten float32[2,3,1,4] axis " + std::to_string(axis), opset)
+                        .In(CaseTensor({2, 3, 1, 4}, seed++))
+                        .Int("axis", axis));
+  cases.push_back(OpCase("Flatten-1 default axis float32[2,16,9,11]", 1)
+                      .In(CaseTensor({2, 16, 9, 11}, seed++)));
+  cases.push_back(OpCase("Flatten int64[3,1,7] axis 2", 13)
+                      .In(ReshapeCaseTensor(DataType::kInt64, {3, 1, 7}, seed++))
+                      .Int("axis", 2));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Flatten", &FlattenCases);
+
+// Squeeze and Unsqueeze: axes as the constant input (opset 13+) or the attribute (before).
+OpCase AxesCase(const std::string& op, int opset, DataType dtype, const Shape& x,
+                const std::vector<int64_t>& axes, bool has_axes, uint32_t seed) {
+  OpCase c(op + "-" + std::to_string(opset) + " " + DataTypeName(dtype) + ShapeToString(x) +
+               (has_axes ? " axes " + IntsToString(axes) : " no axes"),
+           opset);
+  c.In(ReshapeCaseTensor(dtype, x, seed));
+  if (has_axes && opset >= 13) c.Const(CaseInt64s(axes));
+  if (has_axes && opset < 13) c.Ints("axes", axes);
+  return c;
+}
+
+std::vector<OpCase> SqueezeCases() {
+  using D = DataType;
+  return {AxesCase("Squeeze", 13, D::kFloat, {2, 1, 12}, {1}, true, 321),
+          AxesCase("Squeeze", 13, D::kFloat, {1, 3, 1, 7, 1}, {}, false, 322),
+          AxesCase("Squeeze", 21, D::kFloat, {1, 3, 1, 7, 1}, {-1, 0}, true, 323),
+          AxesCase("Squeeze", 11, D::kFloat, {1, 3, 1, 7, 1}, {-1, 0}, true, 324),
+          AxesCase("Squeeze", 1, D::kFloat, {1, 16, 9, 11}, {0}, true, 325),
+          AxesCase("Squeeze", 13, D::kInt64, {3, 1}, {1}, true, 326)};
+}
+KILN_REGISTER_OP_CASES("", "Squeeze", &SqueezeCases);
+
+std::vector<OpCase> UnsqueezeCases() {
+  using D = DataType;
+  return {AxesCase("Unsqueeze", 13, D::kFloat, {3, 7}, {0, -1}, true, 341),
+          AxesCase("Unsqueeze", 13, D::kFloat, {2, 12}, {1}, true, 342),
+          AxesCase("Unsqueeze", 21, D::kFloat, {2, 16, 9, 11}, {4, 1}, true, 343),
+          AxesCase("Unsqueeze", 11, D::kFloat, {3, 1, 7}, {2, 0}, true, 344),
+          AxesCase("Unsqueeze", 1, D::kFloat, {3, 1, 7}, {0}, true, 345),
+          AxesCase("Unsqueeze", 13, D::kFloat, {}, {0}, true, 346),
+          AxesCase("Unsqueeze", 13, D::kInt64, {5}, {1}, true, 347)};
+}
+KILN_REGISTER_OP_CASES("", "Unsqueeze", &UnsqueezeCases);
+
+std::vector<OpCase> IdentityCases() {
+  using D = DataType;
+  std::vector<OpCase> cases;
+  uint32_t seed = 361;
+  for (const auto& [opset, dtype, shape] :
+       std::vector<std::tuple<int, D, Shape>>{{13, D::kFloat, {3, 1, 7}},
+                                              {1, D::kFloat, {2, 16, 9, 11}},
+                                              {21, D::kFloat, {}},
+                                              {13, D::kInt64, {4, 5}},
+                                              {16, D::kBool, {1, 9}}})
+    cases.push_back(OpCase("Identity-" + std::to_string(opset) + " " + DataTypeName(dtype) +
+                               ShapeToString(shape),
+                           opset)
+                        .In(ReshapeCaseTensor(dtype, shape, seed++)));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Identity", &IdentityCases);
+
+// Dropout (inference): the output alone (what cuda.dropout.copy takes) and with the mask.
+std::vector<OpCase> DropoutCases() {
+  Tensor no = CaseInts(DataType::kBool, {}, 1, 0, 0), yes = CaseInts(DataType::kBool, {}, 1, 1, 1);
+  std::vector<OpCase> cases;
+  cases.push_back(OpCase("Dropout-13 [3,1,7]", 13).In(CaseTensor({3, 1, 7}, 381)));
+  cases.push_back(OpCase("Dropout-12 ratio 0.3, training_mode false [2,16,9,11]", 12)
+                      .In(CaseTensor({2, 16, 9, 11}, 382))
+                      .Const(CaseFloats({0.3f}, {}))
+                      .Const(no));
+  cases.push_back(OpCase("Dropout-13 training_mode true, ratio 0 [2,5,3]", 13)
+                      .In(CaseTensor({2, 5, 3}, 383))
+                      .Const(CaseFloats({0.f}, {}))
+                      .Const(yes));
+  cases.push_back(OpCase("Dropout-7 ratio attribute [5,1,3]", 7)
+                      .In(CaseTensor({5, 1, 3}, 384))
+                      .Float("ratio", 0.2f));
+  cases.push_back(
+      OpCase("Dropout-13 with mask [3,1,7]", 13).In(CaseTensor({3, 1, 7}, 385)).Outputs(2));
+  cases.push_back(OpCase("Dropout-6 with mask (input's dtype) [4,3]", 6)
+                      .In(CaseTensor({4, 3}, 386))
+                      .Outputs(2));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Dropout", &DropoutCases);
 
 }  // namespace
 }  // namespace kiln::ops

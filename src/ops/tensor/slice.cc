@@ -8,9 +8,12 @@
 #include "ops/tensor/slice.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -178,6 +181,77 @@ class SliceOp : public Op {
   SliceAttrs a_;
 };
 KILN_REGISTER_OP("Slice", 1, ir::kMaxOpset, &SliceOp::Create);
+
+// Kernel cases (ops/op_cases.h). cpu.slice.copy takes any fixed-size dtype: contiguous runs of 64
+// bytes or more are memcpy'd, shorter runs and an innermost step other than 1 are a strided
+// gather; cuda.slice.kernel takes float32 up to rank 6 with constant starts/ends/axes/steps.
+struct SliceSpec {
+  std::string what;
+  Shape x;
+  std::vector<int64_t> starts, ends, axes, steps;  // axes/steps empty: omitted
+  int opset = 13;
+  DataType dtype = DataType::kFloat;
+};
+
+OpCase SliceCase(const SliceSpec& s, uint32_t seed) {
+  OpCase c("Slice " + s.what + ": " + DataTypeName(s.dtype) + ShapeToString(s.x) + " starts " +
+               IntsToString(s.starts) + " ends " + IntsToString(s.ends) +
+               (s.axes.empty() ? "" : " axes " + IntsToString(s.axes)) +
+               (s.steps.empty() ? "" : " steps " + IntsToString(s.steps)),
+           s.opset);
+  if (s.dtype == DataType::kFloat)
+    c.In(CaseTensor(s.x, seed));
+  else
+    c.In(CaseInts(s.dtype, s.x, seed, 0, 100));
+  if (s.opset < 10) {  // Slice-1: attributes
+    c.Ints("starts", s.starts).Ints("ends", s.ends);
+    if (!s.axes.empty()) c.Ints("axes", s.axes);
+    return c;
+  }
+  c.Const(CaseInt64s(s.starts)).Const(CaseInt64s(s.ends));
+  if (!s.axes.empty())
+    c.Const(CaseInt64s(s.axes));
+  else if (!s.steps.empty())
+    c.Omitted();
+  if (!s.steps.empty()) c.Const(CaseInt64s(s.steps));
+  return c;
+}
+
+std::vector<OpCase> SliceCases() {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  using D = DataType;
+  const std::vector<SliceSpec> specs = {
+      {"a third of the last axis", {2, 7, 96}, {32}, {64}, {-1}, {}},
+      {"attention's K of Q/K/V", {2, 97, 288}, {96}, {192}, {2}, {}},
+      {"a middle axis", {2, 7, 96}, {2}, {5}, {1}, {}},
+      {"clamped and negative", {3, 9, 40}, {1, -7, 8}, {3, 100, 40}, {0, 1, 2}, {}},
+      {"short runs (gather)", {5, 4, 3}, {1}, {4}, {0}, {}},
+      {"a step on a middle axis", {4, 10, 33}, {0, 1}, {4, 10}, {0, 1}, {1, 3}},
+      {"negative steps", {4, 10, 33}, {30, 8}, {0, 1}, {2, 1}, {-2, -3}},
+      {"step -2 and 2", {2, 3, 9, 8}, {7, 1}, {0, 8}, {2, 3}, {-2, 2}},
+      {"reversed axis", {3, 1, 7}, {-1}, {-kMax}, {-1}, {-1}},
+      {"to the end", {3, 1, 7}, {1, 0}, {kMax, kMax}, {0, 2}, {}},
+      {"no axes", {3, 1, 7, 5}, {0, 0, 1}, {3, 1, 6}, {}, {}, 10},
+      {"no axes, steps", {6, 5, 4}, {5, 0}, {-kMax, 5}, {}, {-2, 2}},
+      {"empty result", {3, 4, 5}, {2}, {2}, {1}, {}},
+      {"rank 6", {2, 1, 3, 4, 1, 5}, {1, 1, -1}, {3, 4, 0}, {2, 3, 5}, {1, 2, -2}},
+      {"Slice-1", {5, 6, 70}, {1, 5}, {4, 70}, {0, 2}, {}, 1},
+      {"Slice-1 no axes", {5, 6, 70}, {1, 2}, {4, 5}, {}, {}, 9},
+      {"int64", {4, 10, 33}, {1, 30}, {4, 2}, {0, -1}, {2, -4}, 13, D::kInt64},
+      {"uint8", {2, 7, 96}, {3}, {90}, {2}, {}, 13, D::kUInt8},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 201;
+  for (const SliceSpec& s : specs) cases.push_back(SliceCase(s, seed++));
+  // starts/ends as int32 (what some exporters write).
+  cases.push_back(OpCase("Slice int32 starts/ends: float32[6,5,4] axes [1]", 13)
+                      .In(CaseTensor({6, 5, 4}, seed++))
+                      .Const(Tensor::FromVector<int32_t>({1}, {1}))
+                      .Const(Tensor::FromVector<int32_t>({-1}, {1}))
+                      .Const(Tensor::FromVector<int32_t>({1}, {1})));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Slice", &SliceCases);
 
 }  // namespace
 }  // namespace kiln::ops

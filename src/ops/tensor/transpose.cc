@@ -5,6 +5,7 @@
 
 #include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -61,6 +62,50 @@ class TransposeOp : public Op {
   TransposeAttrs a_;
 };
 KILN_REGISTER_OP("Transpose", 1, ir::kMaxOpset, &TransposeOp::Create);
+
+// Kernel cases (ops/op_cases.h): cpu.transpose.onednn takes float32 and 8-bit inputs of rank
+// 1..12, cuda.transpose.kernel float32 up to rank 6. NCHW <-> NHWC, other perms, the default
+// (reversed) perm, an identity perm, ranks 1, 2, 6 and 7, size-1 dims, 8-bit and int64.
+std::vector<OpCase> TransposeCases() {
+  struct Spec {
+    int opset;
+    DataType dtype;
+    Shape x;
+    std::vector<int64_t> perm;  // empty: the attribute is absent (reversed dims)
+  };
+  using D = DataType;
+  const std::vector<Spec> specs = {
+      {13, D::kFloat, {2, 16, 5, 7}, {0, 2, 3, 1}},
+      {13, D::kFloat, {2, 3, 4, 5}, {0, 2, 3, 1}},
+      {13, D::kFloat, {2, 5, 7, 16}, {0, 3, 1, 2}},
+      {13, D::kFloat, {2, 16, 5, 7}, {3, 1, 0, 2}},
+      {13, D::kFloat, {1, 3, 130, 129}, {0, 2, 3, 1}},
+      {1, D::kFloat, {3, 1, 7}, {}},
+      {21, D::kFloat, {5}, {0}},
+      {13, D::kFloat, {64, 97}, {1, 0}},
+      {13, D::kFloat, {4, 1, 9}, {0, 1, 2}},
+      {13, D::kFloat, {2, 1, 3, 1, 4, 5}, {5, 3, 1, 0, 2, 4}},
+      {13, D::kFloat, {2, 3, 2, 1, 2, 3, 2}, {}},
+      {13, D::kUInt8, {3, 5, 7}, {2, 0, 1}},
+      {13, D::kInt8, {17, 1, 33}, {1, 2, 0}},
+      {13, D::kInt64, {2, 3, 4}, {1, 0, 2}},
+  };
+  std::vector<OpCase> cases;
+  uint32_t seed = 171;
+  for (const Spec& s : specs) {
+    OpCase c(std::string("Transpose ") + DataTypeName(s.dtype) + ShapeToString(s.x) + " perm " +
+                 (s.perm.empty() ? "reversed" : IntsToString(s.perm)),
+             s.opset);
+    if (!s.perm.empty()) c.Ints("perm", s.perm);
+    if (s.dtype == D::kFloat)
+      c.In(CaseTensor(s.x, seed++));
+    else
+      c.In(CaseInts(s.dtype, s.x, seed++, s.dtype == D::kUInt8 ? 0 : -100, 100));
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "Transpose", &TransposeCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -98,7 +98,7 @@ class ConvCudnn final : public runtime::Kernel {
       return Unsupported("asymmetric padding is not supported by cuDNN's convolution descriptor");
     const int group = static_cast<int>(a_.conv.group);
     half_io_ = ctx->inputs[0].dtype == DataType::kFloat16;
-    fp16_ = ctx->precision == "fp16" || half_io_;
+    fp16_ = ctx->precision == Precision::kFp16 || half_io_;
     const cudnnDataType_t dt = fp16_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     x_elems_ = static_cast<size_t>(NumElements(x));
     y_elems_ = static_cast<size_t>(NumElements(y));

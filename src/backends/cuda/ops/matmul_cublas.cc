@@ -80,7 +80,7 @@ class MatMulCublas final : public runtime::Kernel {
       act_beta_ = act.beta;
     }
     half_io_ = ctx->inputs[0].dtype == DataType::kFloat16;
-    fp16_ = ctx->precision == "fp16" || half_io_;
+    fp16_ = ctx->precision == Precision::kFp16 || half_io_;
     a_elems_ = static_cast<size_t>(NumElements(a));
     b_elems_ = static_cast<size_t>(NumElements(b));
     if (fp16_ && !half_io_ && ctx->constants[1]) {

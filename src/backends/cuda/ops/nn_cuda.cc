@@ -158,6 +158,21 @@ KernelSupport SupportsFloatOneOutput(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
+// Scale and B must cover the normalized dims whole: the kernel does not broadcast them (a case
+// with Scale [5] over [2,3,5] at axis 1 was accepted here and refused in Prepare, failing a load).
+KernelSupport SupportsLayerNorm(const ir::Node& node, const ir::Op& op,
+                                const std::vector<TensorInfo>& in) {
+  KernelSupport s = SupportsFloatOneOutput(node, op, in);
+  if (!s.ok) return s;
+  const Shape& x = in[0].shape;
+  const auto& a = runtime::AttrsOf<ops::NormAttrs>(op);
+  const int64_t cols = Product(x, static_cast<size_t>(NormalizeAxis(a.axis, x.size())), x.size());
+  for (size_t i = 1; i < 3 && i < in.size(); ++i)
+    if (in[i].dtype != DataType::kUndefined && NumElements(in[i].shape) != cols)
+      return {false, "Scale and B must cover the normalized dims exactly (no broadcasting)"};
+  return {true, ""};
+}
+
 #define KILN_CUDA_NN(op, domain, since, until, name, supports, kernel) \
   KILN_REGISTER_KERNEL(runtime::KernelDef{                             \
       name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}, {0}})
@@ -173,9 +188,9 @@ KILN_CUDA_NN("Softmax", "", 1, ir::kMaxOpset, "cuda.softmax.kernel", SupportsFlo
 KILN_CUDA_NN("LogSoftmax", "", 1, ir::kMaxOpset, "cuda.logsoftmax.kernel", SupportsFloatOneOutput,
              SoftmaxCuda);
 KILN_CUDA_NN("LayerNormalization", "", 17, ir::kMaxOpset, "cuda.layernormalization.kernel",
-             SupportsFloatOneOutput, LayerNormCuda);
+             SupportsLayerNorm, LayerNormCuda);
 KILN_CUDA_NN("LayerNormalization", "kiln", 1, 1, "cuda.layernormalization.kernel",
-             SupportsFloatOneOutput, LayerNormCuda);
+             SupportsLayerNorm, LayerNormCuda);
 
 }  // namespace
 }  // namespace kiln::cuda
