@@ -347,6 +347,12 @@ bool CheckCase(const KernelDef& def, const ops::OpCase& c, bool half, runtime::D
     return true;
   }
   auto prepared = PrepareKernel(def, node, **op, in, *kin, device);
+  // Unsupported from Prepare is a decline (the planner then tries the next kernel): a kernel may
+  // judge constants there (scales, sizes) that Supports() does not see.
+  if (!prepared.ok() && prepared.status().code() == StatusCode::kUnsupported) {
+    *declined = "Prepare: " + prepared.status().message();
+    return false;
+  }
   if (!prepared.ok()) {
     r->detail = "Prepare failed: " + prepared.status().ToString();
     return true;

@@ -119,10 +119,13 @@ class Planner {
  private:
   // Shapes (and for foldable nodes, values) of the node's outputs; true when it folded.
   StatusOr<bool> InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic);
-  PrepareContext ContextFor(const ir::Node& node) const;
+  PrepareContext ContextFor(const ir::Node& node, bool count_cached) const;
   // The kernel for the node; `plain_inputs` when it needs its inputs converted to plain first.
   SelectedKernel Select(const ir::Node& node, const ir::Op& op, const PrepareContext& pc,
                         bool reference_only, bool* plain_inputs) const;
+  // One try at planning the node with the kernels `refused_` leaves; kUnsupported from a fast
+  // kernel's Prepare comes back with *refused set, to try the next.
+  Status TryPlanNode(int ni, bool dynamic, bool first, bool* refused);
   Status PrepareStep(const ir::Node& node, bool dynamic, PrepareContext* pc, Step* step);
   void MarkDirectOutputs();
 
@@ -134,6 +137,7 @@ class Planner {
   bool strict_device_ = false;
   std::vector<int> plain_of_;
   std::vector<UnsupportedNode> no_kernel_;
+  std::map<std::string, std::string> refused_;  // this node's kernels whose Prepare refused it
 };
 
 void Planner::InitSlots(const std::vector<Tensor>& inputs) {
@@ -187,7 +191,7 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
   return ev.all_values;
 }
 
-PrepareContext Planner::ContextFor(const ir::Node& node) const {
+PrepareContext Planner::ContextFor(const ir::Node& node, bool count_cached) const {
   PrepareContext pc;
   pc.num_threads = p_.num_threads;
   pc.precision = options_.precision;
@@ -198,7 +202,7 @@ PrepareContext Planner::ContextFor(const ir::Node& node) const {
     auto it = cached_->find(node.name);
     if (it != cached_->end()) {
       pc.cached_variant = &it->second;
-      ++p_.cached_choices;
+      if (count_cached) ++p_.cached_choices;
     }
   }
   for (int id : node.inputs) {
@@ -213,7 +217,7 @@ SelectedKernel Planner::Select(const ir::Node& node, const ir::Op& op, const Pre
                                bool reference_only, bool* plain_inputs) const {
   *plain_inputs = false;
   SelectedKernel sel =
-      SelectKernel(node, op, pc.inputs, pc.constants, options_.backend, reference_only);
+      SelectKernel(node, op, pc.inputs, pc.constants, options_.backend, reference_only, &refused_);
   if (!sel.reference || reference_only) return sel;
   // Every fast kernel declined inputs in the layouts they arrive in (a blocked tensor from a
   // convolution): ask again with them plain, and convert them before the step, rather than
@@ -226,7 +230,7 @@ SelectedKernel Planner::Select(const ir::Node& node, const ir::Op& op, const Pre
   }
   if (!any_layout) return sel;
   SelectedKernel again =
-      SelectKernel(node, op, plain, pc.constants, options_.backend, reference_only);
+      SelectKernel(node, op, plain, pc.constants, options_.backend, reference_only, &refused_);
   if (again.reference) return sel;
   *plain_inputs = true;
   return again;
@@ -254,15 +258,27 @@ Status Planner::PrepareStep(const ir::Node& node, bool dynamic, PrepareContext* 
 
 Status Planner::PlanNode(int ni) {
   const ir::Node& node = g_.nodes[ni];
-  const ir::Op& op = *model_.ops[ni];
   bool dynamic = false;
-  KILN_ASSIGN_OR_RETURN(bool folded, InferOrFold(node, op, &dynamic));
+  KILN_ASSIGN_OR_RETURN(bool folded, InferOrFold(node, *model_.ops[ni], &dynamic));
   if (folded) return OkStatus();
+  // A fast kernel may refuse a node in Prepare, where it sees constants (scales, sizes) that
+  // Supports() does not: the next candidate is tried, down to the reference kernel.
+  refused_.clear();
+  for (bool first = true;; first = false) {
+    bool refused = false;
+    KILN_RETURN_IF_ERROR(TryPlanNode(ni, dynamic, first, &refused));
+    if (!refused) return OkStatus();
+  }
+}
+
+Status Planner::TryPlanNode(int ni, bool dynamic, bool first, bool* refused) {
+  const ir::Node& node = g_.nodes[ni];
+  const ir::Op& op = *model_.ops[ni];
   Step step;
   step.node = ni;
   step.dynamic = dynamic;
   step.self_shaped = dynamic && op.ShapesFromRun();
-  PrepareContext pc = ContextFor(node);
+  PrepareContext pc = ContextFor(node, first);
   // Dynamic steps take the reference kernel, except control flow, whose backend kernel plans
   // its bodies for the shapes it meets.
   const bool reference_only = (dynamic && !step.self_shaped) || options_.reference_only;
@@ -277,7 +293,7 @@ Status Planner::PlanNode(int ni) {
     return OkStatus();
   }
   step.kernel = std::move(sel.kernel);
-  step.kernel_name = std::move(sel.name);
+  step.kernel_name = sel.name;
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     int slot = node.inputs[i];
     if (slot >= 0 && p_.layouts[slot] && (plain_inputs || !step.kernel->AcceptsLayout(i))) {
@@ -286,7 +302,13 @@ Status Planner::PlanNode(int ni) {
     }
     step.in_slots.push_back(slot);
   }
-  KILN_RETURN_IF_ERROR(PrepareStep(node, dynamic, &pc, &step));
+  Status s = PrepareStep(node, dynamic, &pc, &step);
+  if (!s.ok() && s.code() == StatusCode::kUnsupported && !sel.reference) {
+    refused_[sel.name] = s.message();
+    *refused = true;
+    return OkStatus();
+  }
+  KILN_RETURN_IF_ERROR(s);
   step.out_slots = node.outputs;
   for (int slot : step.in_slots)
     if (slot >= 0) p_.last_use[slot] = static_cast<int>(p_.steps.size());

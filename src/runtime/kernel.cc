@@ -78,12 +78,15 @@ std::vector<const KernelDef*> KernelRegistry::All(const std::string& backend) co
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
                             const std::vector<const Tensor*>& constants, const std::string& backend,
-                            bool reference_only) {
+                            bool reference_only,
+                            const std::map<std::string, std::string>* refused) {
   std::string declined;
   if (!reference_only) {
     for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend)) {
       KernelSupport s{true, ""};
       if (KernelDisabled(def->name)) s = {false, "disabled by KILN_DISABLE_KERNELS"};
+      if (refused != nullptr && refused->count(def->name))
+        s = {false, "its Prepare refused: " + refused->at(def->name)};
       for (int i : def->constant_inputs)
         if (node.HasInput(i) && (static_cast<size_t>(i) >= constants.size() || !constants[i]))
           s = {false, "input " + std::to_string(i) + " must be constant (it is prepacked)"};

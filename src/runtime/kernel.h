@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <shared_mutex>
 #include <string>
@@ -149,10 +150,13 @@ struct SelectedKernel {
   bool reference = false;  // the op's reference kernel (host memory only)
   std::string declined;    // why each candidate declined, when the reference was chosen
 };
+// `refused`: kernels whose Prepare already returned Unsupported for this node (name -> why),
+// passed over like a decline.
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
                             const std::vector<const Tensor*>& constants, const std::string& backend,
-                            bool reference_only);
+                            bool reference_only,
+                            const std::map<std::string, std::string>* refused = nullptr);
 
 // Backends say which session precisions they can honour on this machine: Session::Load refuses
 // the others with the backend's reason.

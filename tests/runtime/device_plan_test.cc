@@ -203,6 +203,36 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
     {}});
 
+// Kernels that accept every node in Supports() and refuse it in Prepare (as a kernel judging a
+// constant there does): the planner passes them over for the next candidate.
+class RefusesInPrepare final : public runtime::Kernel {
+ public:
+  Status Prepare(runtime::PrepareContext*) override { return Unsupported("not this node"); }
+  Status Run(const ir::ComputeContext&) const override { return Internal("never runs"); }
+};
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakestrict.relu.refuses",
+    "Relu",
+    "",
+    6,
+    ir::kMaxOpset,
+    "fakestrict",
+    5,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<RefusesInPrepare>(); },
+    {}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakestrict.mul.refuses",
+    "Mul",
+    "",
+    7,
+    ir::kMaxOpset,
+    "fakestrict",
+    5,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<RefusesInPrepare>(); },
+    {}});
+
 KILN_REGISTER_KERNEL(runtime::KernelDef{
     "fakegraph.relu.test",
     "Relu",
@@ -388,6 +418,9 @@ TEST(DevicePlanTest, StrictDeviceReportsEveryNodeWithoutAKernel) {
   EXPECT_NE(m.find("'Mul1' Mul"), std::string::npos) << m;
   EXPECT_NE(m.find("'Add4' Add"), std::string::npos) << m;
   EXPECT_NE(m.find("no fakestrict kernel supports it"), std::string::npos) << m;
+  // Mul's only kernel refused it in Prepare: the reason says so.
+  EXPECT_NE(m.find("fakestrict.mul.refuses: its Prepare refused: not this node"), std::string::npos)
+      << m;
   EXPECT_EQ(m.find("Relu"), std::string::npos) << m;  // it has a kernel
 }
 
@@ -402,6 +435,11 @@ TEST(DevicePlanTest, StrictDeviceKernelRunsOnTheRunsStream) {
   std::vector<NamedTensor> got;
   Status s = (*dev)->Run({{"x", Input(2)}}, &got);
   ASSERT_TRUE(s.ok()) << s.ToString();
+  // fakestrict.relu.refuses (priority 5) refused the node in Prepare; the next kernel took it.
+  auto plan = (*dev)->DescribePlan({{"x", Input(2)}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(plan->find("fakestrict.relu.test"), std::string::npos) << *plan;
+  EXPECT_EQ(plan->find("refuses"), std::string::npos) << *plan;
   EXPECT_NE(relu_stream.load(), nullptr);
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(got[0].tensor.data<float>()[i], std::max(0.f, static_cast<float>(i % 7) - 3.f));
