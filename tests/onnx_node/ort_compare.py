@@ -141,7 +141,7 @@ def main():
     kiln_pass = sum(1 for r in results.values() if not r["kiln"])
     ort_pass = sum(1 for r in results.values() if not r["ort"])
     print(f"onnx {os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(a.data))))} "
-          f"node tests, {len(results)} in kiln's scope, rtol 1e-3 / atol {a.atol:g}, no skip list:")
+          f"node tests, {len(results)} cases (every directory), rtol 1e-3 / atol {a.atol:g}, no skip list:")
     print(f"  kiln {kiln_pass} passed, {len(results) - kiln_pass} failed")
     print(f"  ONNX Runtime {ort.__version__} {ort_pass} passed, {len(results) - ort_pass} failed")
     for name, r in results.items():
