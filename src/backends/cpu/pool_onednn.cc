@@ -14,8 +14,11 @@
 // That is the unfused graph's arithmetic in another order: a value can land one step away where
 // the exact mean sits within float rounding of a tie (tests bound how often). Needs X and Y of
 // one type (oneDNN 2.6 pools int8 to int8 and uint8 to uint8 only) and constant scales and zero
-// points; the pass leaves count_include_pad with padding and a zero point unfused (oneDNN pads
-// with the code 0, not the zero point). Plain inputs are reordered channels-last as above.
+// points. count_include_pad with padding and a non-zero x_zero_point (oneDNN pads with the code 0,
+// not the zero point): X is reordered channels-last into a buffer filled with the zero point's
+// code and pooled without padding. Plain inputs are reordered channels-last as above.
+#include <cstring>
+
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
 #include "ops/nn/spatial.h"
@@ -48,7 +51,10 @@ class PoolOneDnn final : public runtime::Kernel {
     if (!src_reorder_) return ExecuteSrcDst(node_, prim_, descs_.scratchpad, src_, descs_.dst, ctx);
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      const void* x = InputAs(src_reorder_, src_, descs_.src, ctx.in(0).raw(), scratch);
+      // Padded by hand (see DoPrepare): the zero point's code around X's values.
+      if (pad_fill_) std::memset(scratch, pad_code_, descs_.src.get_size());
+      const void* x =
+          InputAs(src_reorder_, src_, pad_fill_ ? interior_ : descs_.src, ctx.in(0).raw(), scratch);
       RunMemory s(descs_.src, x), d(descs_.dst, ctx.out(0).raw()),
           sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
       Execute(prim_,
@@ -95,7 +101,27 @@ class PoolOneDnn final : public runtime::Kernel {
     const TensorInfo& x = ctx->inputs[0];
     src_ = InputDesc(x);
     memory::desc src = src_;
-    if (x.layout == nullptr && (!global || quantized)) {
+    // count_include_pad with padding and a non-zero x_zero_point: the padding counts as the value
+    // 0, the zero point's code, where oneDNN pads with the code 0. X is then reordered
+    // (channels-last) into the middle of a buffer filled with that code, pooled without padding.
+    const int32_t zx_code =
+        quantized && node_.HasInput(2) ? ops::quant::ReadQuant(*ctx->constants[2], 0) : 0;
+    bool padding = false;
+    for (size_t i = 0; i < pl.size(); ++i) padding = padding || pl[i] != 0 || pr[i] != 0;
+    pad_fill_ = alg == dnnl::algorithm::pooling_avg_include_padding && padding && zx_code != 0;
+    if (pad_fill_) {
+      Shape ps = xs;
+      memory::dims offsets(xs.size(), 0);
+      for (size_t i = 0; i < n; ++i) {
+        ps[2 + i] += pl[i] + pr[i];
+        offsets[2 + i] = pl[i];
+        pl[i] = pr[i] = 0;
+      }
+      src = ChannelsLastDesc(ps, src_.data_type());
+      interior_ = src.submemory_desc(Dims(xs), offsets);
+      src_reorder_ = MakeReorder(src_, interior_);
+      pad_code_ = static_cast<unsigned char>(zx_code & 0xff);
+    } else if (x.layout == nullptr && (!global || quantized)) {
       src = ChannelsLastDesc(xs, src_.data_type());
       src_reorder_ = MakeReorder(src_, src);
     }
@@ -127,6 +153,11 @@ class PoolOneDnn final : public runtime::Kernel {
   ops::PoolAttrs a_;
   bool q_global_;     // QAveragePool of a GlobalAveragePool
   memory::desc src_;  // as the input arrives
+  // QAveragePool, count_include_pad with padding and a non-zero x_zero_point: X goes into
+  // `interior_` of a buffer filled with the zero point's code (`pad_code_`).
+  bool pad_fill_ = false;
+  unsigned char pad_code_ = 0;
+  memory::desc interior_;
   dnnl::reorder src_reorder_;
   dnnl::pooling_v2_forward::primitive_desc pd_;
   PdDescs descs_;

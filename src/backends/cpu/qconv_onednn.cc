@@ -17,7 +17,10 @@
 // (cpu.quantizelinear.loop keeps it), and is reordered at run time only when the primitive wants
 // another layout. A non-zero x_zero_point (ONNX Runtime's asymmetric activations) is oneDNN's
 // run-time source zero point; an int8 source with one is fed as uint8 (sign bit flipped, zero
-// point + 128: exact), the uint8 path being oneDNN's fast one. Limits: 1-3 spatial dims.
+// point + 128: exact), the uint8 path being oneDNN's fast one; so is an int8 source without one
+// of a depthwise convolution on a CPU without VNNI (oneDNN would halve its weights). A channel
+// with a zero output scale is its bias alone (weights zeroed, scale 1). Limits: 1-3 spatial dims;
+// QConvAdd: a convolution activation oneDNN can apply in A's units (AppendActivationInUnits).
 //
 // cpu.qconvdw.onednn: kiln.QConvDw (a 1x1 QConv and the depthwise QConv reading its output) as
 // one oneDNN int8 1x1 convolution with a depthwise post-op (post_ops::append_dw): the 1x1's
@@ -25,12 +28,17 @@
 // cache, never written whole. A is rounded and saturated as the QConv writes it (output scales,
 // activation, 1/a_scale), the depthwise half has its own scales a_scale * wd_scale[m] (its bias
 // divided by them, as the 1x1's), then its activation and 1/y_scale: the two QConvs' arithmetic
-// (QConvDwKernelTest compares them bit for bit). Limits: 2-D, a 1x1 first half with stride 1 and
-// no padding, a 3x3 depthwise half with equal strides (1 or 2) and pads 1, no zero points (the
-// pass fuses nothing else).
+// (QConvDwKernelTest compares them bit for bit). Limits (supports()): 2-D, an ungrouped 1x1 first
+// half with stride 1 and no padding, a 3x3 depthwise half with equal strides (1 or 2) and pads 1
+// (the pass fuses nothing else). What the depthwise post-op cannot compute exactly (zero points,
+// odd depthwise weights under an int8 A without VNNI, a zero depthwise scale with a bias:
+// FusedDwExact) runs as the two QConvs one after the other, A in scratch (variant "unfused").
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
@@ -43,6 +51,18 @@ using dnnl::memory;
 using runtime::KernelSupport;
 using runtime::TensorInfo;
 
+// Sets the rows `rows` of int8 weights [M, ...] to 0 (channels whose output is their bias
+// alone); returns the packed weights' cache variant naming them.
+std::string ZeroedRows(Tensor* w, const std::vector<int64_t>& rows) {
+  const int64_t per = w->numel() / std::max<int64_t>(1, w->shape()[0]);
+  std::string variant = "zeroed";
+  for (int64_t r : rows) {
+    std::memset(w->data<int8_t>() + r * per, 0, static_cast<size_t>(per));
+    variant += "," + std::to_string(r);
+  }
+  return variant;
+}
+
 class QConvOneDnn final : public runtime::Kernel {
  public:
   QConvOneDnn(const ir::Node& node, const ir::Op& op)
@@ -52,6 +72,8 @@ class QConvOneDnn final : public runtime::Kernel {
         dw_(node.op_type == "QConvDw"),
         sum_relu_(add_ && runtime::AttrsOf<ops::QConvAddAttrs>(op).sum_relu),
         sum_in_(add_ ? 9 : 6) {}
+  // A plain QConv with these attributes (QConvDw's halves when they run one after the other).
+  QConvOneDnn(const ir::Node& node, const ops::ConvAttrs& a) : node_(node), a_(a) {}
 
   bool AcceptsLayout(size_t input) const override {
     return input == 0 || static_cast<int>(input) == sum_in_;
@@ -61,10 +83,14 @@ class QConvOneDnn final : public runtime::Kernel {
     return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
+  std::string variant() const override { return first_ ? "unfused" : ""; }
+
   int InPlaceInput() const override { return has_sum_ && z_desc_ == z_dst_desc_ ? sum_in_ : -1; }
 
-  // Scratch: X as uint8 (an int8 X with a zero point), X reordered, oneDNN's scratchpad.
+  // Scratch: X as uint8 (an int8 X fed as uint8), X reordered, oneDNN's scratchpad.
+  // QConvDw run as two QConvs: A, then the larger of the two halves' scratch.
   size_t ScratchBytes() const override {
+    if (first_) return a_bytes_ + std::max(first_->ScratchBytes(), second_->ScratchBytes());
     return FlipBytes() + ReorderedBytes(src_reorder_, descs_.src) +
            pd_.scratchpad_desc().get_size();
   }
@@ -72,34 +98,114 @@ class QConvOneDnn final : public runtime::Kernel {
   Status Run(const ir::ComputeContext& ctx) const override {
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
-      const void* x_data = ctx.in(0).raw();
-      if (x_to_u8_) x_data = Int8AsUint8(x_data, src_in_desc_.get_size(), scratch);
-      scratch += FlipBytes();
-      const void* src_data = InputAs(src_reorder_, src_in_desc_, descs_.src, x_data, scratch);
-      if (has_sum_) StageResidual(ctx.in(sum_in_), &ctx.out(0), z_desc_, z_dst_desc_, z_reorder_);
-      if (flip_r_) Int8AsUint8(ctx.out(0).raw(), z_dst_desc_.get_size(), ctx.out(0).raw());
-      RunMemory src(descs_.src, src_data), dst(descs_.dst, ctx.out(0).raw()),
-          sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
-      Execute(prim_,
-              {{DNNL_ARG_SRC, src.get()},
-               {DNNL_ARG_WEIGHTS, weights_.get()},
-               {DNNL_ARG_BIAS, bias_.get(true)},
-               {DNNL_ARG_DST, dst.get()},
-               {DNNL_ARG_SCRATCHPAD, sp.get()},
-               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
-               {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_.get(true)},
-               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
-                y_inv_scales_.get(true)},
-               {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_zero_post_op_, 0)) | DNNL_ARG_SRC_1,
-                y_zeros_.get(true)},
-               {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, dw_weights_.get(true)},
-               {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, dw_bias_.get(true)}});
-      ThreadStream().wait();
+      if (first_) {
+        first_->RunOn(ctx.in(0).raw(), scratch, scratch + a_bytes_, nullptr);
+        second_->RunOn(scratch, ctx.out(0).raw(), scratch + a_bytes_, nullptr);
+        return;
+      }
+      RunOn(ctx.in(0).raw(), ctx.out(0).raw(), scratch, &ctx);
     });
   }
 
  private:
+  // One run from X (`x_data`) into Y (`y_data`); `ctx` gives the residual when there is one.
+  void RunOn(const void* x_data, void* y_data, char* scratch, const ir::ComputeContext* ctx) const {
+    if (x_to_u8_) x_data = Int8AsUint8(x_data, src_in_desc_.get_size(), scratch);
+    scratch += FlipBytes();
+    const void* src_data = InputAs(src_reorder_, src_in_desc_, descs_.src, x_data, scratch);
+    if (has_sum_) StageResidual(ctx->in(sum_in_), &ctx->out(0), z_desc_, z_dst_desc_, z_reorder_);
+    if (flip_r_) Int8AsUint8(y_data, z_dst_desc_.get_size(), y_data);
+    RunMemory src(descs_.src, src_data), dst(descs_.dst, y_data),
+        sp(descs_.scratchpad, scratch + ReorderedBytes(src_reorder_, descs_.src));
+    Execute(prim_, {{DNNL_ARG_SRC, src.get()},
+                    {DNNL_ARG_WEIGHTS, weights_.get()},
+                    {DNNL_ARG_BIAS, bias_.get(true)},
+                    {DNNL_ARG_DST, dst.get()},
+                    {DNNL_ARG_SCRATCHPAD, sp.get()},
+                    {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_.get(true)},
+                    {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_.get(true)},
+                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_post_op_, 0)) | DNNL_ARG_SRC_1,
+                     y_inv_scales_.get(true)},
+                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(std::max(y_zero_post_op_, 0)) | DNNL_ARG_SRC_1,
+                     y_zeros_.get(true)},
+                    {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, dw_weights_.get(true)},
+                    {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, dw_bias_.get(true)}});
+    ThreadStream().wait();
+  }
+
+  // QConvDw: whether the depthwise post-op computes these values exactly. It has no zero points
+  // (X's, A's or Y's), its depthwise weights are halved for an int8 A without VNNI (exact for
+  // even ones only), and a zero scale loses its bias (oneDNN 2.6 scales accumulator + bias).
+  bool FusedDwExact(const runtime::PrepareContext& ctx) const {
+    auto zero = [&](int i) {
+      return !node_.HasInput(i) || ops::quant::ReadQuant(*ctx.constants[i], 0) == 0;
+    };
+    if (!zero(2) || !zero(8) || !zero(13)) return false;
+    const Tensor& wd = *ctx.constants[9];
+    if (ctx.constants[8]->dtype() == DataType::kInt8 && !Int8Vnni())
+      for (int64_t i = 0; i < wd.numel(); ++i)
+        if (wd.data<int8_t>()[i] % 2 != 0) return false;
+    if (node_.HasInput(11)) {
+      const float sa = ctx.constants[7]->data<float>()[0];
+      const float* swd = ctx.constants[10]->data<float>();
+      for (int64_t i = 0; i < wd.shape()[0]; ++i)
+        if (sa * swd[i] == 0.f) return false;
+    }
+    return true;
+  }
+
+  // QConvDw as its two QConvs, A held in scratch between them: for what the depthwise post-op
+  // cannot compute exactly (FusedDwExact).
+  void PrepareUnfused(runtime::PrepareContext* ctx) {
+    const TensorInfo& x = ctx->inputs[0];
+    const Shape& ws = ctx->inputs[3].shape;
+    const int64_t m = ws[0];
+    const DataType a_type = ctx->constants[8]->dtype();
+    // The 1x1 QConv: inputs 0-8 are QConv's (y_scale and y_zero_point: A's).
+    ir::Node first = node_;
+    first.op_type = "QConv";
+    first.inputs.assign(node_.inputs.begin(), node_.inputs.begin() + 9);
+    first_ = std::make_unique<QConvOneDnn>(first, a_);
+    runtime::PrepareContext c1 = *ctx;
+    c1.inputs.assign(ctx->inputs.begin(), ctx->inputs.begin() + 9);
+    c1.constants.assign(ctx->constants.begin(), ctx->constants.begin() + 9);
+    c1.outputs = {TensorInfo{a_type, {x.shape[0], m, x.shape[2], x.shape[3]}, nullptr}};
+    first_->DoPrepare(&c1);
+    const TensorInfo a_info = c1.outputs[0];
+    a_bytes_ = Align64(a_info.layout ? a_info.layout->bytes()
+                                     : static_cast<size_t>(NumElements(a_info.shape)));
+    // The depthwise QConv on A: A, a_scale, a_zero_point, Wd, wd_scale, Bd, -, y_scale, y_zero.
+    const std::vector<int> from = {-1, 7, 8, 9, 10, 11, -1, 12, 13};
+    ir::Node second = first;
+    runtime::PrepareContext c2 = *ctx;
+    c2.inputs.assign(9, TensorInfo{});
+    c2.constants.assign(9, nullptr);
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (from[i] < 0) continue;
+      second.inputs[i] = node_.inputs[from[i]];
+      c2.inputs[i] = ctx->inputs[from[i]];
+      c2.constants[i] = ctx->constants[from[i]];
+    }
+    second.inputs[0] = node_.inputs[0];  // any id: A is no value of the graph
+    second.inputs[6] = -1;
+    c2.inputs[0] = a_info;
+    ops::ConvAttrs dw;
+    dw.conv.group = m;
+    dw.conv.window.strides = node_.GetInts("dw_strides", {1, 1});
+    dw.conv.window.pads = node_.GetInts("dw_pads", {1, 1, 1, 1});
+    dw.conv.window.dilations = {1, 1};
+    if (!ops::ParseActivation(node_, &dw.act, "dw_").ok())
+      throw dnnl::error(dnnl_unimplemented, "QConvDw: the depthwise activation has no post-op");
+    second_ = std::make_unique<QConvOneDnn>(second, dw);
+    second_->DoPrepare(&c2);
+    ctx->outputs[0].layout = c2.outputs[0].layout;
+  }
+
   void DoPrepare(runtime::PrepareContext* ctx) {
+    if (dw_ && !FusedDwExact(*ctx)) {
+      PrepareUnfused(ctx);
+      return;
+    }
     const TensorInfo& x = ctx->inputs[0];
     const Shape& ws = ctx->inputs[3].shape;
     const Shape& ys = ctx->outputs[0].shape;
@@ -111,10 +217,15 @@ class QConvOneDnn final : public runtime::Kernel {
       const Tensor& zp = *ctx->constants[2];
       x_zero_value_ = ops::quant::ReadQuant(zp, 0);
     }
-    x_to_u8_ = x.dtype == DataType::kInt8 && x_zero_value_ != 0;
+    const int64_t group = a_.conv.group, m = ws[0];
+    // Depthwise convolutions (one input channel per group) of a uint8 source are exact without
+    // VNNI: oneDNN's depthwise int8 kernels widen to 32 bits before multiplying (QConvKernelTest's
+    // full-range cases). For an int8 source oneDNN halves the weights there too (its s8-source
+    // compensation): such X, zero point or not, is fed as uint8 (zero point 128: exact).
+    const bool depthwise = group > 1 && ws[1] == 1 && m == group;
+    x_to_u8_ = x.dtype == DataType::kInt8 && (x_zero_value_ != 0 || (depthwise && !Int8Vnni()));
     if (x_to_u8_) x_zero_value_ += 128;
     const bool src_u8 = x.dtype == DataType::kUInt8 || x_to_u8_;
-    const int64_t group = a_.conv.group, m = ws[0];
     const memory::dims& wdims = geo.wdims;
     const memory::dims &strides = geo.strides, &dil = geo.dilations, &pl = geo.pad_begin,
                        &pr = geo.pad_end;
@@ -124,9 +235,7 @@ class QConvOneDnn final : public runtime::Kernel {
     // Without VNNI, oneDNN multiplies uint8 by int8 with vpmaddubsw, whose 16-bit pair sums
     // saturate for 255 * 127 * 2: the weights are halved (rounded to even, 7 bits) and their
     // scales doubled. (An int8 source is oneDNN's own case: it halves the weights itself.)
-    // Depthwise convolutions (one input channel per group) are exempt: oneDNN's depthwise int8
-    // kernels widen to 32 bits before multiplying (QConvKernelTest's full-range cases).
-    const bool depthwise = group > 1 && ws[1] == 1 && m == group;
+    // Depthwise convolutions of a uint8 source are exempt (above).
     const bool halve = src_u8 && !Int8Vnni() && !depthwise;
     const float wmul = halve ? 2.f : 1.f;
     std::vector<float> scales(static_cast<size_t>(m));
@@ -216,6 +325,17 @@ class QConvOneDnn final : public runtime::Kernel {
     }
     if (a_grid_)
       for (float& v : scales) v /= sy;
+    // A channel whose output scale is 0 (a zero w_scale[m]) is its bias alone: oneDNN 2.6 scales
+    // (accumulator + bias), so its weights are zeroed (the accumulator is 0, the source zero
+    // point's compensation too) and its scale set to 1 (the bias goes in as it is).
+    const bool has_bias = node_.HasInput(5);
+    std::vector<int64_t> zeroed;
+    if (has_bias)
+      for (int64_t i = 0; i < m; ++i)
+        if (scales[i] == 0.f) {
+          scales[i] = 1.f;
+          zeroed.push_back(i);
+        }
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
     if (x_zero_value_ != 0) {
@@ -252,7 +372,6 @@ class QConvOneDnn final : public runtime::Kernel {
     Shape a_shape = ys;
     if (dw_) a_shape = {x.shape[0], m, x.shape[2], x.shape[3]};
     memory::desc dst_any(Dims(a_shape), ddt, memory::format_tag::any);
-    const bool has_bias = node_.HasInput(5);
     memory::desc b_desc({m}, memory::data_type::f32, memory::format_tag::x);
     auto desc = has_bias
                     ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
@@ -268,9 +387,14 @@ class QConvOneDnn final : public runtime::Kernel {
 
     const Tensor& w = *ctx->constants[3];
     const memory::desc w_plain = geo.PlainWeights(ws, group, memory::data_type::s8);
-    const Tensor halved = halve ? HalvedInt8(w) : Tensor();
+    Tensor changed = halve ? HalvedInt8(w) : Tensor();
+    std::string variant = halve ? "halved" : "";
+    if (!zeroed.empty()) {
+      if (!halve) changed = w.Clone();
+      variant += ZeroedRows(&changed, zeroed);
+    }
     weights_ = PackWeights(w_plain, w, pd_.weights_desc(), &packed_w_, ctx->weights,
-                           halve ? &halved : nullptr, halve ? "halved" : "");
+                           variant.empty() ? nullptr : &changed, variant);
     if (has_bias) {
       // oneDNN 2.6 scales (accumulator + bias): the bias goes in divided by the output scale.
       bias_copy_ = Tensor::Empty(DataType::kFloat, {m});
@@ -278,7 +402,7 @@ class QConvOneDnn final : public runtime::Kernel {
       for (int64_t i = 0; i < m; ++i) {
         // In A's units the bias is b / a_scale (the scales are already divided by it).
         const float bi = b[i] / (a_grid_ ? sy : 1.f);
-        bias_copy_.data<float>()[i] = scales[i] != 0.f ? bi / scales[i] : 0.f;
+        bias_copy_.data<float>()[i] = bi / scales[i];
       }
       bias_ = memory(b_desc, Engine(), bias_copy_.raw());
     }
@@ -370,6 +494,9 @@ class QConvOneDnn final : public runtime::Kernel {
   bool x_to_u8_ = false;
   int y_post_op_ = -1, y_zero_post_op_ = -1;
   bool has_sum_ = false;
+  // QConvDw run as two QConvs (PrepareUnfused), A's scratch bytes between them.
+  std::unique_ptr<QConvOneDnn> first_, second_;
+  size_t a_bytes_ = 0;
 };
 
 KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
@@ -386,12 +513,45 @@ KernelSupport SupportsQConv(const ir::Node& node, const ir::Op& op,
   return {true, ""};
 }
 
+// QConvAdd: QConv's conditions, and the convolution's activation in A's units (a post-op before
+// the rounding to A's grid; fuse_qconv_add fuses only those).
+KernelSupport SupportsQConvAdd(const ir::Node& node, const ir::Op& op,
+                               const std::vector<TensorInfo>& in) {
+  KernelSupport k = SupportsQConv(node, op, in);
+  if (!k.ok) return k;
+  const ops::Activation& act = runtime::AttrsOf<ops::ConvAttrs>(op).act;
+  dnnl::post_ops probe;
+  if (!AppendActivationInUnits(act, 1.f, &probe))
+    return {false, std::string("activation '") + ops::ActivationName(act.kind) +
+                       "' has no post-op in the quantized output's units"};
+  return {true, ""};
+}
+
 // QConvDw: QConv's conditions, and both halves' activations as post-ops.
 KernelSupport SupportsQConvDw(const ir::Node& node, const ir::Op& op,
                               const std::vector<TensorInfo>& in) {
   KernelSupport k = SupportsQConv(node, op, in);
   if (!k.ok) return k;
   if (in[0].shape.size() != 4) return {false, "needs 2-D X"};
+  // The shapes the depthwise post-op computes (zero points and weights: see FusedDwExact).
+  const Shape& w = in[3].shape;
+  const Shape& wd = in[9].shape;
+  const ops::ConvAttrs& a = runtime::AttrsOf<ops::ConvAttrs>(op);
+  if (w.size() != 4 || w[2] != 1 || w[3] != 1 || a.conv.group != 1)
+    return {false, "the first convolution is no ungrouped 1x1 one"};
+  try {
+    const ConvGeometry geo = ConvGeometryFor(a.conv, in[0].shape, w);
+    if (geo.strides != memory::dims{1, 1} || geo.pad_begin != memory::dims{0, 0} ||
+        geo.pad_end != memory::dims{0, 0})
+      return {false, "the 1x1 convolution has strides or pads"};
+  } catch (const dnnl::error&) {
+    return {false, "the 1x1 convolution's window does not fit X"};
+  }
+  const std::vector<int64_t> strides = node.GetInts("dw_strides", {1, 1});
+  if (wd.size() != 4 || wd[2] != 3 || wd[3] != 3 || strides.size() != 2 ||
+      strides[0] != strides[1] || (strides[0] != 1 && strides[0] != 2) ||
+      node.GetInts("dw_pads", {1, 1, 1, 1}) != std::vector<int64_t>{1, 1, 1, 1})
+    return {false, "the depthwise convolution is no 3x3 one with stride 1 or 2 and pads 1"};
   ops::Activation dw_act;
   dnnl::post_ops probe;
   if (!ops::ParseActivation(node, &dw_act, "dw_").ok() || !AppendActivation(dw_act, &probe))
@@ -418,7 +578,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qconvadd.onednn",
                                         1,
                                         "cpu",
                                         10,
-                                        SupportsQConv,
+                                        SupportsQConvAdd,
                                         CreateKernel<QConvOneDnn>,
                                         {1, 2, 3, 4, 5, 7, 8, 10, 11, 12, 13}});
 // QConvDw: also Wd, wd_scale, Bd, y_scale and y_zero_point.

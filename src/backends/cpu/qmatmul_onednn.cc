@@ -12,6 +12,8 @@
 // 7 bits, scales doubled), as cpu.qconv.onednn does for uint8 sources. An int8 A with a non-zero
 // zero point is fed as uint8 (oneDNN's int8-with-zero-point path is a reference gemm).
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/onednn_common.h"
 #include "ops/attrs.h"
@@ -79,6 +81,17 @@ class QMatMulOneDnn final : public runtime::Kernel {
     const float* sb = ctx->constants[4]->data<float>();
     std::vector<float> scales(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) scales[j] = sa * sb[j] * (halve ? 2.f : 1.f);
+    // A column whose output scale is 0 (a zero b_scale[n]) is its bias alone: oneDNN 2.6 scales
+    // (accumulator + bias), so its weights are zeroed (the accumulator is 0, the source zero
+    // point's compensation too) and its scale set to 1 (the bias goes in as it is).
+    const bool has_bias = node_.HasInput(5);
+    std::vector<int64_t> zeroed;
+    if (has_bias)
+      for (int64_t j = 0; j < n; ++j)
+        if (scales[j] == 0.f) {
+          scales[j] = 1.f;
+          zeroed.push_back(j);
+        }
 
     dnnl::primitive_attr attr;
     attr.set_output_scales(1 << 1, scales);
@@ -109,7 +122,6 @@ class QMatMulOneDnn final : public runtime::Kernel {
     memory::desc b_any({k, n}, memory::data_type::s8, memory::format_tag::any);
     memory::desc y_desc({m, n}, ydt, memory::format_tag::ab);
     memory::desc bias_desc({1, n}, memory::data_type::f32, memory::format_tag::ab);
-    const bool has_bias = node_.HasInput(5);
     auto d = has_bias ? dnnl::matmul::desc(a_desc_, b_any, bias_desc, y_desc)
                       : dnnl::matmul::desc(a_desc_, b_any, y_desc);
     pd_ = dnnl::matmul::primitive_desc(d, attr, Engine());
@@ -117,16 +129,25 @@ class QMatMulOneDnn final : public runtime::Kernel {
     descs_ = PdDescs(pd_);
 
     const Tensor& b = *ctx->constants[3];
-    const Tensor halved = halve ? HalvedInt8(b) : Tensor();
+    Tensor changed = halve ? HalvedInt8(b) : Tensor();
+    std::string variant = halve ? "halved" : "";
+    if (!zeroed.empty()) {
+      if (!halve) changed = b.Clone();
+      variant += "zeroed";
+      int8_t* bp = changed.data<int8_t>();
+      for (int64_t j : zeroed) {
+        for (int64_t i = 0; i < k; ++i) bp[i * n + j] = 0;
+        variant += "," + std::to_string(j);
+      }
+    }
     const memory::desc b_plain({k, n}, memory::data_type::s8, memory::format_tag::ab);
     weights_ = PackWeights(b_plain, b, pd_.weights_desc(), &packed_b_, ctx->weights,
-                           halve ? &halved : nullptr, halve ? "halved" : "");
+                           variant.empty() ? nullptr : &changed, variant);
     if (has_bias) {
       // oneDNN 2.6 scales (accumulator + bias): the bias goes in divided by the output scale.
       bias_copy_ = Tensor::Empty(DataType::kFloat, {1, n});
       const float* src = ctx->constants[5]->data<float>();
-      for (int64_t j = 0; j < n; ++j)
-        bias_copy_.data<float>()[j] = scales[j] != 0.f ? src[j] / scales[j] : 0.f;
+      for (int64_t j = 0; j < n; ++j) bias_copy_.data<float>()[j] = src[j] / scales[j];
       bias_ = memory(bias_desc, Engine(), bias_copy_.raw());
     }
   }
