@@ -23,8 +23,8 @@
 // Where it is used: on CPUs with AVX2 and FMA but without AVX-512 (there oneDNN's AVX-512 direct
 // convolutions are kept: this kernel is not measured against them), for C and K multiples of 8,
 // at least kMinChannels of each, and at least kMinTiles tiles per run (few tiles cannot pay for
-// reading the transformed weights). A --precision bf16 session runs the oneDNN kernel inside it
-// (variant "direct"). KILN_WINOGRAD=force lifts the CPU and tile
+// reading the transformed weights). Under --precision bf16 its Prepare refuses the node, and the
+// planner takes the next kernel (oneDNN's). KILN_WINOGRAD=force lifts the CPU and tile
 // conditions (tests); KILN_DISABLE_KERNELS=cpu.conv.winograd,cpu.fusedconv.winograd turns it off.
 //
 // Accuracy: the transforms' constants (1/4, 1/6, 1/12, 1/24 in G; up to 8 in A) make float32
@@ -272,40 +272,24 @@ bool PreferOneDnn() {
 class ConvWinograd final : public runtime::Kernel {
  public:
   ConvWinograd(const ir::Node& node, const ir::Op& op)
-      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {
-    // A session computing convolutions in bf16 (--precision bf16) runs the oneDNN kernel.
-    const std::string direct = node.domain == "kiln" ? "cpu.fusedconv.onednn" : "cpu.conv.onednn";
-    for (const runtime::KernelDef* def : runtime::KernelRegistry::Global().All("cpu"))
-      if (def->name == direct) direct_ = def->create(node, op);
-  }
+      : node_(node), a_(runtime::AttrsOf<ops::ConvAttrs>(op)) {}
 
-  bool AcceptsLayout(size_t input) const override {
-    if (use_direct_) return direct_->AcceptsLayout(input);
-    return input == 0 || input == 3;
-  }
+  bool AcceptsLayout(size_t input) const override { return input == 0 || input == 3; }
 
   // The residual may share the output's buffer when it arrives blocked: each output tile reads
   // its residual pixels before writing them.
-  int InPlaceInput() const override {
-    if (use_direct_) return direct_->InPlaceInput();
-    return has_sum_ && !z_reorder_ ? 3 : -1;
-  }
+  int InPlaceInput() const override { return has_sum_ && !z_reorder_ ? 3 : -1; }
 
-  size_t ScratchBytes() const override {
-    if (use_direct_) return direct_->ScratchBytes();
-    return SrcBytes() + ZBytes() + ChunkBytes();
-  }
-
-  std::string variant() const override { return use_direct_ ? "direct" : ""; }
+  size_t ScratchBytes() const override { return SrcBytes() + ZBytes() + ChunkBytes(); }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    use_direct_ = ComputeType(ctx->precision) != memory::data_type::f32 && direct_ != nullptr;
-    if (use_direct_) return direct_->Prepare(ctx);
+    // A session computing convolutions in bf16 takes the next kernel (oneDNN's, which has bf16).
+    if (ComputeType(ctx->precision) != memory::data_type::f32)
+      return Unsupported("float32 only: bf16 convolutions run in oneDNN's kernel");
     return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
   Status Run(const ir::ComputeContext& ctx) const override {
-    if (use_direct_) return direct_->Run(ctx);
     return Guard(node_, [&] {
       char* scratch = static_cast<char*>(ctx.scratch);
       const float* x = static_cast<const float*>(
@@ -465,8 +449,6 @@ class ConvWinograd final : public runtime::Kernel {
 
   ir::Node node_;
   ops::ConvAttrs a_;
-  std::unique_ptr<runtime::Kernel> direct_;
-  bool use_direct_ = false;
   Geo g_;
   memory::desc blocked_src_, blocked_dst_, src_in_desc_, z_desc_;
   dnnl::reorder src_reorder_, z_reorder_;
