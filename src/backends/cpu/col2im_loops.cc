@@ -6,7 +6,7 @@
 // so the innermost loop is an add of two runs that vectorizes, with its ends clipped to the
 // image instead of testing each element. The geometry
 // is the op's own (ops::ResolveCol2Im). The reference kernel accumulates in double, this one in
-// float32 (tests/kernels/onednn_kernels_test.cc, Col2ImLoops).
+// float32 (kiln_kernel_harness_test: the op's cases).
 #include <algorithm>
 #include <cstdint>
 #include <string>

@@ -29,8 +29,8 @@
 //
 // Accuracy: the transforms' constants (1/4, 1/6, 1/12, 1/24 in G; up to 8 in A) make float32
 // rounding errors about 10x those of a direct sum: measured against the double reference,
-// within 1e-4 absolute + 1e-4 relative on the unit tests' values (tests/kernels/
-// onednn_kernels_test.cc, ConvWinograd).
+// within 1e-4 absolute + 1e-4 relative on the op's cases (kiln_kernel_harness_test) and on
+// tests/kernels/onednn_fusion_test.cc's ConvWinograd.
 #include <immintrin.h>
 
 #include <algorithm>

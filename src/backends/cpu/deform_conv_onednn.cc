@@ -12,8 +12,8 @@
 //      (tap-major), packed once when W is constant, else in scratch per run.
 // Blocks are sized so that the columns stay within kColumnBytes (written and read back at once,
 // from cache). Step 1 spreads positions over the threads; sgemm threads itself. The reference
-// kernel accumulates in double, this one in float32 (tests/kernels/onednn_kernels_test.cc,
-// DeformConvOneDnn, compares them).
+// kernel accumulates in double, this one in float32 (kiln_kernel_harness_test compares
+// them on the op's cases).
 #include <algorithm>
 #include <cstdint>
 

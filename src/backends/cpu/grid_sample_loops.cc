@@ -8,7 +8,8 @@
 // arrives in another kernel's layout, the channels-last variant runs instead: X reordered to
 // channels-last once, each position's taps blending contiguous runs of channels into a tile that
 // is written out transposed (RunChannelsLast). The reference kernel computes in double; the
-// results agree to float32's rounding (tests/kernels/onednn_kernels_test.cc, GridSampleLoops).
+// results agree to float32's rounding (kiln_kernel_harness_test and
+// tests/kernels/onednn_selection_test.cc, GridSampleLoops).
 #include <omp.h>
 
 #include <algorithm>

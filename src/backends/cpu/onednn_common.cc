@@ -286,7 +286,7 @@ bool Bf16Supported() {
 
 dnnl::memory::data_type ComputeType(Precision precision) {
   return precision == Precision::kBf16 && Bf16Supported() ? dnnl::memory::data_type::bf16
-                                                : dnnl::memory::data_type::f32;
+                                                          : dnnl::memory::data_type::f32;
 }
 
 bool AllFloat(const std::vector<runtime::TensorInfo>& infos, std::initializer_list<size_t> idx) {

@@ -12,7 +12,7 @@
 // and the gate math on whole rows, with AVX2 sigmoid and tanh (exp by range reduction and a
 // degree-7 Taylor polynomial: relative error below 1e-7 on the reduced range). The states stay
 // in float32. The reference kernels (ops/nn/lstm.cc, ops/nn/gru.cc: double accumulation) are
-// the oracle they are tested against (tests/kernels/onednn_kernels_test.cc).
+// the oracle they are tested against (kiln_kernel_harness_test: the ops' cases).
 #include <immintrin.h>
 
 #include <algorithm>

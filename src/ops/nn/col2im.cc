@@ -176,8 +176,8 @@ namespace {
 
 KILN_REGISTER_OP("Col2Im", 18, ir::kMaxOpset, &Col2ImOp::Create);
 
-// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (Col2ImLoops) and
-// src/diag/selftest_cases.cc: 1-D to 4-D, strides (the strided inner loop), dilations, asymmetric
+// Kernel cases (ops/op_cases.h), after the former hand-written kernel tests (Col2ImLoops) and
+// the former selftest cases: 1-D to 4-D, strides (the strided inner loop), dilations, asymmetric
 // pads that clip blocks at both ends, several images and channels, a block dim of 1. image_shape
 // and block_shape are constants (cpu.col2im.loops reads them at Prepare).
 struct Col2ImShape {

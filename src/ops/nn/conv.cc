@@ -216,8 +216,8 @@ class ConvOp : public Op {
 KILN_REGISTER_OP("Conv", 1, ir::kMaxOpset, &ConvOp::Create);
 
 // Kernel cases (ops/op_cases.h): X an input, W and B constants (the CPU kernels prepack them).
-// oneDNN's and cuDNN's shapes (tests/kernels/onednn_kernels_test.cc, ConvKernelTest, and
-// src/diag/selftest_cases.cc): padded, strided, depthwise (also with 2 outputs per channel),
+// oneDNN's and cuDNN's shapes (the former hand-written kernel tests, ConvKernelTest, and
+// the former selftest cases): padded, strided, depthwise (also with 2 outputs per channel),
 // grouped and dilated, one channel, 1x1, 7x7, auto_pad SAME_UPPER / SAME_LOWER / VALID,
 // asymmetric pads, a height-1 map, 1-D and 3-D.
 OpCase ConvCase(const std::string& name, const Shape& x, const Shape& w, bool bias, uint32_t seed) {
@@ -286,7 +286,7 @@ std::vector<OpCase> ConvShapeCases() {
 }
 
 // cpu.conv.winograd's shapes (3x3, stride 1, C and K multiples of 8 from 16, at least 8 4x4
-// tiles; tests/kernels/onednn_kernels_test.cc, ConvWinograd): partial edge tiles, no, symmetric
+// tiles; the former hand-written kernel tests, ConvWinograd): partial edge tiles, no, symmetric
 // and asymmetric pads, K with a last panel of 8 channels, 200 tiles, C above 256 (two passes).
 // Transformed weights above 4 MB (the shared chunks) need C x K >= 176 x 176: over the cases'
 // size, left to that test.

@@ -166,7 +166,7 @@ class ConvTransposeOp : public Op {
 KILN_REGISTER_OP("ConvTranspose", 1, ir::kMaxOpset, &ConvTransposeOp::Create);
 
 // Kernel cases (ops/op_cases.h), X an input, W and B constants (oneDNN prepacks W): the shapes of
-// tests/kernels/onednn_kernels_test.cc (ConvTransposeVariants) and src/diag/selftest_cases.cc:
+// the former hand-written kernel tests (ConvTransposeVariants) and the former selftest cases:
 // strides, pads, dilations, groups, output_padding within the end pad, SAME_UPPER / SAME_LOWER,
 // output_shape, 1-D and 3-D, 8+ output channels (oneDNN's blocked outputs, a padded last block);
 // and the ones oneDNN declines (output_padding beyond the end pad, an output_shape beyond the

@@ -187,8 +187,8 @@ namespace {
 
 KILN_REGISTER_OP("DeformConv", 19, ir::kMaxOpset, &DeformConvOp::Create);
 
-// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (DeformConvOneDnn)
-// and src/diag/selftest_cases.cc: groups, offset groups that do not align with the groups (one
+// Kernel cases (ops/op_cases.h), after the former hand-written kernel tests (DeformConvOneDnn)
+// and the former selftest cases: groups, offset groups that do not align with the groups (one
 // group's channels spanning two offset groups), strides, dilations, asymmetric pads, with and
 // without mask and B, W constant and computed (cpu.deformconv.onednn packs a constant W once),
 // offsets of up to 3.5 pixels (samples partly or wholly outside) with one NaN; the last case has

@@ -123,8 +123,8 @@ class RnnOp final : public ir::Op {
 KILN_REGISTER_OP("GRU", 7, ir::kMaxOpset, &GruOp::Create);
 KILN_REGISTER_OP("RNN", 7, ir::kMaxOpset, &RnnOp::Create);
 
-// Kernel cases (ops/op_cases.h) of GRU and RNN, after tests/kernels/onednn_kernels_test.cc
-// (GruAndRnnLoops) and src/diag/selftest_cases.cc: 5 steps of 7 inputs; each direction, both
+// Kernel cases (ops/op_cases.h) of GRU and RNN, after the former hand-written kernel tests
+// (GruAndRnnLoops) and the former selftest cases: 5 steps of 7 inputs; each direction, both
 // layouts, both linear_before_reset forms, hidden sizes 6 and 21 (the loops' 8-wide gate vectors
 // and their tails), with and without B and initial_h, sequence_lens {5, 2, 0}, RNN's Tanh and
 // Relu, one or two outputs, weights constant or computed, a batch of 1; and what the loops decline

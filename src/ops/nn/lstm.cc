@@ -89,8 +89,8 @@ class LstmOp final : public ir::Op {
 
 KILN_REGISTER_OP("LSTM", 7, ir::kMaxOpset, &LstmOp::Create);
 
-// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc (LstmLoop) and
-// src/diag/selftest_cases.cc: 5 steps of 7 inputs; each direction, both layouts, hidden sizes 6
+// Kernel cases (ops/op_cases.h), after the former hand-written kernel tests (LstmLoop) and
+// the former selftest cases: 5 steps of 7 inputs; each direction, both layouts, hidden sizes 6
 // and 19 (cpu.lstm.loop's 8-wide gate vectors and their tails), with and without B, initial
 // states, peepholes and sequence_lens ({5, 2, 0}: a full row, a short one, an empty one), one to
 // three outputs, weights constant or computed, a batch of 1, LSTM-7; and what the loop declines

@@ -159,8 +159,8 @@ class MatMulOp : public Op {
 
 KILN_REGISTER_OP("MatMul", 1, ir::kMaxOpset, &ir::MakeOp<MatMulOp>);
 
-// Kernel cases (ops/op_cases.h), after tests/kernels/onednn_kernels_test.cc and
-// src/diag/selftest_cases.cc: a constant 2-D B (cpu.matmul.onednn prepacks it; A's leading dims
+// Kernel cases (ops/op_cases.h), after the former hand-written kernel tests and
+// the former selftest cases: a constant 2-D B (cpu.matmul.onednn prepacks it; A's leading dims
 // fold into M; N = 128 pads B's rows), M = 1, N = 1; two computed operands (cpu.matmul.batched,
 // cuBLAS): equal batch dims, batch dims broadcast either way (cuBLAS declines), ranks that differ,
 // a computed 2-D B, attention's Q x K^T; 1-D operands (the reference only).

@@ -388,7 +388,7 @@ KILN_REGISTER_OP("GroupNormalization", 18, ir::kMaxOpset, &GroupNormalizationOp:
 KILN_REGISTER_OP_DOMAIN("kiln", "LayerNormalization", 1, 1, &LayerNormalizationOp::Create);
 
 // Kernel cases (ops/op_cases.h).
-// BatchNormalization in inference, after tests/kernels/onednn_kernels_test.cc
+// BatchNormalization in inference, after the former hand-written kernel tests
 // (BatchNormalizationAffine): rank 2 to 5, a single channel, the parameters constant
 // (cpu.batchnormalization.channels folds them at Prepare) with var in [0.5, 1.5]; opset 9 and 15;
 // and what the kernel declines, for the reference: opset 6, training_mode 1, and opset 7's
@@ -420,8 +420,8 @@ std::vector<OpCase> BatchNormalizationCases() {
 }
 KILN_REGISTER_OP_CASES("", "BatchNormalization", &BatchNormalizationCases);
 
-// LayerNormalization, after tests/kernels/onednn_kernels_test.cc (LayerNormalization) and
-// src/diag/selftest_cases.cc: axis -1, 1 and 0 (the normalized dims flattened), Scale and B with
+// LayerNormalization, after the former hand-written kernel tests (LayerNormalization) and
+// the former selftest cases: axis -1, 1 and 0 (the normalized dims flattened), Scale and B with
 // exactly the normalized dims (as the kernels need them), without B, a size-1 dim, a 768-wide
 // row (vector paths and tails), epsilon. ONNX's node only: a Scale broadcast over the normalized
 // dims (cpu.layernormalization.onednn declines it), and the Mean and InvStdDev outputs (every

@@ -355,8 +355,8 @@ KILN_REGISTER_OP("AveragePool", 1, ir::kMaxOpset, &AveragePoolOp::Create);
 KILN_REGISTER_OP("GlobalMaxPool", 1, ir::kMaxOpset, &ir::MakeOp<GlobalPoolOp<true>>);
 KILN_REGISTER_OP("GlobalAveragePool", 1, ir::kMaxOpset, &ir::MakeOp<GlobalPoolOp<false>>);
 
-// Kernel cases (ops/op_cases.h), after src/diag/selftest_cases.cc and
-// tests/kernels/onednn_kernels_test.cc (PoolsOnBlockedInput, PoolsOnPlainInput,
+// Kernel cases (ops/op_cases.h), after the former selftest cases and
+// the former hand-written kernel tests (PoolsOnBlockedInput, PoolsOnPlainInput,
 // ChannelScaleAndGlobalAverage): windows with strides, symmetric and asymmetric pads, ceil_mode
 // (also where the last window would start in the end padding, which ceil_mode then drops),
 // auto_pad, 1-D and 3-D, channel counts off the vector width, size-1 dims.

@@ -500,7 +500,7 @@ OpCase MakeQConvCase(const QConvSpec& q, uint32_t seed) {
   return c;
 }
 
-// cpu.qconv.onednn: after tests/quant/int8_test.cc's QConvKernelTest and ConvIntegerIsExact: dense,
+// cpu.qconv.onednn: after the int8 tests' QConvKernelTest and ConvIntegerIsExact: dense,
 // grouped and depthwise (3x3 and 5x5), strides, symmetric, asymmetric and SAME_UPPER padding,
 // dilations, 1-D and 3-D, 1x1 and C = 1, X uint8/int8 with zero points (int8 X with one runs as
 // uint8), the residual Z, activations, float32 outputs and requantized ones (per tensor and per

@@ -261,7 +261,7 @@ Tensor Full8Bit(DataType t, const Shape& s, uint32_t seed) {
   return t == DataType::kUInt8 ? CaseInts(t, s, seed, 0, 255) : CaseInts(t, s, seed, -128, 127);
 }
 
-// After tests/kernels/onednn_kernels_test.cc (ConvIntegerIsExact): ONNX Runtime's
+// After the former hand-written kernel tests (ConvIntegerIsExact): ONNX Runtime's
 // quantize_dynamic form (uint8 X with its zero point, int8 W), int8 X with and without a zero
 // point, uint8 W with a per-channel zero point, groups, strides, asymmetric pads, dilation, 1-D,
 // depthwise (one weight part for int8 W; uint8 W without a zero point split), a 3-D conv.
@@ -331,7 +331,7 @@ Tensor TrainedWeights(DataType t, int64_t k, int64_t n, uint32_t seed) {
   return b;
 }
 
-// After tests/kernels/onednn_kernels_test.cc (MatMulIntegerIsExact): uint8 A with a zero point
+// After the former hand-written kernel tests (MatMulIntegerIsExact): uint8 A with a zero point
 // and int8 B (quantize_dynamic's form), int8 A, b_zero_point per column, uint8 B with and without
 // a zero point (2 and 4 weight parts without VNNI), trained weights (without VNNI: clamped weights
 // plus the sparse correction, 10 rows of A: a block of 8 and a partial one; 150 rows: two rounds

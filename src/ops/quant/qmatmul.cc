@@ -127,7 +127,7 @@ class QMatMulOp : public Op {
 
 KILN_REGISTER_OP_DOMAIN("kiln", "QMatMul", 1, 1, &QMatMulOp::Create);
 
-// Kernel cases (ops/op_cases.h) for cpu.qmatmul.onednn, after tests/quant/int8_test.cc's
+// Kernel cases (ops/op_cases.h) for cpu.qmatmul.onednn, after the int8 tests'
 // QMatMulKernelTest: A uint8/int8 over its whole range, with zero points omitted, 0, 128 and
 // int8 -20 (fed to oneDNN as uint8), B even (up to +-126: the halved weights of CPUs without VNNI
 // stay exact), per-column scales, bias, Relu, LeakyRelu, HardSigmoid and Clip, float32 outputs

@@ -120,7 +120,7 @@ class QAveragePoolOp : public Op {
 
 KILN_REGISTER_OP_DOMAIN("kiln", "QAveragePool", 1, 1, &QAveragePoolOp::Create);
 
-// Kernel cases (ops/op_cases.h) for cpu.qaveragepool.onednn, after tests/quant/int8_test.cc's
+// Kernel cases (ops/op_cases.h) for cpu.qaveragepool.onednn, after the int8 tests'
 // QAveragePoolTest: global and windowed pools over 1-3 spatial dims, uint8 and int8 with zero
 // points present, 0 and omitted, strides, explicit and SAME_UPPER pads with and without
 // count_include_pad, scales with a ratio that is no simple fraction and power-of-two pairs

@@ -121,7 +121,7 @@ KILN_REGISTER_OP("LogSoftmax", 1, ir::kMaxOpset, &CreateLogSoftmax);
 KILN_REGISTER_OP("Hardmax", 1, ir::kMaxOpset, &CreateHardmax);
 
 // Kernel cases (ops/op_cases.h) of Softmax and LogSoftmax, after
-// tests/kernels/onednn_kernels_test.cc (SoftmaxAxesAndOpsets) and src/diag/selftest_cases.cc:
+// the former hand-written kernel tests (SoftmaxAxesAndOpsets) and the former selftest cases:
 // opset 11 (the input coerced to 2-D at axis) and 13 (one axis) with axis 0, 1 and -1 on values
 // up to +-60 (exp overflows without the maximum subtracted), each opset's default axis, a size-1
 // axis, and a row of 1030 (vector paths and tails).
