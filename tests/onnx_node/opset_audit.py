@@ -40,6 +40,10 @@ REVIEWED = {
     ("Col2Im", 18): "new op: N-D, dilations/pads/strides",
     ("DeformConv", 19): "new op: 2-D (1-D/3-D refused with a reason), mask, groups, offset groups",
     ("QLinearMatMul", 21): "float16/bfloat16 scales (refused: float32 only)",
+    ("Mish", 18): "new op: x * tanh(softplus(x)), in double",
+    ("Swish", 24): "new op: x * sigmoid(alpha * x), alpha attribute",
+    ("ScatterElements", 18): "reduction max and min",
+    ("ScatterND", 18): "reduction max and min",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
 # dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.
@@ -56,6 +60,10 @@ TYPES_ONLY = {
     # nodes refuse those types at load
     "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22], "GRU": [22], "RNN": [22],
     "RoiAlign": [22], "GridSample": [22], "DeformConv": [22],
+    # bfloat16 added to T (checked against onnx.defs: same attributes and inputs)
+    **{op: [22] for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+                           "Acosh", "Atanh", "Softsign", "Round", "Mish", "ThresholdedRelu",
+                           "EyeLike")},
 }
 def main():
     kiln = sys.argv[1]

@@ -1,7 +1,9 @@
 // Unary elementwise ops (activations and math). Reference: one pass over the elements, computed
-// in float (double for Erf-free math where precision matters is not needed at rtol 1e-3).
-// Neg/Abs also run on int32/int64; Not on bool; IsNaN/IsInf give bool. Clip-6 takes min/max
+// in float, or in double and rounded once where float loses accuracy against ONNX's numpy
+// reference (trigonometric and hyperbolic functions, Mish, Celu, Swish).
+// Neg/Abs/Sign also run on int32/int64; Not on bool; IsNaN/IsInf give bool. Clip-6 takes min/max
 // attributes, Clip-11+ inputs.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -61,6 +63,54 @@ KILN_FLOAT_UNARY(Selu, 1,
                   g = node.GetFloat("gamma", 1.05070102214813232421875f)](float x) {
                    return x > 0.f ? g * x : g * (a * std::exp(x) - a);
                  });
+
+// Trigonometric and hyperbolic functions (Sin..Atan since 7, Sinh..Atanh since 9; the opset-22
+// versions only add types), computed in double and rounded once.
+#define KILN_DOUBLE_UNARY(NAME, SINCE, FN) \
+  KILN_FLOAT_UNARY(NAME, SINCE,            \
+                   [](float x) { return static_cast<float>(FN(static_cast<double>(x))); })
+KILN_DOUBLE_UNARY(Sin, 7, std::sin);
+KILN_DOUBLE_UNARY(Cos, 7, std::cos);
+KILN_DOUBLE_UNARY(Tan, 7, std::tan);
+KILN_DOUBLE_UNARY(Asin, 7, std::asin);
+KILN_DOUBLE_UNARY(Acos, 7, std::acos);
+KILN_DOUBLE_UNARY(Atan, 7, std::atan);
+KILN_DOUBLE_UNARY(Sinh, 9, std::sinh);
+KILN_DOUBLE_UNARY(Cosh, 9, std::cosh);
+KILN_DOUBLE_UNARY(Asinh, 9, std::asinh);
+KILN_DOUBLE_UNARY(Acosh, 9, std::acosh);
+KILN_DOUBLE_UNARY(Atanh, 9, std::atanh);
+KILN_FLOAT_UNARY(Softsign, 1, [](float x) { return x / (1.f + std::fabs(x)); });
+// Round-11: half to even (std::nearbyint under the default rounding mode, as numpy's round).
+KILN_FLOAT_UNARY(Round, 11, [](float x) { return std::nearbyint(x); });
+// Mish-18: x * tanh(softplus(x)); log1p(exp(x)) overflows double only past x = 709.
+KILN_FLOAT_UNARY(Mish, 18, [](float x) {
+  const double d = x;
+  return static_cast<float>(d > 30.0 ? d : d * std::tanh(std::log1p(std::exp(d))));
+});
+KILN_FLOAT_UNARY(ThresholdedRelu, 10,
+                 [a = node.GetFloat("alpha", 1.f)](float x) { return x > a ? x : 0.f; });
+// Shrink-9: x + bias below -lambd, x - bias above lambd, 0 between.
+KILN_FLOAT_UNARY(Shrink, 9,
+                 [l = node.GetFloat("lambd", 0.5f), b = node.GetFloat("bias", 0.f)](float x) {
+                   return x < -l ? x + b : (x > l ? x - b : 0.f);
+                 });
+// Swish-24: x * sigmoid(alpha * x).
+KILN_FLOAT_UNARY(Swish, 24, [a = static_cast<double>(node.GetFloat("alpha", 1.f))](float x) {
+  return static_cast<float>(x / (1.0 + std::exp(-a * x)));
+});
+
+// Celu-12: max(0, x) + min(0, alpha * (exp(x / alpha) - 1)); alpha divides, so it must not be 0.
+StatusOr<std::unique_ptr<Op>> CreateCelu(const Node& node) {
+  const float alpha = node.GetFloat("alpha", 1.f);
+  if (alpha == 0.f || !std::isfinite(alpha))
+    return ir::AttrError(node, "alpha must be finite and nonzero; got " + std::to_string(alpha));
+  return std::unique_ptr<Op>(new FloatUnaryOp(node, [a = static_cast<double>(alpha)](float x) {
+    const double d = x;
+    return static_cast<float>(std::max(0.0, d) + std::min(0.0, a * std::expm1(d / a)));
+  }));
+}
+KILN_REGISTER_OP("Celu", 12, ir::kMaxOpset, &CreateCelu);
 
 // The activations (Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, HardSigmoid, Elu, Gelu-20): kiln's
 // one Activation type, its defaults and math (ops/activation.h), shared with the fused ops, the
@@ -131,7 +181,15 @@ struct AbsFn {
     return x < 0 ? -x : x;
   }
 };
+// Sign-9: -1, 0 or 1; NaN stays NaN (as numpy's sign).
+struct SignFn {
+  template <typename T>
+  T operator()(T x) const {
+    return x > 0 ? T(1) : (x < 0 ? T(-1) : x);
+  }
+};
 KILN_REGISTER_OP("Neg", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<NegFn>>);
+KILN_REGISTER_OP("Sign", 9, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<SignFn>>);
 KILN_REGISTER_OP("Abs", 1, ir::kMaxOpset, &ir::MakeOp<SignedUnaryOp<AbsFn>>);
 
 // IsNaN (opsets 9, 13, 20) and IsInf (10, 20): a bool tensor of X's shape saying which elements are
