@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "ir/op.h"
 #include "kiln/diagnostics.h"
+#include "ops/common.h"
 #include "ops/op_cases.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
@@ -30,39 +31,6 @@ std::string OpName(const KernelDef& d) {
 bool IsFloat(DataType t) {
   return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kDouble ||
          t == DataType::kBFloat16;
-}
-
-double ElementAsDouble(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::kFloat:
-      return t.data<float>()[i];
-    case DataType::kFloat16:
-      return HalfToFloat(t.data<uint16_t>()[i]);
-    case DataType::kBFloat16:
-      return Bf16ToFloat(t.data<uint16_t>()[i]);
-    case DataType::kInt16:
-      return t.data<int16_t>()[i];
-    case DataType::kUInt16:
-      return t.data<uint16_t>()[i];
-    case DataType::kUInt32:
-      return t.data<uint32_t>()[i];
-    case DataType::kUInt64:
-      return static_cast<double>(t.data<uint64_t>()[i]);
-    case DataType::kDouble:
-      return t.data<double>()[i];
-    case DataType::kInt64:
-      return static_cast<double>(t.data<int64_t>()[i]);
-    case DataType::kInt32:
-      return t.data<int32_t>()[i];
-    case DataType::kInt8:
-      return t.data<int8_t>()[i];
-    case DataType::kUInt8:
-      return t.data<uint8_t>()[i];
-    case DataType::kBool:
-      return t.data<bool>()[i] ? 1 : 0;
-    default:
-      return 0;
-  }
 }
 
 // float32 inputs at `which` (or every non-constant float32 input for kAllInputs) as float16.
@@ -143,7 +111,7 @@ bool CompareOutput(const Tensor& got, const Tensor& want, const ops::OpCase& c, 
   const double rtol = half ? std::max(c.rtol, 1e-2) : c.rtol;
   int64_t bad = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    const double g = ElementAsDouble(got, i), w = ElementAsDouble(want, i);
+    const double g = ops::ReadScalarAsDouble(got, i), w = ops::ReadScalarAsDouble(want, i);
     bool ok;
     if (IsFloat(want.dtype()) || IsFloat(got.dtype())) {
       // Equal values (infinities included) match; NaN matches NaN.
@@ -396,6 +364,13 @@ void CheckOneKernel(const KernelDef& def, runtime::Device* device, KernelCheckRe
   if (ran == 0) report->never_ran.push_back(def.name + " declined every case:" + declines);
 }
 
+// A plugin backend's kernels register when it is opened (the CPU's are built in).
+Status EnsureKernelsRegistered(const std::string& backend) {
+  if (backend == "cpu" || !runtime::KernelRegistry::Global().All(backend).empty())
+    return OkStatus();
+  return LoadBackend(backend);
+}
+
 }  // namespace
 
 bool KernelCheckReport::ok() const {
@@ -408,9 +383,8 @@ bool KernelCheckReport::ok() const {
 StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
                                          const std::vector<std::string>& only) {
   std::shared_ptr<runtime::Device> device;
+  KILN_RETURN_IF_ERROR(EnsureKernelsRegistered(backend));
   if (backend != "cpu") {
-    if (runtime::KernelRegistry::Global().All(backend).empty())
-      KILN_RETURN_IF_ERROR(LoadBackend(backend));
     KILN_ASSIGN_OR_RETURN(device, runtime::OpenDevice(backend, 0));
   }
   KernelCheckReport report;
@@ -425,8 +399,7 @@ StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
 }
 
 StatusOr<std::vector<std::string>> KernelsWithoutCases(const std::string& backend) {
-  if (backend != "cpu" && runtime::KernelRegistry::Global().All(backend).empty())
-    KILN_RETURN_IF_ERROR(LoadBackend(backend));
+  KILN_RETURN_IF_ERROR(EnsureKernelsRegistered(backend));
   std::vector<std::string> out;
   for (const KernelDef* def : runtime::KernelRegistry::Global().All(backend))
     if (!ops::HasCases(def->domain, def->op_type)) out.push_back(def->name);

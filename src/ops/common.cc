@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/half.h"
+
 namespace kiln::ops {
 
 StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
@@ -79,6 +81,18 @@ double ReadScalarAsDouble(const Tensor& t, int64_t i) {
       return t.data<uint8_t>()[i];
     case DataType::kInt8:
       return t.data<int8_t>()[i];
+    case DataType::kFloat16:
+      return HalfToFloat(t.data<uint16_t>()[i]);
+    case DataType::kBFloat16:
+      return Bf16ToFloat(t.data<uint16_t>()[i]);
+    case DataType::kInt16:
+      return t.data<int16_t>()[i];
+    case DataType::kUInt16:
+      return t.data<uint16_t>()[i];
+    case DataType::kUInt32:
+      return t.data<uint32_t>()[i];
+    case DataType::kUInt64:
+      return static_cast<double>(t.data<uint64_t>()[i]);
     default:
       return 0.0;
   }

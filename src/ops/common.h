@@ -21,7 +21,7 @@ std::vector<int64_t> Strides(const Shape& shape);
 StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
 // Reads an int64 or int32 tensor's values as int64.
 std::vector<int64_t> ReadInts(const Tensor& t);
-// Reads a float/int/bool tensor's element i as double.
+// Reads element i of a tensor of any storable dtype (float16 and bfloat16 decoded) as double.
 double ReadScalarAsDouble(const Tensor& t, int64_t i);
 
 // Iterates all output indices of a broadcast binary op, calling f(out_index, a_index, b_index).

@@ -25,19 +25,7 @@ class GatherElementsOp final : public ir::Op {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     if (!ctx.has_input(1)) return ctx.Error("indices (input 1) are required; got none");
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64, DataType::kInt32}));
-    const int64_t r = ctx.rank(0);
-    if (r == 0) return ctx.Error("data must have rank >= 1; got a scalar");
-    if (ctx.rank(1) != r)
-      return ctx.Error("indices must have data's rank " + std::to_string(r) + "; got rank " +
-                       std::to_string(ctx.rank(1)));
-    if (a_.axis < -r || a_.axis >= r)
-      return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
-                       "); got " + std::to_string(a_.axis));
-    const int64_t axis = a_.axis < 0 ? a_.axis + r : a_.axis;
-    for (int64_t d = 0; d < r; ++d)
-      if (d != axis && ctx.shape(1)[d] > ctx.shape(0)[d])
-        return ctx.Error("indices dims other than axis must not exceed data's; got indices " +
-                         ShapeToString(ctx.shape(1)) + " for data " + ShapeToString(ctx.shape(0)));
+    KILN_RETURN_IF_ERROR(CheckElementsIndices(ctx, a_.axis));
     ctx.SetOutput(0, ctx.dtype(0), ctx.shape(1));
     return OkStatus();
   }

@@ -131,4 +131,24 @@ inline Status CheckScatterInputs(ir::InferContext& ctx) {
   return OkStatus();
 }
 
+// GatherElements' and ScatterElements' indices (input 1) against data (input 0): data of rank
+// >= 1, indices of the same rank, `axis` in [-rank, rank), and indices no larger than data in
+// the dims other than axis (ONNX Runtime's rule).
+inline Status CheckElementsIndices(ir::InferContext& ctx, int64_t axis) {
+  const int64_t r = ctx.rank(0);
+  if (r == 0) return ctx.Error("data must have rank >= 1; got a scalar");
+  if (ctx.rank(1) != r)
+    return ctx.Error("indices must have data's rank " + std::to_string(r) + "; got rank " +
+                     std::to_string(ctx.rank(1)));
+  if (axis < -r || axis >= r)
+    return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
+                     "); got " + std::to_string(axis));
+  if (axis < 0) axis += r;
+  for (int64_t d = 0; d < r; ++d)
+    if (d != axis && ctx.shape(1)[d] > ctx.shape(0)[d])
+      return ctx.Error("indices dims other than axis must not exceed data's; got indices " +
+                       ShapeToString(ctx.shape(1)) + " for data " + ShapeToString(ctx.shape(0)));
+  return OkStatus();
+}
+
 }  // namespace kiln::ops

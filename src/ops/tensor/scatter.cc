@@ -26,22 +26,10 @@ class ScatterElementsOp final : public ir::Op {
 
   Status Infer(ir::InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(CheckScatterInputs(ctx));
-    const int64_t r = ctx.rank(0);
-    if (r == 0) return ctx.Error("data must have rank >= 1; got a scalar");
-    if (ctx.rank(1) != r)
-      return ctx.Error("indices must have data's rank " + std::to_string(r) + "; got rank " +
-                       std::to_string(ctx.rank(1)));
+    KILN_RETURN_IF_ERROR(CheckElementsIndices(ctx, a_.axis));
     if (ctx.shape(2) != ctx.shape(1))
       return ctx.Error("updates must have indices' shape " + ShapeToString(ctx.shape(1)) +
                        "; got " + ShapeToString(ctx.shape(2)));
-    if (a_.axis < -r || a_.axis >= r)
-      return ctx.Error("axis must be in [" + std::to_string(-r) + ", " + std::to_string(r) +
-                       "); got " + std::to_string(a_.axis));
-    const int64_t axis = a_.axis < 0 ? a_.axis + r : a_.axis;
-    for (int64_t d = 0; d < r; ++d)
-      if (d != axis && ctx.shape(1)[d] > ctx.shape(0)[d])
-        return ctx.Error("indices dims other than axis must not exceed data's; got indices " +
-                         ShapeToString(ctx.shape(1)) + " for data " + ShapeToString(ctx.shape(0)));
     ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
     return OkStatus();
   }
