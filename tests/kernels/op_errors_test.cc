@@ -1,0 +1,85 @@
+// Bad input to the ops this issue added gives a Status naming the rule and the value (never a
+// crash): invalid attributes at creation, wrong shapes at inference, out-of-range values at run
+// time; and an unknown precision name. Each case runs through ops::RunCaseOnReference, the path
+// a session takes (create, infer, compute).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kiln/options.h"
+#include "ops/op_cases.h"
+
+namespace kiln {
+namespace {
+
+using ops::CaseInt64s;
+using ops::CaseTensor;
+using ops::OpCase;
+
+void ExpectError(const std::string& op, const OpCase& c, const std::string& words) {
+  Status s = ops::RunCaseOnReference("", op, c);
+  ASSERT_FALSE(s.ok()) << op << ": " << c.name;
+  EXPECT_NE(s.ToString().find(words), std::string::npos) << s.ToString();
+}
+
+TEST(OpErrors, AttributesAreValidatedAtCreation) {
+  ExpectError("Trilu", OpCase("upper 2", 14).In(CaseTensor({3, 3}, 1)).Int("upper", 2),
+              "upper must be 0 or 1; got 2");
+  ExpectError("Mod",
+              OpCase("fmod 3", 13).In(CaseTensor({3}, 1)).In(CaseTensor({3}, 2)).Int("fmod", 3),
+              "fmod must be 0 or 1; got 3");
+  ExpectError(
+      "CumSum",
+      OpCase("exclusive 2", 14).In(CaseTensor({3}, 1)).Const(CaseInt64s({0})).Int("exclusive", 2),
+      "must be 0 or 1; got 2");
+  ExpectError("ScatterElements",
+              OpCase("reduction sub", 18)
+                  .In(CaseTensor({4}, 1))
+                  .In(CaseInt64s({1}))
+                  .In(CaseTensor({1}, 2))
+                  .Str("reduction", "sub"),
+              "sub");
+}
+
+TEST(OpErrors, ShapesAreCheckedAtInference) {
+  ExpectError("Trilu", OpCase("rank 1", 14).In(CaseTensor({5}, 1)), "rank >= 2; got rank 1");
+  ExpectError("GatherElements",
+              OpCase("rank mismatch", 13).In(CaseTensor({3, 4}, 1)).In(CaseInt64s({0, 1})),
+              "indices must have data's rank 2; got rank 1");
+  ExpectError("GatherElements",
+              OpCase("axis 2", 13)
+                  .In(CaseTensor({3, 4}, 1))
+                  .In(Tensor::FromVector<int64_t>({0, 1}, {1, 2}))
+                  .Int("axis", 2),
+              "axis must be in [-2, 2); got 2");
+  ExpectError("Mod", OpCase("float fmod 0", 13).In(CaseTensor({3}, 1)).In(CaseTensor({3}, 2)),
+              "fmod must be 1 for floating-point inputs; got 0");
+  ExpectError("OneHot",
+              OpCase("negative depth", 11)
+                  .In(CaseInt64s({0, 1}))
+                  .Const(CaseInt64s({-3}))
+                  .In(ops::CaseFloats({0.f, 1.f}, {2})),
+              "depth must be >= 0; got -3");
+}
+
+TEST(OpErrors, ValuesAreCheckedAtRunTime) {
+  ExpectError("GatherElements", OpCase("index 7", 13).In(CaseTensor({3}, 1)).In(CaseInt64s({0, 7})),
+              "indices must be in [-3, 3) for axis 0; got 7");
+  ExpectError(
+      "ScatterElements",
+      OpCase("index -9", 13).In(CaseTensor({4}, 1)).In(CaseInt64s({-9})).In(CaseTensor({1}, 2)),
+      "got -9");
+  ExpectError("Mod", OpCase("divide by zero", 13).In(CaseInt64s({5, 6})).In(CaseInt64s({2, 0})),
+              "integer divisors must be nonzero; got 0");
+}
+
+TEST(OpErrors, UnknownPrecisionNamesTheChoices) {
+  auto p = ParsePrecision("fp64");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), "precision must be fp32, bf16 or fp16; got 'fp64'");
+  for (Precision q : {Precision::kFp32, Precision::kBf16, Precision::kFp16})
+    EXPECT_EQ(*ParsePrecision(PrecisionName(q)), q);
+}
+
+}  // namespace
+}  // namespace kiln
