@@ -31,16 +31,30 @@ enum class DataType : int {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  // The 8-bit floats (ONNX 1.15+, E8M0 1.18+) and the 4-bit types (1.16+). kiln stores each of
+  // them in one byte per element: the 4-bit types unpacked (int4 sign-extended, uint4 and
+  // float4e2m1 in the low nibble); model files and TensorProtos keep ONNX's packed form, two
+  // values per byte, low nibble first.
+  kFloat8E4M3FN = 17,
+  kFloat8E4M3FNUZ = 18,
+  kFloat8E5M2 = 19,
+  kFloat8E5M2FNUZ = 20,
+  kUInt4 = 21,
+  kInt4 = 22,
+  kFloat4E2M1 = 23,
+  kFloat8E8M0 = 24,
 };
 
 // Bytes per element; 0 for kUndefined and kString (not storable in a Tensor).
 size_t DataTypeSize(DataType t);
-// "float32", "int64", ... (numpy-style names).
+// "float32", "int64", "float8_e4m3fn", ... (numpy's and ml_dtypes' names).
 const char* DataTypeName(DataType t);
+// True for the 4-bit types, which ONNX packs two to a byte in files (kiln's tensors do not).
+bool IsPackedInFiles(DataType t);
 // True for the types kiln kernels compute on: float32, int32, int64, bool, uint8, int8.
 bool IsSupportedDataType(DataType t);
-// True for the types a model's inputs and outputs may have: those, plus float16 and bfloat16
-// (computed as float32 inside the model).
+// True for the types a model's inputs and outputs may have: every type a Tensor can hold (all but
+// kUndefined and kString). Each op says in its shape inference which types it takes.
 bool IsIoDataType(DataType t);
 
 template <typename T>

@@ -1,7 +1,7 @@
 // IEEE float16 and bfloat16 conversions, shared by Cast and the float16 lowering at load
 // (passes/lower_float16.cc): float16 -> float exact; double -> float16 rounds to nearest even;
-// bfloat16 -> float exact; float -> bfloat16 truncates the low 16 bits (what ONNX 1.12's test data
-// encodes).
+// bfloat16 -> float exact; float -> bfloat16 truncates the low 16 bits (FloatToBf16, what ONNX
+// 1.12's test data encodes) or rounds to nearest even (FloatToBf16Rounded, Cast's rule).
 #pragma once
 
 #include <cmath>
@@ -55,6 +55,14 @@ inline float Bf16ToFloat(uint16_t b) {
 inline uint16_t FloatToBf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
+  return static_cast<uint16_t>(bits >> 16);
+}
+// Round to nearest even (Cast since ONNX 1.14's test data, ml_dtypes, ONNX Runtime); NaN stays NaN.
+inline uint16_t FloatToBf16Rounded(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
   return static_cast<uint16_t>(bits >> 16);
 }
 

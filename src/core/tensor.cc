@@ -18,6 +18,14 @@ size_t DataTypeSize(DataType t) {
     case DataType::kUInt8:
     case DataType::kInt8:
     case DataType::kBool:
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kUInt4:
+    case DataType::kInt4:
+    case DataType::kFloat4E2M1:
+    case DataType::kFloat8E8M0:
       return 1;
     case DataType::kUInt16:
     case DataType::kInt16:
@@ -67,13 +75,31 @@ const char* DataTypeName(DataType t) {
       return "uint64";
     case DataType::kBFloat16:
       return "bfloat16";
+    case DataType::kFloat8E4M3FN:
+      return "float8_e4m3fn";
+    case DataType::kFloat8E4M3FNUZ:
+      return "float8_e4m3fnuz";
+    case DataType::kFloat8E5M2:
+      return "float8_e5m2";
+    case DataType::kFloat8E5M2FNUZ:
+      return "float8_e5m2fnuz";
+    case DataType::kUInt4:
+      return "uint4";
+    case DataType::kInt4:
+      return "int4";
+    case DataType::kFloat4E2M1:
+      return "float4_e2m1fn";
+    case DataType::kFloat8E8M0:
+      return "float8_e8m0fnu";
   }
   return "unknown";
 }
 
-bool IsIoDataType(DataType t) {
-  return IsSupportedDataType(t) || t == DataType::kFloat16 || t == DataType::kBFloat16;
+bool IsPackedInFiles(DataType t) {
+  return t == DataType::kUInt4 || t == DataType::kInt4 || t == DataType::kFloat4E2M1;
 }
+
+bool IsIoDataType(DataType t) { return DataTypeSize(t) > 0; }
 
 bool IsSupportedDataType(DataType t) {
   switch (t) {

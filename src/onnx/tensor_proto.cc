@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/float8.h"
 #include "onnx/tensor_proto_internal.h"
 
 namespace kiln::onnxio {
@@ -68,10 +69,31 @@ bool StoredAsInt32(DataType dtype) {
     case DataType::kBool:
     case DataType::kFloat16:
     case DataType::kBFloat16:
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kFloat8E8M0:
+    case DataType::kUInt4:
+    case DataType::kInt4:
+    case DataType::kFloat4E2M1:
       return true;
     default:
       return false;
   }
+}
+
+// Bytes a tensor of numel elements takes in a file: the 4-bit types two to a byte.
+size_t FileBytes(DataType dtype, int64_t numel) {
+  if (IsPackedInFiles(dtype)) return static_cast<size_t>((numel + 1) / 2);
+  return static_cast<size_t>(numel) * DataTypeSize(dtype);
+}
+
+// Unpacks a 4-bit tensor read in ONNX's packed form (`t` holds it in its first bytes) in place,
+// from the end so no byte is overwritten before it is read.
+void UnpackInPlace(Tensor* t) {
+  uint8_t* p = static_cast<uint8_t*>(t->raw());
+  for (int64_t i = t->numel(); i-- > 0;) p[i] = UnpackNibble(p, i, t->dtype());
 }
 
 // How many values the typed field that holds `dtype` carries (ONNX stores the small integer types,
@@ -112,7 +134,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   }
   if (numel * static_cast<int64_t>(es) > kMaxTensorBytes)
     return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(shape));
-  const size_t bytes = static_cast<size_t>(numel) * es;
+  const size_t bytes = FileBytes(dtype, numel);
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string location;
@@ -143,6 +165,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
     f.seekg(offset);
     if (bytes && !f.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes)))
       return InvalidModel(what + ": failed to read external data file '" + location + "'");
+    if (IsPackedInFiles(dtype)) UnpackInPlace(&t);
     return t;
   }
 
@@ -156,9 +179,22 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
                           " need " + std::to_string(bytes));
     Tensor t = Tensor::Empty(dtype, shape);
     if (bytes) std::memcpy(t.raw(), proto.raw_data().data(), bytes);
+    if (IsPackedInFiles(dtype)) UnpackInPlace(&t);
     return t;
   }
   const int64_t present = TypedValueCount(proto, dtype);
+  if (IsPackedInFiles(dtype)) {  // int32_data holds one packed byte (two values) per entry
+    if (present != static_cast<int64_t>(bytes))
+      return InvalidModel(what + ": holds " + std::to_string(present) + " packed bytes; dims " +
+                          ShapeToString(shape) + " of " + DataTypeName(dtype) + " need " +
+                          std::to_string(bytes));
+    Tensor t = Tensor::Empty(dtype, shape);
+    for (int64_t i = 0; i < present; ++i)
+      static_cast<uint8_t*>(t.raw())[i] =
+          static_cast<uint8_t>(proto.int32_data(static_cast<int>(i)));
+    UnpackInPlace(&t);
+    return t;
+  }
   if (present < 0)
     return Unsupported(what + ": tensor data type " + DataTypeName(dtype) + " is not supported");
   if (present != numel)
@@ -195,6 +231,11 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
             break;
           case DataType::kInt8:
           case DataType::kUInt8:
+          case DataType::kFloat8E4M3FN:
+          case DataType::kFloat8E4M3FNUZ:
+          case DataType::kFloat8E5M2:
+          case DataType::kFloat8E5M2FNUZ:
+          case DataType::kFloat8E8M0:
             *dst = static_cast<char>(v);
             break;
           default: {
@@ -229,7 +270,15 @@ Status WriteTensorProtoFile(const Tensor& t, const std::string& name, const std:
   proto.set_name(name);
   proto.set_data_type(static_cast<int>(t.dtype()));
   for (int64_t d : t.shape()) proto.add_dims(d);
-  proto.set_raw_data(t.raw(), t.bytes());
+  if (IsPackedInFiles(t.dtype())) {  // two values per byte, low nibble first
+    std::string packed(FileBytes(t.dtype(), t.numel()), '\0');
+    const uint8_t* p = static_cast<const uint8_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      packed[i / 2] = static_cast<char>(packed[i / 2] | ((p[i] & 0xF) << ((i % 2) * 4)));
+    proto.set_raw_data(packed);
+  } else {
+    proto.set_raw_data(t.raw(), t.bytes());
+  }
   std::ofstream f(path, std::ios::binary);
   if (!f || !proto.SerializeToOstream(&f)) return InvalidArgument("cannot write '" + path + "'");
   return OkStatus();

@@ -82,10 +82,6 @@ struct NormAttrs : ir::OpAttrs {
 };
 
 // Cast's target type (kUndefined for CastLike, whose target is input 1's dtype).
-struct CastAttrs : ir::OpAttrs {
-  DataType to = DataType::kUndefined;
-};
-
 // One axis as written (not normalized): Concat, Softmax, LogSoftmax, Hardmax (the opset's
 // default applied), Gather.
 struct AxisAttrs : ir::OpAttrs {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/float8.h"
 #include "core/half.h"
 
 namespace kiln::ops {
@@ -93,6 +94,18 @@ double ReadScalarAsDouble(const Tensor& t, int64_t i) {
       return t.data<uint32_t>()[i];
     case DataType::kUInt64:
       return static_cast<double>(t.data<uint64_t>()[i]);
+    case DataType::kInt4:
+      return t.data<int8_t>()[i];
+    case DataType::kUInt4:
+      return t.data<uint8_t>()[i];
+    case DataType::kFloat8E8M0:
+      return E8M0ToFloat(t.data<uint8_t>()[i]);
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kFloat4E2M1:
+      return MiniFloatToFloat(t.data<uint8_t>()[i], t.dtype());
     default:
       return 0.0;
   }

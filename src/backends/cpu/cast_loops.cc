@@ -19,7 +19,8 @@ constexpr int64_t kGrain = 1 << 14;
 
 class CastParallel final : public runtime::Kernel {
  public:
-  explicit CastParallel(const ir::Node&) {}
+  CastParallel(const ir::Node&, const ir::Op& op)
+      : rules_(runtime::AttrsOf<ops::CastAttrs>(op).rules) {}
 
   Status Prepare(runtime::PrepareContext* ctx) override {
     from_ = ctx->inputs[0].dtype;
@@ -36,7 +37,8 @@ class CastParallel final : public runtime::Kernel {
     const char* src = static_cast<const char*>(ctx.in(0).raw());
     char* dst = static_cast<char*>(ctx.out(0).raw());
     ParallelFor(ctx.in(0).numel(), kGrain, [&](int64_t begin, int64_t end) {
-      ops::CastElements(from_, to_, src + begin * from_size_, dst + begin * to_size_, end - begin);
+      ops::CastElements(from_, to_, src + begin * from_size_, dst + begin * to_size_, end - begin,
+                        rules_);
     });
     return OkStatus();
   }
@@ -44,6 +46,7 @@ class CastParallel final : public runtime::Kernel {
  private:
   DataType from_ = DataType::kUndefined, to_ = DataType::kUndefined;
   int64_t from_size_ = 0, to_size_ = 0;
+  ops::CastRules rules_;
 };
 
 KernelSupport SupportsCast(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {

@@ -20,11 +20,12 @@
 
 namespace kiln::ops::quant {
 
-// The integer types kiln quantizes to or from: uint8, int8, uint16, int16 (and int32 for
-// DequantizeLinear's input).
+// The integer types kiln quantizes to or from: uint8, int8, uint16, int16, uint4, int4 (and int32
+// for DequantizeLinear's input). (QuantizeLinear/DequantizeLinear also take the 8-bit floats and
+// float4e2m1, core/float8.h.)
 inline bool IsQuantType(DataType t) {
   return t == DataType::kUInt8 || t == DataType::kInt8 || t == DataType::kUInt16 ||
-         t == DataType::kInt16;
+         t == DataType::kInt16 || t == DataType::kUInt4 || t == DataType::kInt4;
 }
 
 // uint8 or int8: what the int8 kernels and fusions take.
@@ -45,6 +46,12 @@ inline void QuantRange(DataType t, double* lo, double* hi) {
     case DataType::kInt16:
       *lo = -32768, *hi = 32767;
       return;
+    case DataType::kUInt4:
+      *lo = 0, *hi = 15;
+      return;
+    case DataType::kInt4:
+      *lo = -8, *hi = 7;
+      return;
     default:
       *lo = std::numeric_limits<int32_t>::min(), *hi = std::numeric_limits<int32_t>::max();
   }
@@ -59,12 +66,15 @@ inline int32_t QuantizeValue(float x, float scale, int32_t zp, float lo, float h
   return static_cast<int32_t>(v);
 }
 
-// Reads element i of an integer tensor (uint8, int8, uint16, int16, int32) as int32.
+// Reads element i of an integer tensor (uint8, int8, uint16, int16, int32; uint4 and int4 held one
+// per byte) as int32.
 inline int32_t ReadQuant(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DataType::kUInt8:
+    case DataType::kUInt4:
       return static_cast<const uint8_t*>(t.raw())[i];
     case DataType::kInt8:
+    case DataType::kInt4:
       return static_cast<const int8_t*>(t.raw())[i];
     case DataType::kUInt16:
       return static_cast<const uint16_t*>(t.raw())[i];
@@ -81,9 +91,11 @@ inline int32_t ReadQuant(const Tensor& t, int64_t i) {
 inline void WriteQuant(Tensor* t, int64_t i, int32_t v) {
   switch (t->dtype()) {
     case DataType::kUInt8:
+    case DataType::kUInt4:
       static_cast<uint8_t*>(t->raw())[i] = static_cast<uint8_t>(v);
       return;
     case DataType::kInt8:
+    case DataType::kInt4:
       static_cast<int8_t*>(t->raw())[i] = static_cast<int8_t>(v);
       return;
     case DataType::kUInt16:

@@ -2,12 +2,15 @@
 // linear quantization, reference kernels (quant_common.h has the arithmetic).
 //
 // QuantizeLinear: Y = saturate(round_half_even(X / y_scale) + y_zero_point); Y's type is
-// y_zero_point's, else `output_dtype` (21+), else uint8. DequantizeLinear: Y = (X - x_zero_point)
-// * x_scale, float32. Scales and zero points per tensor or per axis (`axis`, opset 13+).
+// y_zero_point's, else `output_dtype` (21+), else uint8. To the 8-bit floats Y = X / y_scale
+// converted with `saturate` (19+; the zero point must be 0 and is not added, as ONNX's reference
+// does), to float4e2m1 Y = X / y_scale + y_zero_point converted (core/float8.h has the rounding).
+// DequantizeLinear: Y = (X - x_zero_point) * x_scale, float32, for every one of those types.
+// Scales and zero points per tensor or per axis (`axis`, opset 13+).
 // DynamicQuantizeLinear: uint8 with scale = (max(0, max X) - min(0, min X)) / 255 and the zero
 // point that maps 0 exactly.
 //
-// Limits (Unsupported with the reason): float8/int4/float4 types, blocked quantization
+// Limits (Unsupported with the reason): blocked quantization
 // (`block_size` > 0), float16/bfloat16 scales, `precision` (23) and DequantizeLinear's
 // `output_dtype` (23) other than float32; X of QuantizeLinear is float32 (int32 X, allowed from
 // 19, is refused; float16 models are lowered to float32 first, passes/lower_float16.cc).
@@ -17,6 +20,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/float8.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"
@@ -60,6 +64,12 @@ using ir::Node;
 using ir::Op;
 using quant::QuantAxis;
 
+constexpr const char* kQdqTypes =
+    "uint8, int8, uint16, int16, uint4, int4, the 8-bit floats and float4e2m1";
+
+// The types QuantizeLinear writes and DequantizeLinear reads besides int32.
+bool IsQdqType(DataType t) { return quant::IsQuantType(t) || IsMiniFloat(t); }
+
 // Attributes common to QuantizeLinear and DequantizeLinear.
 Status ParseQdqAttrs(const Node& node, int64_t* axis, DataType* output_dtype) {
   *axis = node.GetInt("axis", 1);
@@ -83,10 +93,14 @@ class QuantizeLinearOp : public Op {
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<QuantizeLinearOp> op(new QuantizeLinearOp(node));
     KILN_RETURN_IF_ERROR(ParseQdqAttrs(node, &op->axis_, &op->output_dtype_));
-    if (op->output_dtype_ != DataType::kUndefined && !quant::IsQuantType(op->output_dtype_))
-      return Unsupported("failed to load " + node.Describe() +
-                         ": kiln quantizes to uint8, int8, uint16 and int16; got output_dtype " +
+    if (op->output_dtype_ != DataType::kUndefined && !IsQdqType(op->output_dtype_))
+      return Unsupported("failed to load " + node.Describe() + ": kiln quantizes to " + kQdqTypes +
+                         "; got output_dtype " +
                          std::to_string(static_cast<int>(op->output_dtype_)));
+    const int64_t sat = node.GetInt("saturate", 1);
+    if (sat != 0 && sat != 1)
+      return ir::AttrError(node, "saturate must be 0 or 1; got " + std::to_string(sat));
+    op->saturate_ = sat == 1;
     const int64_t precision = node.GetInt("precision", 0);  // opset 23: x / scale's type
     if (precision != 0 && precision != static_cast<int64_t>(DataType::kFloat))
       return Unsupported("failed to load " + node.Describe() +
@@ -99,11 +113,9 @@ class QuantizeLinearOp : public Op {
     KILN_RETURN_IF_ERROR(CheckScale(ctx, 1, describe()));
     DataType out = output_dtype_ != DataType::kUndefined ? output_dtype_ : DataType::kUInt8;
     if (ctx.has_input(2)) {
-      if (!quant::IsQuantType(ctx.dtype(2)))
-        return Unsupported("failed to infer shapes of " + describe() +
-                           ": kiln quantizes to uint8, int8, uint16 and int16; got "
-                           "y_zero_point of type " +
-                           DataTypeName(ctx.dtype(2)));
+      if (!IsQdqType(ctx.dtype(2)))
+        return Unsupported("failed to infer shapes of " + describe() + ": kiln quantizes to " +
+                           kQdqTypes + "; got y_zero_point of type " + DataTypeName(ctx.dtype(2)));
       if (output_dtype_ != DataType::kUndefined && output_dtype_ != ctx.dtype(2))
         return ctx.Error(std::string("output_dtype must match y_zero_point's type; got ") +
                          DataTypeName(output_dtype_) + " and " + DataTypeName(ctx.dtype(2)));
@@ -125,11 +137,23 @@ class QuantizeLinearOp : public Op {
     std::string err = quant::ResolveQuantAxis(
         x.shape(), scale.shape(), ctx.has(2) ? &ctx.in(2).shape() : nullptr, axis_, &qa);
     if (!err.empty()) return RunError(err);
-    double lo, hi;
-    quant::QuantRange(y.dtype(), &lo, &hi);
     const float* xp = x.data<float>();
     const float* sp = scale.data<float>();
     const int64_t n = x.numel();
+    if (IsMiniFloat(y.dtype())) {
+      uint8_t* yp = static_cast<uint8_t*>(y.raw());
+      const bool add_zp = y.dtype() == DataType::kFloat4E2M1 && ctx.has(2);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = qa.channel(i);
+        float v = xp[i] / sp[c];
+        if (add_zp)
+          v += MiniFloatToFloat(static_cast<const uint8_t*>(ctx.in(2).raw())[c], y.dtype());
+        yp[i] = FloatToMiniFloat(v, y.dtype(), saturate_);
+      }
+      return OkStatus();
+    }
+    double lo, hi;
+    quant::QuantRange(y.dtype(), &lo, &hi);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t c = qa.channel(i);
       const int32_t zp = ctx.has(2) ? quant::ReadQuant(ctx.in(2), c) : 0;
@@ -144,6 +168,7 @@ class QuantizeLinearOp : public Op {
   explicit QuantizeLinearOp(const Node& node) : Op(node) {}
   int64_t axis_ = 1;
   DataType output_dtype_ = DataType::kUndefined;
+  bool saturate_ = true;
 };
 
 class DequantizeLinearOp : public Op {
@@ -161,10 +186,9 @@ class DequantizeLinearOp : public Op {
 
   Status Infer(InferContext& ctx) const override {
     if (!ctx.has_input(0)) return ctx.Error("input x is required");
-    if (!quant::IsQuantType(ctx.dtype(0)) && ctx.dtype(0) != DataType::kInt32)
-      return Unsupported("failed to infer shapes of " + describe() +
-                         ": kiln dequantizes uint8, int8, uint16, int16 and int32; got " +
-                         DataTypeName(ctx.dtype(0)));
+    if (!IsQdqType(ctx.dtype(0)) && ctx.dtype(0) != DataType::kInt32)
+      return Unsupported("failed to infer shapes of " + describe() + ": kiln dequantizes " +
+                         kQdqTypes + " and int32; got " + DataTypeName(ctx.dtype(0)));
     KILN_RETURN_IF_ERROR(CheckScale(ctx, 1, describe()));
     if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0))
       return ctx.Error(std::string("x_zero_point must have x's type ") +
@@ -187,6 +211,18 @@ class DequantizeLinearOp : public Op {
     const float* sp = scale.data<float>();
     float* yp = ctx.out(0).data<float>();
     const int64_t n = x.numel();
+    if (IsMiniFloat(x.dtype())) {
+      const uint8_t* xp = static_cast<const uint8_t*>(x.raw());
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t c = qa.channel(i);
+        const float zp =
+            ctx.has(2)
+                ? MiniFloatToFloat(static_cast<const uint8_t*>(ctx.in(2).raw())[c], x.dtype())
+                : 0.f;
+        yp[i] = (MiniFloatToFloat(xp[i], x.dtype()) - zp) * sp[c];
+      }
+      return OkStatus();
+    }
     for (int64_t i = 0; i < n; ++i) {
       const int64_t c = qa.channel(i);
       const int32_t zp = ctx.has(2) ? quant::ReadQuant(ctx.in(2), c) : 0;

@@ -1,16 +1,20 @@
-// Cast (and CastLike-15) between float32, float64, float16, bfloat16, bool and the 8/16/32/64-bit
-// signed and unsigned integers: a double type dispatch into one plain loop per (from, to) pair.
+// Cast (and CastLike-15) between float32, float64, float16, bfloat16, bool, the 8/16/32/64-bit
+// signed and unsigned integers, the 8-bit floats, float4e2m1 and the 4-bit integers: a double type
+// dispatch into one plain loop per (from, to) pair.
 // Rules: float -> integer truncates toward zero (NaN -> 0 and values beyond int64 saturate, which
-// C++ would leave undefined; then two's-complement wrap to narrower ints, as numpy does on x86);
-// integer -> integer wraps; anything -> bool is x != 0 (NaN -> true); bool -> number is 0/1;
-// -> float16 rounds to nearest even; float -> bfloat16 truncates the low 16 bits (what ONNX 1.12's
-// test data encodes). Cast-1's string `to` ("FLOAT", ...) is accepted. Strings are not supported.
+// C++ would leave undefined; then two's-complement wrap to narrower ints, int4 and uint4 included,
+// as numpy and ml_dtypes do on x86); integer -> integer wraps; anything -> bool is x != 0 (NaN ->
+// true); bool -> number is 0/1; -> float16 and -> bfloat16 round to nearest even; -> the 8-bit
+// floats and float4e2m1 as core/float8.h says (`saturate`, opset 19); -> float8e8m0 by
+// `round_mode` (opset 24). Cast-1's string `to` ("FLOAT", ...) is accepted. Strings are not
+// supported.
 #include "ops/tensor/cast.h"
 
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "core/float8.h"
 #include "core/half.h"
 #include "ops/attrs.h"
 #include "ops/common.h"
@@ -31,10 +35,38 @@ struct Half {
 struct BFloat16 {
   uint16_t bits = 0;
 };
+template <DataType D>
+struct MiniFloat {  // the 8-bit floats but E8M0, and float4e2m1
+  uint8_t bits = 0;
+};
+struct E8M0 {
+  uint8_t bits = 0;
+};
+struct Int4 {
+  int8_t v = 0;
+};
+struct UInt4 {
+  uint8_t v = 0;
+};
+
+template <typename T>
+struct IsMiniFloatTag : std::false_type {};
+template <DataType D>
+struct IsMiniFloatTag<MiniFloat<D>> : std::true_type {};
+
+template <DataType D>
+float MiniFloatOf(MiniFloat<D> x) {
+  return MiniFloatToFloat(x.bits, D);
+}
+template <DataType D>
+constexpr DataType MiniFloatType(MiniFloat<D>) {
+  return D;
+}
 
 template <typename T>
 constexpr bool kFloatLike =
-    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16> ||
+    IsMiniFloatTag<T>::value || std::is_same_v<T, E8M0>;
 
 template <typename T>
 auto Widen(T x) {
@@ -42,23 +74,46 @@ auto Widen(T x) {
     return HalfToFloat(x.bits);
   else if constexpr (std::is_same_v<T, BFloat16>)
     return Bf16ToFloat(x.bits);
+  else if constexpr (IsMiniFloatTag<T>::value)
+    return MiniFloatOf(x);
+  else if constexpr (std::is_same_v<T, E8M0>)
+    return E8M0ToFloat(x.bits);
+  else if constexpr (std::is_same_v<T, Int4>)
+    return static_cast<int32_t>(x.v);
+  else if constexpr (std::is_same_v<T, UInt4>)
+    return static_cast<int32_t>(x.v);
   else
     return x;
 }
 
 template <typename U, typename T>
-U ConvertOne(T x) {
+U ConvertOne(T x, const CastRules& rules) {
   const auto v = Widen(x);
-  if constexpr (std::is_same_v<U, bool>)
+  if constexpr (std::is_same_v<U, bool>) {
     return v != 0;
-  else if constexpr (std::is_same_v<U, Half>)
+  } else if constexpr (std::is_same_v<U, Half>) {
     return Half{DoubleToHalf(static_cast<double>(v))};
-  else if constexpr (std::is_same_v<U, BFloat16>)
-    return BFloat16{FloatToBf16(static_cast<float>(v))};
-  else if constexpr (std::is_integral_v<U> && kFloatLike<T>)
+  } else if constexpr (std::is_same_v<U, BFloat16>) {
+    return BFloat16{FloatToBf16Rounded(static_cast<float>(v))};
+  } else if constexpr (IsMiniFloatTag<U>::value) {
+    return U{FloatToMiniFloat(static_cast<double>(v), MiniFloatType(U{}), rules.saturate)};
+  } else if constexpr (std::is_same_v<U, E8M0>) {
+    return E8M0{FloatToE8M0(static_cast<float>(v), rules.saturate, rules.e8m0_round)};
+  } else if constexpr (std::is_same_v<U, Int4> || std::is_same_v<U, UInt4>) {
+    int64_t i;
+    if constexpr (kFloatLike<T>)
+      i = TruncToInt64(static_cast<double>(v));
+    else
+      i = static_cast<int64_t>(v);
+    if constexpr (std::is_same_v<U, Int4>)
+      return Int4{WrapToInt4(i)};
+    else
+      return UInt4{WrapToUInt4(i)};
+  } else if constexpr (std::is_integral_v<U> && kFloatLike<T>) {
     return static_cast<U>(TruncToInt64(static_cast<double>(v)));
-  else
+  } else {
     return static_cast<U>(v);
+  }
 }
 
 // Calls f(T{}) for dtype t; false when t is not castable.
@@ -104,6 +159,30 @@ bool DispatchCastType(DataType t, F&& f) {
     case DataType::kUInt64:
       f(uint64_t{});
       return true;
+    case DataType::kFloat8E4M3FN:
+      f(MiniFloat<DataType::kFloat8E4M3FN>{});
+      return true;
+    case DataType::kFloat8E4M3FNUZ:
+      f(MiniFloat<DataType::kFloat8E4M3FNUZ>{});
+      return true;
+    case DataType::kFloat8E5M2:
+      f(MiniFloat<DataType::kFloat8E5M2>{});
+      return true;
+    case DataType::kFloat8E5M2FNUZ:
+      f(MiniFloat<DataType::kFloat8E5M2FNUZ>{});
+      return true;
+    case DataType::kFloat4E2M1:
+      f(MiniFloat<DataType::kFloat4E2M1>{});
+      return true;
+    case DataType::kFloat8E8M0:
+      f(E8M0{});
+      return true;
+    case DataType::kInt4:
+      f(Int4{});
+      return true;
+    case DataType::kUInt4:
+      f(UInt4{});
+      return true;
     default:
       return false;
   }
@@ -130,11 +209,31 @@ bool ParseTypeName(const std::string& s, DataType* t) {
   return false;
 }
 
+// `saturate` (19+) and `round_mode` (24+): absent before those opsets, so their defaults apply.
+Status ParseRules(const Node& node, CastRules* r) {
+  const int64_t sat = node.GetInt("saturate", 1);
+  if (sat != 0 && sat != 1)
+    return ir::AttrError(node, "saturate must be 0 or 1; got " + std::to_string(sat));
+  r->saturate = sat == 1;
+  const std::string mode = node.GetString("round_mode", "up");
+  if (mode == "up")
+    r->e8m0_round = 0;
+  else if (mode == "down")
+    r->e8m0_round = 1;
+  else if (mode == "nearest")
+    r->e8m0_round = 2;
+  else
+    return ir::AttrError(node, "round_mode must be 'up', 'down' or 'nearest'; got '" + mode + "'");
+  return OkStatus();
+}
+
 class CastOp : public Op {
  public:
   // CastLike: the target type is input 1's (to_ unset).
   static StatusOr<std::unique_ptr<Op>> CreateCastLike(const Node& node) {
-    return std::unique_ptr<Op>(new CastOp(node, DataType::kUndefined));
+    std::unique_ptr<CastOp> op(new CastOp(node, DataType::kUndefined));
+    KILN_RETURN_IF_ERROR(ParseRules(node, &op->a_.rules));
+    return std::unique_ptr<Op>(std::move(op));
   }
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     auto it = node.attrs.find("to");
@@ -151,7 +250,9 @@ class CastOp : public Op {
       return ir::AttrError(node, "`to` must be a numeric or bool type; got " +
                                      std::string(DataTypeName(to)) + " (" +
                                      std::to_string(static_cast<int>(to)) + ")");
-    return std::unique_ptr<Op>(new CastOp(node, to));
+    std::unique_ptr<CastOp> op(new CastOp(node, to));
+    KILN_RETURN_IF_ERROR(ParseRules(node, &op->a_.rules));
+    return std::unique_ptr<Op>(std::move(op));
   }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
@@ -168,7 +269,7 @@ class CastOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& in = ctx.in(0);
     Tensor& out = ctx.out(0);
-    if (!CastElements(in.dtype(), out.dtype(), in.raw(), out.raw(), in.numel()))
+    if (!CastElements(in.dtype(), out.dtype(), in.raw(), out.raw(), in.numel(), a_.rules))
       return RunError(std::string("cannot cast ") + DataTypeName(in.dtype()) + " to " +
                       DataTypeName(out.dtype()));
     return OkStatus();
@@ -182,7 +283,8 @@ class CastOp : public Op {
 };
 }  // namespace
 
-bool CastElements(DataType from, DataType to, const void* src, void* dst, int64_t n) {
+bool CastElements(DataType from, DataType to, const void* src, void* dst, int64_t n,
+                  const CastRules& rules) {
   bool dst_ok = false;
   const bool src_ok = DispatchCastType(from, [&](auto src_tag) {
     using T = decltype(src_tag);
@@ -190,7 +292,7 @@ bool CastElements(DataType from, DataType to, const void* src, void* dst, int64_
       using U = decltype(dst_tag);
       const T* s = static_cast<const T*>(src);
       U* d = static_cast<U*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = ConvertOne<U>(s[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = ConvertOne<U>(s[i], rules);
     });
   });
   return src_ok && dst_ok;

@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/launch.h"
 #include "ops/attrs.h"
+#include "ops/tensor/cast.h"
 #include "runtime/half_values.h"
 #include "runtime/kernel.h"
 
