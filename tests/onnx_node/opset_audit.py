@@ -42,6 +42,11 @@ REVIEWED = {
     ("QLinearMatMul", 21): "float16/bfloat16 scales (refused: float32 only)",
     ("Mish", 18): "new op: x * tanh(softplus(x)), in double",
     ("Swish", 24): "new op: x * sigmoid(alpha * x), alpha attribute",
+    ("Attention", 23): "new op: 3-D/4-D, grouped heads, bool/float mask, causal, softcap, "
+                       "past/present key and value, qk_matmul_output modes 0-3",
+    ("Attention", 24): "nonpad_kv_seqlen input; a mask shorter than the keys padded with -inf",
+    ("RMSNormalization", 23): "new op: axis, epsilon, scale broadcast; stash_type 1 and 11",
+    ("RotaryEmbedding", 23): "new op: 3-D/4-D, interleaved, rotary_embedding_dim, position_ids",
     ("ScatterElements", 18): "reduction max and min",
     ("ScatterND", 18): "reduction max and min",
 }
