@@ -13,7 +13,10 @@ namespace kiln {
 // Reads a .npy or .pb file, chosen by the extension; InvalidArgument naming the file otherwise.
 StatusOr<Tensor> ReadTensorFile(const std::string& path);
 StatusOr<Tensor> ReadNpyFile(const std::string& path);
-// Writes `t` as a .npy file (version 1.0 header, C order).
+// Writes `t` as a .npy file (version 1.0 header, C order). Types numpy lacks are written the way
+// numpy saves ml_dtypes' arrays, as raw bytes: bfloat16 as "<V2", the 8-bit floats and
+// float4e2m1 as "|V1" (read with np.load(path).view(ml_dtypes.<DataTypeName>)); int4 and uint4 as
+// int8 and uint8 values.
 Status WriteNpyFile(const Tensor& t, const std::string& path);
 // A file name for a tensor name: every character outside [A-Za-z0-9._-] replaced by '_' (and
 // "", "." or ".." prefixed with '_'), so an output name never leaves its folder.

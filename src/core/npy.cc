@@ -33,6 +33,22 @@ const char* DescrOf(DataType t) {
       return "|b1";
     case DataType::kFloat16:
       return "<f2";
+    // Types numpy lacks are written as numpy writes ml_dtypes' arrays: raw bytes ("V"), read back
+    // with np.load(p).view(ml_dtypes.<name>) (kiln run prints the name); int4/uint4, which kiln
+    // holds one per byte, as int8/uint8 values.
+    case DataType::kBFloat16:
+      return "<V2";
+    case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2:
+    case DataType::kFloat8E5M2FNUZ:
+    case DataType::kFloat4E2M1:
+    case DataType::kFloat8E8M0:
+      return "|V1";
+    case DataType::kInt4:
+      return "|i1";
+    case DataType::kUInt4:
+      return "|u1";
     default:
       return nullptr;
   }

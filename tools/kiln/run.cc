@@ -104,8 +104,18 @@ Status DoRun(const RunArgs& a) {
     std::string path =
         (std::filesystem::path(a.output_dir) / (TensorFileName(o.name) + ".npy")).string();
     KILN_RETURN_IF_ERROR(WriteNpyFile(o.tensor, path));
-    std::printf("%s: %s%s -> %s\n", o.name.c_str(), DataTypeName(o.tensor.dtype()),
-                ShapeToString(o.tensor.shape()).c_str(), path.c_str());
+    const DataType dt = o.tensor.dtype();
+    // Written as raw bytes (numpy has no such type; kiln/tensor_io.h).
+    const bool raw = dt == DataType::kBFloat16 || dt == DataType::kFloat8E4M3FN ||
+                     dt == DataType::kFloat8E4M3FNUZ || dt == DataType::kFloat8E5M2 ||
+                     dt == DataType::kFloat8E5M2FNUZ || dt == DataType::kFloat4E2M1 ||
+                     dt == DataType::kFloat8E8M0;
+    std::printf("%s: %s%s -> %s%s\n", o.name.c_str(), DataTypeName(dt),
+                ShapeToString(o.tensor.shape()).c_str(), path.c_str(),
+                raw ? (std::string(" (raw bytes: np.load(...).view(ml_dtypes.") + DataTypeName(dt) +
+                       "))")
+                          .c_str()
+                    : "");
   }
   std::printf("load %.1f ms, first run %.1f ms (plan preparation included)\n", ms(t1 - t0),
               ms(t2 - t1));
