@@ -53,6 +53,9 @@ REVIEWED = {
     ("Cast", 23): "float4e2m1", ("CastLike", 23): "float4e2m1",
     ("Cast", 24): "float8e8m0, round_mode", ("CastLike", 24): "float8e8m0, round_mode",
     ("ScatterND", 18): "reduction max and min",
+    ("LpPool", 18): "ceil_mode and dilations attributes",
+    ("CenterCropPad", 18): "new op: axes, crop and pad centered",
+    ("DFT", 20): "axis as an optional input (default -2) instead of the attribute",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
 # dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.
@@ -72,7 +75,8 @@ TYPES_ONLY = {
     # bfloat16 added to T (checked against onnx.defs: same attributes and inputs)
     **{op: [22] for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
                            "Acosh", "Atanh", "Softsign", "Round", "Mish", "ThresholdedRelu",
-                           "EyeLike")},
+                           "EyeLike", "LpPool", "GlobalLpPool", "LpNormalization", "MaxUnpool",
+                           "Det")},
 }
 def main():
     kiln = sys.argv[1]
