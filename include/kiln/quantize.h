@@ -107,10 +107,14 @@ struct QuantizeSummary {
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<QuantizedActivation> activations;
   bool per_channel = true;
-  // Non-zero: the model imported this opset (10-12) and was converted to opset 13 before
+  // Non-zero: the model imported this opset (7-12) and was converted to opset 13 before
   // calibration (onnx/opset_convert.h), because per-channel weight scales need
-  // DequantizeLinear-13; the output imports 13.
+  // DequantizeLinear-13 (and opsets before 10 have no QuantizeLinear); the output imports 13.
   int64_t converted_from_opset = 0;
+  // With a conversion: the largest |original - converted| over the float outputs of the first
+  // calibration batch, run through both forms (a relative difference over 1e-4 is an error);
+  // -1 when no batch ran them (ranges from the calibration cache).
+  double conversion_max_diff = -1;
   // Why weights are per tensor when per_channel is false (the conversion's error).
   std::string per_tensor_reason;
   int64_t model_bytes = 0;  // of the written model
@@ -190,6 +194,9 @@ class Quantizer {
   struct Impl;
   explicit Quantizer(std::unique_ptr<Impl> impl);
   Status ObserveChunk(const std::vector<NamedTensor>& batch);  // one calibration-model run
+  // The first chunk after an opset conversion: the original model gives the same outputs.
+  Status CheckConversion(const std::vector<NamedTensor>& batch,
+                         const std::vector<NamedTensor>& converted_outs);
   std::unique_ptr<Impl> impl_;
 };
 

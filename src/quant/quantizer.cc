@@ -74,6 +74,10 @@ struct Quantizer::Impl {
   std::string model_bytes, model_dir;
   std::string model_hash;  // of the file as given (before any opset conversion)
   int64_t converted_from_opset = 0;
+  // The model as given when it was converted (cleared once the first calibration batch has run
+  // both forms), and the largest output difference that run found.
+  std::string original_bytes;
+  double conversion_max_diff = -1;
   std::string per_tensor_reason;
   QuantizeOptions options;
   quant::Method method = quant::Method::kPercentile;
@@ -575,19 +579,23 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
     return Status(info.status().code(), info.status().message() + " (" + model_path + ")");
   impl->opset = info->opset;
   impl->model_hash = runtime::ContentHash(impl->model_bytes);
-  if (impl->opset < 10)
-    return Unsupported("INT8 QDQ models need opset 10 or newer; '" + model_path +
-                       "' imports opset " + std::to_string(impl->opset));
   if (impl->opset < 13) {
     // Per-tensor weight scales collapse depthwise layers (one outlier channel sets the scale of
-    // all): convert to opset 13 for per-channel ones, as ONNX Runtime's quantizer does.
+    // all): convert to opset 13 for per-channel ones, as ONNX Runtime's quantizer does. Below
+    // opset 10 (no QuantizeLinear at all) the conversion is required. The first calibration batch
+    // runs both forms and compares their outputs (ObserveChunk).
     auto converted = onnxio::ConvertToOpset13(impl->model_bytes);
     auto converted_info = converted.ok() ? onnxio::InspectForQdq(*converted) : converted.status();
     if (converted_info.ok()) {
       impl->converted_from_opset = impl->opset;
+      impl->original_bytes = std::move(impl->model_bytes);
       impl->model_bytes = std::move(*converted);
       impl->opset = converted_info->opset;
       info = std::move(converted_info);
+    } else if (impl->opset < 10) {
+      return Unsupported("INT8 QDQ models need opset 10 or newer; '" + model_path +
+                         "' imports opset " + std::to_string(impl->opset) +
+                         " and could not be converted to 13: " + converted_info.status().message());
     } else {
       impl->per_tensor_reason = converted_info.status().message();
     }
@@ -870,9 +878,48 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
   return OkStatus();
 }
 
+// The converted model must compute what the original does: both run the first calibration chunk,
+// and every output of the original must match the converted model's within 1e-4 (relative to
+// max(1, |value|)): the conversion only rewrites ops whose meaning changed between opsets.
+Status Quantizer::CheckConversion(const std::vector<NamedTensor>& batch,
+                                  const std::vector<NamedTensor>& converted_outs) {
+  KILN_ASSIGN_OR_RETURN(auto original, Session::LoadFromBytes(impl_->original_bytes));
+  impl_->original_bytes.clear();
+  std::vector<NamedTensor> want;
+  KILN_RETURN_IF_ERROR(original->Run(batch, &want));
+  double worst = 0;
+  for (const auto& w : want) {
+    const NamedTensor* g = nullptr;
+    for (const auto& o : converted_outs)
+      if (o.name == w.name) g = &o;
+    if (g == nullptr || g->tensor.shape() != w.tensor.shape() ||
+        g->tensor.dtype() != w.tensor.dtype())
+      return Internal("the opset " + std::to_string(impl_->converted_from_opset) +
+                      " -> 13 conversion changed output '" + w.name +
+                      "' (missing, or its shape "
+                      "or dtype differs)");
+    if (w.tensor.dtype() != DataType::kFloat) continue;
+    const float* a = w.tensor.data<float>();
+    const float* b = g->tensor.data<float>();
+    for (int64_t i = 0; i < w.tensor.numel(); ++i) {
+      const double d = std::fabs(static_cast<double>(a[i]) - b[i]) /
+                       std::max(1.0, std::fabs(static_cast<double>(a[i])));
+      if (!(d <= 1e-4))
+        return Internal("the opset " + std::to_string(impl_->converted_from_opset) +
+                        " -> 13 conversion changed output '" + w.name + "': element " +
+                        std::to_string(i) + " is " + std::to_string(b[i]) + ", the original " +
+                        "model's " + std::to_string(a[i]));
+      worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+    }
+  }
+  impl_->conversion_max_diff = worst;
+  return OkStatus();
+}
+
 Status Quantizer::ObserveChunk(const std::vector<NamedTensor>& batch) {
   std::vector<NamedTensor> outs;
   KILN_RETURN_IF_ERROR(impl_->session->Run(batch, &outs));
+  if (!impl_->original_bytes.empty()) KILN_RETURN_IF_ERROR(CheckConversion(batch, outs));
   for (const auto& o : outs) {
     auto it = impl_->stats.find(o.name);
     if (it == impl_->stats.end()) continue;
@@ -920,6 +967,7 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.float_nodes = impl_->float_nodes;
   summary.per_channel = impl_->opset >= 13;
   summary.converted_from_opset = impl_->converted_from_opset;
+  summary.conversion_max_diff = impl_->conversion_max_diff;
   summary.per_tensor_reason = impl_->per_tensor_reason;
   KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
   KILN_RETURN_IF_ERROR(impl_->RunAutoSearch());

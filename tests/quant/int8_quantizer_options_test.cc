@@ -120,6 +120,24 @@ TEST_F(QuantizerTest, ConvertsOpset12WithConstantWeightsForPerChannelScales) {
   ErrorAgainstFloat(out);
 }
 
+// Opset 9 has no QuantizeLinear: the quantizer takes the model to 13 (ONNX's version converter to
+// 12, then kiln's 12 -> 13 rewrites), runs the original and the converted model on the first
+// calibration batch, and reports how far apart their outputs were.
+TEST_F(QuantizerTest, ConvertsOpset9AndChecksBothForms) {
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << SmallCnn(9);
+  const std::string out = (dir_ / "cnn9.int8.onnx").string();
+  QuantizeOptions o;
+  o.quantize_all = true;
+  auto s = Quantize(o, out);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->converted_from_opset, 9);
+  EXPECT_TRUE(s->per_channel);
+  EXPECT_GE(s->conversion_max_diff, 0.0);  // both forms ran
+  EXPECT_LE(s->conversion_max_diff, 1e-5);
+  EXPECT_EQ(s->quantized_nodes, (std::vector<std::string>{"conv1", "conv2", "fc"}));
+  ErrorAgainstFloat(out);
+}
+
 // The ops whose meaning changed at opset 13, converted from 12: same outputs from kiln on both
 // models. Softmax-12 with axis 1 on a 4-D input normalizes over 60 values, Softmax-13 over 3.
 TEST(OpsetConvert, Opset12OpsKeepTheirMeaningAt13) {

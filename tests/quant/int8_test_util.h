@@ -49,10 +49,14 @@ inline std::pair<double, double> MaxAbsError(const Tensor& want, const Tensor& g
 
 // The classifier tail of the test nets: GlobalAveragePool(in) -> Flatten -> Gemm 'fc' (weight w3,
 // transposed) -> y; the serialized model.
-inline std::string PoolAndGemm(ModelBuilder& mb, const std::string& in) {
+// `bias`: Gemm's C (required before opset 11), "" for none.
+inline std::string PoolAndGemm(ModelBuilder& mb, const std::string& in,
+                               const std::string& bias = "") {
   mb.Node("GlobalAveragePool", {in}, {"g"});
   mb.Node("Flatten", {"g"}, {"f"});
-  ModelBuilder::IntAttr(mb.Node("Gemm", {"f", "w3"}, {"y"}, "fc"), "transB", 1);
+  std::vector<std::string> gemm_in = {"f", "w3"};
+  if (!bias.empty()) gemm_in.push_back(bias);
+  ModelBuilder::IntAttr(mb.Node("Gemm", gemm_in, {"y"}, "fc"), "transB", 1);
   return mb.Bytes();
 }
 
@@ -88,7 +92,8 @@ inline std::string SmallCnn(int opset = 13, bool constants = false) {
   mb.Node("Relu", {"c1"}, {"r1"});
   mb.Node("Conv", {"r1", "w2"}, {"c2"}, "conv2");
   mb.Node("Relu", {"c2"}, {"r2"});
-  return PoolAndGemm(mb, "r2");
+  if (opset < 11) weight("b3", {5}, Uniform(5, 6, -0.1f, 0.1f));
+  return PoolAndGemm(mb, "r2", opset < 11 ? "b3" : "");
 }
 
 class QuantizerTest : public ::testing::Test {

@@ -518,9 +518,16 @@ Status RunQuantize(const QuantizeArgs& a) {
   std::printf("quantized %zu nodes to int8 (%s, %lld samples, weights %s) in %.1f s\n",
               s.quantized_nodes.size(), s.method.c_str(), static_cast<long long>(s.samples),
               s.per_channel ? "per channel" : "per tensor", secs);
-  if (s.converted_from_opset != 0)
-    std::printf("  converted from opset %lld to 13 (per-channel weight scales need it)\n",
-                static_cast<long long>(s.converted_from_opset));
+  if (s.converted_from_opset != 0) {
+    std::printf("  converted from opset %lld to 13 (%s)",
+                static_cast<long long>(s.converted_from_opset),
+                s.converted_from_opset < 10 ? "QuantizeLinear needs opset 10, per-channel scales 13"
+                                            : "per-channel weight scales need it");
+    if (s.conversion_max_diff >= 0)
+      std::printf("; both forms run on the first calibration batch: outputs within %.2g",
+                  s.conversion_max_diff);
+    std::printf("\n");
+  }
   if (!s.per_channel)
     std::printf("  weights per tensor: opset < 13 and %s\n", s.per_tensor_reason.c_str());
   if (s.bias_corrected > 0) std::printf("  bias corrected: %d convolutions\n", s.bias_corrected);
