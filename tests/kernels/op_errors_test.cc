@@ -81,5 +81,41 @@ TEST(OpErrors, UnknownPrecisionNamesTheChoices) {
     EXPECT_EQ(*ParsePrecision(PrecisionName(q)), q);
 }
 
+// The second batch of issue 42 (pools, normalizations, Einsum, tensor and signal ops).
+TEST(OpErrors, SecondBatchNamesTheRuleAndValue) {
+  ExpectError("LpPool",
+              OpCase("p 0", 18).In(CaseTensor({1, 1, 4}, 1)).Ints("kernel_shape", {2}).Int("p", 0),
+              "p must be > 0; got 0");
+  ExpectError("LpNormalization", OpCase("p 3", 22).In(CaseTensor({2, 3}, 1)).Int("p", 3),
+              "p must be 1 or 2; got 3");
+  ExpectError("Einsum", OpCase("bad term", 12).In(CaseTensor({2}, 1)).Str("equation", "i1->i"),
+              "a term holds letters and at most one '...'; got 'i1'");
+  ExpectError("Einsum",
+              OpCase("sizes", 12)
+                  .In(CaseTensor({2, 3}, 1))
+                  .In(CaseTensor({4}, 2))
+                  .Str("equation", "ij,j->i"),
+              "label 'j' has sizes 3 and 4");
+  ExpectError("CenterCropPad",
+              OpCase("shape length", 18).In(CaseTensor({4, 5}, 1)).Const(CaseInt64s({3})),
+              "shape must have one entry per axis (2); got [3]");
+  ExpectError("DFT", OpCase("complex axis", 17).In(CaseTensor({2, 5, 1}, 1)).Int("axis", 2),
+              "(not the complex dim); got 2");
+  ExpectError("Det", OpCase("not square", 11).In(CaseTensor({2, 3}, 1)),
+              "square matrices); got [2,3]");
+  ExpectError("Unique", OpCase("sorted 2", 11).In(CaseTensor({3}, 1)).Int("sorted", 2),
+              "sorted must be 0 or 1; got 2");
+  ExpectError("ReverseSequence",
+              OpCase("length 5 of 4", 10).In(CaseTensor({4, 2}, 1)).In(CaseInt64s({1, 5})),
+              "sequence_lens must be in [0, 4]; got 5 for batch entry 1");
+  ExpectError("MaxUnpool",
+              OpCase("index 9", 11)
+                  .In(CaseTensor({1, 1, 2}, 1))
+                  .In(Tensor::FromVector<int64_t>({0, 9}, {1, 1, 2}))
+                  .Ints("kernel_shape", {2})
+                  .Ints("strides", {2}),
+              "values in [0, 4)); got 9 at element 1");
+}
+
 }  // namespace
 }  // namespace kiln
