@@ -15,6 +15,7 @@
 // 2595 log10(1 + f / 700), in float32 as ONNX's reference), mapped back to hertz and to bins as
 // floor((dft_length + 1) * f / sample_rate); filter i rises from point i to point i + 1 and
 // falls to point i + 2.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numbers>
@@ -147,20 +148,25 @@ class MelWeightMatrixOp final : public ir::Op {
     for (int64_t i = 0; i < mels + 2; ++i) {
       const double m = static_cast<double>(i) * step + low_mel;
       const double hz = 700.0 * (std::pow(10.0, m / 2595.0) - 1.0);
-      point[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft + 1) * hz / rate));
+      point[i] = TruncToInt64(std::floor(static_cast<double>(dft + 1) * hz / rate));
     }
     const int64_t rows = dft / 2 + 1;
     std::vector<double> w(rows * mels, 0.0);
     auto set = [&](int64_t row, int64_t col, double v) {
       if (row >= 0 && row < rows) w[row * mels + col] = v;
     };
+    // Rows outside [0, rows) are skipped (edges past the Nyquist bin, or NaN edges read as 0).
+    auto first = [&](int64_t j) { return std::max<int64_t>(j, 0); };
+    auto last = [&](int64_t j) { return std::min<int64_t>(j, rows - 1); };
     for (int64_t i = 0; i < mels; ++i) {
       const int64_t lo = point[i], mid = point[i + 1], hi = point[i + 2];
       if (mid == lo)
         set(mid, i, 1.0);
       else
-        for (int64_t j = lo; j <= mid; ++j) set(j, i, double(j - lo) / double(mid - lo));
-      for (int64_t j = mid; j < hi; ++j) set(j, i, double(hi - j) / double(hi - mid));
+        for (int64_t j = first(lo); j <= last(mid); ++j)
+          set(j, i, (double(j) - double(lo)) / (double(mid) - double(lo)));
+      for (int64_t j = first(mid); j < hi && j <= last(hi); ++j)
+        set(j, i, (double(hi) - double(j)) / (double(hi) - double(mid)));
     }
     StoreAll(a_.dtype, rows * mels, ctx.out(0).raw(), [&](int64_t i) { return w[i]; });
     return OkStatus();
