@@ -99,9 +99,12 @@ std::string Compare(const kiln::Tensor& got, const kiln::Tensor& want) {
     return "shape " + kiln::ShapeToString(got.shape()) + " != expected " +
            kiln::ShapeToString(want.shape());
   const int64_t n = want.numel();
-  if (want.dtype() == kiln::DataType::kFloat) {
-    const float* g = got.data<float>();
-    const float* w = want.data<float>();
+  // float32 and float64 at ONNX's tolerance (summation order may differ from numpy's); every
+  // other type bit for bit.
+  auto within = [&](auto tag) -> std::string {
+    using T = decltype(tag);
+    const T* g = got.data<T>();
+    const T* w = want.data<T>();
     int64_t bad = 0, first = -1;
     for (int64_t i = 0; i < n; ++i) {
       bool ok = (std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i] ||
@@ -113,7 +116,9 @@ std::string Compare(const kiln::Tensor& got, const kiln::Tensor& want) {
              std::to_string(first) + ": " + std::to_string(g[first]) + " vs expected " +
              std::to_string(w[first]);
     return "";
-  }
+  };
+  if (want.dtype() == kiln::DataType::kFloat) return within(float{});
+  if (want.dtype() == kiln::DataType::kDouble) return within(double{});
   if (std::memcmp(got.raw(), want.raw(), want.bytes()) != 0) return "values differ";
   return "";
 }
