@@ -53,6 +53,10 @@ bool MatchQdqOperands(GraphEditor& ed, const ShapeProbe& probe, const ir::Node& 
     left->Decline(ed, n, -1, "its weight is not dequantized int8");
     return false;
   }
+  if (ed.node(dx).GetInt("block_size", 0) != 0 || ed.node(dw).GetInt("block_size", 0) != 0) {
+    left->Decline(ed, n, dw, "blocked quantization");
+    return false;
+  }
   const ir::Node& xn = ed.node(dx);
   const DataType xt = xn.inputs.size() >= 2 ? probe.dtype(xn.inputs[0]) : DataType::kUndefined;
   if (xt != DataType::kUInt8 && xt != DataType::kInt8) {

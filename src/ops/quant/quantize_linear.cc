@@ -10,10 +10,11 @@
 // DynamicQuantizeLinear: uint8 with scale = (max(0, max X) - min(0, min X)) / 255 and the zero
 // point that maps 0 exactly.
 //
-// Limits (Unsupported with the reason): blocked quantization
-// (`block_size` > 0), float16/bfloat16 scales, `precision` (23) and DequantizeLinear's
-// `output_dtype` (23) other than float32; X of QuantizeLinear is float32 (int32 X, allowed from
-// 19, is refused; float16 models are lowered to float32 first, passes/lower_float16.cc).
+// Blocked quantization (`block_size`, opset 21): the scale has X's rank, `axis` dim divided by the
+// block size (rounded up). Limits (Unsupported with the reason): float16/bfloat16 scales,
+// `precision` (23) and DequantizeLinear's `output_dtype` (23) other than float32; X of
+// QuantizeLinear is float32 (int32 X, allowed from 19, is refused; float16 models are lowered to
+// float32 first, passes/lower_float16.cc).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -71,13 +72,55 @@ constexpr const char* kQdqTypes =
 bool IsQdqType(DataType t) { return quant::IsQuantType(t) || IsMiniFloat(t); }
 
 // Attributes common to QuantizeLinear and DequantizeLinear.
-Status ParseQdqAttrs(const Node& node, int64_t* axis, DataType* output_dtype) {
+Status ParseQdqAttrs(const Node& node, int64_t* axis, int64_t* block, DataType* output_dtype) {
   *axis = node.GetInt("axis", 1);
-  if (node.GetInt("block_size", 0) != 0)
-    return Unsupported("failed to load " + node.Describe() + ": blocked quantization (block_size " +
-                       std::to_string(node.GetInt("block_size", 0)) + ") is not supported");
+  *block = node.GetInt("block_size", 0);
+  if (*block < 0)
+    return ir::AttrError(node, "block_size must be >= 0; got " + std::to_string(*block));
   *output_dtype = static_cast<DataType>(node.GetInt("output_dtype", 0));
   return OkStatus();
+}
+
+// Where element i of X finds its scale and zero point: per tensor or per axis (QuantAxis), or,
+// with a block size (opset 21), in a scale of X's rank whose `axis` dim is ceil(X's / block).
+struct ScaleIndex {
+  QuantAxis qa;
+  int64_t block = 0, axis = 0;
+  std::vector<int64_t> x_strides, s_strides;
+  int64_t operator()(int64_t i) const {
+    if (block == 0) return qa.channel(i);
+    int64_t idx = 0;
+    for (size_t d = 0; d < x_strides.size(); ++d) {
+      int64_t c = i / x_strides[d];
+      i %= x_strides[d];
+      if (static_cast<int64_t>(d) == axis) c /= block;
+      idx += c * s_strides[d];
+    }
+    return idx;
+  }
+};
+
+std::string ResolveScaleIndex(const Shape& x, const Shape& scale, const Shape* zero_point,
+                              int64_t axis, int64_t block, ScaleIndex* out) {
+  out->block = block;
+  if (block == 0) return quant::ResolveQuantAxis(x, scale, zero_point, axis, &out->qa);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (axis < -rank || axis >= rank)
+    return "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank);
+  out->axis = axis < 0 ? axis + rank : axis;
+  bool ok = scale.size() == x.size();
+  for (int64_t d = 0; ok && d < rank; ++d)
+    ok = scale[d] == (d == out->axis ? (x[d] + block - 1) / block : x[d]);
+  if (!ok)
+    return "blocked quantization (block_size " + std::to_string(block) + ", axis " +
+           std::to_string(out->axis) + ") needs a scale of X's shape " + ShapeToString(x) +
+           " with that dim divided by the block size, rounded up; got " + ShapeToString(scale);
+  if (zero_point != nullptr && *zero_point != scale)
+    return "the zero point must have the scale's shape " + ShapeToString(scale) + "; got " +
+           ShapeToString(*zero_point);
+  out->x_strides = Strides(x);
+  out->s_strides = Strides(scale);
+  return "";
 }
 
 Status CheckScale(const InferContext& ctx, size_t i, const std::string& describe) {
@@ -92,7 +135,7 @@ class QuantizeLinearOp : public Op {
  public:
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<QuantizeLinearOp> op(new QuantizeLinearOp(node));
-    KILN_RETURN_IF_ERROR(ParseQdqAttrs(node, &op->axis_, &op->output_dtype_));
+    KILN_RETURN_IF_ERROR(ParseQdqAttrs(node, &op->axis_, &op->block_, &op->output_dtype_));
     if (op->output_dtype_ != DataType::kUndefined && !IsQdqType(op->output_dtype_))
       return Unsupported("failed to load " + node.Describe() + ": kiln quantizes to " + kQdqTypes +
                          "; got output_dtype " +
@@ -121,9 +164,9 @@ class QuantizeLinearOp : public Op {
                          DataTypeName(output_dtype_) + " and " + DataTypeName(ctx.dtype(2)));
       out = ctx.dtype(2);
     }
-    QuantAxis qa;
-    std::string err = quant::ResolveQuantAxis(
-        ctx.shape(0), ctx.shape(1), ctx.has_input(2) ? &ctx.shape(2) : nullptr, axis_, &qa);
+    ScaleIndex qa;
+    std::string err = ResolveScaleIndex(
+        ctx.shape(0), ctx.shape(1), ctx.has_input(2) ? &ctx.shape(2) : nullptr, axis_, block_, &qa);
     if (!err.empty()) return ctx.Error(err);
     ctx.SetOutput(0, out, ctx.shape(0));
     return OkStatus();
@@ -133,9 +176,9 @@ class QuantizeLinearOp : public Op {
     const Tensor& x = ctx.in(0);
     const Tensor& scale = ctx.in(1);
     Tensor& y = ctx.out(0);
-    QuantAxis qa;
-    std::string err = quant::ResolveQuantAxis(
-        x.shape(), scale.shape(), ctx.has(2) ? &ctx.in(2).shape() : nullptr, axis_, &qa);
+    ScaleIndex qa;
+    std::string err = ResolveScaleIndex(
+        x.shape(), scale.shape(), ctx.has(2) ? &ctx.in(2).shape() : nullptr, axis_, block_, &qa);
     if (!err.empty()) return RunError(err);
     const float* xp = x.data<float>();
     const float* sp = scale.data<float>();
@@ -144,7 +187,7 @@ class QuantizeLinearOp : public Op {
       uint8_t* yp = static_cast<uint8_t*>(y.raw());
       const bool add_zp = y.dtype() == DataType::kFloat4E2M1 && ctx.has(2);
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t c = qa.channel(i);
+        const int64_t c = qa(i);
         float v = xp[i] / sp[c];
         if (add_zp)
           v += MiniFloatToFloat(static_cast<const uint8_t*>(ctx.in(2).raw())[c], y.dtype());
@@ -155,7 +198,7 @@ class QuantizeLinearOp : public Op {
     double lo, hi;
     quant::QuantRange(y.dtype(), &lo, &hi);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t c = qa.channel(i);
+      const int64_t c = qa(i);
       const int32_t zp = ctx.has(2) ? quant::ReadQuant(ctx.in(2), c) : 0;
       quant::WriteQuant(
           &y, i,
@@ -166,7 +209,7 @@ class QuantizeLinearOp : public Op {
 
  private:
   explicit QuantizeLinearOp(const Node& node) : Op(node) {}
-  int64_t axis_ = 1;
+  int64_t axis_ = 1, block_ = 0;
   DataType output_dtype_ = DataType::kUndefined;
   bool saturate_ = true;
 };
@@ -176,7 +219,7 @@ class DequantizeLinearOp : public Op {
   static StatusOr<std::unique_ptr<Op>> Create(const Node& node) {
     std::unique_ptr<DequantizeLinearOp> op(new DequantizeLinearOp(node));
     DataType output_dtype;
-    KILN_RETURN_IF_ERROR(ParseQdqAttrs(node, &op->axis_, &output_dtype));
+    KILN_RETURN_IF_ERROR(ParseQdqAttrs(node, &op->axis_, &op->block_, &output_dtype));
     if (output_dtype != DataType::kUndefined && output_dtype != DataType::kFloat)
       return Unsupported("failed to load " + node.Describe() +
                          ": kiln dequantizes to float32; got output_dtype " +
@@ -193,9 +236,9 @@ class DequantizeLinearOp : public Op {
     if (ctx.has_input(2) && ctx.dtype(2) != ctx.dtype(0))
       return ctx.Error(std::string("x_zero_point must have x's type ") +
                        DataTypeName(ctx.dtype(0)) + "; got " + DataTypeName(ctx.dtype(2)));
-    QuantAxis qa;
-    std::string err = quant::ResolveQuantAxis(
-        ctx.shape(0), ctx.shape(1), ctx.has_input(2) ? &ctx.shape(2) : nullptr, axis_, &qa);
+    ScaleIndex qa;
+    std::string err = ResolveScaleIndex(
+        ctx.shape(0), ctx.shape(1), ctx.has_input(2) ? &ctx.shape(2) : nullptr, axis_, block_, &qa);
     if (!err.empty()) return ctx.Error(err);
     ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
     return OkStatus();
@@ -204,9 +247,9 @@ class DequantizeLinearOp : public Op {
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& x = ctx.in(0);
     const Tensor& scale = ctx.in(1);
-    QuantAxis qa;
-    std::string err = quant::ResolveQuantAxis(
-        x.shape(), scale.shape(), ctx.has(2) ? &ctx.in(2).shape() : nullptr, axis_, &qa);
+    ScaleIndex qa;
+    std::string err = ResolveScaleIndex(
+        x.shape(), scale.shape(), ctx.has(2) ? &ctx.in(2).shape() : nullptr, axis_, block_, &qa);
     if (!err.empty()) return RunError(err);
     const float* sp = scale.data<float>();
     float* yp = ctx.out(0).data<float>();
@@ -214,7 +257,7 @@ class DequantizeLinearOp : public Op {
     if (IsMiniFloat(x.dtype())) {
       const uint8_t* xp = static_cast<const uint8_t*>(x.raw());
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t c = qa.channel(i);
+        const int64_t c = qa(i);
         const float zp =
             ctx.has(2)
                 ? MiniFloatToFloat(static_cast<const uint8_t*>(ctx.in(2).raw())[c], x.dtype())
@@ -224,7 +267,7 @@ class DequantizeLinearOp : public Op {
       return OkStatus();
     }
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t c = qa.channel(i);
+      const int64_t c = qa(i);
       const int32_t zp = ctx.has(2) ? quant::ReadQuant(ctx.in(2), c) : 0;
       // int32 inputs may span 2^32: subtract in int64, then one rounding to float.
       const float d = static_cast<float>(static_cast<int64_t>(quant::ReadQuant(x, i)) - zp);
@@ -235,7 +278,7 @@ class DequantizeLinearOp : public Op {
 
  private:
   explicit DequantizeLinearOp(const Node& node) : Op(node) {}
-  int64_t axis_ = 1;
+  int64_t axis_ = 1, block_ = 0;
 };
 
 class DynamicQuantizeLinearOp : public Op {
@@ -356,6 +399,12 @@ std::vector<OpCase> QuantizePerChannelCases() {
                   .Const(CaseFloats({0.0625f, 0.02f, 0.25f, 0.0371f}, {4}))
                   .Const(Tensor::FromVector<uint8_t>({0, 100, 128, 255}, {4}))
                   .Int("axis", 2));
+  c.push_back(OpCase("uint8 blocked axis 1 block 2 [3,5] (reference)", 21)
+                  .In(QuantInput({3, 5}, 16, 0.0625f, 200.f))
+                  .Const(CaseTensor({3, 3}, 17, 0.01f, 0.2f))
+                  .Const(CaseInts(DataType::kUInt8, {3, 3}, 18, 0, 255))
+                  .Int("axis", 1)
+                  .Int("block_size", 2));
   Tensor z16 = Tensor::Empty(DataType::kUInt16, {});
   z16.data<uint16_t>()[0] = 30000;
   c.push_back(OpCase("uint16 zp 30000 [3,1,7] (reference)", 13)
@@ -394,6 +443,12 @@ std::vector<OpCase> DequantizeCases() {
                   .In(CaseInts(DataType::kUInt8, {1, 3, 130, 129}, 25, 0, 255))
                   .Const(Scalar(0.013f))
                   .Const(Scalar<uint8_t>(128)));
+  c.push_back(OpCase("int8 blocked axis 1 block 3 [2,4,3] (reference)", 21)
+                  .In(CaseInts(DataType::kInt8, {2, 4, 3}, 27, -128, 127))
+                  .Const(CaseTensor({2, 2, 3}, 28, 0.01f, 0.2f))
+                  .Const(CaseInts(DataType::kInt8, {2, 2, 3}, 29, -5, 5))
+                  .Int("axis", 1)
+                  .Int("block_size", 3));
   c.push_back(OpCase("int8 axis 1 [2,5,3,7] (reference)", 13)
                   .In(CaseInts(DataType::kInt8, {2, 5, 3, 7}, 26, -128, 127))
                   .Const(CaseFloats({0.125f, 0.0371f, 0.5f, 0.01f, 0.25f}, {5}))
