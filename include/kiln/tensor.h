@@ -51,7 +51,9 @@ size_t DataTypeSize(DataType t);
 const char* DataTypeName(DataType t);
 // True for the 4-bit types, which ONNX packs two to a byte in files (kiln's tensors do not).
 bool IsPackedInFiles(DataType t);
-// True for the types kiln kernels compute on: float32, int32, int64, bool, uint8, int8.
+// True for the types kiln's reference kernels compute on: float32, float64, bool and the 8, 16, 32
+// and 64-bit signed and unsigned integers (float16 and bfloat16 models are computed in float32).
+// Each op says in its shape inference which of them it takes.
 bool IsSupportedDataType(DataType t);
 // True for the types a model's inputs and outputs may have: every type a Tensor can hold (all but
 // kUndefined and kString). Each op says in its shape inference which types it takes.
@@ -82,6 +84,22 @@ struct DataTypeOf<uint8_t> {
 template <>
 struct DataTypeOf<int8_t> {
   static constexpr DataType value = DataType::kInt8;
+};
+template <>
+struct DataTypeOf<int16_t> {
+  static constexpr DataType value = DataType::kInt16;
+};
+template <>
+struct DataTypeOf<uint16_t> {
+  static constexpr DataType value = DataType::kUInt16;
+};
+template <>
+struct DataTypeOf<uint32_t> {
+  static constexpr DataType value = DataType::kUInt32;
+};
+template <>
+struct DataTypeOf<uint64_t> {
+  static constexpr DataType value = DataType::kUInt64;
 };
 template <>
 struct DataTypeOf<bool> {

@@ -104,11 +104,16 @@ bool IsIoDataType(DataType t) { return DataTypeSize(t) > 0; }
 bool IsSupportedDataType(DataType t) {
   switch (t) {
     case DataType::kFloat:
+    case DataType::kDouble:
+    case DataType::kBool:
+    case DataType::kInt8:
+    case DataType::kInt16:
     case DataType::kInt32:
     case DataType::kInt64:
-    case DataType::kBool:
     case DataType::kUInt8:
-    case DataType::kInt8:
+    case DataType::kUInt16:
+    case DataType::kUInt32:
+    case DataType::kUInt64:
       return true;
     default:
       return false;

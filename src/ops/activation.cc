@@ -1,6 +1,7 @@
 // Activation parsing and the host reference loop (see activation.h).
 #include "ops/activation.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace kiln::ops {
@@ -123,22 +124,58 @@ bool UnaryOfNode(const ir::Node& node, const std::vector<const Tensor*>& constan
   return ActivationOfNode(node, constants, act);
 }
 
+double ActivateDouble(const Activation& a, double x) {
+  const double alpha = a.alpha, beta = a.beta;
+  switch (a.kind) {
+    case ActivationKind::kNone:
+      return x;
+    case ActivationKind::kRelu:
+      return x > 0.0 ? x : 0.0;
+    case ActivationKind::kClip:
+      return std::min(beta, std::max(alpha, x));
+    case ActivationKind::kLeakyRelu:
+      return x >= 0.0 ? x : alpha * x;
+    case ActivationKind::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case ActivationKind::kHardSigmoid:
+      return std::max(0.0, std::min(1.0, alpha * x + beta));
+    case ActivationKind::kHardSwish:
+      return x * std::min(1.0, std::max(0.0, x / 6.0 + 0.5));
+    case ActivationKind::kTanh:
+      return std::tanh(x);
+    case ActivationKind::kSilu:
+      return x / (1.0 + std::exp(-x));
+    case ActivationKind::kGelu:
+      return 0.5 * x * (1.0 + std::erf(x * kSqrtHalf));
+    case ActivationKind::kGeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(kSqrtTwoOverPi * (x + 0.044715 * x * x * x)));
+    case ActivationKind::kElu:
+      return x >= 0.0 ? x : alpha * std::expm1(x);
+    case ActivationKind::kErf:
+      return std::erf(x);
+    case ActivationKind::kExp:
+      return std::exp(x);
+    case ActivationKind::kLog:
+      return std::log(x);
+    case ActivationKind::kSqrt:
+      return std::sqrt(x);
+    case ActivationKind::kNeg:
+      return -x;
+    case ActivationKind::kAbs:
+      return std::fabs(x);
+    case ActivationKind::kReciprocal:
+      return 1.0 / x;
+  }
+  return x;
+}
+
 void ApplyActivation(const Activation& act, float* data, int64_t n) {
   switch (act.kind) {
     case ActivationKind::kNone:
       return;
     case ActivationKind::kGelu:
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = data[i];
-        data[i] = static_cast<float>(0.5 * x * (1.0 + std::erf(x * kSqrtHalf)));
-      }
-      return;
     case ActivationKind::kGeluTanh:
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = data[i];
-        data[i] = static_cast<float>(
-            0.5 * x * (1.0 + std::tanh(kSqrtTwoOverPi * (x + 0.044715 * x * x * x))));
-      }
+      for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(ActivateDouble(act, data[i]));
       return;
     default:
       for (int64_t i = 0; i < n; ++i) data[i] = Activate(act, data[i]);

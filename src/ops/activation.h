@@ -41,4 +41,8 @@ const char* ActivationName(ActivationKind kind);
 // data[i] = act(data[i]) for i < n: the host reference loop (the Gelus in double).
 void ApplyActivation(const Activation& act, float* data, int64_t n);
 
+// act(x) computed in double (host only): the reference for float64 tensors, and for the Gelus of
+// ApplyActivation. Same formulas as activation_math.h's float ones.
+double ActivateDouble(const Activation& act, double x);
+
 }  // namespace kiln::ops

@@ -66,6 +66,15 @@ std::vector<int64_t> ReadInts(const Tensor& t) {
   return v;
 }
 
+Status ExpectNumeric(const ir::InferContext& ctx, size_t i, bool with_bool) {
+  using D = DataType;
+  if (with_bool)
+    return ctx.ExpectDtype(i, {D::kFloat, D::kDouble, D::kInt8, D::kInt16, D::kInt32, D::kInt64,
+                               D::kUInt8, D::kUInt16, D::kUInt32, D::kUInt64, D::kBool});
+  return ctx.ExpectDtype(i, {D::kFloat, D::kDouble, D::kInt8, D::kInt16, D::kInt32, D::kInt64,
+                             D::kUInt8, D::kUInt16, D::kUInt32, D::kUInt64});
+}
+
 double ReadScalarAsDouble(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DataType::kFloat:

@@ -1,8 +1,13 @@
 // Binary and variadic elementwise ops with ONNX multidirectional broadcasting: arithmetic (Add,
 // Sub, Mul, Div, Pow), comparisons (Equal, Less, Greater, LessOrEqual, GreaterOrEqual -> bool),
-// logic (And, Or), PRelu (slope broadcast to X), Where, and Min/Max/Sum/Mean over N inputs.
+// logic (And, Or, Xor), PRelu (slope broadcast to X), Where, and Min/Max/Sum/Mean over N inputs.
 // Reference: one strided walk over the output (ForEachBroadcast2). Opset < 7 arithmetic with
 // `broadcast=1, axis=k` aligns B at axis k, as those versions specified.
+// Dtypes: float32, float64 and the 8/16/32/64-bit signed and unsigned integers for arithmetic,
+// Min and Max (plus bool for comparisons); Sum and Mean on float32, float64, int32, int64.
+// Integer arithmetic is done in the type and wraps on overflow (common.h's Wrap*); integer Div
+// truncates toward zero and gives 0 for a zero divisor (numpy's integer result; no trap, no
+// error); Pow computes in double and converts once. float64 computes in double.
 #include <climits>
 #include <cmath>
 #include <type_traits>
@@ -49,9 +54,8 @@ class BinaryOp : public Op {
     if (kKind == Kind::kLogic) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
     } else {
-      KILN_RETURN_IF_ERROR(
-          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                              kKind == Kind::kCompare ? DataType::kBool : DataType::kFloat}));
+      KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0, kKind == Kind::kCompare));
+      if (std::is_same_v<Fn, PowFn>) KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 1));
     }
     Shape b = LegacyAligned(legacy_axis_, ctx.shape(0), ctx.shape(1));
     auto out = BroadcastShapes({ctx.shape(0), b});
@@ -71,34 +75,36 @@ class BinaryOp : public Op {
       bool* py = y.data<bool>();
       ForEachBroadcast2(y.shape(), a.shape(), bs,
                         [&](int64_t i, int64_t ia, int64_t ib) { py[i] = Fn()(pa[ia], pb[ib]); });
+    } else if constexpr (kKind == Kind::kCompare) {
+      KILN_DISPATCH_ALL(a.dtype(), describe(), Apply<T, bool>(a, b, bs, y));
+    } else if constexpr (std::is_same_v<Fn, PowFn>) {
+      KILN_DISPATCH_NUMERIC(a.dtype(), describe(), ComputePow<T>(a.data<T>(), a.shape(), b, bs, y));
     } else {
-      KILN_DISPATCH_ALL(a.dtype(), describe(), {
-        const T* pa = a.data<T>();
-        if constexpr (std::is_same_v<Fn, PowFn>) {
-          return ComputePow<T>(pa, a.shape(), b, bs, y);
-        } else {
-          const T* pb = b.data<T>();
-          using Out = std::conditional_t<kKind == Kind::kCompare, bool, T>;
-          Out* py = y.data<Out>();
-          ForEachBroadcast2(y.shape(), a.shape(), bs, [&](int64_t i, int64_t ia, int64_t ib) {
-            py[i] = static_cast<Out>(Fn()(pa[ia], pb[ib]));
-          });
-        }
-      });
+      KILN_DISPATCH_NUMERIC(a.dtype(), describe(), Apply<T, T>(a, b, bs, y));
     }
     return OkStatus();
   }
 
  private:
+  template <typename T, typename Out>
+  static void Apply(const Tensor& a, const Tensor& b, const Shape& bs, Tensor& y) {
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    Out* py = y.data<Out>();
+    ForEachBroadcast2(y.shape(), a.shape(), bs, [&](int64_t i, int64_t ia, int64_t ib) {
+      py[i] = static_cast<Out>(Fn()(pa[ia], pb[ib]));
+    });
+  }
+
+  // The exponent may have any numeric dtype; computed in double, converted to T once.
   template <typename T>
-  Status ComputePow(const T* pa, const Shape& as, const Tensor& b, const Shape& bs,
-                    Tensor& y) const {
+  static void ComputePow(const T* pa, const Shape& as, const Tensor& b, const Shape& bs,
+                         Tensor& y) {
     T* py = y.data<T>();
     ForEachBroadcast2(y.shape(), as, bs, [&](int64_t i, int64_t ia, int64_t ib) {
-      double e = ReadScalarAsDouble(b, ib);
+      const double e = ReadScalarAsDouble(b, ib);
       py[i] = static_cast<T>(std::pow(static_cast<double>(pa[ia]), e));
     });
-    return OkStatus();
   }
 
   int64_t legacy_axis_;
@@ -106,29 +112,26 @@ class BinaryOp : public Op {
 
 struct AddFn {
   template <typename T>
-  auto operator()(T a, T b) const {
-    return a + b;
+  T operator()(T a, T b) const {
+    return WrapAdd(a, b);
   }
 };
 struct SubFn {
   template <typename T>
-  auto operator()(T a, T b) const {
-    return a - b;
+  T operator()(T a, T b) const {
+    return WrapSub(a, b);
   }
 };
 struct MulFn {
   template <typename T>
-  auto operator()(T a, T b) const {
-    return a * b;
+  T operator()(T a, T b) const {
+    return WrapMul(a, b);
   }
 };
 struct DivFn {
   template <typename T>
   T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>)
-      return b == 0 ? T(0) : static_cast<T>(a / b);
-    else
-      return a / b;
+    return DivideOrZero(a, b);
   }
 };
 struct EqFn {
@@ -167,6 +170,9 @@ struct AndFn {
 struct OrFn {
   bool operator()(bool a, bool b) const { return a || b; }
 };
+struct XorFn {
+  bool operator()(bool a, bool b) const { return a != b; }
+};
 
 KILN_REGISTER_OP("Add", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AddFn, Kind::kArith>>));
 KILN_REGISTER_OP("Sub", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<SubFn, Kind::kArith>>));
@@ -181,30 +187,47 @@ KILN_REGISTER_OP("GreaterOrEqual", 12, ir::kMaxOpset,
                  (&ir::MakeOp<BinaryOp<GeFn, Kind::kCompare>>));
 KILN_REGISTER_OP("And", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<AndFn, Kind::kLogic>>));
 KILN_REGISTER_OP("Or", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<OrFn, Kind::kLogic>>));
+KILN_REGISTER_OP("Xor", 1, ir::kMaxOpset, (&ir::MakeOp<BinaryOp<XorFn, Kind::kLogic>>));
 
-// PRelu: y = x < 0 ? slope * x : x, slope broadcast unidirectionally to X.
+// PRelu: y = x < 0 ? slope * x : x, slope broadcast unidirectionally to X. float32, float64,
+// int32, int64, uint32, uint64 (PRelu-16's list; unsigned X is never negative).
 class PReluOp : public Op {
  public:
   explicit PReluOp(const Node& node) : Op(node) {}
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kFloat}));
+    KILN_RETURN_IF_ERROR(
+        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kDouble, DataType::kInt32, DataType::kInt64,
+                            DataType::kUInt32, DataType::kUInt64}));
+    // float16 goes with float32 (float16 models compute in float32 after lowering).
+    auto f32 = [](DataType t) { return t == DataType::kFloat || t == DataType::kFloat16; };
+    if (ctx.dtype(1) != ctx.dtype(0) && !(f32(ctx.dtype(0)) && f32(ctx.dtype(1))))
+      return ctx.Error(std::string("slope must have X's dtype ") + DataTypeName(ctx.dtype(0)) +
+                       "; got " + DataTypeName(ctx.dtype(1)));
     auto out = BroadcastShapes({ctx.shape(0), SlopeShape(ctx.shape(0), ctx.shape(1))});
     if (!out.ok() || *out != ctx.shape(0)) return ctx.Error("slope must broadcast to X's shape");
-    ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
+    ctx.SetOutput(0, f32(ctx.dtype(0)) ? DataType::kFloat : ctx.dtype(0), ctx.shape(0));
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override {
-    const float* x = ctx.in(0).data<float>();
-    const float* s = ctx.in(1).data<float>();
-    float* y = ctx.out(0).data<float>();
-    ForEachBroadcast2(
-        ctx.in(0).shape(), ctx.in(0).shape(), SlopeShape(ctx.in(0).shape(), ctx.in(1).shape()),
-        [&](int64_t i, int64_t ix, int64_t is) { y[i] = x[ix] < 0.f ? s[is] * x[ix] : x[ix]; });
+    KILN_DISPATCH_NUMERIC(ctx.in(0).dtype(), describe(), Run<T>(ctx));
     return OkStatus();
   }
 
  private:
+  template <typename T>
+  void Run(const ComputeContext& ctx) const {
+    const T* x = ctx.in(0).data<T>();
+    const T* s = ctx.in(1).data<T>();
+    T* y = ctx.out(0).data<T>();
+    ForEachBroadcast2(ctx.in(0).shape(), ctx.in(0).shape(),
+                      SlopeShape(ctx.in(0).shape(), ctx.in(1).shape()),
+                      [&](int64_t i, int64_t ix, int64_t is) {
+                        if constexpr (std::is_signed_v<T>)
+                          y[i] = x[ix] < T(0) ? WrapMul(s[is], x[ix]) : x[ix];
+                        else
+                          y[i] = x[ix];
+                      });
+  }
   // Opsets before 7 allowed a 1-D slope matching the channel axis (axis 1).
   Shape SlopeShape(const Shape& x, const Shape& s) const {
     if (opset() < 7 && s.size() == 1 && x.size() > 2 && s[0] == x[1] && s[0] != 1) {
@@ -263,6 +286,9 @@ KILN_REGISTER_OP("Where", 9, ir::kMaxOpset, &ir::MakeOp<WhereOp>);
 
 enum class Variadic { kMin, kMax, kSum, kMean };
 
+// Min and Max take every numeric dtype; a NaN in any input makes the element NaN (numpy's
+// minimum/maximum). Sum and Mean take float32, float64, int32, int64 (integer sums wrap, an
+// integer Mean truncates).
 template <Variadic kV>
 class VariadicOp : public Op {
  public:
@@ -274,8 +300,11 @@ class VariadicOp : public Op {
       if (ctx.dtype(i) != ctx.dtype(0)) return ctx.Error("inputs must have the same dtype");
       shapes.push_back(ctx.shape(i));
     }
-    KILN_RETURN_IF_ERROR(
-        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+    if (kV == Variadic::kMin || kV == Variadic::kMax)
+      KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0));
+    else
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(
+          0, {DataType::kFloat, DataType::kDouble, DataType::kInt32, DataType::kInt64}));
     auto out = BroadcastShapes(shapes);
     if (!out.ok()) return ctx.Error(out.status().message());
     ctx.SetOutput(0, ctx.dtype(0), *out);
@@ -292,17 +321,18 @@ class VariadicOp : public Op {
         const Tensor& ak = ctx.in(k);
         const T* pk = ak.data<T>();
         ForEachBroadcast2(y.shape(), y.shape(), ak.shape(), [&](int64_t i, int64_t, int64_t ib) {
+          const T v = pk[ib];
           if constexpr (kV == Variadic::kMin)
-            py[i] = std::min(py[i], pk[ib]);
+            py[i] = v < py[i] || IsNan(v) ? v : py[i];
           else if constexpr (kV == Variadic::kMax)
-            py[i] = std::max(py[i], pk[ib]);
+            py[i] = v > py[i] || IsNan(v) ? v : py[i];
           else
-            py[i] = py[i] + pk[ib];
+            py[i] = WrapAdd(py[i], v);
         });
       }
       if constexpr (kV == Variadic::kMean) {
         const T n = static_cast<T>(ctx.inputs.size());
-        for (int64_t i = 0; i < y.numel(); ++i) py[i] = py[i] / n;
+        for (int64_t i = 0; i < y.numel(); ++i) py[i] = DivideOrZero(py[i], n);
       }
     });
     return OkStatus();

@@ -1,7 +1,8 @@
 // Mod (opset 10, 13): elementwise remainder of A / B with multidirectional broadcasting.
 // fmod = 0 (integers only): the result takes the divisor's sign, as Python's %; fmod = 1: the
 // dividend's sign, as C's fmod (floats must use fmod = 1). Integer division by zero is a run-time
-// InvalidArgument naming the element; INT_MIN % -1 is 0. float16 runs as float32 (lowered).
+// InvalidArgument naming the element; INT_MIN % -1 is 0. float32, float64 and the 8/16/32/64-bit
+// signed and unsigned integers; float16 runs as float32 (lowered).
 #include <cmath>
 #include <type_traits>
 
@@ -43,12 +44,12 @@ class ModOp final : public ir::Op {
   explicit ModOp(const ir::Node& node) : Op(node) {}
 
   Status Infer(ir::InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                             DataType::kUInt8, DataType::kInt8}));
+    KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0));
     if (ctx.dtype(1) != ctx.dtype(0))
       return ctx.Error(std::string("B must have A's dtype ") + DataTypeName(ctx.dtype(0)) +
                        "; got " + DataTypeName(ctx.dtype(1)));
-    if ((ctx.dtype(0) == DataType::kFloat || ctx.dtype(0) == DataType::kFloat16) && !a_.fmod)
+    const DataType t = ctx.dtype(0);
+    if ((t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kDouble) && !a_.fmod)
       return ctx.Error("fmod must be 1 for floating-point inputs; got 0");
     auto out = BroadcastShapes({ctx.shape(0), ctx.shape(1)});
     if (!out.ok()) return ctx.Error(out.status().message());

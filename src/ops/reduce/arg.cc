@@ -4,12 +4,14 @@
 // counts as the extreme value (the first NaN wins, or the last with select_last_index), as numpy's
 // argmax/argmin do. The reduced axis must not be empty.
 // Reference algorithm: a plain scan over the (outer, n, inner) split of the input.
-// Dtypes: float32, int32, int64, uint8, int8.
+// Dtypes: float32, float64 and the 8/16/32/64-bit signed and unsigned integers.
 #include <cmath>
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/reduce/axis_split.h"
+#include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
 namespace {
@@ -18,12 +20,6 @@ using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
 using ir::Op;
-
-template <typename T>
-bool IsNanValue(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  return false;
-}
 
 class ArgOp : public Op {
  public:
@@ -48,8 +44,7 @@ class ArgOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                             DataType::kUInt8, DataType::kInt8}));
+    KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0));
     const int64_t rank = ctx.rank(0);
     if (rank == 0) return ctx.Error("the input must have rank >= 1; got a scalar");
     if (axis_ < -rank || axis_ >= rank)
@@ -75,26 +70,7 @@ class ArgOp : public Op {
     const int64_t axis = axis_ < 0 ? axis_ + x.rank() : axis_;
     const AxisSplit s = SplitAtAxis(x.shape(), axis);
     int64_t* dst = ctx.out(0).data<int64_t>();
-    switch (x.dtype()) {
-      case DataType::kFloat:
-        Scan(x.data<float>(), s, dst);
-        break;
-      case DataType::kInt32:
-        Scan(x.data<int32_t>(), s, dst);
-        break;
-      case DataType::kInt64:
-        Scan(x.data<int64_t>(), s, dst);
-        break;
-      case DataType::kUInt8:
-        Scan(x.data<uint8_t>(), s, dst);
-        break;
-      case DataType::kInt8:
-        Scan(x.data<int8_t>(), s, dst);
-        break;
-      default:
-        return Unsupported("failed to run " + describe() + ": unsupported dtype " +
-                           DataTypeName(x.dtype()));
-    }
+    KILN_DISPATCH_NUMERIC(x.dtype(), describe(), Scan(x.data<T>(), s, dst));
     return OkStatus();
   }
 
@@ -103,8 +79,8 @@ class ArgOp : public Op {
   // (two NaNs included) replace the earlier one only with select_last_index.
   template <typename T>
   bool Better(T v, T b) const {
-    if (IsNanValue(b)) return select_last_ && IsNanValue(v);
-    if (IsNanValue(v)) return true;
+    if (IsNan(b)) return select_last_ && IsNan(v);
+    if (IsNan(v)) return true;
     if (v == b) return select_last_;
     return is_max_ ? v > b : v < b;
   }
@@ -132,6 +108,34 @@ StatusOr<std::unique_ptr<Op>> CreateArgMax(const Node& node) { return ArgOp::Cre
 StatusOr<std::unique_ptr<Op>> CreateArgMin(const Node& node) { return ArgOp::Create(node, false); }
 KILN_REGISTER_OP("ArgMax", 1, ir::kMaxOpset, &CreateArgMax);
 KILN_REGISTER_OP("ArgMin", 1, ir::kMaxOpset, &CreateArgMin);
+
+// Reference cases: ties (few distinct values) with and without select_last_index, keepdims 0, a
+// negative axis, a size-1 axis, and float64, uint16 and int64 inputs.
+std::vector<OpCase> ArgCases(const std::string& op) {
+  using D = DataType;
+  auto ints = [](D t, const Shape& s, uint32_t seed) {
+    return CastCopy(CaseInts(D::kInt64, s, seed, 0, 3), t);
+  };
+  std::vector<OpCase> cases;
+  cases.push_back(
+      OpCase(op + " float32[3,1,7] axis 2", 13).Int("axis", 2).In(CaseTensor({3, 1, 7}, 311)));
+  cases.push_back(OpCase(op + " int64[4,5] ties, select_last_index, keepdims 0", 13)
+                      .Int("axis", 1)
+                      .Int("keepdims", 0)
+                      .Int("select_last_index", 1)
+                      .In(ints(D::kInt64, {4, 5}, 312)));
+  cases.push_back(OpCase(op + " uint16[2,3,4] ties, axis -2", 13)
+                      .Int("axis", -2)
+                      .In(ints(D::kUInt16, {2, 3, 4}, 313)));
+  cases.push_back(OpCase(op + " float64[3,1,7] size-1 axis 1", 13)
+                      .Int("axis", 1)
+                      .In(CastCopy(CaseTensor({3, 1, 7}, 314), D::kDouble)));
+  return cases;
+}
+std::vector<OpCase> ArgMaxCases() { return ArgCases("ArgMax"); }
+std::vector<OpCase> ArgMinCases() { return ArgCases("ArgMin"); }
+KILN_REGISTER_OP_CASES("", "ArgMax", &ArgMaxCases);
+KILN_REGISTER_OP_CASES("", "ArgMin", &ArgMinCases);
 
 }  // namespace
 }  // namespace kiln::ops

@@ -8,12 +8,15 @@
 //
 // Reference algorithm: one pass over the input in row-major order; each element's output offset
 // is tracked incrementally with strides that are 0 along reduced dims; accumulators are double
-// for float32 and int64 for integer inputs (so sums of int64 stay exact). ReduceLogSumExp makes a
-// first pass for the per-output maximum and sums exp(x - max) (numerically stable).
+// for float32 and float64, int64 for signed and uint64 for unsigned integer inputs (so sums of
+// 64-bit integers stay exact; integer sums and products wrap in 64 bits before the conversion to
+// the output type). ReduceLogSumExp makes a first pass for the per-output maximum and sums
+// exp(x - max) (numerically stable; float64 shifts only where exp(x) would overflow or underflow).
 // Reducing over an empty dim gives the identity of the reduction (0 for sums, 1 for products,
 // -inf/lowest for Max, +inf/max for Min, NaN for a float Mean, 0 for an integer Mean).
-// Dtypes: float32 for all; int32/int64 for Sum, Mean, Prod, L1, SumSquare; int32/int64/uint8/int8
-// for Max and Min. NaN propagates through Max and Min.
+// Dtypes (ONNX's lists): float32 and float64 for all; int32, int64, uint32, uint64 for every kind
+// but LogSum and LogSumExp; Max and Min also on int8, uint8, int16, uint16, and bool from opset 20.
+// NaN propagates through Max and Min.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,15 +38,9 @@ using ir::Op;
 enum class ReduceKind { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kLogSum, kLogSumExp, kSumSquare };
 
 bool AcceptsIntegers(ReduceKind k) {
-  return k != ReduceKind::kL2 && k != ReduceKind::kLogSum && k != ReduceKind::kLogSumExp;
+  return k != ReduceKind::kLogSum && k != ReduceKind::kLogSumExp;
 }
 bool AcceptsSmallIntegers(ReduceKind k) { return k == ReduceKind::kMax || k == ReduceKind::kMin; }
-
-template <typename T>
-bool IsNan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
-  return false;
-}
 
 // Calls f(in_offset, out_offset) for every input element; out_strides are 0 on reduced dims.
 template <typename F>
@@ -68,7 +65,8 @@ void ForEachReduced(const Shape& in, const std::vector<int64_t>& out_strides, F&
 
 template <typename T>
 void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& reduced, Tensor& y) {
-  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double,
+                                 std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
   const Shape& in = x.shape();
   const int64_t out_n = y.numel();
   const int64_t in_n = x.numel();
@@ -87,12 +85,13 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
   T* dst = y.data<T>();
   Acc init = 0;
   if (kind == ReduceKind::kProd) init = 1;
+  constexpr bool kInf = std::numeric_limits<Acc>::has_infinity;
   if (kind == ReduceKind::kMax)
-    init = std::is_floating_point_v<T> ? static_cast<Acc>(-std::numeric_limits<double>::infinity())
-                                       : static_cast<Acc>(std::numeric_limits<T>::lowest());
+    init = kInf ? -std::numeric_limits<Acc>::infinity()
+                : static_cast<Acc>(std::numeric_limits<T>::lowest());
   if (kind == ReduceKind::kMin)
-    init = std::is_floating_point_v<T> ? static_cast<Acc>(std::numeric_limits<double>::infinity())
-                                       : static_cast<Acc>(std::numeric_limits<T>::max());
+    init = kInf ? std::numeric_limits<Acc>::infinity()
+                : static_cast<Acc>(std::numeric_limits<T>::max());
   std::vector<Acc> acc(static_cast<size_t>(out_n), init);
 
   std::vector<double> shift;  // ReduceLogSumExp: per-output max (0 when not finite)
@@ -101,8 +100,10 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
     ForEachReduced(in, out_strides, [&](int64_t i, int64_t o) {
       shift[o] = std::max(shift[o], static_cast<double>(src[i]));
     });
+    // float64 keeps the plain log(sum(exp(x))) unless exp would overflow or underflow (|max| >
+    // 700), so that it matches numpy's (ONNX's reference) to the bit.
     for (double& s : shift)
-      if (!std::isfinite(s)) s = 0.0;
+      if (!std::isfinite(s) || (std::is_same_v<T, double> && std::fabs(s) <= 700.0)) s = 0.0;
   }
 
   ForEachReduced(in, out_strides, [&](int64_t i, int64_t o) {
@@ -112,7 +113,7 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
       case ReduceKind::kSum:
       case ReduceKind::kMean:
       case ReduceKind::kLogSum:
-        a += v;
+        a = WrapAdd(a, v);
         break;
       case ReduceKind::kMax:
         if (IsNan(v) || v > a) a = IsNan(a) ? a : v;
@@ -121,14 +122,17 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
         if (IsNan(v) || v < a) a = IsNan(a) ? a : v;
         break;
       case ReduceKind::kProd:
-        a *= v;
+        a = WrapMul(a, v);
         break;
       case ReduceKind::kL1:
-        a += v < 0 ? -v : v;
+        if constexpr (std::is_signed_v<Acc>)
+          a = WrapAdd(a, v < 0 ? WrapNeg(v) : v);
+        else
+          a = WrapAdd(a, v);
         break;
       case ReduceKind::kL2:
       case ReduceKind::kSumSquare:
-        a += v * v;
+        a = WrapAdd(a, WrapMul(v, v));
         break;
       case ReduceKind::kLogSumExp:
         a += static_cast<Acc>(std::exp(static_cast<double>(src[i]) - shift[o]));
@@ -143,7 +147,7 @@ void ReduceTyped(ReduceKind kind, const Tensor& x, const std::vector<bool>& redu
         if constexpr (std::is_floating_point_v<Acc>)
           a = a / static_cast<Acc>(count);
         else
-          a = count == 0 ? 0 : a / count;
+          a = DivideOrZero(a, static_cast<Acc>(count));
         break;
       case ReduceKind::kL2:
         a = static_cast<Acc>(std::sqrt(static_cast<double>(a)));
@@ -191,18 +195,14 @@ class ReduceOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override {
-    if (AcceptsSmallIntegers(kind_) && opset() >= 20) {  // ReduceMax/Min-20 add bool
-      KILN_RETURN_IF_ERROR(
-          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                              DataType::kUInt8, DataType::kInt8, DataType::kBool}));
-    } else if (AcceptsSmallIntegers(kind_)) {
-      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                               DataType::kUInt8, DataType::kInt8}));
+    using D = DataType;
+    if (AcceptsSmallIntegers(kind_)) {
+      KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0, /*with_bool=*/opset() >= 20));
     } else if (AcceptsIntegers(kind_)) {
-      KILN_RETURN_IF_ERROR(
-          ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(
+          0, {D::kFloat, D::kDouble, D::kInt32, D::kInt64, D::kUInt32, D::kUInt64}));
     } else {
-      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {D::kFloat, D::kDouble}));
     }
     const Tensor* axes = nullptr;
     if (a_.axes_from_input && ctx.has_input(1)) {
@@ -239,27 +239,11 @@ class ReduceOp : public Op {
       if (x.bytes()) std::memcpy(ctx.out(0).raw(), x.raw(), x.bytes());
       return OkStatus();
     }
-    switch (x.dtype()) {
-      case DataType::kFloat:
-        ReduceTyped<float>(kind_, x, reduced, ctx.out(0));
-        break;
-      case DataType::kInt32:
-        ReduceTyped<int32_t>(kind_, x, reduced, ctx.out(0));
-        break;
-      case DataType::kInt64:
-        ReduceTyped<int64_t>(kind_, x, reduced, ctx.out(0));
-        break;
-      case DataType::kUInt8:
-      case DataType::kBool:  // one byte, 0 or 1: max is any, min is all
-        ReduceTyped<uint8_t>(kind_, x, reduced, ctx.out(0));
-        break;
-      case DataType::kInt8:
-        ReduceTyped<int8_t>(kind_, x, reduced, ctx.out(0));
-        break;
-      default:
-        return Unsupported("failed to run " + describe() + ": unsupported dtype " +
-                           DataTypeName(x.dtype()));
+    if (x.dtype() == DataType::kBool) {  // one byte, 0 or 1: max is any, min is all
+      ReduceTyped<uint8_t>(kind_, x, reduced, ctx.out(0));
+      return OkStatus();
     }
+    KILN_DISPATCH_NUMERIC(x.dtype(), describe(), ReduceTyped<T>(kind_, x, reduced, ctx.out(0)));
     return OkStatus();
   }
 
@@ -372,6 +356,21 @@ std::vector<OpCase> ReduceCasesFor(const std::string& op, ReduceKind kind) {
       c.Ints("axes", {0, 2});
     cases.push_back(std::move(c));
   }
+  // float64 for every kind; uint32 where integers are taken; int16 for Max and Min.
+  cases.push_back(OpCase(op + "-18 float64[2,3,4] axes [1]", 18)
+                      .In(CastCopy(CaseTensor({2, 3, 4}, seed++, positive ? 0.1f : -1.f, 2.f),
+                                   DataType::kDouble))
+                      .Const(CaseInt64s({1})));
+  if (AcceptsIntegers(kind))
+    cases.push_back(
+        OpCase(op + "-18 uint32[3,1,5] axes [0,2]", 18)
+            .In(CastCopy(CaseInts(DataType::kInt64, {3, 1, 5}, seed++, 0, 9), DataType::kUInt32))
+            .Const(CaseInt64s({0, 2})));
+  if (AcceptsSmallIntegers(kind))
+    cases.push_back(OpCase(op + "-18 int16[2,5] axes [1]", 18)
+                        .In(CastCopy(CaseInts(DataType::kInt64, {2, 5}, seed++, -32768, 32767),
+                                     DataType::kInt16))
+                        .Const(CaseInt64s({1})));
   if (AcceptsSmallIntegers(kind))
     cases.push_back(OpCase(op + "-20 int8[3,1,7] axes [2], keepdims 0", 20)
                         .In(CaseInts(DataType::kInt8, {3, 1, 7}, seed++, -128, 127))

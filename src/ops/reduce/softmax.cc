@@ -7,7 +7,8 @@
 // Reference algorithm: per (outer, inner) vector of length n, subtract the vector's maximum
 // (numerically stable: no overflow for large inputs), exponentiate, sum in double;
 // Softmax = e / sum, LogSoftmax = (x - max) - log(sum). Hardmax writes 1 at the first maximum
-// and 0 elsewhere. A vector containing NaN gives NaN (Softmax/LogSoftmax). float32 only.
+// and 0 elsewhere. A vector containing NaN gives NaN (Softmax/LogSoftmax). float32 and float64
+// (both sum in double).
 #include <cmath>
 #include <limits>
 
@@ -15,6 +16,8 @@
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/reduce/axis_split.h"
+#include "ops/tensor/tensor_util.h"
+#include "ops/typed_dispatch.h"
 
 namespace kiln::ops {
 namespace {
@@ -34,7 +37,7 @@ class SoftmaxOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat}));
+    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kDouble}));
     const int64_t rank = ctx.rank(0);
     // Opset < 13 accepts axis == rank (an empty trailing part); a scalar acts as a 1-element
     // vector.
@@ -43,7 +46,8 @@ class SoftmaxOp : public Op {
     if (a_.axis < lo || a_.axis > hi)
       return ctx.Error("axis must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
                        "]; got " + std::to_string(a_.axis));
-    ctx.SetOutput(0, DataType::kFloat, ctx.shape(0));
+    const bool f64 = ctx.dtype(0) == DataType::kDouble;  // float16 computes as float32
+    ctx.SetOutput(0, f64 ? DataType::kDouble : DataType::kFloat, ctx.shape(0));
     return OkStatus();
   }
 
@@ -53,25 +57,29 @@ class SoftmaxOp : public Op {
     int64_t axis = a_.axis < 0 ? a_.axis + rank : a_.axis;
     if (rank == 0) axis = 0;
     const AxisSplit s = SplitAtAxis(x.shape(), axis, /*flatten_tail=*/opset() < 13);
-    const float* src = x.data<float>();
-    float* dst = ctx.out(0).data<float>();
-    for (int64_t o = 0; o < s.outer; ++o)
-      for (int64_t in = 0; in < s.inner; ++in) {
-        const int64_t base = o * s.n * s.inner + in;
-        Vector(src + base, dst + base, s.n, s.inner);
-      }
-    return OkStatus();
+    return DispatchFloating(x.dtype(), describe(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* src = x.data<T>();
+      T* dst = ctx.out(0).data<T>();
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t in = 0; in < s.inner; ++in) {
+          const int64_t base = o * s.n * s.inner + in;
+          Vector(src + base, dst + base, s.n, s.inner);
+        }
+      return OkStatus();
+    });
   }
 
  private:
   // One vector of n elements spaced `stride` apart.
-  void Vector(const float* src, float* dst, int64_t n, int64_t stride) const {
+  template <typename T>
+  void Vector(const T* src, T* dst, int64_t n, int64_t stride) const {
     if (n == 0) return;
     int64_t arg = 0;
-    float max = src[0];
+    T max = src[0];
     bool nan = false;
     for (int64_t i = 0; i < n; ++i) {
-      const float v = src[i * stride];
+      const T v = src[i * stride];
       nan = nan || std::isnan(v);
       if (v > max) {
         max = v;
@@ -79,11 +87,11 @@ class SoftmaxOp : public Op {
       }
     }
     if (kind_ == SoftmaxKind::kHardmax) {
-      for (int64_t i = 0; i < n; ++i) dst[i * stride] = i == arg ? 1.f : 0.f;
+      for (int64_t i = 0; i < n; ++i) dst[i * stride] = i == arg ? T(1) : T(0);
       return;
     }
     if (nan) {
-      for (int64_t i = 0; i < n; ++i) dst[i * stride] = std::numeric_limits<float>::quiet_NaN();
+      for (int64_t i = 0; i < n; ++i) dst[i * stride] = std::numeric_limits<T>::quiet_NaN();
       return;
     }
     // Shift by 0 when the maximum is not finite (an all -inf vector: the result is NaN either way,
@@ -94,12 +102,11 @@ class SoftmaxOp : public Op {
     if (kind_ == SoftmaxKind::kSoftmax) {
       for (int64_t i = 0; i < n; ++i)
         dst[i * stride] =
-            static_cast<float>(std::exp(static_cast<double>(src[i * stride]) - shift) / sum);
+            static_cast<T>(std::exp(static_cast<double>(src[i * stride]) - shift) / sum);
     } else {
       const double log_sum = std::log(sum);
       for (int64_t i = 0; i < n; ++i)
-        dst[i * stride] =
-            static_cast<float>(static_cast<double>(src[i * stride]) - shift - log_sum);
+        dst[i * stride] = static_cast<T>(static_cast<double>(src[i * stride]) - shift - log_sum);
     }
   }
 
@@ -143,6 +150,8 @@ std::vector<OpCase> SoftmaxCases(const std::string& op) {
                       .Int("axis", 1));
   cases.push_back(
       OpCase(op + "-13 [2,1030] axis -1", 13).In(CaseTensor({2, 1030}, seed++, -8.f, 8.f)));
+  cases.push_back(OpCase(op + "-13 float64 [3,1,7] axis -1", 13)
+                      .In(CastCopy(CaseTensor({3, 1, 7}, seed++, -60.f, 60.f), DataType::kDouble)));
   return cases;
 }
 std::vector<OpCase> SoftmaxOpCases() { return SoftmaxCases("Softmax"); }

@@ -7,14 +7,17 @@
 // and last for largest=0.
 // Reference algorithm: per (outer, inner) line, partial_sort of the n indices with a comparator
 // that breaks ties by index. O(n log K) per line, single-threaded.
-// Dtypes: float32, int32, int64, uint8, int8. Limits: 0 <= K <= size of the axis.
+// Dtypes: float32, float64 and the 8/16/32/64-bit signed and unsigned integers. Limits:
+// 0 <= K <= size of the axis.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/op_cases.h"
 #include "ops/reduce/axis_split.h"
+#include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
 namespace {
@@ -65,8 +68,7 @@ class TopKOp : public Op {
   }
 
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                             DataType::kUInt8, DataType::kInt8}));
+    KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0));
     const int64_t rank = ctx.rank(0);
     if (rank == 0) return ctx.Error("the input must have rank >= 1; got a scalar");
     if (axis_ < -rank || axis_ >= rank)
@@ -99,26 +101,7 @@ class TopKOp : public Op {
     const Tensor& x = ctx.in(0);
     const int64_t axis = axis_ < 0 ? axis_ + x.rank() : axis_;
     const int64_t k = ctx.out(0).shape()[axis];
-    switch (x.dtype()) {
-      case DataType::kFloat:
-        Run<float>(x, axis, k, ctx);
-        break;
-      case DataType::kInt32:
-        Run<int32_t>(x, axis, k, ctx);
-        break;
-      case DataType::kInt64:
-        Run<int64_t>(x, axis, k, ctx);
-        break;
-      case DataType::kUInt8:
-        Run<uint8_t>(x, axis, k, ctx);
-        break;
-      case DataType::kInt8:
-        Run<int8_t>(x, axis, k, ctx);
-        break;
-      default:
-        return Unsupported("failed to run " + describe() + ": unsupported dtype " +
-                           DataTypeName(x.dtype()));
-    }
+    KILN_DISPATCH_NUMERIC(x.dtype(), describe(), Run<T>(x, axis, k, ctx));
     return OkStatus();
   }
 
@@ -157,6 +140,40 @@ class TopKOp : public Op {
 };
 
 KILN_REGISTER_OP("TopK", 1, ir::kMaxOpset, &TopKOp::Create);
+
+// Reference cases: largest and smallest with ties (few distinct values), K of 0, 1 and the whole
+// axis, the attribute form (TopK-1), and float32, float64, uint64 and int16 inputs.
+std::vector<OpCase> TopKCases() {
+  using D = DataType;
+  auto ints = [](D t, const Shape& s, uint32_t seed) {
+    return CastCopy(CaseInts(D::kInt64, s, seed, 0, 4), t);
+  };
+  std::vector<OpCase> cases;
+  cases.push_back(OpCase("TopK float32[3,1,7] k 3", 11)
+                      .In(CaseTensor({3, 1, 7}, 321))
+                      .Const(CaseInt64s({3}))
+                      .Outputs(2));
+  cases.push_back(OpCase("TopK uint64[3,5] ties, smallest, axis 0, k 3", 11)
+                      .Int("axis", 0)
+                      .Int("largest", 0)
+                      .In(ints(D::kUInt64, {3, 5}, 322))
+                      .Const(CaseInt64s({3}))
+                      .Outputs(2));
+  cases.push_back(OpCase("TopK int16[2,6] ties, k 1", 11)
+                      .In(ints(D::kInt16, {2, 6}, 323))
+                      .Const(CaseInt64s({1}))
+                      .Outputs(2));
+  cases.push_back(OpCase("TopK float64[4,3] k 0", 11)
+                      .In(CastCopy(CaseTensor({4, 3}, 324), D::kDouble))
+                      .Const(CaseInt64s({0}))
+                      .Outputs(2));
+  cases.push_back(OpCase("TopK-1 float32[2,5] k 2 attribute", 1)
+                      .Int("k", 2)
+                      .In(CaseTensor({2, 5}, 325))
+                      .Outputs(2));
+  return cases;
+}
+KILN_REGISTER_OP_CASES("", "TopK", &TopKCases);
 
 }  // namespace
 }  // namespace kiln::ops

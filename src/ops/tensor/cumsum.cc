@@ -1,8 +1,8 @@
 // CumSum (opset 11, 14): running sums of x along `axis`, given as an int32/int64 scalar (or
 // 1-element) input that may be negative. exclusive = 1 leaves each element out of its own sum
-// (the first becomes 0); reverse = 1 sums from the end. float32 sums accumulate in double;
-// integers wrap. An axis outside [-rank, rank) is an error at inference when the axis is known,
-// at run time otherwise.
+// (the first becomes 0); reverse = 1 sums from the end. float32 and float64 sums accumulate in
+// double; int32, int64, uint32 and uint64 sums wrap. An axis outside [-rank, rank) is an error at
+// inference when the axis is known, at run time otherwise.
 #include <type_traits>
 
 #include "ops/common.h"
@@ -45,7 +45,8 @@ class CumSumOp final : public ir::Op {
 
   Status Infer(ir::InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(
-        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64}));
+        ctx.ExpectDtype(0, {DataType::kFloat, DataType::kDouble, DataType::kInt32, DataType::kInt64,
+                            DataType::kUInt32, DataType::kUInt64}));
     if (!ctx.has_input(1)) return ctx.Error("axis (input 1) is required; got none");
     KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64, DataType::kInt32}));
     if (NumElements(ctx.shape(1)) != 1 || ctx.rank(1) > 1)

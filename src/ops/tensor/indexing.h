@@ -12,6 +12,7 @@
 #include "ir/op.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
+#include "ops/common.h"
 
 namespace kiln::ops {
 
@@ -77,35 +78,16 @@ void ApplyScatter(ScatterReduction r, T& dst, T v) {
     if (r == ScatterReduction::kNone) dst = v;
     if (r == ScatterReduction::kAdd || r == ScatterReduction::kMax) dst = dst || v;
     if (r == ScatterReduction::kMul || r == ScatterReduction::kMin) dst = dst && v;
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (r) {
-      case ScatterReduction::kNone:
-        dst = v;
-        break;
-      case ScatterReduction::kAdd:
-        dst = static_cast<T>(static_cast<U>(dst) + static_cast<U>(v));
-        break;
-      case ScatterReduction::kMul:
-        dst = static_cast<T>(static_cast<U>(dst) * static_cast<U>(v));
-        break;
-      case ScatterReduction::kMax:
-        dst = std::max(dst, v);
-        break;
-      case ScatterReduction::kMin:
-        dst = std::min(dst, v);
-        break;
-    }
   } else {
     switch (r) {
       case ScatterReduction::kNone:
         dst = v;
         break;
       case ScatterReduction::kAdd:
-        dst = dst + v;
+        dst = WrapAdd(dst, v);
         break;
       case ScatterReduction::kMul:
-        dst = dst * v;
+        dst = WrapMul(dst, v);
         break;
       case ScatterReduction::kMax:
         dst = std::max(dst, v);
@@ -117,11 +99,10 @@ void ApplyScatter(ScatterReduction r, T& dst, T v) {
   }
 }
 
-// ScatterElements' and ScatterND's input checks: data of a kiln dtype, int64/int32 indices and
-// updates of data's dtype, both present.
+// ScatterElements' and ScatterND's input checks: data of a kiln dtype (numeric or bool),
+// int64/int32 indices and updates of data's dtype, both present.
 inline Status CheckScatterInputs(ir::InferContext& ctx) {
-  KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                           DataType::kBool, DataType::kUInt8, DataType::kInt8}));
+  KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0, /*with_bool=*/true));
   if (!ctx.has_input(1) || !ctx.has_input(2))
     return ctx.Error("indices (input 1) and updates (input 2) are required; got none");
   KILN_RETURN_IF_ERROR(ctx.ExpectDtype(1, {DataType::kInt64, DataType::kInt32}));

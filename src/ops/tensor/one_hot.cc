@@ -24,9 +24,7 @@ class OneHotOp final : public ir::Op {
   std::vector<int> ShapeInputs() const override { return {1}; }
 
   Status Infer(ir::InferContext& ctx) const override {
-    for (size_t i : {0, 1})
-      KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat, DataType::kInt32, DataType::kInt64,
-                                               DataType::kUInt8, DataType::kInt8}));
+    for (size_t i : {0, 1}) KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, i));
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 2));
     if (NumElements(ctx.shape(2)) != 2 || ctx.rank(2) != 1)
       return ctx.Error("values must be a 1-D tensor [off, on] of 2 elements; got shape " +

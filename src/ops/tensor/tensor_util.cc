@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ops/common.h"
+#include "ops/tensor/cast.h"
 
 namespace kiln::ops {
 namespace {
@@ -156,6 +157,12 @@ bool StoreAsDtype(DataType dtype, double v, void* dst) {
     default:
       return false;
   }
+}
+
+Tensor CastCopy(const Tensor& t, DataType dtype) {
+  Tensor out = Tensor::Empty(dtype, t.shape());
+  if (!CastElements(t.dtype(), dtype, t.raw(), out.raw(), t.numel())) return Tensor();
+  return out;
 }
 
 Status ExpectFixedSize(const ir::InferContext& ctx, size_t i) {

@@ -35,6 +35,11 @@ int64_t TruncToInt64(double v);
 // bfloat16).
 bool StoreAsDtype(DataType dtype, double v, void* dst);
 
+// A new tensor holding `t`'s values converted to `dtype` with Cast's rules (test cases build
+// float64 and 16-bit inputs from CaseTensor/CaseInts this way); an empty tensor when Cast cannot
+// convert between the two.
+Tensor CastCopy(const Tensor& t, DataType dtype);
+
 // Error unless input i is present (InvalidModel) with a fixed-size dtype (else Unsupported).
 Status ExpectFixedSize(const ir::InferContext& ctx, size_t i);
 
