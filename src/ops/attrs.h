@@ -78,6 +78,7 @@ struct NormAttrs : ir::OpAttrs {
   int64_t axis = -1;
   int64_t stash_type = 1;
   bool training = false;
+  float momentum = 0.9f;  // BatchNormalization's running statistics (training_mode, opset 14+)
   Activation act;
 };
 

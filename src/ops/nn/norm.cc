@@ -7,7 +7,8 @@
 // or, for opset < 9 models exported with spatial=0, the per-activation shape [C, D1..Dn] (taken
 // from the parameter shapes, so the spatial attribute itself is ignored, as are is_test and
 // consumed_inputs). With training_mode=1 (opset 14+) Y is normalized with the batch's own mean
-// and population variance; the training outputs (running mean/var, and the opset < 14 saved
+// and population variance, and the optional outputs running_mean and running_var are
+// input * momentum + batch * (1 - momentum); the opset < 14 training outputs (the saved
 // statistics) are Unsupported.
 //
 // InstanceNormalization: per (n, c) plane, mean and variance (two passes, population) over the
@@ -74,6 +75,7 @@ class BatchNormalizationOp : public Op {
     if (tm != 0 && tm != 1)
       return ir::AttrError(node, "training_mode must be 0 or 1; got " + std::to_string(tm));
     op->a_.training = tm == 1;
+    op->a_.momentum = node.GetFloat("momentum", 0.9f);
     return std::unique_ptr<Op>(std::move(op));
   }
 
@@ -85,12 +87,15 @@ class BatchNormalizationOp : public Op {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(i, {DataType::kFloat}));
     }
     const size_t extra = ExtraOutputs(ctx.node());
-    if (extra > 0 && (a_.training || opset() < 14))
+    if (extra > 0 && opset() < 14)
       return Unsupported("failed to infer shapes of " + describe() +
-                         ": training-mode outputs (running/saved mean and variance) are not "
-                         "supported; got " +
+                         ": the training outputs of opsets before 14 (saved mean and variance) "
+                         "are not supported; got " +
                          std::to_string(extra + 1) + " outputs");
-    if (extra > 0)
+    if (extra > 2)
+      return ctx.Error("at most 3 outputs (Y, running_mean, running_var); got " +
+                       std::to_string(extra + 1));
+    if (extra > 0 && !a_.training)
       return ctx.Error("outputs running_mean and running_var require training_mode=1; got " +
                        std::to_string(extra + 1) + " outputs with training_mode=0");
     const Shape& x = ctx.shape(0);
@@ -106,6 +111,7 @@ class BatchNormalizationOp : public Op {
                          "] (X's channels); got " + ShapeToString(p));
     }
     ctx.SetOutput(0, DataType::kFloat, x);
+    for (size_t o = 1; o <= extra; ++o) ctx.SetOutput(o, DataType::kFloat, {c});
     return OkStatus();
   }
 
@@ -143,6 +149,12 @@ class BatchNormalizationOp : public Op {
           for (int64_t i = 0; i < plane; ++i) ss += (xp[i] - bm) * (xp[i] - bm);
         }
         bv = cnt > 0 ? ss / cnt : 0.0;
+        // running = input * momentum + batch * (1 - momentum)
+        const double mom = a_.momentum;
+        if (ctx.outputs.size() > 1 && ctx.outputs[1] != nullptr)
+          ctx.out(1).data<float>()[c] = static_cast<float>(mean[c] * mom + bm * (1 - mom));
+        if (ctx.outputs.size() > 2 && ctx.outputs[2] != nullptr)
+          ctx.out(2).data<float>()[c] = static_cast<float>(var[c] * mom + bv * (1 - mom));
       }
       auto coefficients = [&](int64_t i, double* a, double* b) {
         const double m = a_.training ? bm : at(3, mean, c, i);
@@ -414,6 +426,11 @@ std::vector<OpCase> BatchNormalizationCases() {
   cases.push_back(BatchNormCase("opset 6", 6, {2, 6, 5, 7}, {6}, seed += 5));
   cases.push_back(BatchNormCase("opset 15 training_mode 1", 15, {2, 6, 5, 7}, {6}, seed += 5)
                       .Int("training_mode", 1));
+  cases.push_back(BatchNormCase("opset 15 training_mode 1, running statistics, momentum 0.6", 15,
+                                {3, 5, 1, 3}, {5}, seed += 5)
+                      .Int("training_mode", 1)
+                      .Float("momentum", 0.6f)
+                      .Outputs(3));
   cases.push_back(
       BatchNormCase("opset 7 per-activation parameters", 7, {2, 3, 2, 4}, {3, 2, 4}, seed += 5));
   return cases;
