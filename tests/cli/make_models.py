@@ -16,15 +16,15 @@ g = helper.make_graph(
     [helper.make_tensor_value_info("sum:0/x", TensorProto.FLOAT, ["N", 3])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/two_inputs.onnx")
 
-# Unsupported nodes, twice.
+# Unsupported nodes, twice (ops kiln does not have: random number generators).
 g = helper.make_graph(
-    [helper.make_node("NonZero", ["x"], ["nz"], name="nz1"),
-     helper.make_node("Det", ["x"], ["y"], name="det1")],
+    [helper.make_node("Bernoulli", ["x"], ["nz"], name="nz1"),
+     helper.make_node("RandomUniformLike", ["x"], ["y"], name="det1")],
     "unsupported",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
-     helper.make_tensor_value_info("nz", TensorProto.INT64, [2, None])])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/unsupported.onnx")
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),
+     helper.make_tensor_value_info("nz", TensorProto.FLOAT, [2, 2])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), f"{out}/unsupported.onnx")
 
 # A symbolic dim besides the batch (for `kiln bench` shape errors).
 g = helper.make_graph(
