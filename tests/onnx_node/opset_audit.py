@@ -48,6 +48,10 @@ REVIEWED = {
     ("RMSNormalization", 23): "new op: axis, epsilon, scale broadcast; stash_type 1 and 11",
     ("RotaryEmbedding", 23): "new op: 3-D/4-D, interleaved, rotary_embedding_dim, position_ids",
     ("ScatterElements", 18): "reduction max and min",
+    **{(op, 18): "new op: every 8-64-bit integer type, broadcasting"
+       for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
+    ("BitwiseNot", 18): "new op: every 8-64-bit integer type",
+    ("TensorScatter", 24): "new op: linear and circular modes, write_indices, any axis but 0",
     ("Cast", 19): "float8 types, saturate", ("CastLike", 19): "float8 types, saturate",
     ("Cast", 21): "int4/uint4", ("CastLike", 21): "int4/uint4",
     ("Cast", 23): "float4e2m1", ("CastLike", 23): "float4e2m1",
@@ -57,9 +61,11 @@ REVIEWED = {
     ("CenterCropPad", 18): "new op: axes, crop and pad centered",
     ("DFT", 20): "axis as an optional input (default -2) instead of the attribute",
 }
-# Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): kiln's
-# dtype checks refuse the new types at load, so the semantics of the types kiln runs are unchanged.
+# Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): the
+# semantics of the types kiln runs are unchanged, and each op's shape inference refuses the types
+# it does not compute (bfloat16 models are lowered to float32 at load).
 TYPES_ONLY = {
+    "NegativeLogLikelihoodLoss": [22],
     "AveragePool": [22],
     "Constant": [19, 21, 23, 24], "ConstantOfShape": [20, 21, 23, 24], "Conv": [22],
     "ConvTranspose": [22], "Dropout": [22], "Elu": [22], "Equal": [19], "Flatten": [21, 23, 24],
