@@ -92,6 +92,7 @@ Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const 
     out_bytes += static_cast<size_t>(NumElements(out->shapes[o])) * size;
   }
   if (out->all_values || !policy.compute || !sized || !in.AllValues()) return OkStatus();
+  if (!op.Deterministic() && !policy.run_nondeterministic) return OkStatus();  // never folded
   if (policy.max_input_elements >= 0 && in.Elements() > policy.max_input_elements)
     return OkStatus();
   if (policy.max_output_elements >= 0 && out_elements > policy.max_output_elements)

@@ -46,6 +46,9 @@ struct EvalPolicy {
   // Skip computing when the outputs would be more than this many bytes larger than the inputs
   // (-1: no limit): folding must not blow a small model up.
   int64_t max_growth_bytes = -1;
+  // Compute nodes whose op is not deterministic (Op::Deterministic) too: set by callers that run
+  // a graph (the control-flow interpreter), not by those that fold constants.
+  bool run_nondeterministic = false;
 };
 
 struct NodeEvaluation {

@@ -102,6 +102,9 @@ class Op {
   // the node, so Infer is not asked for them; Compute (and a backend's kernel) assigns each
   // output itself, and the executor allocates nothing for them.
   virtual bool ShapesFromRun() const { return false; }
+  // False for ops whose outputs differ from run to run for the same inputs (the random ops
+  // without a seed): the optimizer and the planner never fold them into constants.
+  virtual bool Deterministic() const { return true; }
   // The reference kernel.
   virtual Status Compute(const ComputeContext& ctx) const = 0;
   // An input whose buffer the reference kernel may write its first output into, when the
