@@ -230,7 +230,9 @@ def check_one_session(kiln, path):
             "a, b = s.run(x), s.run(x)\n"
             "print(int(np.array_equal(a['s'], b['s'])), int(np.array_equal(a['t'], b['t'])))\n")
     if not os.path.isdir(os.path.join(pydir, "kiln")):
-        print(f"note: no Python module at {pydir}; the within-session check did not run")
+        # Under CI (check_venv.require_all) a check that cannot run is a failure.
+        check(not check_venv.require_all(),
+              f"no Python module at {pydir}: the within-session check did not run")
         return
     r = subprocess.run([sys.executable, "-c", code, pydir, path], capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.split() == ["1", "0"],
