@@ -9,7 +9,9 @@ settings, opset_import ("", 17) and ("com.microsoft", 1)), runs it with ONNX Run
 pinned venv of tests/pyenv) and with `kiln run`, and compares every output:
 
 - float32 ops (Gelu, FastGelu, BiasGelu, QuickGelu, the layer norms, FusedConv, FusedMatMul,
-  NhwcConv): |kiln - ORT| <= 1e-6 + 1e-5 |ORT| per element. NhwcConv has no CPU kernel in ORT, so
+  NhwcConv, MultiHeadAttention, Attention): |kiln - ORT| <= 1e-6 + 1e-5 |ORT| per element. The
+  attention checks include rows whose every key is masked: their logits sit near
+  mask_filter_value, where ORT's float32 rounding decides (kiln follows its order of additions). NhwcConv has no CPU kernel in ORT, so
   its reference is ORT's Conv between the same Transposes (fusion_nhwc_conv.py's graph).
 - MatMulIntegerToFloat, DynamicQuantizeMatMul: the integer sums are exact on both sides; the
   float epilogue (sum * (a_scale * b_scale) + bias) rounds the same way, so the same bound holds.
@@ -347,6 +349,99 @@ def quant_lstm(kiln):
           f"(ORT quantizes X and h_t to uint8 per step; kiln keeps them float)")
 
 
+def mha(kiln):
+    """MultiHeadAttention: 3-D and 4-D key/value (ORT wants 4-D value shaped as key), bias, each key padding mask form,
+    attention_bias, causal (self and cross), past/present."""
+    def node(names, outs=("y",), **kw):
+        return [helper.make_node("MultiHeadAttention", list(names), list(outs), domain=MS, **kw)]
+    for B, S, L, N, H, Hv in [(2, 3, 5, 2, 4, 4), (1, 1, 7, 3, 3, 5), (3, 4, 4, 1, 8, 8),
+                              (2, 5, 3, 4, 2, 3)]:
+        D, Dv = N * H, N * Hv
+        ins = {"q": f32(B, S, D, lo=-2, hi=2), "k": f32(B, L, D, lo=-2, hi=2), "v": f32(B, L, Dv)}
+        tag = f"MultiHeadAttention B{B} S{S} L{L} N{N} H{H} Hv{Hv}"
+        compare(kiln, tag, node("qkv", num_heads=N), ins, ["y"])
+        compare(kiln, tag + " bias scale 0.3", node("qkvb", num_heads=N, scale=0.3),
+                {**ins, "b": f32(D + D + Dv)}, ["y"])
+        lens = RNG.integers(1, L + 1, B).astype(np.int32)
+        compare(kiln, tag + " key lengths", node(["q", "k", "v", "", "m"], num_heads=N),
+                {**ins, "m": lens}, ["y"])
+        keys = (RNG.uniform(0, 1, (B, L)) > 0.3).astype(np.int32)
+        compare(kiln, tag + " key mask [B,L] filter -7",
+                node(["q", "k", "v", "", "m"], num_heads=N, mask_filter_value=-7.0),
+                {**ins, "m": keys}, ["y"])
+        qk = (RNG.uniform(0, 1, (B, S, L)) > 0.3).astype(np.int32)
+        for ab_shape in [(1, 1, S, L), (B, N, S, L), (B, 1, S, L)]:
+            compare(kiln, tag + f" mask [B,S,L] attention_bias {ab_shape}",
+                    node(["q", "k", "v", "b", "m", "ab"], num_heads=N),
+                    {**ins, "b": f32(D + D + Dv), "m": qk, "ab": f32(*ab_shape, lo=-3, hi=3)},
+                    ["y"])
+        compare(kiln, tag + " causal", node("qkv", num_heads=N, unidirectional=1), ins, ["y"])
+        compare(kiln, tag + " 4-D key/value, bias",
+                node("qkvb", num_heads=N),
+                {"q": ins["q"], "k": f32(B, N, L, H), "v": f32(B, N, L, H),
+                 "b": f32(3 * D)}, ["y"])
+        P = 2
+        if H == Hv:  # ORT wants past_value's head size to be key's
+            self_ins = {"q": ins["q"], "k": f32(B, S, D), "v": f32(B, S, Dv),
+                        "pk": f32(B, N, P, H), "pv": f32(B, N, P, Hv),
+                        "m": (RNG.uniform(0, 1, (B, P + S)) > 0.2).astype(np.int32)}
+            compare(kiln, tag + " past, causal, mask [B,T], presents",
+                    node(["q", "k", "v", "", "m", "", "pk", "pv"], ("y", "pk_out", "pv_out"),
+                         num_heads=N, unidirectional=1), self_ins, ["y", "pk_out", "pv_out"])
+        compare(kiln, tag + " 4-D key/value with past",
+                node(["q", "k", "v", "", "", "", "pk", "pv"], ("y", "pk_out", "pv_out"),
+                     num_heads=N),
+                {"q": ins["q"], "k": f32(B, N, L, H), "v": f32(B, N, L, H),
+                 "pk": f32(B, N, P, H), "pv": f32(B, N, P, H)},
+                ["y", "pk_out", "pv_out"])
+    # Rows whose every key is masked (length 0, an all-zero row): ORT's float32 logits.
+    ins = {"q": f32(2, 3, 8, lo=-2, hi=2), "k": f32(2, 5, 8, lo=-2, hi=2), "v": f32(2, 5, 8)}
+    compare(kiln, "MultiHeadAttention key length 0", node(["q", "k", "v", "", "m"], num_heads=2),
+            {**ins, "m": np.array([0, 5], np.int32)}, ["y"])
+    compare(kiln, "MultiHeadAttention all-zero key mask row",
+            node(["q", "k", "v", "", "m"], num_heads=2),
+            {**ins, "m": np.array([[0, 0, 0, 0, 0], [1, 0, 1, 1, 0]], np.int32)}, ["y"])
+
+
+def attention(kiln):
+    """Attention (BERT form): each mask_index form ORT's CPU kernel takes, causal, past/present,
+    qkv_hidden_sizes, attention_bias, no bias."""
+    def node(names, outs=("y",), **kw):
+        return [helper.make_node("Attention", list(names), list(outs), domain=MS, **kw)]
+    for B, S, C, N, sizes in [(2, 3, 8, 2, None), (1, 5, 6, 3, (6, 6, 9)), (3, 1, 4, 1, None),
+                              (2, 4, 10, 2, (4, 4, 6))]:
+        W = 3 * C if sizes is None else sum(sizes)
+        kw = {"num_heads": N, **({} if sizes is None else {"qkv_hidden_sizes": list(sizes)})}
+        ins = {"x": f32(B, S, C, lo=-2, hi=2), "w": f32(C, W), "b": f32(W)}
+        tag = f"Attention B{B} S{S} C{C} N{N} sizes {sizes}"
+        compare(kiln, tag, node("xwb", **kw), ins, ["y"], consts=("w", "b"))
+        compare(kiln, tag + " no bias, scale 0.2", node(["x", "w", ""], scale=0.2, **kw),
+                {"x": ins["x"], "w": ins["w"]}, ["y"], consts=("w",))
+        ends = RNG.integers(1, S + 1, B).astype(np.int32)
+        starts = np.minimum(RNG.integers(0, S, B), ends - 1).astype(np.int32)
+        masks = {"lengths [B]": ends, "ends, starts [2B]": np.concatenate([ends, starts]),
+                 "[B,T]": (RNG.uniform(0, 1, (B, S)) > 0.3).astype(np.int32),
+                 "[B,S,T]": (RNG.uniform(0, 1, (B, S, S)) > 0.3).astype(np.int32)}
+        for name, m in masks.items():
+            for uni in (0, 1):
+                compare(kiln, tag + f" mask {name}{' causal' if uni else ''}",
+                        node("xwbm", unidirectional=uni, mask_filter_value=-9.0, **kw),
+                        {**ins, "m": m}, ["y"], consts=("w", "b"))
+        for ab_shape in [(1, N, S, S), (B, 1, S, S)]:
+            compare(kiln, tag + f" attention_bias {ab_shape}",
+                    node(["x", "w", "b", "", "", "ab"], **kw),
+                    {**ins, "ab": f32(*ab_shape, lo=-3, hi=3)}, ["y"], consts=("w", "b"))
+        if sizes is None or sizes[1] == sizes[2]:
+            P, H = 3, (C if sizes is None else sizes[0]) // N
+            pins = {**ins, "past": f32(2, B, N, P, H),
+                    "m": (RNG.uniform(0, 1, (B, P + S)) > 0.2).astype(np.int32)}
+            compare(kiln, tag + " past, mask [B,T], causal, present",
+                    node(["x", "w", "b", "m", "past"], ("y", "present"), unidirectional=1, **kw),
+                    pins, ["y", "present"], consts=("w", "b"))
+            compare(kiln, tag + " present without past", node("xwb", ("y", "present"), **kw),
+                    ins, ["y", "present"], consts=("w", "b"))
+
+
 def main():
     kiln = sys.argv[1]
     gelus(kiln)
@@ -355,6 +450,8 @@ def main():
     matmuls(kiln)
     quant_matmuls(kiln)
     quant_lstm(kiln)
+    mha(kiln)
+    attention(kiln)
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         return 1
