@@ -16,10 +16,10 @@ g = helper.make_graph(
     [helper.make_tensor_value_info("sum:0/x", TensorProto.FLOAT, ["N", 3])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/two_inputs.onnx")
 
-# Unsupported nodes, twice (ops kiln does not have: random number generators).
+# Unsupported nodes, twice (ops kiln does not have: sequences).
 g = helper.make_graph(
-    [helper.make_node("Bernoulli", ["x"], ["nz"], name="nz1"),
-     helper.make_node("RandomUniformLike", ["x"], ["y"], name="det1")],
+    [helper.make_node("SequenceConstruct", ["x"], ["nz"], name="nz1"),
+     helper.make_node("SplitToSequence", ["x"], ["y"], name="det1")],
     "unsupported",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),

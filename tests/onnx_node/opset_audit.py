@@ -52,6 +52,8 @@ REVIEWED = {
        for op in ("BitwiseAnd", "BitwiseOr", "BitwiseXor")},
     ("BitwiseNot", 18): "new op: every 8-64-bit integer type",
     ("TensorScatter", 24): "new op: linear and circular modes, write_indices, any axis but 0",
+    ("ImageDecoder", 20): "new op: JPEG, PNG, PNM, BMP; RGB, BGR, Grayscale; TIFF/WebP/JPEG 2000 "
+                          "refused",
     ("Cast", 19): "float8 types, saturate", ("CastLike", 19): "float8 types, saturate",
     ("Cast", 21): "int4/uint4", ("CastLike", 21): "int4/uint4",
     ("Cast", 23): "float4e2m1", ("CastLike", 23): "float4e2m1",
@@ -66,6 +68,8 @@ REVIEWED = {
 # it does not compute (bfloat16 models are lowered to float32 at load).
 TYPES_ONLY = {
     "NegativeLogLikelihoodLoss": [22],
+    **{op: [22] for op in ("Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike",
+                           "RandomUniform", "RandomUniformLike")},
     "AveragePool": [22],
     "Constant": [19, 21, 23, 24], "ConstantOfShape": [20, 21, 23, 24], "Conv": [22],
     "ConvTranspose": [22], "Dropout": [22], "Elu": [22], "Equal": [19], "Flatten": [21, 23, 24],
