@@ -119,6 +119,41 @@ TEST(OpErrors, SecondBatchNamesTheRuleAndValue) {
               "values in [0, 4)); got 9 at element 1");
 }
 
+// This session's Cast, quantization, TensorScatter, TfIdfVectorizer and optimizer attributes.
+TEST(OpErrors, CastQuantizeAndNewOpsNameTheRuleAndValue) {
+  ExpectError("Cast",
+              OpCase("saturate 2", 19).In(CaseTensor({3}, 1)).Int("to", 17).Int("saturate", 2),
+              "saturate must be 0 or 1; got 2");
+  ExpectError(
+      "Cast",
+      OpCase("round_mode", 24).In(CaseTensor({3}, 1)).Int("to", 24).Str("round_mode", "odd"),
+      "round_mode must be 'up', 'down' or 'nearest'; got 'odd'");
+  ExpectError("QuantizeLinear",
+              OpCase("blocked scale shape", 21)
+                  .In(CaseTensor({3, 4}, 1))
+                  .Const(CaseTensor({3, 3}, 2, 0.1f, 0.2f))
+                  .Int("axis", 1)
+                  .Int("block_size", 2),
+              "with that dim divided by the block size, rounded up; got [3,3]");
+  ExpectError("TensorScatter",
+              OpCase("linear overflow", 24)
+                  .In(CaseTensor({1, 4, 2}, 1))
+                  .In(CaseTensor({1, 2, 2}, 2))
+                  .In(CaseInt64s({3}))
+                  .Int("axis", 1),
+              "outside the cache's 4 positions (mode linear)");
+  ExpectError("TfIdfVectorizer",
+              OpCase("mode", 9)
+                  .In(CaseInt64s({1, 2}))
+                  .Str("mode", "BM25")
+                  .Int("min_gram_length", 1)
+                  .Int("max_gram_length", 1)
+                  .Ints("ngram_counts", {0})
+                  .Ints("ngram_indexes", {0})
+                  .Ints("pool_int64s", {1}),
+              "mode must be TF, IDF or TFIDF; got 'BM25'");
+}
+
 // ImageDecoder (src/data/image_decoder_op.cc) on truncated and mutated bytes of its own cases'
 // images (JPEG, PNG, PNM, BMP encoded in the case list): every run returns a Status, never
 // crashes (the sanitizer suite runs this under ASan/UBSan); a cut below half the file always
