@@ -45,9 +45,28 @@ enum class DataType : int {
   kFloat8E8M0 = 24,
 };
 
-// Bytes per element; 0 for kUndefined and kString (not storable in a Tensor).
+// ONNX's non-tensor types, sequence(T) and optional(X), are kiln DataTypes outside TensorProto's
+// range: the element or contained type in the low byte, a kind bit above it. A Tensor of such a
+// type is a handle (rank 0, no element storage) to its items (Tensor::Sequence, Tensor::Optional).
+inline constexpr int kSequenceTypeBit = 0x100;
+inline constexpr int kOptionalTypeBit = 0x200;
+// sequence(element); element must be a tensor type.
+DataType SequenceOf(DataType element);
+// optional(type); type a tensor or a sequence type.
+DataType OptionalOf(DataType type);
+bool IsSequenceType(DataType t);
+bool IsOptionalType(DataType t);
+// sequence(T) -> T, optional(X) -> X; kUndefined for tensor types.
+DataType ContainedType(DataType t);
+// True for the types whose elements are fixed-size bytes (DataTypeSize > 0): all tensor types but
+// kString. Only these live in arenas, are copied by bytes and may be constant-folded by size.
+bool IsPlainDataType(DataType t);
+
+// Bytes per element; 0 for kUndefined, kString (std::string elements owned by the tensor) and
+// the sequence and optional types.
 size_t DataTypeSize(DataType t);
-// "float32", "int64", "float8_e4m3fn", ... (numpy's and ml_dtypes' names).
+// "float32", "int64", "float8_e4m3fn", ... (numpy's and ml_dtypes' names); "string";
+// "sequence(float32)", "optional(sequence(int64))".
 const char* DataTypeName(DataType t);
 // True for the 4-bit types, which ONNX packs two to a byte in files (kiln's tensors do not).
 bool IsPackedInFiles(DataType t);
@@ -56,7 +75,8 @@ bool IsPackedInFiles(DataType t);
 // Each op says in its shape inference which of them it takes.
 bool IsSupportedDataType(DataType t);
 // True for the types a model's inputs and outputs may have: every type a Tensor can hold (all but
-// kUndefined and kString). Each op says in its shape inference which types it takes.
+// kUndefined), strings, and sequences and optionals of them. Each op says in its shape inference
+// which types it takes.
 bool IsIoDataType(DataType t);
 
 template <typename T>
@@ -102,6 +122,10 @@ struct DataTypeOf<uint64_t> {
   static constexpr DataType value = DataType::kUInt64;
 };
 template <>
+struct DataTypeOf<std::string> {
+  static constexpr DataType value = DataType::kString;
+};
+template <>
 struct DataTypeOf<bool> {
   static constexpr DataType value = DataType::kBool;
 };
@@ -130,6 +154,15 @@ class Tensor {
   // A 1-D or scalar tensor from values (convenience for constants and tests).
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, Shape shape);
+  // A string tensor: numel() std::string elements, each empty, owned by the tensor
+  // (data<std::string>()). Empty(kString, shape) makes the same.
+  static Tensor Strings(Shape shape);
+  // A sequence(element) value holding `items` (each a tensor of type `element`, shapes may
+  // differ). Empty(SequenceOf(t), {}) makes an empty sequence.
+  static Tensor Sequence(DataType element, std::vector<Tensor> items);
+  // An optional(type) value: holding *value, or none when value is null. Empty(OptionalOf(t), {})
+  // makes a none.
+  static Tensor Optional(DataType type, const Tensor* value);
 
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -149,9 +182,15 @@ class Tensor {
     return static_cast<const T*>(data_);
   }
 
+  // A sequence's items, or an optional's contained value (none: empty); empty for tensors. Items
+  // are shared with every copy of the handle (values are immutable once made).
+  const std::vector<Tensor>& items() const;
+  // An optional that holds a value.
+  bool has_element() const { return IsOptionalType(dtype_) && !items().empty(); }
+
   // Same storage, new shape with the same element count.
   Tensor Reshaped(Shape shape) const;
-  // A deep copy with its own storage.
+  // A deep copy with its own storage (strings copied, sequence and optional items cloned).
   Tensor Clone() const;
 
  private:

@@ -175,21 +175,14 @@ const TensorSpec* FindSpec(const std::vector<TensorSpec>& specs, const std::stri
   return nullptr;
 }
 
-// One feed: in place when it is a C-contiguous CPU array of the declared dtype, else converted
-// once by numpy (np.ascontiguousarray with a same-kind cast).
-void AddFeed(Feeds* f, const std::vector<TensorSpec>& specs, const std::string& name,
-             nb::handle value) {
-  const TensorSpec* spec = FindSpec(specs, name);
-  if (spec == nullptr) {
-    std::string known;
-    for (const TensorSpec& s : specs) known += (known.empty() ? "'" : ", '") + s.name + "'";
-    Throw(InvalidArgument("'" + name + "' is not an input of the model; its inputs are " + known));
-  }
+// One array feed of dtype `dtype`: in place when it is a C-contiguous CPU array of that dtype,
+// else converted once by numpy (np.ascontiguousarray with a same-kind cast).
+Tensor ArrayFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle value) {
   InArray a;
   const bool is_array = nb::try_cast(value, a, /*convert=*/false);
-  const DtypeRow* want = RowOf(spec->dtype);
+  const DtypeRow* want = RowOf(dtype);
   if (want == nullptr)
-    Throw(Unsupported("input '" + name + "' has dtype " + DataTypeName(spec->dtype) +
+    Throw(Unsupported("input '" + name + "' has dtype " + DataTypeName(dtype) +
                       ", which numpy cannot hold"));
   if (!(is_array && a.dtype() == want->dl && CContiguous(a))) {
     // Converted once: numpy decides what is an array; only same-kind casts (float64 -> float32,
@@ -217,9 +210,63 @@ void AddFeed(Feeds* f, const std::vector<TensorSpec>& specs, const std::string& 
   }
   Shape shape(a.ndim());
   for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
-  f->tensors.push_back(
-      {name, Tensor::View(spec->dtype, std::move(shape), const_cast<void*>(a.data()))});
+  Tensor t = Tensor::View(dtype, std::move(shape), const_cast<void*>(a.data()));
   f->keep.push_back(std::move(a));
+  return t;
+}
+
+// A feed of any kiln type: arrays; strings from a str/bytes/object array (each element str);
+// sequences from a list or tuple of arrays; optionals from None or a value.
+Tensor ValueFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle value) {
+  if (IsOptionalType(dtype)) {
+    if (value.is_none()) return Tensor::Optional(ContainedType(dtype), nullptr);
+    Tensor v = ValueFeed(f, ContainedType(dtype), name, value);
+    return Tensor::Optional(ContainedType(dtype), &v);
+  }
+  if (IsSequenceType(dtype)) {
+    if (!nb::isinstance<nb::list>(value) && !nb::isinstance<nb::tuple>(value))
+      Throw(InvalidArgument("input '" + name + "' is a " + DataTypeName(dtype) +
+                            ": give a list of arrays; got " +
+                            nb::cast<std::string>(nb::str(value.type()))));
+    std::vector<Tensor> items;
+    for (nb::handle item : value) items.push_back(ValueFeed(f, ContainedType(dtype), name, item));
+    return Tensor::Sequence(ContainedType(dtype), std::move(items));
+  }
+  if (dtype == DataType::kString) {
+    nb::module_ np = nb::module_::import_("numpy");
+    nb::object arr = np.attr("asarray")(value);
+    const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
+    if (kind != "U" && kind != "S" && kind != "O")
+      Throw(InvalidArgument("input '" + name + "' must be an array of str; got " +
+                            nb::cast<std::string>(nb::str(arr.attr("dtype")))));
+    Shape shape;
+    for (nb::handle d : arr.attr("shape")) shape.push_back(nb::cast<int64_t>(d));
+    Tensor t = Tensor::Strings(shape);
+    int64_t i = 0;
+    for (nb::handle e : arr.attr("ravel")().attr("tolist")()) {
+      if (nb::isinstance<nb::bytes>(e))
+        t.data<std::string>()[i++] = std::string(nb::cast<nb::bytes>(e).c_str(), nb::len(e));
+      else if (nb::isinstance<nb::str>(e))
+        t.data<std::string>()[i++] = nb::cast<std::string>(e);
+      else
+        Throw(InvalidArgument("input '" + name + "': element " + std::to_string(i) +
+                              " is not a str; got " + nb::cast<std::string>(nb::str(e.type()))));
+    }
+    ++f->copied;
+    return t;
+  }
+  return ArrayFeed(f, dtype, name, value);
+}
+
+void AddFeed(Feeds* f, const std::vector<TensorSpec>& specs, const std::string& name,
+             nb::handle value) {
+  const TensorSpec* spec = FindSpec(specs, name);
+  if (spec == nullptr) {
+    std::string known;
+    for (const TensorSpec& s : specs) known += (known.empty() ? "'" : ", '") + s.name + "'";
+    Throw(InvalidArgument("'" + name + "' is not an input of the model; its inputs are " + known));
+  }
+  f->tensors.push_back({name, ValueFeed(f, spec->dtype, name, value)});
 }
 
 Feeds ReadFeeds(const std::vector<TensorSpec>& specs, nb::handle feeds) {
@@ -236,8 +283,24 @@ Feeds ReadFeeds(const std::vector<TensorSpec>& specs, nb::handle feeds) {
   return f;
 }
 
-// A numpy array that owns the tensor's storage (no copy).
+// A numpy array that owns the tensor's storage (no copy). Strings: a numpy object array of str;
+// sequences: a list; optionals: None or the value (as ONNX Runtime returns them).
 nb::object ToNumpy(Tensor t) {
+  if (IsSequenceType(t.dtype())) {
+    nb::list l;
+    for (const Tensor& item : t.items()) l.append(ToNumpy(item));
+    return l;
+  }
+  if (IsOptionalType(t.dtype())) return t.has_element() ? ToNumpy(t.items()[0]) : nb::none();
+  if (t.dtype() == DataType::kString) {
+    nb::list l;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      l.append(nb::str(t.data<std::string>()[i].c_str(), t.data<std::string>()[i].size()));
+    nb::module_ np = nb::module_::import_("numpy");
+    nb::list shape;
+    for (int64_t d : t.shape()) shape.append(d);
+    return np.attr("array")(l, "dtype"_a = "object").attr("reshape")(nb::tuple(shape));
+  }
   const DtypeRow* row = RowOf(t.dtype());
   if (row == nullptr)
     Throw(Unsupported(std::string("an output of dtype ") + DataTypeName(t.dtype()) +

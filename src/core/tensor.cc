@@ -5,9 +5,33 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <new>
 
 namespace kiln {
+
+DataType SequenceOf(DataType element) {
+  return static_cast<DataType>(kSequenceTypeBit | static_cast<int>(element));
+}
+
+DataType OptionalOf(DataType type) {
+  return static_cast<DataType>(kOptionalTypeBit | static_cast<int>(type));
+}
+
+bool IsSequenceType(DataType t) {
+  return (static_cast<int>(t) & (kSequenceTypeBit | kOptionalTypeBit)) == kSequenceTypeBit;
+}
+
+bool IsOptionalType(DataType t) { return (static_cast<int>(t) & kOptionalTypeBit) != 0; }
+
+DataType ContainedType(DataType t) {
+  const int v = static_cast<int>(t);
+  if (v & kOptionalTypeBit) return static_cast<DataType>(v & ~kOptionalTypeBit);
+  if (v & kSequenceTypeBit) return static_cast<DataType>(v & ~kSequenceTypeBit);
+  return DataType::kUndefined;
+}
+
+bool IsPlainDataType(DataType t) { return DataTypeSize(t) > 0; }
 
 size_t DataTypeSize(DataType t) {
   switch (t) {
@@ -43,7 +67,31 @@ size_t DataTypeSize(DataType t) {
   return 0;
 }
 
+namespace {
+const char* TensorTypeName(DataType t);
+}  // namespace
+
 const char* DataTypeName(DataType t) {
+  if (!IsSequenceType(t) && !IsOptionalType(t)) return TensorTypeName(t);
+  // Composite names, made once: every element type in both kinds and optional(sequence(T)).
+  static const auto* names = [] {
+    auto* m = new std::map<int, std::string>;
+    for (int e = 0; e < 0x100; ++e) {
+      const std::string base = TensorTypeName(static_cast<DataType>(e));
+      if (base == "unknown") continue;
+      (*m)[kSequenceTypeBit | e] = "sequence(" + base + ")";
+      (*m)[kOptionalTypeBit | e] = "optional(" + base + ")";
+      (*m)[kOptionalTypeBit | kSequenceTypeBit | e] = "optional(sequence(" + base + "))";
+    }
+    return m;
+  }();
+  auto it = names->find(static_cast<int>(t));
+  return it == names->end() ? "unknown" : it->second.c_str();
+}
+
+namespace {
+
+const char* TensorTypeName(DataType t) {
   switch (t) {
     case DataType::kUndefined:
       return "undefined";
@@ -95,11 +143,20 @@ const char* DataTypeName(DataType t) {
   return "unknown";
 }
 
+}  // namespace
+
 bool IsPackedInFiles(DataType t) {
   return t == DataType::kUInt4 || t == DataType::kInt4 || t == DataType::kFloat4E2M1;
 }
 
-bool IsIoDataType(DataType t) { return DataTypeSize(t) > 0; }
+bool IsIoDataType(DataType t) {
+  if (IsOptionalType(t) || IsSequenceType(t)) {
+    const DataType c = ContainedType(t);
+    return IsSequenceType(c) ? IsIoDataType(ContainedType(c))
+                             : (c == DataType::kString || DataTypeSize(c) > 0);
+  }
+  return t == DataType::kString || DataTypeSize(t) > 0;
+}
 
 bool IsSupportedDataType(DataType t) {
   switch (t) {
@@ -175,7 +232,49 @@ std::shared_ptr<void> Allocate(size_t bytes, bool zero) {
 }
 }  // namespace
 
+Tensor Tensor::Strings(Shape shape) {
+  Tensor t;
+  t.dtype_ = DataType::kString;
+  t.shape_ = std::move(shape);
+  std::shared_ptr<std::string[]> s(new std::string[std::max<int64_t>(t.numel(), 1)]);
+  t.data_ = s.get();
+  t.owner_ = std::move(s);
+  return t;
+}
+
+namespace {
+const std::vector<Tensor>& NoItems() {
+  static const std::vector<Tensor> none;
+  return none;
+}
+}  // namespace
+
+Tensor Tensor::Sequence(DataType element, std::vector<Tensor> items) {
+  Tensor t;
+  t.dtype_ = SequenceOf(element);
+  auto v = std::make_shared<std::vector<Tensor>>(std::move(items));
+  t.data_ = v.get();
+  t.owner_ = std::move(v);
+  return t;
+}
+
+Tensor Tensor::Optional(DataType type, const Tensor* value) {
+  Tensor t =
+      Sequence(DataType::kUndefined, value ? std::vector<Tensor>{*value} : std::vector<Tensor>{});
+  t.dtype_ = OptionalOf(type);
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  if ((IsSequenceType(dtype_) || IsOptionalType(dtype_)) && data_ != nullptr)
+    return *static_cast<const std::vector<Tensor>*>(data_);
+  return NoItems();
+}
+
 Tensor Tensor::Empty(DataType dtype, Shape shape, size_t min_bytes) {
+  if (dtype == DataType::kString) return Strings(std::move(shape));
+  if (IsSequenceType(dtype)) return Sequence(ContainedType(dtype), {});
+  if (IsOptionalType(dtype)) return Optional(ContainedType(dtype), nullptr);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
@@ -205,6 +304,18 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 Tensor Tensor::Clone() const {
+  if (dtype_ == DataType::kString) {
+    Tensor t = Strings(shape_);
+    std::copy(data<std::string>(), data<std::string>() + numel(), t.data<std::string>());
+    return t;
+  }
+  if (IsSequenceType(dtype_) || IsOptionalType(dtype_)) {
+    std::vector<Tensor> items_copy;
+    for (const Tensor& item : items()) items_copy.push_back(item.Clone());
+    Tensor t = Sequence(DataType::kUndefined, std::move(items_copy));
+    t.dtype_ = dtype_;
+    return t;
+  }
   // Every byte is copied over, so the storage is not zeroed first (one pass over a large output
   // instead of two).
   Tensor t;

@@ -65,11 +65,30 @@ Status EvaluateByRunning(const Node& node, const Op& op, const NodeInputs& in,
 
 }  // namespace
 
+Status CheckValueKinds(const Node& node, const Op& op, const std::vector<DataType>& dtypes) {
+  if (op.TakesNonPlainValues()) return OkStatus();
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    if (dtypes[i] != DataType::kUndefined && !IsPlainDataType(dtypes[i]))
+      return Unsupported("failed to run " + node.Describe() + ": input " + std::to_string(i) +
+                         " is a " + DataTypeName(dtypes[i]) + " value, which kiln's " +
+                         node.op_type +
+                         " does not take (strings, sequences and optionals reach only the ops "
+                         "made for them)");
+  return OkStatus();
+}
+
 Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const EvalPolicy& policy,
                     NodeEvaluation* out) {
+  KILN_RETURN_IF_ERROR(CheckValueKinds(node, op, in.dtypes));
   if (op.ShapesFromRun()) return EvaluateByRunning(node, op, in, policy, out);
   InferContext ctx(node, in.dtypes, in.shapes, in.values);
   KILN_RETURN_IF_ERROR(op.Infer(ctx));
+  if (!op.TakesNonPlainValues())
+    for (size_t o = 0; o < ctx.out_dtypes().size(); ++o)
+      if (ctx.out_dtypes()[o] != DataType::kUndefined && !IsPlainDataType(ctx.out_dtypes()[o]))
+        return Unsupported("failed to run " + node.Describe() + ": output " + std::to_string(o) +
+                           " would be a " + DataTypeName(ctx.out_dtypes()[o]) +
+                           " value, which kiln's " + node.op_type + " does not make");
   const size_t n = node.outputs.size();
   out->dtypes = ctx.out_dtypes();
   out->shapes = ctx.out_shapes();
@@ -91,7 +110,12 @@ Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const 
     out_elements += NumElements(out->shapes[o]);
     out_bytes += static_cast<size_t>(NumElements(out->shapes[o])) * size;
   }
-  if (out->all_values || !policy.compute || !sized || !in.AllValues()) return OkStatus();
+  // Outputs without a fixed element size (strings, sequences, optionals) are computed only
+  // under no size limits: the limits cannot be checked for them.
+  const bool limited = policy.max_input_elements >= 0 || policy.max_output_elements >= 0 ||
+                       policy.max_growth_bytes >= 0;
+  if (out->all_values || !policy.compute || (!sized && limited) || !in.AllValues())
+    return OkStatus();
   if (!op.Deterministic() && !policy.run_nondeterministic) return OkStatus();  // never folded
   if (policy.max_input_elements >= 0 && in.Elements() > policy.max_input_elements)
     return OkStatus();

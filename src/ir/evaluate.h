@@ -63,6 +63,11 @@ struct NodeEvaluation {
 // shapes depend on data and cannot be inferred ahead of a run.
 bool NeedsRuntimeValues(const Node& node, const Op& op, const NodeInputs& in);
 
+// OK, or Unsupported naming the node, the input and its type, when a string, sequence or
+// optional value (not IsPlainDataType) reaches an op that does not take them
+// (Op::TakesNonPlainValues). `dtypes`: the node's input types, kUndefined for omitted ones.
+Status CheckValueKinds(const Node& node, const Op& op, const std::vector<DataType>& dtypes);
+
 // Infers (always) and computes (per `policy`). Errors of Infer and of the reference kernel are
 // returned; callers that only try (folding, probing) ignore them.
 Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const EvalPolicy& policy,

@@ -38,6 +38,9 @@ struct Attribute {
   std::vector<std::string> strings;
   // kGraph: a control-flow body (If's branches, Loop's and Scan's body), immutable once loaded.
   std::shared_ptr<const Graph> g;
+  // A TypeProto attribute (Optional's `type`; Type stays kOther): the kiln DataType it names
+  // (a tensor, sequence or optional type), kUndefined when it names none kiln has.
+  DataType tp = DataType::kUndefined;
 };
 
 struct Value {

@@ -102,6 +102,11 @@ class Op {
   // the node, so Infer is not asked for them; Compute (and a backend's kernel) assigns each
   // output itself, and the executor allocates nothing for them.
   virtual bool ShapesFromRun() const { return false; }
+  // True for ops whose kernels take or make strings, sequences or optionals (values whose dtype
+  // is not IsPlainDataType). The planner refuses such values at every other op, naming it, so no
+  // byte-copying kernel ever meets one. Outputs of such a type are assigned by Compute (the
+  // executor allocates nothing for them, as for ShapesFromRun).
+  virtual bool TakesNonPlainValues() const { return false; }
   // False for ops whose outputs differ from run to run for the same inputs (the random ops
   // without a seed): the optimizer and the planner never fold them into constants.
   virtual bool Deterministic() const { return true; }

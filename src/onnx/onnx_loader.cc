@@ -20,8 +20,34 @@ namespace {
 
 using ir::Attribute;
 
+// The kiln DataType a TypeProto names: a tensor's element type, sequence(T), optional(X) (one
+// level of sequence inside an optional); kUndefined for what kiln has no type for (maps, sparse
+// tensors, nested sequences) or an unset element type.
+DataType TypeOf(const onnx::TypeProto& type) {
+  if (type.has_tensor_type()) return static_cast<DataType>(type.tensor_type().elem_type());
+  if (type.has_sequence_type() && type.sequence_type().has_elem_type()) {
+    const auto& e = type.sequence_type().elem_type();
+    if (!e.has_tensor_type() || e.tensor_type().elem_type() == 0) return DataType::kUndefined;
+    return SequenceOf(static_cast<DataType>(e.tensor_type().elem_type()));
+  }
+  if (type.has_optional_type() && type.optional_type().has_elem_type()) {
+    const DataType inner = TypeOf(type.optional_type().elem_type());
+    if (inner == DataType::kUndefined || IsOptionalType(inner)) return DataType::kUndefined;
+    return OptionalOf(inner);
+  }
+  return DataType::kUndefined;
+}
+
 void FillType(const onnx::TypeProto& type, ir::Value* v) {
-  if (!type.has_tensor_type()) return;
+  if (!type.has_tensor_type()) {
+    // Sequences and optionals: a rank-0 handle.
+    const DataType t = TypeOf(type);
+    if (t != DataType::kUndefined) {
+      v->dtype = t;
+      v->shape = std::vector<ir::Dim>{};
+    }
+    return;
+  }
   const auto& tt = type.tensor_type();
   if (tt.elem_type() != 0) v->dtype = static_cast<DataType>(tt.elem_type());
   if (!tt.has_shape()) return;
@@ -93,6 +119,10 @@ StatusOr<Attribute> ConvertAttribute(onnx::AttributeProto& a, const std::string&
       out.g = std::move(sub).value();
       break;
     }
+    case onnx::AttributeProto::TYPE_PROTO:
+      out.type = Attribute::Type::kOther;
+      out.tp = TypeOf(a.tp());
+      break;
     default:
       out.type = Attribute::Type::kOther;
       break;
@@ -301,6 +331,7 @@ namespace {
 template <typename KnownMap>
 Status CheckRequiredInputs(const onnx::NodeProto& node, const KnownMap& known) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return OkStatus();
+  if (node.op_type() == "OptionalHasElement") return OkStatus();  // its input is optional since 18
   const auto range = known.find("");
   if (range == known.end()) return OkStatus();
   const onnx::OpSchema* schema =

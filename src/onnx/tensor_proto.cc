@@ -1,6 +1,8 @@
 // TensorProto decoding: raw_data or typed fields, and external data confined to the model folder.
 #include "onnx/tensor_proto.h"
 
+#include <onnx/onnx-data_pb.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -114,24 +116,121 @@ int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
   }
 }
 
+// The dims, checked: none negative, the element count within kMaxTensorBytes.
+Status ReadDims(const onnx::TensorProto& proto, const std::string& what, Shape* shape,
+                int64_t* numel) {
+  for (int64_t d : proto.dims()) {
+    if (d < 0) return InvalidModel(what + ": negative dimension " + std::to_string(d));
+    shape->push_back(d);
+    if (d != 0 && *numel > kMaxTensorBytes / d)
+      return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(*shape));
+    *numel *= d;
+  }
+  return OkStatus();
+}
+
+// String tensors: string_data only (ONNX stores no raw or external form for them).
+StatusOr<Tensor> StringsFromProto(const onnx::TensorProto& proto, const std::string& what) {
+  Shape shape;
+  int64_t numel = 1;
+  KILN_RETURN_IF_ERROR(ReadDims(proto, what, &shape, &numel));
+  if (proto.has_raw_data() || proto.data_location() == onnx::TensorProto::EXTERNAL)
+    return InvalidModel(what +
+                        ": a string tensor keeps its values in string_data, not raw or "
+                        "external data");
+  if (proto.string_data_size() != numel)
+    return InvalidModel(what + ": holds " + std::to_string(proto.string_data_size()) +
+                        " strings; dims " + ShapeToString(shape) + " need " +
+                        std::to_string(numel));
+  Tensor t = Tensor::Strings(shape);
+  for (int64_t i = 0; i < numel; ++i)
+    t.data<std::string>()[i] = proto.string_data(static_cast<int>(i));
+  return t;
+}
+
+// Sequences and optionals of ONNX's test data (SequenceProto, OptionalProto), nested at most this
+// deep.
+constexpr int kMaxValueDepth = 4;
+
+StatusOr<Tensor> ValueFromSequence(const onnx::SequenceProto& sp, const std::string& what,
+                                   int depth);
+
+StatusOr<Tensor> ValueFromOptional(const onnx::OptionalProto& op, const std::string& what,
+                                   int depth) {
+  if (depth > kMaxValueDepth) return InvalidArgument(what + ": values nest too deeply");
+  switch (op.elem_type()) {
+    case onnx::OptionalProto::UNDEFINED:  // a none whose type the reader knows
+      return Tensor::Optional(DataType::kUndefined, nullptr);
+    case onnx::OptionalProto::TENSOR: {
+      const DataType t = static_cast<DataType>(op.tensor_value().data_type());
+      if (!op.has_tensor_value()) return Tensor::Optional(t, nullptr);
+      KILN_ASSIGN_OR_RETURN(Tensor v, TensorFromProto(op.tensor_value(), "", what));
+      return Tensor::Optional(v.dtype(), &v);
+    }
+    case onnx::OptionalProto::SEQUENCE: {
+      if (!op.has_sequence_value())
+        return InvalidArgument(what + ": an optional sequence of unknown type with no value");
+      KILN_ASSIGN_OR_RETURN(Tensor v, ValueFromSequence(op.sequence_value(), what, depth + 1));
+      return Tensor::Optional(v.dtype(), &v);
+    }
+    default:
+      return Unsupported(what + ": optional of element type " + std::to_string(op.elem_type()) +
+                         " (kiln has optional tensors and sequences)");
+  }
+}
+
+StatusOr<Tensor> ValueFromSequence(const onnx::SequenceProto& sp, const std::string& what,
+                                   int depth) {
+  if (depth > kMaxValueDepth) return InvalidArgument(what + ": values nest too deeply");
+  if (sp.elem_type() != onnx::SequenceProto::TENSOR)
+    return Unsupported(what + ": sequence of element type " + std::to_string(sp.elem_type()) +
+                       " (kiln has sequences of tensors)");
+  std::vector<Tensor> items;
+  DataType elem = DataType::kUndefined;
+  for (const auto& tp : sp.tensor_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor v, TensorFromProto(tp, "", what));
+    if (elem != DataType::kUndefined && v.dtype() != elem)
+      return InvalidArgument(what + ": sequence items of types " + DataTypeName(elem) + " and " +
+                             DataTypeName(v.dtype()));
+    elem = v.dtype();
+    items.push_back(std::move(v));
+  }
+  return Tensor::Sequence(elem, std::move(items));
+}
+
 }  // namespace
+
+StatusOr<Tensor> ParseValueProto(const std::string& bytes, DataType expected, std::string* name) {
+  const std::string what = "value of type " + std::string(DataTypeName(expected));
+  if (IsSequenceType(expected)) {
+    onnx::SequenceProto sp;
+    if (!sp.ParseFromString(bytes)) return InvalidArgument("not a valid ONNX SequenceProto");
+    if (name) *name = sp.name();
+    KILN_ASSIGN_OR_RETURN(Tensor v, ValueFromSequence(sp, what, 0));
+    // An empty sequence carries no item type: it has the expected one.
+    return v.items().empty() ? Tensor::Sequence(ContainedType(expected), {}) : v;
+  }
+  if (IsOptionalType(expected)) {
+    onnx::OptionalProto op;
+    if (!op.ParseFromString(bytes)) return InvalidArgument("not a valid ONNX OptionalProto");
+    if (name) *name = op.name();
+    KILN_ASSIGN_OR_RETURN(Tensor v, ValueFromOptional(op, what, 0));
+    return v.has_element() ? v : Tensor::Optional(ContainedType(expected), nullptr);
+  }
+  return ParseTensorProto(bytes, name);
+}
 
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& model_dir,
                                  const std::string& what) {
   auto dtype = static_cast<DataType>(proto.data_type());
+  if (dtype == DataType::kString) return StringsFromProto(proto, what);
   size_t es = DataTypeSize(dtype);
   if (es == 0)
     return Unsupported(what + ": tensor data type " + std::to_string(proto.data_type()) +
                        " is not supported");
   Shape shape;
   int64_t numel = 1;
-  for (int64_t d : proto.dims()) {
-    if (d < 0) return InvalidModel(what + ": negative dimension " + std::to_string(d));
-    shape.push_back(d);
-    if (d != 0 && numel > kMaxTensorBytes / d)
-      return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(shape));
-    numel *= d;
-  }
+  KILN_RETURN_IF_ERROR(ReadDims(proto, what, &shape, &numel));
   if (numel * static_cast<int64_t>(es) > kMaxTensorBytes)
     return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(shape));
   const size_t bytes = FileBytes(dtype, numel);
@@ -270,7 +369,12 @@ Status WriteTensorProtoFile(const Tensor& t, const std::string& name, const std:
   proto.set_name(name);
   proto.set_data_type(static_cast<int>(t.dtype()));
   for (int64_t d : t.shape()) proto.add_dims(d);
-  if (IsPackedInFiles(t.dtype())) {  // two values per byte, low nibble first
+  if (!IsPlainDataType(t.dtype()) && t.dtype() != DataType::kString)
+    return InvalidArgument("cannot write a " + std::string(DataTypeName(t.dtype())) +
+                           " value as a TensorProto");
+  if (t.dtype() == DataType::kString) {
+    for (int64_t i = 0; i < t.numel(); ++i) proto.add_string_data(t.data<std::string>()[i]);
+  } else if (IsPackedInFiles(t.dtype())) {  // two values per byte, low nibble first
     std::string packed(FileBytes(t.dtype(), t.numel()), '\0');
     const uint8_t* p = static_cast<const uint8_t*>(t.raw());
     for (int64_t i = 0; i < t.numel(); ++i)

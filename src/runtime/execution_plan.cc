@@ -179,6 +179,11 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
   // (constant folding of what the optimizer left, e.g. shape arithmetic on a new shape).
   ir::NodeEvaluation ev;
   KILN_RETURN_IF_ERROR(ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev));
+  // Strings, sequences and optionals live outside the arena: the step makes them at run time
+  // (dynamic), the kernel assigning them.
+  for (size_t o = 0; o < node.outputs.size() && !ev.all_values; ++o)
+    if (node.outputs[o] >= 0 && !IsPlainDataType(ev.dtypes[o])) *dynamic = true;
+  if (*dynamic) return false;
   for (size_t o = 0; o < node.outputs.size(); ++o) {
     const int id = node.outputs[o];
     if (id < 0) continue;
@@ -628,7 +633,10 @@ Status ExecutionPlan::CollectOutputs(const ir::Graph& g, RunContext* run,
         return InvalidArgument("output '" + g.values[g.outputs[k]].name +
                                "': the bound tensor has shape " + ShapeToString(bound[k]->shape()) +
                                ", the run computed " + ShapeToString(t->shape()));
-      std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
+      if (IsPlainDataType(t->dtype()))
+        std::memcpy(bound[k]->raw(), t->raw(), t->bytes());
+      else
+        *bound[k] = t->Clone();  // strings, sequences, optionals: the handle is replaced
     }
   }
   return OkStatus();
@@ -705,6 +713,10 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
         return Internal("slot " + std::to_string(step.in_slots[j]) + " missing when running " +
                         what());
     if (step.self_shaped) {  // control flow: the kernel assigns its outputs
+      std::vector<DataType> in_types;
+      for (const Tensor* t : cc.inputs) in_types.push_back(t ? t->dtype() : DataType::kUndefined);
+      KILN_RETURN_IF_ERROR(
+          ir::CheckValueKinds(g.nodes[step.node], *model.ops[step.node], in_types));
       for (int slot : step.out_slots)
         if (slot >= 0) env[slot] = Tensor();
     } else if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
@@ -720,6 +732,10 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
         if (slot < 0) continue;
         const DataType dt = ev.dtypes[o];
         const Shape& sh = ev.shapes[o];
+        if (!IsPlainDataType(dt)) {  // a string, sequence or optional: the kernel assigns it
+          env[slot] = Tensor();
+          continue;
+        }
         env[slot] = arena_offset[slot] >= 0
                         ? Tensor::View(dt, sh, base + arena_offset[slot])
                         : Tensor::Empty(dt, sh, layouts[slot] ? layouts[slot]->bytes() : 0);

@@ -206,6 +206,25 @@ StatusOr<size_t> FindSpec(const std::vector<TensorSpec>& specs, const std::strin
                          "s are " + names);
 }
 
+// A sequence's or optional's items have the type it declares (a caller-made value may not), and
+// string tensors have their elements.
+Status CheckItems(const std::string& name, const Tensor& t) {
+  if (t.dtype() == DataType::kString && t.numel() > 0 && t.raw() == nullptr)
+    return InvalidArgument("input '" + name + "': a string tensor without storage");
+  if (!IsSequenceType(t.dtype()) && !IsOptionalType(t.dtype())) return OkStatus();
+  if (IsOptionalType(t.dtype()) && t.items().size() > 1)
+    return InvalidArgument("input '" + name + "': an optional holds at most one value");
+  for (size_t i = 0; i < t.items().size(); ++i) {
+    const Tensor& item = t.items()[i];
+    if (item.dtype() != ContainedType(t.dtype()))
+      return InvalidArgument("input '" + name + "': item " + std::to_string(i) + " is " +
+                             DataTypeName(item.dtype()) + ", the " + DataTypeName(t.dtype()) +
+                             " needs " + DataTypeName(ContainedType(t.dtype())));
+    KILN_RETURN_IF_ERROR(CheckItems(name, item));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 Status Session::Impl::BindInputs(const std::vector<NamedTensor>& given,
@@ -226,6 +245,7 @@ Status Session::Impl::BindInputs(const std::vector<NamedTensor>& given,
     if (!IsSupportedDataType(t.dtype()) && !IsIoDataType(t.dtype()))
       return InvalidArgument("input '" + nt.name + "': dtype " + DataTypeName(t.dtype()) +
                              " is not supported");
+    KILN_RETURN_IF_ERROR(CheckItems(nt.name, t));
     if (spec.rank_known) {
       if (t.rank() != static_cast<int64_t>(spec.dims.size()))
         return InvalidArgument("input '" + nt.name + "': wrong rank; " + expected() + ", " + got());

@@ -16,15 +16,17 @@ g = helper.make_graph(
     [helper.make_tensor_value_info("sum:0/x", TensorProto.FLOAT, ["N", 3])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), f"{out}/two_inputs.onnx")
 
-# Unsupported nodes, twice (ops kiln does not have: sequences).
+# Unsupported nodes, twice (ops kiln does not have: classic-ML preprocessing).
 g = helper.make_graph(
-    [helper.make_node("SequenceConstruct", ["x"], ["nz"], name="nz1"),
-     helper.make_node("SplitToSequence", ["x"], ["y"], name="det1")],
+    [helper.make_node("Scaler", ["x"], ["nz"], name="nz1", domain="ai.onnx.ml"),
+     helper.make_node("Normalizer", ["x"], ["y"], name="det1", domain="ai.onnx.ml")],
     "unsupported",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2]),
      helper.make_tensor_value_info("nz", TensorProto.FLOAT, [2, 2])])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]), f"{out}/unsupported.onnx")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15),
+                                              helper.make_opsetid("ai.onnx.ml", 3)]),
+          f"{out}/unsupported.onnx")
 
 # A symbolic dim besides the batch (for `kiln bench` shape errors).
 g = helper.make_graph(

@@ -90,11 +90,22 @@ double Atol() {
   return atol;
 }
 
-// Compares one output; returns "" when equal within tolerance, else a description.
+// Compares one output; returns "" when equal within tolerance, else a description. Sequences and
+// optionals item by item, strings exactly.
 std::string Compare(const kiln::Tensor& got, const kiln::Tensor& want) {
   if (got.dtype() != want.dtype())
     return std::string("dtype ") + kiln::DataTypeName(got.dtype()) + " != expected " +
            kiln::DataTypeName(want.dtype());
+  if (kiln::IsSequenceType(want.dtype()) || kiln::IsOptionalType(want.dtype())) {
+    if (got.items().size() != want.items().size())
+      return std::to_string(got.items().size()) + " items != expected " +
+             std::to_string(want.items().size());
+    for (size_t i = 0; i < want.items().size(); ++i) {
+      std::string d = Compare(got.items()[i], want.items()[i]);
+      if (!d.empty()) return "item " + std::to_string(i) + ": " + d;
+    }
+    return "";
+  }
   if (got.shape() != want.shape())
     return "shape " + kiln::ShapeToString(got.shape()) + " != expected " +
            kiln::ShapeToString(want.shape());
@@ -119,8 +130,25 @@ std::string Compare(const kiln::Tensor& got, const kiln::Tensor& want) {
   };
   if (want.dtype() == kiln::DataType::kFloat) return within(float{});
   if (want.dtype() == kiln::DataType::kDouble) return within(double{});
+  if (want.dtype() == kiln::DataType::kString) {
+    for (int64_t i = 0; i < n; ++i)
+      if (got.data<std::string>()[i] != want.data<std::string>()[i])
+        return "string " + std::to_string(i) + " '" + got.data<std::string>()[i] +
+               "' != expected '" + want.data<std::string>()[i] + "'";
+    return "";
+  }
   if (std::memcmp(got.raw(), want.raw(), want.bytes()) != 0) return "values differ";
   return "";
+}
+
+// A test-data file: a TensorProto, or a SequenceProto / OptionalProto where the model declares a
+// sequence or optional.
+kiln::StatusOr<kiln::Tensor> ReadValue(const fs::path& p, kiln::DataType declared) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  if (!f) return kiln::NotFound("cannot read '" + p.string() + "'");
+  return kiln::onnxio::ParseValueProto(ss.str(), declared);
 }
 
 // Runs every test_data_set of the case; "" on success.
@@ -139,7 +167,7 @@ std::string RunCase(const Case& c) {
     for (size_t i = 0; i < specs.size(); ++i) {
       fs::path p = set / ("input_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
-      auto t = kiln::onnxio::ReadTensorProtoFile(p.string());
+      auto t = ReadValue(p, specs[i].dtype);
       if (!t.ok()) return t.status().ToString();
       inputs.push_back({specs[i].name, *t});
     }
@@ -149,7 +177,7 @@ std::string RunCase(const Case& c) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       fs::path p = set / ("output_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) continue;
-      auto want = kiln::onnxio::ReadTensorProtoFile(p.string());
+      auto want = ReadValue(p, (*session)->outputs()[i].dtype);
       if (!want.ok()) return want.status().ToString();
       std::string diff = Compare(outputs[i].tensor, *want);
       if (!diff.empty())

@@ -16,8 +16,9 @@
 // sample), the sequence on axis 1 of the scan inputs, `directions` for the scan inputs only, and
 // the optional `sequence_lens` (int64 [batch]) first: sample b runs sequence_lens[b] steps (a
 // reversed input starts at its step sequence_lens[b] - 1) and its scan outputs are zero past them,
-// as in ONNX Runtime. Sequence- and optional-typed bodies are refused by their nodes (kiln has no
-// sequence type).
+// as in ONNX Runtime. If's and Loop's values may be strings, sequences or optionals; a Loop value
+// carried as optional(X) may come back from the body as an X (the body then sees it wrapped in
+// the optional again); scan outputs must be tensors of fixed-size elements.
 #include "ops/control/control_flow.h"
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <memory>
 
 #include "ops/common.h"
+#include "ops/control/case_body.h"
 #include "ops/op_cases.h"
 
 namespace kiln::ops {
@@ -87,6 +89,9 @@ Tensor EmptyScanOutput(const ir::Graph& body, int id) {
 // slice in shape or dtype (`step` names the iteration: "iteration 3").
 Status AppendScanSlice(const ir::Op& op, size_t k, const std::string& step, Tensor slice,
                        std::vector<Tensor>* slices) {
+  if (!IsPlainDataType(slice.dtype()))
+    return op.RunError("scan output " + std::to_string(k) + " is a " + DataTypeName(slice.dtype()) +
+                       " value at " + step + "; scan outputs stack tensors of fixed-size elements");
   if (!slices->empty() &&
       (slice.shape() != (*slices)[0].shape() || slice.dtype() != (*slices)[0].dtype()))
     return op.RunError("scan output " + std::to_string(k) + " is " + DataTypeName(slice.dtype()) +
@@ -194,7 +199,7 @@ class LoopOp final : public ControlFlowOp {
     Tensor iter = Tensor::Empty(DataType::kInt64, {});
     Tensor cond_in = Tensor::Empty(DataType::kBool, {});
     std::vector<const Tensor*> inputs(2 + carried_ + captures.size());
-    std::vector<Tensor> outs;
+    std::vector<Tensor> outs, wrapped(carried_);
     for (int64_t i = 0; (trip < 0 || i < trip) && cond; ++i) {
       if (i >= limit)
         return RunError("stopped after " + std::to_string(limit) +
@@ -205,7 +210,16 @@ class LoopOp final : public ControlFlowOp {
       cond_in.data<bool>()[0] = cond;
       inputs[0] = &iter;
       inputs[1] = &cond_in;
-      for (size_t k = 0; k < carried_; ++k) inputs[2 + k] = &state[k];
+      // A carried optional(X) may come back from the body as an X (ONNX's test_loop16_seq_none):
+      // the body sees it wrapped in the optional again; the node's output is the X.
+      for (size_t k = 0; k < carried_; ++k) {
+        inputs[2 + k] = &state[k];
+        const DataType declared = ctx.in(2 + k).dtype();
+        if (IsOptionalType(declared) && state[k].dtype() == ContainedType(declared)) {
+          wrapped[k] = Tensor::Optional(state[k].dtype(), &state[k]);
+          inputs[2 + k] = &wrapped[k];
+        }
+      }
       for (size_t k = 0; k < captures.size(); ++k) inputs[2 + carried_ + k] = captures[k];
       KILN_RETURN_IF_ERROR(runners[0]->Run(inputs, &outs));
       if (!ReadCond(outs[0], &cond))
@@ -213,10 +227,12 @@ class LoopOp final : public ControlFlowOp {
                         std::string(DataTypeName(outs[0].dtype())) +
                         ShapeToString(outs[0].shape()) + " at iteration " + std::to_string(i));
       for (size_t k = 0; k < carried_; ++k) {
-        if (outs[1 + k].dtype() != state[k].dtype())
+        const DataType declared = ctx.in(2 + k).dtype();
+        if (outs[1 + k].dtype() != declared &&
+            !(IsOptionalType(declared) && outs[1 + k].dtype() == ContainedType(declared)))
           return RunError("loop-carried value " + std::to_string(k) + " changes dtype from " +
-                          DataTypeName(state[k].dtype()) + " to " +
-                          DataTypeName(outs[1 + k].dtype()) + " at iteration " + std::to_string(i));
+                          DataTypeName(declared) + " to " + DataTypeName(outs[1 + k].dtype()) +
+                          " at iteration " + std::to_string(i));
         state[k] = std::move(outs[1 + k]);
       }
       for (size_t k = 0; k < scans_; ++k)
@@ -474,73 +490,6 @@ KILN_REGISTER_OP("Scan", 8, ir::kMaxOpset, &ScanOp::Create);
 // own inputs and constants (a nested If reads its Loop body's values).
 // Their outputs are assigned by the run (ShapesFromRun): the harness compares the tensors the
 // reference and the kernel assign.
-class CaseBody {
- public:
-  explicit CaseBody(int opset) : opset_(opset) { g_->opset_imports[""] = opset; }
-  CaseBody& Input(const std::string& name, DataType dtype, const Shape& shape) {
-    g_->inputs.push_back(Typed(name, dtype, shape));
-    return *this;
-  }
-  CaseBody& Constant(const std::string& name, const Tensor& t) {
-    g_->values[Typed(name, t.dtype(), t.shape())].constant = std::make_shared<const Tensor>(t);
-    return *this;
-  }
-  CaseBody& Node(const std::string& op, const std::vector<std::string>& in,
-                 const std::string& out) {
-    ir::Node n;
-    n.name = out;
-    n.op_type = op;
-    n.opset = opset_;
-    for (const std::string& i : in) n.inputs.push_back(g_->GetOrAddValue(i));
-    n.outputs.push_back(g_->GetOrAddValue(out));
-    g_->values[n.outputs[0]].producer = static_cast<int>(g_->nodes.size());
-    g_->nodes.push_back(std::move(n));
-    return *this;
-  }
-  // A value of the enclosing graph this (nested) body reads.
-  CaseBody& Capture(const std::string& name) {
-    g_->captures.push_back(g_->GetOrAddValue(name));
-    return *this;
-  }
-  // A node whose `bodies` read `captured` values of this graph (its implicit inputs).
-  CaseBody& Nested(const std::string& op, const std::string& in, const std::string& out,
-                   const std::map<std::string, ir::Attribute>& bodies,
-                   const std::vector<std::string>& captured) {
-    Node(op, {in}, out);
-    ir::Node& n = g_->nodes.back();
-    for (const std::string& c : captured) n.inputs.push_back(g_->GetOrAddValue(c));
-    n.implicit_inputs = static_cast<int>(captured.size());
-    n.attrs = bodies;
-    return *this;
-  }
-  CaseBody& Output(const std::string& name) {
-    g_->outputs.push_back(g_->GetOrAddValue(name));
-    return *this;
-  }
-  CaseBody& Output(const std::string& name, DataType dtype, const Shape& shape) {
-    g_->outputs.push_back(Typed(name, dtype, shape));
-    return *this;
-  }
-  ir::Attribute Attr() const {
-    ir::Attribute a;
-    a.type = ir::Attribute::Type::kGraph;
-    a.g = g_;
-    return a;
-  }
-
- private:
-  int Typed(const std::string& name, DataType dtype, const Shape& shape) {
-    const int id = g_->GetOrAddValue(name);
-    g_->values[id].dtype = dtype;
-    std::vector<ir::Dim> dims;
-    for (int64_t d : shape) dims.push_back(ir::Dim{d, ""});
-    g_->values[id].shape = dims;
-    return id;
-  }
-  int opset_;
-  std::shared_ptr<ir::Graph> g_ = std::make_shared<ir::Graph>();
-};
-
 Tensor CaseBool(bool v) { return CaseInts(DataType::kBool, {}, 1, v ? 1 : 0, v ? 1 : 0); }
 Tensor CaseInt64(int64_t v) { return Tensor::FromVector<int64_t>({v}, {}); }
 

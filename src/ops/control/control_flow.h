@@ -63,6 +63,8 @@ class ControlFlowOp : public ir::Op {
   explicit ControlFlowOp(const ir::Node& node);
 
   bool ShapesFromRun() const override { return true; }
+  // Bodies may carry strings, sequences and optionals (a Loop building a sequence).
+  bool TakesNonPlainValues() const override { return true; }
   Status Infer(ir::InferContext& ctx) const override;
   // The reference kernel: Execute with the interpreters.
   Status Compute(const ir::ComputeContext& ctx) const override;

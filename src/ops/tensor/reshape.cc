@@ -228,13 +228,21 @@ KILN_REGISTER_OP("Unsqueeze", 1, ir::kMaxOpset, &UnsqueezeOp::Create);
 class IdentityOp : public Op {
  public:
   explicit IdentityOp(const Node& node) : Op(node) {}
+  // Strings, sequences and optionals pass through as the same (immutable) value.
+  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    if (IsPlainDataType(ctx.dtype(0))) KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
     if (ctx.value(0) != nullptr) ctx.SetOutputValue(0, *ctx.value(0));
     return OkStatus();
   }
-  Status Compute(const ComputeContext& ctx) const override { return CopyInput0(ctx); }
+  Status Compute(const ComputeContext& ctx) const override {
+    if (!IsPlainDataType(ctx.in(0).dtype())) {
+      ctx.out(0) = ctx.in(0);
+      return OkStatus();
+    }
+    return CopyInput0(ctx);
+  }
   int InPlaceInput() const override { return 0; }
 };
 KILN_REGISTER_OP("Identity", 1, ir::kMaxOpset, &ir::MakeOp<IdentityOp>);
