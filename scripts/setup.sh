@@ -13,7 +13,7 @@ PKGS=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libonnx-testdata
   python3 python3-venv python3-pip python3-numpy python3-onnx python3-torch python3-torchvision
-  libturbojpeg0-dev libpng-dev python3-pil python3-skimage fonts-dejavu-core wamerican
+  libturbojpeg0-dev libpng-dev libre2-dev python3-pil python3-skimage fonts-dejavu-core wamerican
   python3-dev python3-opencv python3-pyclipper python3-shapely
   libboost-dev prometheus-cpp-dev libgrpc++-dev protobuf-compiler-grpc libssl-dev chromium
   dataset-fashion-mnist

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace kiln {
 namespace {
@@ -87,6 +88,26 @@ bool FindField(const std::string& h, const std::string& key, std::string* out) {
   return true;
 }
 
+// A column-major array (numpy's fortran_order, what np.save writes for an array like a.T) into
+// `out`'s row-major storage: element (i0, ..., ik) sits at sum_j i_j * (d0 * ... * d(j-1)).
+void FromFortranOrder(const char* src, Tensor* out) {
+  const Shape& shape = out->shape();
+  const size_t es = DataTypeSize(out->dtype());
+  const int64_t n = out->numel();
+  std::vector<int64_t> idx(shape.size(), 0), stride(shape.size(), 1);
+  for (size_t j = 1; j < shape.size(); ++j) stride[j] = stride[j - 1] * shape[j - 1];
+  char* dst = static_cast<char*>(out->raw());
+  for (int64_t e = 0; e < n; ++e) {
+    int64_t off = 0;
+    for (size_t j = 0; j < shape.size(); ++j) off += idx[j] * stride[j];
+    std::memcpy(dst + e * es, src + off * es, es);
+    for (size_t j = shape.size(); j-- > 0;) {  // next row-major index
+      if (++idx[j] < shape[j]) break;
+      idx[j] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 StatusOr<Tensor> ParseNpy(const std::string& b) {
@@ -116,8 +137,7 @@ StatusOr<Tensor> ParseNpy(const std::string& b) {
   DataType dt = FromDescr(descr);
   if (dt == DataType::kUndefined)
     return InvalidArgument(".npy dtype '" + descr + "' is not supported");
-  if (fortran.rfind("True", 0) == 0)
-    return InvalidArgument(".npy file is Fortran-ordered; save it with C order");
+  const bool fortran_order = fortran.rfind("True", 0) == 0;
   Shape shape;
   std::string digits;
   for (char c : shape_s) {
@@ -145,7 +165,8 @@ StatusOr<Tensor> ParseNpy(const std::string& b) {
                            " bytes; shape " + ShapeToString(shape) + " of " + DataTypeName(dt) +
                            " needs " + std::to_string(want));
   Tensor out = Tensor::Empty(dt, shape);
-  if (want) std::memcpy(out.raw(), b.data() + data_start, want);
+  if (want && !fortran_order) std::memcpy(out.raw(), b.data() + data_start, want);
+  if (want && fortran_order) FromFortranOrder(b.data() + data_start, &out);
   return out;
 }
 

@@ -41,6 +41,20 @@ TEST(NpyTest, ReadsNumpyWrittenFile) {
   EXPECT_EQ(t->data<int64_t>()[1], 2);
 }
 
+// What np.save writes for np.arange(6, dtype=np.int32).reshape(2, 3).T (column-major bytes
+// 0 1 2 3 4 5 of the [3, 2] array [[0, 3], [1, 4], [2, 5]]) is read into row-major order.
+TEST(NpyTest, ReadsFortranOrder) {
+  std::string header = "{'descr': '<i4', 'fortran_order': True, 'shape': (3, 2), }\n";
+  std::string b = std::string("\x93NUMPY\x01\x00", 8) + char(header.size()) + char(0) + header;
+  int32_t v[6] = {0, 1, 2, 3, 4, 5};
+  b.append(reinterpret_cast<const char*>(v), sizeof(v));
+  auto t = ParseNpy(b);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ(t->shape(), (Shape{3, 2}));
+  const int32_t want[6] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(t->data<int32_t>()[i], want[i]) << i;
+}
+
 TEST(NpyTest, RejectsMalformedInput) {
   EXPECT_EQ(ParseNpy("garbage").status().code(), StatusCode::kInvalidArgument);
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n";
@@ -49,9 +63,6 @@ TEST(NpyTest, RejectsMalformedInput) {
   auto t = ParseNpy(b);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("needs 16"), std::string::npos) << t.status().message();
-  std::string f = "{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }\n";
-  std::string bf = std::string("\x93NUMPY\x01\x00", 8) + char(f.size()) + char(0) + f + "abcd";
-  EXPECT_NE(ParseNpy(bf).status().message().find("Fortran"), std::string::npos);
   EXPECT_EQ(ReadNpyFile("/nonexistent/x.npy").status().code(), StatusCode::kNotFound);
 }
 

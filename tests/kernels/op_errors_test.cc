@@ -191,5 +191,169 @@ TEST(OpErrors, ImageDecoderRefusesCorruptBytes) {
   EXPECT_GE(refused, runs / 2);
 }
 
+// TreeEnsemble (ai.onnx.ml opset 5, src/ops/ml/tree_ensemble.cc): its first registered case with
+// one attribute broken at a time; each is refused naming the attribute and value.
+TEST(OpErrors, TreeEnsembleAttributesNameTheRuleAndValue) {
+  const std::vector<OpCase> cases = ops::CasesFor("ai.onnx.ml", "TreeEnsemble");
+  ASSERT_FALSE(cases.empty());
+  ASSERT_TRUE(ops::RunCaseOnReference("ai.onnx.ml", "TreeEnsemble", cases[0]).ok());
+  auto expect = [](const OpCase& c, const std::string& words) {
+    Status s = ops::RunCaseOnReference("ai.onnx.ml", "TreeEnsemble", c);
+    ASSERT_FALSE(s.ok()) << c.name;
+    EXPECT_NE(s.ToString().find(words), std::string::npos) << s.ToString();
+  };
+  auto with = [&](auto edit) {
+    OpCase c = cases[0];
+    edit(c);
+    return c;
+  };
+  expect(with([](OpCase& c) { c.Int("post_transform", 2); }),
+         "post_transform must be 0 (NONE) in opset 5; got 2");
+  expect(with([](OpCase& c) { c.Int("aggregate_function", 4); }),
+         "aggregate_function must be 0 (AVERAGE), 1 (SUM), 2 (MIN) or 3 (MAX); got 4");
+  expect(with([](OpCase& c) { c.Int("n_targets", 2); }),
+         "leaf_targetids[4] must be in [0, 2) (n_targets); got 2");
+  expect(with([](OpCase& c) {
+           c.Ints("leaf_targetids", {0, 1});
+         }),
+         "leaf_targetids must have one entry per leaf (10, leaf_weights' size); got 2");
+  expect(with([](OpCase& c) {
+           c.Ints("nodes_truenodeids", {1, 0, 2, 3, 5, 6, 7, 10});
+         }),
+         "nodes_truenodeids[7] must be in [0, 10) (a leaf); got 10");
+  expect(with([](OpCase& c) {
+           c.Ints("nodes_falseleafs", {0, 1, 0, 1, 0, 0, 1});
+         }),
+         "nodes_falseleafs must have one entry per node (8, nodes_featureids' length); got 7");
+  expect(with([](OpCase& c) {
+           c.Ints("tree_roots", {0, 8});
+         }),
+         "tree_roots[1] must be in [0, 8) (a node); got 8");
+  expect(with([](OpCase& c) {
+           c.Ints("nodes_truenodeids", {1, 0, 2, 2, 5, 6, 7, 9});
+           c.Ints("nodes_trueleafs", {0, 1, 1, 0, 1, 1, 1, 1});
+         }),
+         "nodes_truenodeids[3] must not lead back to node 2");
+  expect(with([](OpCase& c) {
+           c.attrs["nodes_modes"].t = Tensor::FromVector<uint8_t>({0, 6, 3, 5, 1, 9, 4, 0}, {8});
+         }),
+         "nodes_modes[5] must be in [0, 6] (BRANCH_LEQ .. BRANCH_MEMBER); got 9");
+  expect(with([](OpCase& c) { c.attrs.erase("membership_values"); }),
+         "node 1 has none (membership_values is absent)");
+  expect(with([](OpCase& c) {
+           c.attrs["membership_values"].t =
+               ops::CaseFloats({5.f, 1.f, 2.f, std::numeric_limits<float>::quiet_NaN(), 7.f}, {5});
+         }),
+         "got 1 values past the last set");
+  expect(with([](OpCase& c) {
+           c.attrs["nodes_splits"].t = CaseInt64s({0, 1, 2, 3, 4, 5, 6, 7});
+         }),
+         "nodes_splits must be a float32, float64 or float16 tensor; got int64");
+  expect(with([](OpCase& c) { c.attrs.erase("n_targets"); }), "n_targets is required");
+  expect(with([](OpCase& c) {
+           c.Ints("nodes_featureids", {0, 5, 1, 2, 1, 0, 2, 0});
+         }),
+         "nodes_featureids must be below X's 3 columns; got feature 5");
+  expect(with([](OpCase& c) { c.inputs[0].value = CaseTensor({21}, 1); }),
+         "X must have rank 2 ([N, F]); got shape [21]");
+}
+
+// The string ops (src/ops/text/) and Equal on strings: bad attributes, a bad regex, mismatched
+// LabelEncoder tables, shapes that do not broadcast, non-string inputs.
+TEST(OpErrors, StringOpsNameTheRuleAndValue) {
+  auto strings = [](std::vector<std::string> v, Shape shape) {
+    Tensor t = Tensor::Strings(std::move(shape));
+    for (size_t i = 0; i < v.size(); ++i) t.data<std::string>()[i] = v[i];
+    return t;
+  };
+  auto expect = [](const std::string& domain, const std::string& op, const OpCase& c,
+                   const std::string& words) {
+    Status s = ops::RunCaseOnReference(domain, op, c);
+    ASSERT_FALSE(s.ok()) << op << ": " << c.name;
+    EXPECT_NE(s.ToString().find(words), std::string::npos) << s.ToString();
+  };
+  expect("", "StringNormalizer",
+         OpCase("action", 10).In(strings({"a"}, {1})).Str("case_change_action", "TITLE"),
+         "case_change_action must be LOWER, UPPER or NONE; got 'TITLE'");
+  expect("", "StringNormalizer", OpCase("rank 3", 10).In(strings({"a"}, {1, 1, 1})),
+         "X must be [C] or [1, C]; got [1,1,1]");
+  expect("", "StringSplit", OpCase("float X", 20).In(CaseTensor({2}, 1)).Outputs(2),
+         "must be a string tensor; got float32");
+  expect("", "RegexFullMatch",
+         OpCase("bad regex", 20).In(strings({"a"}, {1})).Str("pattern", "a(b"),
+         "got 'a(b': missing )");
+  expect("", "StringConcat",
+         OpCase("no broadcast", 20).In(strings({"a", "b"}, {2})).In(strings({"x", "y", "z"}, {3})),
+         "[3]");
+  expect("", "Equal",
+         OpCase("strings at opset 13", 13).In(strings({"a"}, {1})).In(strings({"a"}, {1})),
+         "got string");
+  expect("", "Less", OpCase("strings", 19).In(strings({"a"}, {1})).In(strings({"a"}, {1})),
+         "got string");
+  OpCase counts("2 keys, 1 value", 2);
+  counts.In(strings({"a"}, {1})).Ints("values_int64s", {1});
+  counts.attrs["keys_strings"].type = ir::Attribute::Type::kStrings;
+  counts.attrs["keys_strings"].strings = {"a", "b"};
+  expect("ai.onnx.ml", "LabelEncoder", counts,
+         "keys and values must have the same length; got 2 keys and 1 values");
+  expect("ai.onnx.ml", "LabelEncoder",
+         OpCase("two key lists", 2)
+             .In(CaseInt64s({1}))
+             .Ints("keys_int64s", {1})
+             .Floats("keys_floats", {1.f})
+             .Ints("values_int64s", {2}),
+         "got keys_int64s, keys_floats");
+  expect("ai.onnx.ml", "LabelEncoder",
+         OpCase("X float, keys int64", 2)
+             .In(CaseTensor({2}, 1))
+             .Ints("keys_int64s", {1})
+             .Ints("values_int64s", {2}),
+         "X must have the keys' dtype int64; got float32");
+}
+
+// Sequence and optional ops (src/ops/sequence/): positions out of range, mismatched items and a
+// none optional give a Status naming the rule and the value.
+TEST(OpErrors, SequenceAndOptionalOpsNameTheRuleAndValue) {
+  const Tensor three = Tensor::Sequence(
+      DataType::kFloat, {CaseTensor({2, 3}, 1), CaseTensor({2, 4}, 2), CaseTensor({3, 3}, 3)});
+  ExpectError("SequenceAt",
+              OpCase("position 3", 11).In(three).In(Tensor::FromVector<int64_t>({3}, Shape{})),
+              "position must be in [-3, 2] for a sequence of 3 items; got 3");
+  ExpectError("SequenceInsert",
+              OpCase("position -4", 11)
+                  .In(three)
+                  .In(CaseTensor({1}, 4))
+                  .In(Tensor::FromVector<int64_t>({-4}, Shape{})),
+              "position must be in [-3, 3] for a sequence of 3 items; got -4");
+  ExpectError("SequenceErase", OpCase("empty", 11).In(Tensor::Sequence(DataType::kFloat, {})),
+              "cannot erase from an empty sequence");
+  ExpectError("ConcatFromSequence", OpCase("axis 1", 11).In(three).Int("axis", 1),
+              "items must agree in all dims but axis 1; item 0 is float32[2,3], item 2 "
+              "float32[3,3]");
+  ExpectError("ConcatFromSequence",
+              OpCase("new_axis", 11).In(three).Int("axis", 0).Int("new_axis", 1),
+              "items must have one shape");
+  ExpectError("ConcatFromSequence", OpCase("no axis", 11).In(three), "axis is required");
+  ExpectError("SequenceConstruct",
+              OpCase("mixed dtypes", 11).In(CaseTensor({2}, 5)).In(CaseInt64s({1})),
+              "inputs must have one dtype; input 0 is float32, input 1 int64");
+  ExpectError("OptionalGetElement",
+              OpCase("none", 18).In(Tensor::Optional(DataType::kFloat, nullptr)),
+              "the optional input is none");
+  ExpectError("OptionalGetElement", OpCase("tensor at 15", 15).In(CaseTensor({2}, 6)),
+              "input must be an optional (a tensor or sequence from opset 18)");
+  ExpectError("Optional", OpCase("no input, no type", 15), "needs the `type` attribute");
+  ExpectError("SplitToSequence",
+              OpCase("split sum", 11).In(CaseTensor({5}, 7)).In(CaseInt64s({2, 2})),
+              "split lengths must sum to the axis' dim 5; got [2,2]");
+  ExpectError("SplitToSequence",
+              OpCase("scalar split 0", 11)
+                  .In(CaseTensor({5}, 7))
+                  .In(Tensor::FromVector<int64_t>({0}, Shape{})),
+              "a scalar split must be > 0; got 0");
+  ExpectError("SequenceEmpty", OpCase("dtype 99", 11).Int("dtype", 99),
+              "dtype must be a tensor data type; got 99");
+}
+
 }  // namespace
 }  // namespace kiln

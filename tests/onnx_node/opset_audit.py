@@ -62,6 +62,11 @@ REVIEWED = {
     ("LpPool", 18): "ceil_mode and dilations attributes",
     ("CenterCropPad", 18): "new op: axes, crop and pad centered",
     ("DFT", 20): "axis as an optional input (default -2) instead of the attribute",
+    ("OptionalGetElement", 18): "a tensor or sequence input is returned as it is",
+    ("OptionalHasElement", 18): "a tensor or sequence input gives true, an omitted input false",
+    ("RegexFullMatch", 20): "new op: RE2 syntax (libre2), full match per element",
+    ("StringConcat", 20): "new op: elementwise with broadcasting",
+    ("StringSplit", 20): "new op: delimiter or runs of whitespace, maxsplit, counts output",
 }
 # Versions that only widen the type lists (bfloat16, float8, int4, uint4, float4, string): the
 # semantics of the types kiln runs are unchanged, and each op's shape inference refuses the types
@@ -81,7 +86,8 @@ TYPES_ONLY = {
     # control flow: the bodies' value types widened (float8, int4, float4, float8e8m0); the body
     # nodes refuse those types at load
     "If": [19, 21, 23, 24], "Loop": [19, 21, 23, 24], "Scan": [19, 21, 23, 24], "LSTM": [22], "GRU": [22], "RNN": [22],
-    "RoiAlign": [22], "GridSample": [22], "DeformConv": [22],
+    "RoiAlign": [22], "GridSample": [22], "DeformConv": [22], "MaxRoiPool": [22],
+    "SplitToSequence": [24],
     # bfloat16 added to T (checked against onnx.defs: same attributes and inputs)
     **{op: [22] for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
                            "Acosh", "Atanh", "Softsign", "Round", "Mish", "ThresholdedRelu",

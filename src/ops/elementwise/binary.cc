@@ -4,12 +4,14 @@
 // Reference: one strided walk over the output (ForEachBroadcast2). Opset < 7 arithmetic with
 // `broadcast=1, axis=k` aligns B at axis k, as those versions specified.
 // Dtypes: float32, float64 and the 8/16/32/64-bit signed and unsigned integers for arithmetic,
-// Min and Max (plus bool for comparisons); Sum and Mean on float32, float64, int32, int64.
+// Min and Max (plus bool for comparisons, and strings for Equal from opset 19); Sum and Mean on
+// float32, float64, int32, int64.
 // Integer arithmetic is done in the type and wraps on overflow (common.h's Wrap*); integer Div
 // truncates toward zero and gives 0 for a zero divisor (numpy's integer result; no trap, no
 // error); Pow computes in double and converts once. float64 computes in double.
 #include <climits>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "ops/common.h"
@@ -42,18 +44,24 @@ enum class Kind { kArith, kCompare, kLogic };
 
 // Pow takes its own path: the exponent may have another dtype than the base.
 struct PowFn {};
+// Equal also compares strings (opset 19+).
+struct EqFn;
 
 template <typename Fn, Kind kKind>
 class BinaryOp : public Op {
  public:
   explicit BinaryOp(const Node& node) : Op(node), legacy_axis_(LegacyAxis(node)) {}
+  // Equal reads strings from opset 19 (the bool output is allocated as usual).
+  bool TakesNonPlainValues() const override { return std::is_same_v<Fn, EqFn> && opset() >= 19; }
 
   Status Infer(InferContext& ctx) const override {
     if (ctx.dtype(0) != ctx.dtype(1) && !(std::is_same_v<Fn, PowFn>))
       return ctx.Error("inputs must have the same dtype");
+    const bool strings =
+        std::is_same_v<Fn, EqFn> && opset() >= 19 && ctx.dtype(0) == DataType::kString;
     if (kKind == Kind::kLogic) {
       KILN_RETURN_IF_ERROR(ctx.ExpectDtype(0, {DataType::kBool}));
-    } else {
+    } else if (!strings) {
       KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 0, kKind == Kind::kCompare));
       if (std::is_same_v<Fn, PowFn>) KILN_RETURN_IF_ERROR(ExpectNumeric(ctx, 1));
     }
@@ -76,6 +84,15 @@ class BinaryOp : public Op {
       ForEachBroadcast2(y.shape(), a.shape(), bs,
                         [&](int64_t i, int64_t ia, int64_t ib) { py[i] = Fn()(pa[ia], pb[ib]); });
     } else if constexpr (kKind == Kind::kCompare) {
+      if (std::is_same_v<Fn, EqFn> && a.dtype() == DataType::kString &&
+          b.dtype() == DataType::kString) {
+        const std::string* pa = a.data<std::string>();
+        const std::string* pb = b.data<std::string>();
+        bool* py = y.data<bool>();
+        ForEachBroadcast2(y.shape(), a.shape(), bs,
+                          [&](int64_t i, int64_t ia, int64_t ib) { py[i] = pa[ia] == pb[ib]; });
+        return OkStatus();
+      }
       KILN_DISPATCH_ALL(a.dtype(), describe(), Apply<T, bool>(a, b, bs, y));
     } else if constexpr (std::is_same_v<Fn, PowFn>) {
       KILN_DISPATCH_NUMERIC(a.dtype(), describe(), ComputePow<T>(a.data<T>(), a.shape(), b, bs, y));
@@ -408,6 +425,22 @@ std::vector<OpCase> MinMaxCases(const std::string& op) {
                       .In(CaseTensor({5}, 54)));
   return cases;
 }
+// Equal on strings (opset 19): equal shapes and broadcast.
+std::vector<OpCase> EqualStringCases() {
+  auto strings = [](std::vector<std::string> v, Shape shape) {
+    Tensor t = Tensor::Strings(std::move(shape));
+    for (size_t i = 0; i < v.size(); ++i) t.data<std::string>()[i] = v[i];
+    return t;
+  };
+  return {OpCase("strings [2,3] == [3]", 19)
+              .In(strings({"a", "", "cc", "x", "b", "cc"}, {2, 3}))
+              .In(strings({"a", "b", "cc"}, {3})),
+          OpCase("strings [2] == [2]", 19)
+              .In(strings({"s1", "s2"}, {2}))
+              .In(strings({"s1", "s3"}, {2}))};
+}
+KILN_REGISTER_OP_CASES("", "Equal", &EqualStringCases);
+
 std::vector<OpCase> MinCases() { return MinMaxCases("Min"); }
 std::vector<OpCase> MaxCases() { return MinMaxCases("Max"); }
 KILN_REGISTER_OP_CASES("", "Min", &MinCases);
