@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""kiln's random ops (RandomUniform, RandomNormal, their Like forms, Bernoulli, Multinomial):
-statistics, seed semantics, and the output types ONNX's node tests expect.
+"""kiln's random ops (RandomUniform, RandomNormal, their Like forms, Bernoulli, Multinomial,
+training-mode Dropout): statistics, seed semantics, and the output types ONNX's node tests expect.
 
 usage: random_ops_check.py KILN [ONNX_TESTDATA_DIR]
 
@@ -8,7 +8,9 @@ Small models run with `kiln run` (one process per run, so one session per run):
 - statistics of 100,000 draws of seeded nodes (so the check is deterministic: the same draws on
   every run and machine): uniform and normal mean and variance within 4 standard errors,
   uniform values inside [low, high); Bernoulli frequencies per probability (p 0 and 1 exact);
-  Multinomial class frequencies (a -inf class never drawn);
+  Multinomial class frequencies (a -inf class never drawn); training-mode Dropout (ratio 0.3,
+  seeded): kept fraction 0.7 within 4 standard errors, kept values x / 0.7 exactly where the mask
+  is true and 0 elsewhere, the same mask for two seeded nodes of one seed;
 - seeds: a seeded node gives identical outputs in two sessions, another seed different ones; an
   unseeded node gives different outputs in two sessions, and two unseeded nodes of one graph
   differ from each other; `kiln inspect --optimized` shows the unseeded node kept and the seeded
@@ -155,6 +157,27 @@ def check_bernoulli(rn):
                    f"Bernoulli p={pv} frequency")
 
 
+def check_training_dropout(rn):
+    x = np.random.default_rng(3).uniform(0.5, 2.0, N).astype(np.float32)
+    ratio = numpy_helper.from_array(np.array(0.3, np.float32), "ratio")
+    train = numpy_helper.from_array(np.array(True), "train")
+    m = model([helper.make_node("Dropout", ["x", "ratio", "train"], ["y", "mask"], seed=21.0),
+               helper.make_node("Dropout", ["x", "ratio", "train"], ["y2", "mask2"], seed=21.0)],
+              [("y", TP.FLOAT), ("mask", TP.BOOL), ("y2", TP.FLOAT), ("mask2", TP.BOOL)],
+              TP.FLOAT, [N])
+    m.graph.initializer.extend([ratio, train])
+    o = rn.run(m, x)
+    if o is None:
+        return
+    y, mask = o["y"], o["mask"]
+    within(float(mask.mean()), 0.7, np.sqrt(0.7 * 0.3 / N), "training Dropout kept fraction")
+    scale = 1.0 / (1.0 - float(np.float32(0.3)))  # the ratio tensor is float32
+    scaled = (x.astype(np.float64) * scale).astype(np.float32)
+    check(bool(np.array_equal(y[mask], scaled[mask])) and bool(np.all(y[~mask] == 0)),
+          "training Dropout: kept values x / (1 - ratio), dropped ones 0")
+    check(bool(np.array_equal(mask, o["mask2"])), "training Dropout: one seed, one mask")
+
+
 def check_multinomial(rn):
     probs = np.array([[0.1, 0.2, 0.3, 0.4], [0.5, 0.0, 0.25, 0.25]])
     with np.errstate(divide="ignore"):
@@ -279,6 +302,7 @@ def main():
         check_like(rn)
         check_bernoulli(rn)
         check_multinomial(rn)
+        check_training_dropout(rn)
         check_seeds(kiln, rn)
         if os.path.isdir(os.path.join(root, "node")):
             check_node_tests(rn, root)

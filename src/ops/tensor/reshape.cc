@@ -3,9 +3,8 @@
 // the output alias the input). Any fixed-size dtype works.
 // Negative axes are accepted in every opset (specs before 11 say non-negative; ONNX Runtime
 // accepts them too, and they have one meaning).
-// Limits: Dropout runs in inference mode only; Dropout-12+ with training_mode=true is accepted
-// only when ratio == 0 (the output is then the input and the mask all true), since a random mask
-// cannot be reproduced. Dropout-1/6's is_test attribute is ignored (treated as inference).
+// Dropout-12+ with training_mode=true draws a random mask (DropoutOp below); Dropout-1/6's
+// is_test attribute is ignored (treated as inference).
 #include <algorithm>
 #include <cstring>
 #include <tuple>
@@ -13,6 +12,7 @@
 
 #include "ops/common.h"
 #include "ops/op_cases.h"
+#include "ops/tensor/random_source.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -247,47 +247,34 @@ class IdentityOp : public Op {
 };
 KILN_REGISTER_OP("Identity", 1, ir::kMaxOpset, &ir::MakeOp<IdentityOp>);
 
-// Dropout in inference: output = input; the optional mask (bool from opset 10, the input's type
-// before) is all true.
+// Dropout. In inference (opset < 12, or training_mode false or absent): output = input, the
+// optional mask (bool from opset 10, the input's type before) all true. In training mode
+// (training_mode true, opset 12+): each element is kept when a uniform draw u in [0, 1) is
+// >= ratio (default 0.5), and scaled by 1 / (1 - ratio); the mask says which were kept. The draws
+// come from the random ops' generator (random_source.h): with `seed` the same on every run (and
+// the op may be folded), without it new on every run (Deterministic() false). ratio must be in
+// [0, 1); float32 and float64 data.
 class DropoutOp : public Op {
  public:
-  explicit DropoutOp(const Node& node) : Op(node) {}
+  explicit DropoutOp(const Node& node)
+      : Op(node), source_(node), may_train_(node.opset >= 12 && node.HasInput(2)) {}
+  bool Deterministic() const override { return !may_train_ || source_.seeded(); }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
     for (size_t i = 1; i < 3; ++i)
       if (ctx.has_input(i) && NumElements(ctx.shape(i)) != 1)
         return ctx.Error(std::string(i == 1 ? "ratio" : "training_mode") +
                          " must hold one element; got shape " + ShapeToString(ctx.shape(i)));
-    if (opset() >= 12 && ctx.has_input(2)) {
-      if (ctx.dtype(2) != DataType::kBool)
-        return ctx.Error(std::string("training_mode must be bool; got ") +
-                         DataTypeName(ctx.dtype(2)));
-      if (ctx.value(2) != nullptr) {
-        double ratio = 0.5;
-        if (ctx.has_input(1) && ctx.value(1) != nullptr)
-          ratio = ReadScalarAsDouble(*ctx.value(1), 0);
-        const bool known_ratio = !ctx.has_input(1) || ctx.value(1) != nullptr;
-        if (ctx.value(2)->data<bool>()[0] && known_ratio && ratio != 0.0)
-          return Unsupported("failed to infer shapes of " + describe() +
-                             ": training_mode=true needs ratio 0 (kiln has no random dropout); got "
-                             "ratio " +
-                             std::to_string(ratio));
-      }
-    }
+    if (opset() >= 12 && ctx.has_input(2) && ctx.dtype(2) != DataType::kBool)
+      return ctx.Error(std::string("training_mode must be bool; got ") +
+                       DataTypeName(ctx.dtype(2)));
     ctx.SetOutput(0, ctx.dtype(0), ctx.shape(0));
     if (ctx.num_outputs() > 1)
       ctx.SetOutput(1, opset() >= 10 ? DataType::kBool : ctx.dtype(0), ctx.shape(0));
     return OkStatus();
   }
   Status Compute(const ComputeContext& ctx) const override {
-    if (opset() >= 12 && ctx.has(2) && ctx.in(2).data<bool>()[0]) {
-      const double ratio = ctx.has(1) ? ReadScalarAsDouble(ctx.in(1), 0) : 0.5;
-      if (ratio != 0.0)
-        return Unsupported("failed to run " + describe() +
-                           ": training_mode=true needs ratio 0 (kiln has no random dropout); got "
-                           "ratio " +
-                           std::to_string(ratio) + (ctx.has(1) ? "" : " (default)"));
-    }
+    if (opset() >= 12 && ctx.has(2) && ctx.in(2).data<bool>()[0]) return Train(ctx);
     KILN_RETURN_IF_ERROR(CopyInput0(ctx));
     if (ctx.outputs.size() > 1 && ctx.outputs[1] != nullptr) {
       Tensor& mask = ctx.out(1);
@@ -299,6 +286,34 @@ class DropoutOp : public Op {
     }
     return OkStatus();
   }
+
+ private:
+  Status Train(const ComputeContext& ctx) const {
+    const double ratio = ctx.has(1) ? ReadScalarAsDouble(ctx.in(1), 0) : 0.5;
+    if (!(ratio >= 0.0 && ratio < 1.0))
+      return RunError("training_mode=true needs ratio in [0, 1); got " + std::to_string(ratio));
+    const DataType dt = ctx.in(0).dtype();
+    if (dt != DataType::kFloat && dt != DataType::kDouble)
+      return RunError(std::string("training-mode Dropout takes float32 or float64 data; got ") +
+                      DataTypeName(dt));
+    std::mt19937_64 eng = source_.Engine();
+    const double scale = 1.0 / (1.0 - ratio);
+    bool* mask =
+        ctx.outputs.size() > 1 && ctx.outputs[1] != nullptr ? ctx.out(1).data<bool>() : nullptr;
+    const int64_t n = ctx.in(0).numel();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = Uniform01(eng) >= ratio;
+      if (mask) mask[i] = keep;
+      if (dt == DataType::kFloat)
+        ctx.out(0).data<float>()[i] =
+            keep ? static_cast<float>(ctx.in(0).data<float>()[i] * scale) : 0.f;
+      else
+        ctx.out(0).data<double>()[i] = keep ? ctx.in(0).data<double>()[i] * scale : 0.0;
+    }
+    return OkStatus();
+  }
+  RandomSource source_;
+  bool may_train_;
 };
 KILN_REGISTER_OP("Dropout", 1, ir::kMaxOpset, &ir::MakeOp<DropoutOp>);
 
@@ -436,6 +451,12 @@ std::vector<OpCase> DropoutCases() {
                       .In(CaseTensor({2, 5, 3}, 383))
                       .Const(CaseFloats({0.f}, {}))
                       .Const(yes));
+  cases.push_back(OpCase("Dropout-13 training, ratio 0.4, seed 7, mask [3,7,5]", 13)
+                      .In(CaseTensor({3, 7, 5}, 385))
+                      .Const(CaseFloats({0.4f}, {}))
+                      .Const(yes)
+                      .Float("seed", 7.f)
+                      .Outputs(2));
   cases.push_back(OpCase("Dropout-7 ratio attribute [5,1,3]", 7)
                       .In(CaseTensor({5, 1, 3}, 384))
                       .Float("ratio", 0.2f));

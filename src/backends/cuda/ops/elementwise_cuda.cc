@@ -122,6 +122,9 @@ class ReshapeCuda final : public runtime::Kernel {
 KernelSupport SupportsReshape(const ir::Node& node, const ir::Op&, const std::vector<TensorInfo>&) {
   if (node.op_type == "Dropout" && node.outputs.size() > 1 && node.outputs[1] >= 0)
     return {false, "Dropout's mask output is requested"};
+  if (node.op_type == "Dropout" && node.opset >= 12 && node.HasInput(2))
+    return {false,
+            "Dropout's training_mode is given (random dropout runs on the reference kernel)"};
   return {true, ""};
 }
 
