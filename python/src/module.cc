@@ -235,10 +235,11 @@ Tensor ValueFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle v
   if (dtype == DataType::kString) {
     nb::module_ np = nb::module_::import_("numpy");
     nb::object arr = np.attr("asarray")(value);
-    const std::string kind = nb::cast<std::string>(arr.attr("dtype").attr("kind"));
+    nb::object arr_dtype = arr.attr("dtype");
+    const std::string kind = nb::cast<std::string>(arr_dtype.attr("kind"));
     if (kind != "U" && kind != "S" && kind != "O")
       Throw(InvalidArgument("input '" + name + "' must be an array of str; got " +
-                            nb::cast<std::string>(nb::str(arr.attr("dtype")))));
+                            nb::cast<std::string>(nb::str(arr_dtype))));
     Shape shape;
     for (nb::handle d : arr.attr("shape")) shape.push_back(nb::cast<int64_t>(d));
     Tensor t = Tensor::Strings(shape);
