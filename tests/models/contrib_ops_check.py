@@ -15,10 +15,16 @@ pinned venv of tests/pyenv) and with `kiln run`, and compares every output:
   its reference is ORT's Conv between the same Transposes (fusion_nhwc_conv.py's graph).
 - MatMulIntegerToFloat, DynamicQuantizeMatMul: the integer sums are exact on both sides; the
   float epilogue (sum * (a_scale * b_scale) + bias) rounds the same way, so the same bound holds.
-- DynamicQuantizeLSTM: ORT quantizes X and every h_t dynamically to uint8, kiln runs the float
-  LSTM on the dequantized weights (7-bit int8 or uint8, initializers as ORT requires). Measured
-  largest |kiln - ORT| 0.0025 on outputs in [-1, 1] (printed each run); the bound is 0.01
-  absolute (LSTM_ATOL), 4x that.
+- DynamicQuantizeLSTM: both quantize X and every step's h_{t-1} dynamically to uint8 and sum
+  in integers against the weights (7-bit int8 or uint8, initializers as ORT requires). ORT runs
+  with one intra-op thread here: with a pool it quantizes each thread's block of batch rows on
+  its own range when batch >= 2 and H <= 256 (or batch > 4), where kiln takes the whole batch
+  (measured 0.0014 apart with ORT's default pool on 2 cores). Measured largest |kiln - ORT|
+  1.0e-7 on outputs in [-1, 1] (2-core AMD EPYC AVX2, printed each run). The bound is 3e-3
+  absolute (LSTM_ATOL): ORT's logistic and tanh are MLAS approximations that differ by CPU, and
+  a one-ulp difference that moves a value of h_t across a rounding boundary of its uint8 grid
+  shows as about 1e-3 (not seen on this machine's cases); the float LSTM kiln ran before was
+  0.0027 away.
 Exits 1 on any mismatch; 77 (skip) when the venv cannot be made outside CI.
 """
 import os
@@ -38,7 +44,7 @@ import onnxruntime as ort  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6
-LSTM_ATOL = 0.01
+LSTM_ATOL = 3e-3
 FAILURES = []
 RNG = np.random.default_rng(20261129)
 MS = "com.microsoft"
@@ -97,22 +103,25 @@ def run_kiln(kiln, m, inputs, tmp, tag):
     return [np.load(os.path.join(out, o.name + ".npy")) for o in m.graph.output]
 
 
-def run_ort(m, inputs):
-    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+def run_ort(m, inputs, threads=0):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads  # 0: ORT's default pool
+    s = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return s.run(None, inputs)
 
 
 def compare(kiln, tag, nodes, inputs, outputs, ref_model=None, atol=ATOL, rtol=RTOL, skip=(),
-            consts=()):
+            consts=(), ort_threads=0):
     """Runs the case on both; `ref_model` replaces the model for ORT; outputs named in `skip`
-    are not compared (stated by the caller); inputs named in `consts` are initializers."""
+    are not compared (stated by the caller); inputs named in `consts` are initializers;
+    `ort_threads`: ORT's intra-op threads (0: its default)."""
     m = model(nodes, inputs, outputs, consts)
     inputs = {n: a for n, a in inputs.items() if n not in consts}
     with tempfile.TemporaryDirectory() as tmp:
         got = run_kiln(kiln, m, inputs, tmp, tag.replace(" ", "_").replace("/", "_"))
     if got is None:
         return None
-    want = run_ort(ref_model if ref_model is not None else m, inputs)
+    want = run_ort(ref_model if ref_model is not None else m, inputs, ort_threads)
     worst = 0.0
     for name, g, w in zip(outputs, got, want):
         if name in skip:
@@ -343,10 +352,10 @@ def quant_lstm(kiln):
                     [helper.make_node("DynamicQuantizeLSTM", names, ["y", "yh", "yc"],
                                       domain=MS, hidden_size=h, direction=direction)],
                     ins, ["y", "yh", "yc"], atol=LSTM_ATOL, rtol=0.0,
-                    consts=("w", "r", "ws", "wz", "rs", "rz"))
+                    consts=("w", "r", "ws", "wz", "rs", "rz"), ort_threads=1)
         worst = max(worst, w or 0.0)
     print(f"     DynamicQuantizeLSTM: largest |kiln - ORT| over all outputs {worst:.3g} "
-          f"(ORT quantizes X and h_t to uint8 per step; kiln keeps them float)")
+          f"(both quantize X and h_t to uint8; ORT with one thread)")
 
 
 def mha(kiln):
