@@ -355,5 +355,33 @@ TEST(OpErrors, SequenceAndOptionalOpsNameTheRuleAndValue) {
               "dtype must be a tensor data type; got 99");
 }
 
+// Cast from strings (src/ops/tensor/cast_string.cc): text that does not parse, or an integer
+// past int64, is a run-time error naming the element and its text.
+TEST(OpErrors, CastFromUnparsableStringsNamesTheElement) {
+  auto texts = [](const std::vector<std::string>& v) {
+    Tensor t = Tensor::Strings({static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<std::string>()[i] = v[i];
+    return t;
+  };
+  ExpectError("Cast",
+              OpCase("'abc' to float32", 13)
+                  .In(texts({"1.5", "abc"}))
+                  .Int("to", static_cast<int64_t>(DataType::kFloat)),
+              "element 1 does not parse as float32; got 'abc'");
+  ExpectError("Cast",
+              OpCase("'1.5' to int64", 13)
+                  .In(texts({"2", "-3", "1.5"}))
+                  .Int("to", static_cast<int64_t>(DataType::kInt64)),
+              "element 2 does not parse as int64; got '1.5'");
+  ExpectError("Cast",
+              OpCase("2^63 to int32", 13)
+                  .In(texts({"9223372036854775808"}))
+                  .Int("to", static_cast<int64_t>(DataType::kInt32)),
+              "element 0 is out of range for int64; got '9223372036854775808'");
+  ExpectError("CastLike",
+              OpCase("'1__0' like float32", 15).In(texts({"1__0"})).In(CaseTensor({1}, 1)),
+              "element 0 does not parse as float32; got '1__0'");
+}
+
 }  // namespace
 }  // namespace kiln

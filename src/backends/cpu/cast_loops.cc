@@ -49,8 +49,11 @@ class CastParallel final : public runtime::Kernel {
   ops::CastRules rules_;
 };
 
-KernelSupport SupportsCast(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>& in) {
-  if (in[0].dtype == DataType::kString) return {false, "strings"};
+KernelSupport SupportsCast(const ir::Node&, const ir::Op& op, const std::vector<TensorInfo>& in) {
+  const DataType to = runtime::AttrsOf<ops::CastAttrs>(op).to;  // kUndefined for CastLike
+  if (in[0].dtype == DataType::kString || to == DataType::kString ||
+      (in.size() > 1 && in[1].dtype == DataType::kString))
+    return {false, "strings"};
   for (int64_t d : in[0].shape)
     if (d < 0) return {false, "unknown dims"};
   return {true, ""};

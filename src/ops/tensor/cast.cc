@@ -6,8 +6,8 @@
 // as numpy and ml_dtypes do on x86); integer -> integer wraps; anything -> bool is x != 0 (NaN ->
 // true); bool -> number is 0/1; -> float16 and -> bfloat16 round to nearest even; -> the 8-bit
 // floats and float4e2m1 as core/float8.h says (`saturate`, opset 19); -> float8e8m0 by
-// `round_mode` (opset 24). Cast-1's string `to` ("FLOAT", ...) is accepted. Strings are not
-// supported.
+// `round_mode` (opset 24). Cast-1's string `to` ("FLOAT", ...) is accepted. To and from strings
+// as cast_string.cc says (numpy's text and Python's parsing); a string output is made here.
 #include "ops/tensor/cast.h"
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
+#include "ops/tensor/cast_string.h"
 #include "ops/tensor/tensor_util.h"
 
 namespace kiln::ops {
@@ -188,10 +189,6 @@ bool DispatchCastType(DataType t, F&& f) {
   }
 }
 
-bool Castable(DataType t) {
-  return DispatchCastType(t, [](auto) {});
-}
-
 bool ParseTypeName(const std::string& s, DataType* t) {
   static const std::pair<const char*, DataType> kNames[] = {
       {"FLOAT", DataType::kFloat},     {"DOUBLE", DataType::kDouble},
@@ -200,7 +197,7 @@ bool ParseTypeName(const std::string& s, DataType* t) {
       {"INT16", DataType::kInt16},     {"INT32", DataType::kInt32},
       {"INT64", DataType::kInt64},     {"UINT8", DataType::kUInt8},
       {"UINT16", DataType::kUInt16},   {"UINT32", DataType::kUInt32},
-      {"UINT64", DataType::kUInt64}};
+      {"UINT64", DataType::kUInt64},   {"STRING", DataType::kString}};
   for (const auto& [name, type] : kNames)
     if (s == name) {
       *t = type;
@@ -246,8 +243,8 @@ class CastOp : public Op {
     } else {
       to = static_cast<DataType>(it->second.i);
     }
-    if (!Castable(to))
-      return ir::AttrError(node, "`to` must be a numeric or bool type; got " +
+    if (!StringCastable(to))
+      return ir::AttrError(node, "`to` must be a numeric, bool or string type; got " +
                                      std::string(DataTypeName(to)) + " (" +
                                      std::to_string(static_cast<int>(to)) + ")");
     std::unique_ptr<CastOp> op(new CastOp(node, to));
@@ -255,20 +252,35 @@ class CastOp : public Op {
     return std::unique_ptr<Op>(std::move(op));
   }
   Status Infer(InferContext& ctx) const override {
-    KILN_RETURN_IF_ERROR(ExpectFixedSize(ctx, 0));
+    if (!ctx.has_input(0)) return ctx.Error("input 0 is required; got none");
     if (to_ == DataType::kUndefined && !ctx.has_input(1))
       return ctx.Error("CastLike needs target_type (input 1); got none");
     const DataType to = to_ != DataType::kUndefined ? to_ : ctx.dtype(1);
     for (DataType t : {ctx.dtype(0), to})
-      if (!Castable(t))
+      if (!StringCastable(t))
         return Unsupported("failed to infer shapes of " + describe() +
-                           ": Cast supports numeric and bool types; got " + DataTypeName(t));
+                           ": Cast supports numeric, bool and string types; got " +
+                           DataTypeName(t));
     ctx.SetOutput(0, to, ctx.shape(0));
     return OkStatus();
   }
+  bool TakesNonPlainValues() const override { return true; }
   Status Compute(const ComputeContext& ctx) const override {
     const Tensor& in = ctx.in(0);
+    const DataType to = to_ != DataType::kUndefined ? to_ : ctx.in(1).dtype();
+    if (to == DataType::kString) {  // made here: the executor allocates no strings
+      if (ctx.outputs.empty() || ctx.outputs[0] == nullptr) return OkStatus();
+      Tensor out = Tensor::Strings(in.shape());
+      Status s = CastToStrings(in, &out);
+      if (!s.ok()) return RunError(s.message());
+      *ctx.outputs[0] = std::move(out);
+      return OkStatus();
+    }
     Tensor& out = ctx.out(0);
+    if (in.dtype() == DataType::kString) {
+      Status s = CastFromStrings(in, &out, a_.rules);
+      return s.ok() ? s : RunError(s.message());
+    }
     if (!CastElements(in.dtype(), out.dtype(), in.raw(), out.raw(), in.numel(), a_.rules))
       return RunError(std::string("cannot cast ") + DataTypeName(in.dtype()) + " to " +
                       DataTypeName(out.dtype()));
@@ -323,6 +335,59 @@ Tensor CastCaseInput(DataType dtype, DataType to, const Shape& shape, uint32_t s
   return t;
 }
 
+Tensor Texts(const std::vector<std::string>& values, const Shape& shape) {
+  Tensor t = Tensor::Strings(shape);
+  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i)
+    t.data<std::string>()[i] = values[i];
+  return t;
+}
+
+// To and from strings (the reference only: no fast kernel takes strings): numpy's text for
+// specials, zeros, both notations and integers; Python's parsing of signs, spaces, underscores,
+// specials in any case, overflow and underflow; integers wrapping to int8; bool from nonempty.
+std::vector<OpCase> StringCastCases() {
+  using D = DataType;
+  const auto to = [](D t) { return static_cast<int64_t>(t); };
+  std::vector<OpCase> cases;
+  cases.push_back(OpCase("Cast float32 -> string [2,5]", 13)
+                      .In(CaseFloats({0.9767611f, std::nanf(""), INFINITY, -INFINITY, -0.f, 1e-5f,
+                                      1e20f, 123456789.f, -2.5f, 1e-4f},
+                                     {2, 5}))
+                      .Int("to", to(D::kString)));
+  cases.push_back(OpCase("Cast string -> float32 [3,4]", 13)
+                      .In(Texts({"0.47892547", "NaN", "INF", "+INF", "-INF", " 1.5\n", "1_000",
+                                 "-1e-999", "1e999", ".5", "5.", "-infinity"},
+                                {3, 4}))
+                      .Int("to", to(D::kFloat)));
+  cases.push_back(OpCase("Cast string -> int64 [4]", 13)
+                      .In(Texts({"12", " -7 ", "+007", "9223372036854775807"}, {4}))
+                      .Int("to", to(D::kInt64)));
+  cases.push_back(OpCase("Cast string -> int8 [3] (wraps)", 19)
+                      .In(Texts({"300", "-129", "1_0"}, {3}))
+                      .Int("to", to(D::kInt8)));
+  cases.push_back(OpCase("Cast string -> bool [3]", 13)
+                      .In(Texts({"0", "", "False"}, {3}))
+                      .Int("to", to(D::kBool)));
+  cases.push_back(
+      OpCase("Cast string -> float64 scalar", 13).In(Texts({"0.1"}, {})).Int("to", to(D::kDouble)));
+  cases.push_back(
+      OpCase("Cast int32 -> string [2,3]", 13)
+          .In(Tensor::FromVector<int32_t>({0, -5, 7, 2147483647, -2147483647, 42}, {2, 3}))
+          .Int("to", to(D::kString)));
+  cases.push_back(OpCase("Cast bool -> string [2]", 13)
+                      .In(Tensor::FromVector<bool>({true, false}, {2}))
+                      .Int("to", to(D::kString)));
+  cases.push_back(OpCase("Cast float64 -> string [4]", 13)
+                      .In(Tensor::FromVector<double>({0.1, 1e16, 1.0 / 3, 5e-324}, {4}))
+                      .Int("to", to(D::kString)));
+  cases.push_back(
+      OpCase("Cast string -> string [0,3]", 13).In(Texts({}, {0, 3})).Int("to", to(D::kString)));
+  cases.push_back(OpCase("Cast-1 to 'STRING' [1,3]", 1)
+                      .In(CaseTensor({1, 3}, 7, -300.f, 300.f))
+                      .Str("to", "STRING"));
+  return cases;
+}
+
 std::vector<OpCase> CastCases() {
   using D = DataType;
   struct Pair {
@@ -364,6 +429,7 @@ std::vector<OpCase> CastCases() {
   cases.push_back(OpCase("Cast-21 int32 -> float32 scalar", 21)
                       .In(CastCaseInput(D::kInt32, D::kFloat, {}, seed++))
                       .Int("to", static_cast<int64_t>(D::kFloat)));
+  for (OpCase& c : StringCastCases()) cases.push_back(std::move(c));
   return cases;
 }
 KILN_REGISTER_OP_CASES("", "Cast", &CastCases);
@@ -385,6 +451,12 @@ std::vector<OpCase> CastLikeCases() {
       Tensor x = CastCaseInput(from, to, s, seed++);
       cases.push_back(OpCase(name, 15).In(x).In(CastCaseInput(to, to, {1}, seed++)));
     }
+  cases.push_back(OpCase("CastLike float32 like string [3,4]", 15)
+                      .In(CaseTensor({3, 4}, seed++))
+                      .In(Texts({"0.9767611"}, {1})));
+  cases.push_back(OpCase("CastLike string like float32 [2,2]", 15)
+                      .In(Texts({"0.47892547", "NaN", "-INF", "1e-05"}, {2, 2}))
+                      .In(CaseTensor({1}, seed++)));
   return cases;
 }
 KILN_REGISTER_OP_CASES("", "CastLike", &CastLikeCases);

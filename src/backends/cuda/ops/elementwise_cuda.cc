@@ -159,6 +159,7 @@ KernelSupport SupportsCast(const ir::Node&, const ir::Op& op, const std::vector<
   const DataType from = in[0].dtype;
   auto float_kind = [](DataType t) { return t == DataType::kFloat || t == DataType::kFloat16; };
   if (to == DataType::kUndefined) return {false, "CastLike"};
+  if (from == DataType::kString || to == DataType::kString) return {false, "strings"};
   if (from == to) return {true, ""};
   if (float_kind(from) && float_kind(to)) return {true, ""};
   return {false, "casts between float32 and float16 only"};
