@@ -15,6 +15,7 @@
 // per-channel tensor), independent of the number of samples. Not thread-safe.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -199,5 +200,141 @@ class Quantizer {
                          const std::vector<NamedTensor>& converted_outs);
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- The pipeline behind `kiln quantize` (src/quant/samples.cc, pipeline.cc,
+// accuracy_control.cc) ----
+//
+// Use: QuantizeWithCalibration(job) loads the calibration samples, calibrates and writes
+// job.out; then optionally CompareHeldOut(run, batch) (per-node errors) and, when
+// job.max_drop >= 0, RunAccuracyControl(job, run) (keeps the most sensitive nodes float until the
+// score is within the budget, rewriting job.out). Nothing here prints: text goes to the optional
+// QuantizeProgress callbacks, results come back as structs. Error messages name the `kiln quantize`
+// flag of each QuantizeJob field (--calibrate, --samples, --max-drop, --labels, ...). Not
+// thread-safe: one job, its QuantizeRun and its callbacks on one thread at a time; jobs share no
+// state (each has its own quantizer, sessions and temporary cache), so separate jobs writing
+// separate files may run on separate threads.
+
+// What to quantize and how. Paths are files; counts are samples (rows along dim 0 of a tensor
+// file, or images).
+struct QuantizeJob {
+  std::string model;  // the float32 ONNX model
+  std::string out;    // where the QDQ model is written
+  // Calibration samples: a tensor file (.npy or ONNX .pb, samples along dim 0) or images (a
+  // directory or a .txt/.lst list file, decoded through `recipe`) for a one-input model; for a
+  // model with several inputs NAME=FILE once per input, tensor files with as many samples each.
+  std::vector<std::string> calibrate;
+  std::string recipe;  // for images: a preset or recipe .json ("": the input's default)
+  QuantizeOptions options;
+  int64_t samples = 300;  // calibration samples used: a tensor file's first N, images spread out
+  int64_t batch = 32;     // samples per calibration batch (and per evaluation run)
+  // Calibration cache (JSON; Quantizer::UseCache); "": none, except with max_drop >= 0, which
+  // uses a temporary one (removed with the QuantizeRun).
+  std::string cache;
+  std::string trt_cache;  // "": none; else also the TensorRT calibration table written there
+  // Accuracy control: the most the held-out score may drop, in percentage points; < 0: off.
+  double max_drop = -1;
+  // For max_drop: a .npy of one int64/int32 class per row of the calibration tensor file; "":
+  // the score is the argmax agreement (%) with float32.
+  std::string labels;
+  int64_t eval_samples = 1000;  // for max_drop: held-out rows scored at most
+};
+
+// Optional progress reports (an empty function reports nothing). Called on the caller's thread.
+struct QuantizeProgress {
+  // A status line to show in place, once per calibration batch: "calibration pass 1/2: 64/300
+  // samples" (no newline; the next `note` ends it).
+  std::function<void(const std::string&)> batch;
+  // A whole line (no newline): the calibration data, the cache, each pass's end, images that
+  // failed to decode.
+  std::function<void(const std::string&)> note;
+  // Accuracy control's report, as text to append as is: whole lines end in '\n'; the sensitivity
+  // scan appends one '.' per node.
+  std::function<void(const std::string&)> report;
+};
+
+// The calibration samples of a job: rows of one tensor file per input, or images through a
+// recipe. Holds the tensor files in memory (images are decoded per batch).
+class CalibrationSamples {
+ public:
+  // Reads the sources of `job.calibrate` for a model with `inputs` (job.samples, job.recipe).
+  static StatusOr<std::unique_ptr<CalibrationSamples>> Open(const QuantizeJob& job,
+                                                            const std::vector<TensorSpec>& inputs);
+  ~CalibrationSamples();
+  int64_t count() const;  // samples used for calibration
+  // The tensor when there is one tensor file (nullptr for images or several files).
+  const Tensor* single() const;
+  const std::string& key() const;                   // identifies the data (Quantizer::UseCache)
+  const std::string& what() const;                  // "40 samples of 'calib.npy'", ...
+  const std::vector<std::string>& sources() const;  // job.calibrate
+  // Samples [b, e) of every input; images that fail to decode are appended to `failures` when
+  // it is not null (the batch then has fewer rows).
+  StatusOr<std::vector<NamedTensor>> Batch(int64_t b, int64_t e,
+                                           std::vector<std::string>* failures);
+  // Up to `k` samples not used for calibration (rows after them; images next to them), or, when
+  // there are none, the first k calibration samples; `held_out` says which.
+  StatusOr<std::vector<NamedTensor>> HeldOut(int64_t k, bool* held_out);
+
+ private:
+  struct Impl;
+  CalibrationSamples();
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs every pass of `q` over the samples in batches of `batch`; images that fail (first pass)
+// are appended to `failures`. An Observe error names the samples and sources.
+Status Calibrate(CalibrationSamples* samples, Quantizer* q, int64_t batch,
+                 std::vector<std::string>* failures, const QuantizeProgress& progress = {});
+
+// A quantized model written by QuantizeWithCalibration. Owns its quantizer and samples, and the
+// temporary calibration cache (removed by the destructor).
+struct QuantizeRun {
+  std::unique_ptr<Quantizer> quantizer;  // after Write
+  std::unique_ptr<CalibrationSamples> samples;
+  QuantizeSummary summary;
+  std::vector<std::string> failed_images;  // calibration images that did not decode
+  bool cache_hit = false;                  // ranges read from job.cache, no calibration
+  std::string cache;                       // the cache used ("" for none)
+  double seconds = 0;                      // calibration and writing, wall clock
+  std::string temporary_cache;             // == cache when made for max_drop; removed at the end
+  QuantizeRun() = default;
+  QuantizeRun(const QuantizeRun&) = delete;
+  QuantizeRun& operator=(const QuantizeRun&) = delete;
+  ~QuantizeRun();
+};
+
+// Checks the job, opens the samples, calibrates (or reads job.cache) and writes job.out (and
+// job.trt_cache). NotFound for a missing calibration file before the model is read;
+// InvalidArgument when no calibration image decodes.
+StatusOr<std::unique_ptr<QuantizeRun>> QuantizeWithCalibration(
+    const QuantizeJob& job, const QuantizeProgress& progress = {});
+
+// After QuantizeWithCalibration: Quantizer::Compare on job.batch held-out samples.
+struct HeldOutComparison {
+  bool held_out = false;  // false: there were none; the calibration samples were compared
+  std::vector<LayerError> errors;
+};
+StatusOr<HeldOutComparison> CompareHeldOut(QuantizeRun* run, int64_t batch);
+
+// Accuracy control (job.max_drop >= 0) on up to job.eval_samples rows of the one tensor file
+// after the job.samples calibrated on. Each quantized node's sensitivity is measured alone (only
+// it int8, on job.batch held-out rows: how far the argmax agreement with float32 falls); then
+// the fewest most sensitive nodes are kept float (doubling, then bisection; each candidate
+// re-quantized from the calibration cache, scored on every held-out row). Scores in percent.
+struct AccuracyControlResult {
+  int64_t eval_samples = 0;                // held-out rows scored
+  std::string measure;                     // "top-1" or "argmax agreement with float32"
+  double float_score = 0, int8_score = 0;  // before any node was kept float
+  // Drop (percentage points) of each quantized node alone, most sensitive first; empty when the
+  // first model was within the budget.
+  std::vector<std::pair<std::string, double>> sensitivity;
+  size_t kept_float = 0;  // most sensitive nodes kept float in job.out
+  double drop = 0;        // job.out's score drop
+};
+// Rewrites job.out (and run->quantizer, run->summary) unless the first model is within the
+// budget. InvalidArgument "--max-drop X not reached: it would keep every node float (...)" when
+// only keeping every node float would reach it (job.out then holds the last candidate); also
+// without held-out rows, with several inputs, or with labels of the wrong count or type.
+StatusOr<AccuracyControlResult> RunAccuracyControl(const QuantizeJob& job, QuantizeRun* run,
+                                                   const QuantizeProgress& progress = {});
 
 }  // namespace kiln
