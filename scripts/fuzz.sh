@@ -4,8 +4,9 @@
 # session's (kiln_session_fuzz: load, passes, planning, a small run) for SECONDS over the same
 # corpus, then kiln serve's request parser (kiln_kserve_fuzz) and the .npy/.pb tensor-file parsers
 # (kiln_tensor_file_fuzz), the image decoders with a recipe's transform (kiln_image_fuzz) and
-# recipe JSON (kiln_recipe_fuzz) for SECONDS/2 each over copies of tests/fuzz/<name>_corpus, so
-# the tree is not changed. First, the sanitizer canary shows that a
+# recipe JSON (kiln_recipe_fuzz), and the records files --resume reads (kiln_records_fuzz) and the
+# labels files (kiln_labels_fuzz) of image jobs for SECONDS/2 each over copies of
+# tests/fuzz/<name>_corpus, so the tree is not changed. First, the sanitizer canary shows that a
 # UBSan finding stops a program of this build. A crash, sanitizer report, leak, hang (10 s per input) or RSS over 2 GiB fails the run;
 # the input that caused it is kept in build/fuzz/artifacts/ (add it to the corpus once fixed).
 # usage: scripts/fuzz.sh [SECONDS]
@@ -16,7 +17,8 @@ case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
 ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz \
-  kiln_image_fuzz kiln_recipe_fuzz kiln_sanitizer_canary > /dev/null
+  kiln_image_fuzz kiln_recipe_fuzz kiln_records_fuzz kiln_labels_fuzz kiln_sanitizer_canary \
+  > /dev/null
 
 # First, that a sanitizer finding stops a program of this build by its flags alone
 # (-fno-sanitize-recover; UBSan would otherwise print and go on): the canary's signed overflow.
@@ -76,3 +78,9 @@ run_fuzzer "image fuzzer" kiln_image_fuzz tests/fuzz/image_corpus \
   $((seconds / 2 + 1)) -max_len=8192 -malloc_limit_mb=1024
 run_fuzzer "recipe fuzzer" kiln_recipe_fuzz tests/fuzz/recipe_corpus \
   $((seconds / 2 + 1)) -max_len=2048 -malloc_limit_mb=512
+# The records files of `kiln run --images` (JSON Lines and CSV) as --resume reads them back, with a
+# written record resumed; and labels files, as text and through the file.
+run_fuzzer "records fuzzer" kiln_records_fuzz tests/fuzz/records_corpus \
+  $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256
+run_fuzzer "labels fuzzer" kiln_labels_fuzz tests/fuzz/labels_corpus \
+  $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256

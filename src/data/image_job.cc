@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 #include <thread>
 #include <unordered_map>
@@ -28,20 +27,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-StatusOr<std::vector<std::string>> ReadLabels(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot read labels file '" + path + "'");
-  std::vector<std::string> labels;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    labels.push_back(line);
-  }
-  while (!labels.empty() && labels.back().empty()) labels.pop_back();
-  if (labels.empty()) return InvalidArgument("labels file '" + path + "' is empty");
-  return labels;
 }
 
 // Writes image i's slice of every output (dim 0 is the batch) to
@@ -103,7 +88,7 @@ StatusOr<std::unique_ptr<ImageJob>> ImageJob::Create(const Session& session,
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> all, data::ListImages(a.images));
   std::vector<std::string> items = data::ApplyShard(all, shard);
   if (!a.labels.empty()) {
-    KILN_ASSIGN_OR_RETURN(impl->labels, ReadLabels(a.labels));
+    KILN_ASSIGN_OR_RETURN(impl->labels, data::ReadLabels(a.labels));
   }
   if (session.inputs().size() != 1)
     return Unsupported("the image job needs a model with one input; this one has " +

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -114,6 +115,30 @@ bool RecordPath(const std::string& line, RecordFormat format, std::string* path)
   return true;
 }
 
+StatusOr<std::vector<std::string>> ParseLabels(const std::string& text, const std::string& path) {
+  std::vector<std::string> labels;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    labels.push_back(std::move(line));
+    start = end + 1;
+  }
+  while (!labels.empty() && labels.back().empty()) labels.pop_back();
+  if (labels.empty()) return InvalidArgument("labels file '" + path + "' is empty");
+  return labels;
+}
+
+StatusOr<std::vector<std::string>> ReadLabels(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read labels file '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return NotFound("cannot read labels file '" + path + "': " + Errno());
+  return ParseLabels(ss.str(), path);
+}
+
 StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Open(const std::string& path, bool resume) {
   KILN_ASSIGN_OR_RETURN(RecordFormat format, RecordFormatFor(path));
   std::unique_ptr<RecordWriter> w(new RecordWriter());
@@ -128,12 +153,30 @@ StatusOr<std::unique_ptr<RecordWriter>> RecordWriter::Open(const std::string& pa
     ss << in.rdbuf();
     const std::string text = ss.str();
     const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-    size_t start = 0, line_no = 0;
+    size_t start = 0, next_line = 1, line_no = 0;
     while (start < keep) {
-      const size_t end = text.find('\n', start);
+      size_t end = text.find('\n', start);
+      line_no = next_line++;
+      if (format == RecordFormat::kCsv) {
+        // A quoted field may hold line breaks (FormatRecord quotes a path holding one): a record
+        // ends at the first '\n' after an even number of quotes.
+        auto quotes_in = [&text](size_t from, size_t to) {
+          return static_cast<size_t>(std::count(text.data() + from, text.data() + to, '"'));
+        };
+        size_t quotes = quotes_in(start, end);
+        while (quotes % 2 == 1 && end + 1 < keep) {
+          const size_t next = text.find('\n', end + 1);
+          quotes += quotes_in(end + 1, next);
+          end = next;
+          ++next_line;
+        }
+        if (quotes % 2 == 1)
+          return InvalidArgument("--resume: line " + std::to_string(line_no) + " of '" + path +
+                                 "' opens a quoted field that no complete line closes; not "
+                                 "appending to it");
+      }
       std::string line = text.substr(start, end - start);
       start = end + 1;
-      ++line_no;
       if (format == RecordFormat::kCsv && line_no == 1 && line == kCsvHeader) {
         need_header = false;
         continue;

@@ -11,8 +11,9 @@
 // quoted per RFC 4180 when they contain a comma, quote or line break.
 //
 // Resume: the existing file is read; every complete line (ending in '\n') that parses names an
-// image that is done, whatever its status; an incomplete last line (a job killed mid-write) is cut
-// off the file, so that image is done again and no corrupt record remains.
+// image that is done, whatever its status (a CSV record whose quoted path holds a line break spans
+// lines: it ends at a '\n' after an even number of quotes); an incomplete last line (a job killed
+// mid-write) is cut off the file, so that image is done again and no corrupt record remains.
 //
 // Thread-safety: one writer per file, used by one thread.
 #pragma once
@@ -48,6 +49,13 @@ StatusOr<RecordFormat> RecordFormatFor(const std::string& path);
 std::string FormatRecord(const Record& r, RecordFormat format);
 // The path a line records; false when the line does not parse (or is the CSV header).
 bool RecordPath(const std::string& line, RecordFormat format, std::string* path);
+
+// A labels file (`--labels` of `kiln run --images`): one class name per line, in class order. A
+// '\r' ending a line is dropped and empty lines at the end are ignored; InvalidArgument naming
+// `path` when no line is left. `text` is the whole file.
+StatusOr<std::vector<std::string>> ParseLabels(const std::string& text, const std::string& path);
+// The file at `path` read whole, then ParseLabels; NotFound when it cannot be read.
+StatusOr<std::vector<std::string>> ReadLabels(const std::string& path);
 
 class RecordWriter {
  public:

@@ -277,6 +277,38 @@ TEST_F(JobStagesTest, RecordsRoundTripAndResumeCutsPartialLine) {
   EXPECT_FALSE(RecordWriter::Open(P("o.txt"), false).ok());
 }
 
+// A CSV path holding a line break is quoted over two lines; --resume reads it as one record. A
+// quoted field no complete line closes is refused, naming its line (the file is not cut).
+TEST_F(JobStagesTest, CsvResumeKeepsQuotedLineBreaks) {
+  Record r{"a\nb.jpg", "", {1}, {0.5f}, {}, {}};
+  {
+    auto w = RecordWriter::Open(P("n.csv"), false);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    (*w)->Add(r);
+    (*w)->Add(Record{"c.jpg", "", {0}, {1.f}, {}, {}});
+    ASSERT_TRUE((*w)->Flush().ok());
+  }
+  auto w = RecordWriter::Open(P("n.csv"), true);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ((*w)->done(), (std::unordered_set<std::string>{r.path, "c.jpg"}));
+  Write("open.csv", "path,status,top_k,scores,labels,error\n\"x.jpg,ok,1,0.5,,\nd.jpg,ok,,,,\n");
+  auto bad = RecordWriter::Open(P("open.csv"), true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2 of"), std::string::npos) << bad.status().ToString();
+}
+
+TEST_F(JobStagesTest, LabelsFile) {
+  auto l = ParseLabels("tench\r\ngold fish\n\nshark\r\r\n\n\r\n", "l.txt");
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(*l, (std::vector<std::string>{"tench", "gold fish", "", "shark\r"}));
+  EXPECT_FALSE(ParseLabels("\n\r\n", "l.txt").ok());
+  Write("l.txt", "a\nb");
+  auto f = ReadLabels(P("l.txt"));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(*f, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(ReadLabels(P("none.txt")).status().code(), StatusCode::kNotFound);
+}
+
 TEST(RecipePresetTest, FashionMnist) {
   auto r = PresetRecipe("fashion-mnist");
   ASSERT_TRUE(r.ok());
