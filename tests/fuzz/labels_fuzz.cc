@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "data/records.h"
+#include "fuzz_text.h"
 
 namespace {
 
@@ -45,15 +46,6 @@ std::vector<std::string> GetlineLabels(const std::string& text) {
   return labels;
 }
 
-bool IsUtf8(const std::string& s) {
-  try {
-    (void)nlohmann::json(s).dump();
-    return true;
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
-}
-
 void CheckRecord(const std::vector<std::string>& labels) {
   kiln::data::Record r;
   r.path = "imgs/a.jpg";
@@ -71,7 +63,7 @@ void CheckRecord(const std::vector<std::string>& labels) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j["labels"].is_array() || j["labels"].size() != 2) __builtin_trap();
     for (size_t k = 0; k < 2; ++k)
-      if (IsUtf8(r.labels[k]) && j["labels"][k] != r.labels[k]) __builtin_trap();
+      if (kiln::fuzz::IsUtf8(r.labels[k]) && j["labels"][k] != r.labels[k]) __builtin_trap();
   }
 }
 

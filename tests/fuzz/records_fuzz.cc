@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "data/records.h"
+#include "fuzz_text.h"
 
 namespace {
 
@@ -39,16 +40,6 @@ bool WriteFile(const std::string& path, const std::string& bytes) {
   if (f == nullptr) return false;
   const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
   return std::fclose(f) == 0 && ok;
-}
-
-// What FormatRecord writes JSON strings with: valid UTF-8 goes through unchanged.
-bool IsUtf8(const std::string& s) {
-  try {
-    (void)nlohmann::json(s).dump();
-    return true;
-  } catch (const nlohmann::json::exception&) {
-    return false;
-  }
 }
 
 void CheckLines(const std::string& text, RecordFormat format) {
@@ -103,7 +94,7 @@ void CheckRoundTrip(const std::string& bytes, RecordFormat format, const std::st
     if (!(*w)->Flush().ok()) return;
   }
   auto w = kiln::data::RecordWriter::Open(path, /*resume=*/true);
-  if (format == RecordFormat::kJsonl && !IsUtf8(r.path)) return;
+  if (format == RecordFormat::kJsonl && !kiln::fuzz::IsUtf8(r.path)) return;
   if (!w.ok() || (*w)->done().count(r.path) != 1) __builtin_trap();
 }
 
