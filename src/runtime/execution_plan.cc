@@ -694,6 +694,23 @@ Status ExecutionPlan::ExecuteOnHost(const Model& model, const std::vector<const 
   return OkStatus();
 }
 
+namespace {
+
+// A string, sequence or optional reaching a control-flow or data-shaped op not made for it is
+// refused (ir::CheckValueKinds); checked without allocating, the message built only then.
+Status CheckSelfShapedInputs(const ir::Node& node, const ir::Op& op, const ir::ComputeContext& cc) {
+  if (op.TakesNonPlainValues()) return OkStatus();
+  for (const Tensor* t : cc.inputs) {
+    if (t == nullptr || IsPlainDataType(t->dtype())) continue;
+    std::vector<DataType> in_types;
+    for (const Tensor* u : cc.inputs) in_types.push_back(u ? u->dtype() : DataType::kUndefined);
+    return ir::CheckValueKinds(node, op, in_types);
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
                                const RunOptions* control, std::vector<double>* step_ms,
                                std::vector<double>* step_start_us) const {
@@ -713,10 +730,7 @@ Status ExecutionPlan::RunSteps(const Model& model, RunContext* run, char* base,
         return Internal("slot " + std::to_string(step.in_slots[j]) + " missing when running " +
                         what());
     if (step.self_shaped) {  // control flow: the kernel assigns its outputs
-      std::vector<DataType> in_types;
-      for (const Tensor* t : cc.inputs) in_types.push_back(t ? t->dtype() : DataType::kUndefined);
-      KILN_RETURN_IF_ERROR(
-          ir::CheckValueKinds(g.nodes[step.node], *model.ops[step.node], in_types));
+      KILN_RETURN_IF_ERROR(CheckSelfShapedInputs(g.nodes[step.node], *model.ops[step.node], cc));
       for (int slot : step.out_slots)
         if (slot >= 0) env[slot] = Tensor();
     } else if (step.dynamic) {  // shapes known only now: inferred, and storage made, every run
