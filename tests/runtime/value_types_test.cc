@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/session.h"
+#include "onnx/tensor_proto.h"
 
 namespace kiln {
 namespace {
@@ -181,6 +182,27 @@ TEST(ValueTypes, OpsNotMadeForStringsRefuseThem) {
   EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.ToString();
   EXPECT_NE(s.message().find("Reshape node 'flat'"), std::string::npos) << s.ToString();
   EXPECT_NE(s.message().find("input 0 is a string value"), std::string::npos) << s.ToString();
+}
+
+// Bad test-data files: garbage where a sequence or optional is declared, and a string tensor whose
+// string_data count does not match its dims, are errors naming what is wrong.
+TEST(ValueTypes, ParsingBadValuesGivesClearErrors) {
+  auto seq = onnxio::ParseValueProto("\xff\xff\xff garbage", SequenceOf(DataType::kFloat));
+  ASSERT_FALSE(seq.ok());
+  EXPECT_NE(seq.status().message().find("SequenceProto"), std::string::npos)
+      << seq.status().ToString();
+  auto opt = onnxio::ParseValueProto("\xff\xff\xff garbage", OptionalOf(DataType::kInt64));
+  ASSERT_FALSE(opt.ok());
+  EXPECT_NE(opt.status().message().find("OptionalProto"), std::string::npos)
+      << opt.status().ToString();
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::STRING);
+  t.add_dims(3);
+  t.add_string_data("a");
+  auto str = onnxio::ParseTensorProto(t.SerializeAsString());
+  ASSERT_FALSE(str.ok());
+  EXPECT_NE(str.status().message().find("holds 1 strings; dims [3] need 3"), std::string::npos)
+      << str.status().ToString();
 }
 
 }  // namespace
