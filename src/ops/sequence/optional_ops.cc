@@ -29,7 +29,7 @@ struct OptionalAttrs : ir::OpAttrs {
   DataType type = DataType::kUndefined;  // kUndefined: no `type` attribute
 };
 
-class OptionalOp final : public ir::Op {
+class OptionalOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     std::unique_ptr<OptionalOp> op(new OptionalOp(node));
@@ -45,8 +45,6 @@ class OptionalOp final : public ir::Op {
       return ir::AttrError(node, "an Optional without input needs the `type` attribute; got none");
     return std::unique_ptr<ir::Op>(std::move(op));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     DataType t = a_.type;
     if (ctx.has_input(0)) {
@@ -81,7 +79,7 @@ class OptionalOp final : public ir::Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
   OptionalAttrs a_;
 };
 
@@ -94,15 +92,13 @@ bool InputKindOk(DataType t, int opset) {
   return IsOptionalType(t) || (opset >= 18 && Holdable(t));
 }
 
-class OptionalHasElementOp final : public ir::Op {
+class OptionalHasElementOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.opset < 18 && (node.inputs.empty() || node.inputs[0] < 0))
       return ir::AttrError(node, "OptionalHasElement before opset 18 needs its input; got none");
     return std::unique_ptr<ir::Op>(new OptionalHasElementOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     if (ctx.has_input(0) && !InputKindOk(ctx.dtype(0), opset()))
       return ctx.Error(InputRule(opset()) + "; got " + DataTypeName(ctx.dtype(0)));
@@ -126,18 +122,16 @@ class OptionalHasElementOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
-class OptionalGetElementOp final : public ir::Op {
+class OptionalGetElementOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.empty() || node.inputs[0] < 0)
       return ir::AttrError(node, "OptionalGetElement needs its input; got none");
     return std::unique_ptr<ir::Op>(new OptionalGetElementOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     if (!ctx.has_input(0)) return OkStatus();
     const DataType t = ctx.dtype(0);
@@ -164,7 +158,7 @@ class OptionalGetElementOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
 KILN_REGISTER_OP("Optional", 15, ir::kMaxOpset, &OptionalOp::Create);

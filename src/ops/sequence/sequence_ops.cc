@@ -29,7 +29,7 @@ struct SequenceEmptyAttrs : ir::OpAttrs {
   DataType dtype = DataType::kFloat;
 };
 
-class SequenceEmptyOp final : public ir::Op {
+class SequenceEmptyOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     std::unique_ptr<SequenceEmptyOp> op(new SequenceEmptyOp(node));
@@ -40,8 +40,6 @@ class SequenceEmptyOp final : public ir::Op {
     op->a_.dtype = dt;
     return std::unique_ptr<ir::Op>(std::move(op));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     ctx.SetOutput(0, SequenceOf(a_.dtype), {});
     return OkStatus();
@@ -53,19 +51,17 @@ class SequenceEmptyOp final : public ir::Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
   SequenceEmptyAttrs a_;
 };
 
-class SequenceConstructOp final : public ir::Op {
+class SequenceConstructOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.empty())
       return ir::AttrError(node, "SequenceConstruct takes at least one input; got none");
     return std::unique_ptr<ir::Op>(new SequenceConstructOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     DataType dt = DataType::kUndefined;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
@@ -101,7 +97,7 @@ class SequenceConstructOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
 // Position p of a sequence of n items checked against [lo, n + hi_offset]; negative p counts
@@ -114,15 +110,13 @@ StatusOr<int64_t> NormalizePosition(const ir::Op& op, int64_t p, int64_t n, int6
   return p < 0 ? p + n : p;
 }
 
-class SequenceInsertOp final : public ir::Op {
+class SequenceInsertOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.size() < 2 || node.inputs[0] < 0 || node.inputs[1] < 0)
       return ir::AttrError(node, "SequenceInsert takes input_sequence and tensor");
     return std::unique_ptr<ir::Op>(new SequenceInsertOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(seq::ExpectSequenceInput(ctx, 0, "input_sequence"));
     KILN_RETURN_IF_ERROR(seq::ExpectIntInput(ctx, 2, "position"));
@@ -154,18 +148,16 @@ class SequenceInsertOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
-class SequenceAtOp final : public ir::Op {
+class SequenceAtOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.size() != 2 || node.inputs[0] < 0 || node.inputs[1] < 0)
       return ir::AttrError(node, "SequenceAt takes input_sequence and position");
     return std::unique_ptr<ir::Op>(new SequenceAtOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(seq::ExpectSequenceInput(ctx, 0, "input_sequence"));
     KILN_RETURN_IF_ERROR(seq::ExpectIntInput(ctx, 1, "position"));
@@ -183,18 +175,16 @@ class SequenceAtOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
-class SequenceEraseOp final : public ir::Op {
+class SequenceEraseOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.empty() || node.inputs[0] < 0)
       return ir::AttrError(node, "SequenceErase takes input_sequence");
     return std::unique_ptr<ir::Op>(new SequenceEraseOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(seq::ExpectSequenceInput(ctx, 0, "input_sequence"));
     KILN_RETURN_IF_ERROR(seq::ExpectIntInput(ctx, 1, "position"));
@@ -218,18 +208,16 @@ class SequenceEraseOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
-class SequenceLengthOp final : public ir::Op {
+class SequenceLengthOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     if (node.inputs.empty() || node.inputs[0] < 0)
       return ir::AttrError(node, "SequenceLength takes input_sequence");
     return std::unique_ptr<ir::Op>(new SequenceLengthOp(node));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(seq::ExpectSequenceInput(ctx, 0, "input_sequence"));
     ctx.SetOutput(0, DataType::kInt64, {});
@@ -244,7 +232,7 @@ class SequenceLengthOp final : public ir::Op {
   }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
 };
 
 KILN_REGISTER_OP("SequenceEmpty", 11, ir::kMaxOpset, &SequenceEmptyOp::Create);

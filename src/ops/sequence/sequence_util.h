@@ -16,6 +16,15 @@
 
 namespace kiln::ops::seq {
 
+// Base of the sequence and optional ops: they take and make non-plain values, and Compute assigns
+// every output (the executor allocates none for them).
+class ValueOp : public ir::Op {
+ public:
+  using ir::Op::Op;
+  bool ShapesFromRun() const override { return true; }
+  bool TakesNonPlainValues() const override { return true; }
+};
+
 // Input i as a sequence; RunError naming `what` when it is missing or not a sequence.
 StatusOr<const Tensor*> SequenceInput(const ir::Op& op, const ir::ComputeContext& ctx, size_t i,
                                       const std::string& what);

@@ -30,7 +30,7 @@ struct SplitToSequenceAttrs : ir::OpAttrs {
   bool keepdims = true;
 };
 
-class SplitToSequenceOp final : public ir::Op {
+class SplitToSequenceOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     std::unique_ptr<SplitToSequenceOp> op(new SplitToSequenceOp(node));
@@ -43,8 +43,6 @@ class SplitToSequenceOp final : public ir::Op {
     op->a_.keepdims = k == 1;
     return std::unique_ptr<ir::Op>(std::move(op));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     if (ctx.has_input(0) && !seq::IsTensorType(ctx.dtype(0)))
       return ctx.Error("input must be a tensor; got " + std::string(DataTypeName(ctx.dtype(0))));
@@ -118,7 +116,7 @@ class SplitToSequenceOp final : public ir::Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
   SplitToSequenceAttrs a_;
 };
 
@@ -127,7 +125,7 @@ struct ConcatFromSequenceAttrs : ir::OpAttrs {
   bool new_axis = false;
 };
 
-class ConcatFromSequenceOp final : public ir::Op {
+class ConcatFromSequenceOp final : public seq::ValueOp {
  public:
   static StatusOr<std::unique_ptr<ir::Op>> Create(const Node& node) {
     std::unique_ptr<ConcatFromSequenceOp> op(new ConcatFromSequenceOp(node));
@@ -141,8 +139,6 @@ class ConcatFromSequenceOp final : public ir::Op {
     op->a_.new_axis = n == 1;
     return std::unique_ptr<ir::Op>(std::move(op));
   }
-  bool ShapesFromRun() const override { return true; }
-  bool TakesNonPlainValues() const override { return true; }
   Status Infer(InferContext& ctx) const override {
     KILN_RETURN_IF_ERROR(seq::ExpectSequenceInput(ctx, 0, "input_sequence"));
     ctx.SetOutput(0, ContainedType(ctx.dtype(0)), {});
@@ -200,7 +196,7 @@ class ConcatFromSequenceOp final : public ir::Op {
   const ir::OpAttrs* attributes() const override { return &a_; }
 
  private:
-  using Op::Op;
+  using ValueOp::ValueOp;
   ConcatFromSequenceAttrs a_;
 };
 
