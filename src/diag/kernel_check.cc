@@ -13,6 +13,7 @@
 #include "kiln/diagnostics.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
+#include "runtime/body_planner.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
 
@@ -172,6 +173,13 @@ StatusOr<Prepared> PrepareKernel(const KernelDef& def, const ir::Node& node, con
     p.pc.outputs.push_back({inf.dtypes[o], inf.shapes[o], nullptr});
   p.pc.num_threads = 2;
   p.pc.device = device;
+  // Control-flow kernels get their bodies planned as a session's planner would (two threads).
+  static const std::unique_ptr<runtime::BodyPlanner> bodies = [] {
+    SessionOptions options;
+    options.num_threads = 2;
+    return runtime::NewBodyPlanner(options);
+  }();
+  p.pc.bodies = bodies.get();
   KILN_RETURN_IF_ERROR(p.kernel->Prepare(&p.pc));
   return p;
 }

@@ -4,7 +4,7 @@
 // its own arena, compute stream, upload and download streams, events and page-locked staging,
 // all allocated the first time and reused afterwards (no allocation in a warm run).
 //
-// The order of one run is fixed (ExecutionPlan::Execute): Begin(), Upload() for every graph input
+// The order of one run is fixed (Executor::Run): Begin(), Upload() for every graph input
 // (host -> staging -> device on the upload stream), StartCompute() (the compute stream waits for
 // the uploads), every step's kernel on stream(), Download() for every output (the download stream
 // waits for compute), Finish() (waits and copies out of staging). Two runs in flight on two

@@ -19,6 +19,10 @@
 #include "ir/op.h"
 #include "runtime/device.h"
 
+namespace kiln::ops {
+class BodyRunner;  // ops/control/control_flow.h
+}  // namespace kiln::ops
+
 namespace kiln::runtime {
 
 // A physical layout other than dense row-major, chosen by a backend kernel for a value it
@@ -46,6 +50,20 @@ struct TensorInfo {
 // constant (weights; nullptr otherwise), and output infos whose layout the kernel may set.
 class WeightCache;
 
+// Plans control-flow bodies for the kernels that run them (If, Loop and Scan on the CPU): the
+// runtime plans each body with the same planner and runs it with the same executor as a model
+// (runtime/body_planner.h); kernels never plan themselves.
+class BodyPlanner {
+ public:
+  virtual ~BodyPlanner() = default;
+  // A runner for `body`. `capture_constants`: per captured outer value (ir::Graph::captures), its
+  // value when constant in the enclosing plan (baked into the body, so weights it reads from
+  // outside are prepacked), else null. `what` names the body in messages.
+  virtual StatusOr<std::unique_ptr<ops::BodyRunner>> PlanBody(
+      const ir::Graph& body, const std::vector<const Tensor*>& capture_constants,
+      const std::string& what) const = 0;
+};
+
 struct PrepareContext {
   std::vector<TensorInfo> inputs;
   std::vector<const Tensor*> constants;
@@ -63,6 +81,8 @@ struct PrepareContext {
   // weights take them from here, so every plan of the session shares one packed copy. May be
   // null (a kernel then packs its own copy).
   WeightCache* weights = nullptr;
+  // Plans control-flow bodies; set by the planner.
+  const BodyPlanner* bodies = nullptr;
 };
 
 struct KernelSupport {

@@ -19,9 +19,10 @@
 #include "onnx/onnx_loader.h"
 #include "passes/lower_float16.h"
 #include "passes/pass_manager.h"
-#include "runtime/execution_plan.h"
+#include "runtime/executor.h"
 #include "runtime/half_values.h"
 #include "runtime/model_store.h"
+#include "runtime/planner.h"
 #include "runtime/plugin.h"
 
 namespace kiln {
@@ -49,7 +50,7 @@ struct Session::Impl {
   std::vector<std::string> optimization_log;
   mutable std::mutex mu;
   struct CachedPlan {
-    std::shared_ptr<const runtime::ExecutionPlan> plan;
+    std::shared_ptr<const runtime::Executor> plan;  // runs its immutable ExecutionPlan
     uint64_t last_used = 0;  // `uses` when last found or made (least recently used goes first)
   };
   mutable std::map<std::vector<Shape>, CachedPlan> plans;
@@ -70,7 +71,8 @@ struct Session::Impl {
   // Checks caller-owned outputs (Session::RunInto) and points (*bound)[k] at graph output k's
   // tensor, or null where the caller named none.
   Status BindOutputs(std::vector<NamedTensor>* given, std::vector<Tensor*>* bound) const;
-  StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> PlanFor(
+  // The executor of the plan for these input shapes, planned on first use.
+  StatusOr<std::shared_ptr<const runtime::Executor>> PlanFor(
       const std::vector<const Tensor*>& ordered) const;
 };
 
@@ -286,7 +288,7 @@ Status Session::Impl::BindOutputs(std::vector<NamedTensor>* given,
   return OkStatus();
 }
 
-StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
+StatusOr<std::shared_ptr<const runtime::Executor>> Session::Impl::PlanFor(
     const std::vector<const Tensor*>& ordered) const {
   {
     // Compared in place (a run builds no key): a session holds at most max_plans plans.
@@ -314,9 +316,9 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
                                 runtime::LibraryVersions(options.backend));
     found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
   }
-  KILN_ASSIGN_OR_RETURN(
-      auto plan, runtime::ExecutionPlan::Create(*model, given, options, device,
-                                                found.hit ? &found.choices : nullptr, resources));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const runtime::ExecutionPlan> plan,
+                        runtime::PlanExecution(*model, given, options, device,
+                                               found.hit ? &found.choices : nullptr, resources));
   if (cache) {
     std::string status = found.status;
     if (status.rfind("corrupt", 0) == 0)
@@ -331,7 +333,7 @@ StatusOr<std::shared_ptr<const runtime::ExecutionPlan>> Session::Impl::PlanFor(
     std::lock_guard<std::mutex> lock(mu);
     plan_cache_status = status;
   }
-  std::shared_ptr<const runtime::ExecutionPlan> shared = std::move(plan);
+  auto shared = std::make_shared<const runtime::Executor>(model, std::move(plan));
   std::lock_guard<std::mutex> lock(mu);
   // Another thread may have planned the same shapes meanwhile: the first stored wins.
   CachedPlan& entry = plans.emplace(sig, CachedPlan{shared, 0}).first->second;
@@ -459,7 +461,8 @@ SessionStats Session::stats() const {
     s.plans = impl_->plans.size();
     s.plans_evicted = impl_->evicted;
     for (const auto& [sig, cached] : impl_->plans)
-      s.planned_arena_bytes_max = std::max(s.planned_arena_bytes_max, cached.plan->arena_bytes);
+      s.planned_arena_bytes_max =
+          std::max(s.planned_arena_bytes_max, cached.plan->plan().arena_bytes);
   }
   const runtime::WeightCache& weights = *impl_->resources->weights;
   s.packed_weight_bytes = weights.bytes();
@@ -581,7 +584,8 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
   KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
   bound_outputs.clear();
   if (bound) KILN_RETURN_IF_ERROR(impl_->BindOutputs(outputs, &bound_outputs));
-  KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
+  KILN_ASSIGN_OR_RETURN(auto executor, impl_->PlanFor(ordered));
+  const runtime::ExecutionPlan* plan = &executor->plan();
   for (size_t k = 0; k < bound_outputs.size(); ++k) {  // static shapes: checked before running
     const int slot = plan->output_slots[k];
     if (bound_outputs[k] != nullptr && plan->static_shape[slot] &&
@@ -606,10 +610,9 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
   if (bound) {
     // An all-null binding still runs the model (every output dropped), not the unbound path.
     if (bound_outputs.empty()) bound_outputs.assign(1, nullptr);
-    KILN_RETURN_IF_ERROR(
-        plan->Execute(*impl_->model, ordered, nullptr, &dt, control, bound_outputs));
+    KILN_RETURN_IF_ERROR(executor->Run(ordered, nullptr, &dt, control, bound_outputs));
   } else {
-    KILN_RETURN_IF_ERROR(plan->Execute(*impl_->model, ordered, &outs, &dt, control));
+    KILN_RETURN_IF_ERROR(executor->Run(ordered, &outs, &dt, control));
   }
   if (timings) {
     timings->device = impl_->device != nullptr;
@@ -634,7 +637,7 @@ StatusOr<std::string> Session::DescribePlan(const std::vector<NamedTensor>& inpu
                          std::vector<const Tensor*> ordered;
                          KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
                          KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
-                         return plan->Describe(*impl_->model);
+                         return plan->plan().Describe(*impl_->model);
                        });
 }
 
@@ -644,7 +647,7 @@ StatusOr<PlanSummary> Session::DescribePlanSummary(const std::vector<NamedTensor
                          std::vector<const Tensor*> ordered;
                          KILN_RETURN_IF_ERROR(impl_->BindInputs(inputs, &ordered));
                          KILN_ASSIGN_OR_RETURN(auto plan, impl_->PlanFor(ordered));
-                         return plan->Summarize(*impl_->model);
+                         return plan->plan().Summarize(*impl_->model);
                        });
 }
 
