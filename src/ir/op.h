@@ -83,9 +83,10 @@ struct ComputeContext {
   Tensor& out(size_t i) const { return *outputs[i]; }
 };
 
-// Typed attributes an op parsed and validated at load (ops/attrs.h). Fast kernels read them with
-// Op::attrs<T>() (a `const ConvAttrs&`), never by looking attributes up by name, so defaults and
-// validation live in the op alone.
+// Typed attributes an op parsed and validated at load, each declared in its op's header under
+// ops/ (ConvAttrs in ops/nn/conv.h). Fast kernels read them with Op::attrs<T>() (a
+// `const ConvAttrs&`), never by looking attributes up by name, so defaults and validation live in
+// the op alone.
 struct OpAttrs {
   virtual ~OpAttrs() = default;
 };

@@ -6,7 +6,8 @@
 // - a standalone ONNX activation node (Relu, LeakyRelu, HardSigmoid, Clip, Sigmoid, Tanh,
 //   HardSwish, Elu, Gelu-20 with approximate "none" or "tanh"), read by ActivationOfNode, which the
 //   reference kernels, the fusion passes and the fast kernels all use, so the defaults agree
-//   everywhere.
+//   everywhere. The activation ops (ops/elementwise/unary.cc) return what it reads as
+//   ActivationAttrs, and kiln.QAdd (ops/quant/qadd.cc) its `activation` (ParseActivation).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,13 @@
 #include "ops/activation_math.h"
 
 namespace kiln::ops {
+
+// The activations (Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Elu) and Clip (whose
+// min/max are inputs from opset 11: act then holds the attribute form only).
+// Also kiln.QAdd (Relu or none); read by backends/cpu/qdq_loops.cc.
+struct ActivationAttrs : ir::OpAttrs {
+  Activation act;
+};
 
 // Reads `activation`, `activation_alpha`, `activation_beta` of a fused node (each name after
 // `prefix`: kiln.QConvDw's depthwise half has "dw_activation", ...). InvalidModel naming the node

@@ -113,8 +113,9 @@ class Kernel {
   virtual Status Run(const ir::ComputeContext& ctx) const = 0;
 };
 
-// The op's typed attributes of type A (ops/attrs.h), or A's defaults when the op has none of
-// that type. Kernels take their attributes from here, never by name from the node.
+// The op's typed attributes of type A (declared in the op's header under ops/, e.g. ops/nn/conv.h),
+// or A's defaults when the op has none of that type. Kernels take their attributes from here, never
+// by name from the node.
 template <typename A>
 const A& AttrsOf(const ir::Op& op) {
   static const A kDefaults;

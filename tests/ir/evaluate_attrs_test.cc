@@ -1,5 +1,6 @@
 // The one node evaluator (ir/evaluate.h), kiln's one Activation type (ops/activation.h) and the
-// typed attributes ops hand to kernels (ops/attrs.h).
+// typed attributes ops hand to kernels (each in its op's header: ops/nn/conv.h, ops/nn/gemm.h,
+// ops/nn/pool.h, ops/axis_attrs.h).
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -7,7 +8,10 @@
 
 #include "ir/evaluate.h"
 #include "ops/activation.h"
-#include "ops/attrs.h"
+#include "ops/axis_attrs.h"
+#include "ops/nn/conv.h"
+#include "ops/nn/gemm.h"
+#include "ops/nn/pool.h"
 #include "passes/graph_edit.h"
 
 namespace kiln {

@@ -8,7 +8,6 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/resize/grid_sample.h"
 
 namespace kiln::backends::cpu {

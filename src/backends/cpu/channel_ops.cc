@@ -20,8 +20,8 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/norm.h"
 
 namespace kiln::backends::cpu {
 namespace {

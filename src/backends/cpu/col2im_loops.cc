@@ -13,7 +13,6 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/col2im.h"
 

@@ -12,7 +12,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
+#include "ops/axis_attrs.h"
 #include "ops/common.h"
 
 namespace kiln::backends::cpu {

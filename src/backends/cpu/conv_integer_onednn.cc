@@ -28,7 +28,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
+#include "ops/nn/conv.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {

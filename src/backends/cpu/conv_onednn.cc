@@ -16,7 +16,7 @@
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/nn/conv.h"
 
 namespace kiln::backends::cpu {
 namespace {

@@ -41,7 +41,7 @@
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
 #include "ops/activation.h"
-#include "ops/attrs.h"
+#include "ops/nn/conv.h"
 #include "runtime/session_resources.h"
 
 namespace kiln::backends::cpu {

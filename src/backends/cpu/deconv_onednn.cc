@@ -8,7 +8,7 @@
 // layout; oneDNN picks the output's.
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
+#include "ops/nn/conv_transpose.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::backends::cpu {

@@ -19,7 +19,6 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/nn/deform_conv.h"
 
 namespace kiln::backends::cpu {

@@ -4,8 +4,8 @@
 // any axis works; Scale (and B) must be constants of exactly that many elements; the optional
 // Mean/InvStdDev outputs are declined (reference kernel).
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/norm.h"
 
 namespace kiln::backends::cpu {
 namespace {

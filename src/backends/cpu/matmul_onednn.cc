@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/nn/gemm.h"
 
 namespace kiln::backends::cpu {
 namespace {

@@ -20,8 +20,9 @@
 #include <cstring>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/nn/pool.h"
 #include "ops/nn/spatial.h"
+#include "ops/quant/qpool.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {

@@ -41,7 +41,8 @@
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/nn/conv.h"
+#include "ops/quant/qconv.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {

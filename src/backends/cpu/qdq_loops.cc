@@ -19,7 +19,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
+#include "ops/activation.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {

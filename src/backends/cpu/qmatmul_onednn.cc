@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/nn/gemm.h"
 #include "ops/quant/quant_common.h"
 
 namespace kiln::backends::cpu {

@@ -19,7 +19,7 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "backends/cpu/resize_separable.h"
-#include "ops/attrs.h"
+#include "ops/resize/resize.h"
 
 namespace kiln::backends::cpu {
 namespace {

@@ -21,7 +21,6 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/nn/rnn.h"
 
 namespace kiln::backends::cpu {

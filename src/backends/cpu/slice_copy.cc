@@ -11,7 +11,6 @@
 
 #include "backends/cpu/onednn_common.h"
 #include "core/threading.h"
-#include "ops/attrs.h"
 #include "ops/tensor/slice.h"
 #include "ops/tensor/tensor_util.h"
 

@@ -5,8 +5,8 @@
 // are declined (a split offset need not fall on a block), as are omitted outputs.
 // The output shapes (hence the split sizes, whatever their source) come from shape inference.
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/tensor/concat_split.h"
 
 namespace kiln::backends::cpu {
 namespace {

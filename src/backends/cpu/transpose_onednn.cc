@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "backends/cpu/onednn_common.h"
-#include "ops/attrs.h"
+#include "ops/tensor/transpose.h"
 
 namespace kiln::backends::cpu {
 namespace {

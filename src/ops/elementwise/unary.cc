@@ -10,7 +10,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/attrs.h"
+#include "ops/activation.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

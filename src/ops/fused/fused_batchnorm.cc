@@ -9,8 +9,8 @@
 // result equals the unfused graph's.
 #include <memory>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/norm.h"
 #include "ops/op_cases.h"
 
 namespace kiln::ops {

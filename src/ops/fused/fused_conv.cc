@@ -13,7 +13,6 @@
 // Limits: those of Conv (float32, 1 to 3 spatial dims).
 #include <memory>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/conv.h"
 #include "ops/op_cases.h"

@@ -11,8 +11,8 @@
 // Limits: float32 only.
 #include <memory>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/gemm.h"
 #include "ops/nn/matmul.h"
 #include "ops/op_cases.h"
 

@@ -1,15 +1,20 @@
-// Col2Im's geometry, shared by the op's reference kernel (col2im.cc) and the CPU backend's
-// fast kernel (backends/cpu/col2im_loops.cc), so its shape rules have one definition.
+// Col2Im's typed attributes and geometry, shared by the op's reference kernel (col2im.cc) and the
+// CPU backend's fast kernel (backends/cpu/col2im_loops.cc), so its shape rules have one definition.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ir/op.h"
 #include "kiln/tensor.h"
-#include "ops/attrs.h"
 
 namespace kiln::ops {
+
+// Col2Im (ResolveCol2Im below resolves its geometry); each as written, empty when absent.
+struct Col2ImAttrs : ir::OpAttrs {
+  std::vector<int64_t> dilations, pads, strides;
+};
 
 struct Col2ImGeometry {
   std::vector<int64_t> image, block, blocks, strides, dilations, pads;  // pads: the begin pads

@@ -19,7 +19,6 @@
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 

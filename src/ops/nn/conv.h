@@ -1,5 +1,6 @@
 // The Conv reference routine shared by Conv (conv.cc) and kiln's FusedConv (ops/fused/): attribute
-// parsing, shape checking and the direct-convolution loop. Internal to src/ops/.
+// parsing, shape checking and the direct-convolution loop; and ConvAttrs, the typed attributes the
+// convolutions return, which the CPU and CUDA convolution kernels read.
 //
 // Layout: X [N, C, D1..Dn], W [M, C/group, k1..kn], optional B [M], Y [N, M, O1..On], row-major;
 // float32 only; 1 to 3 spatial dims.
@@ -7,6 +8,7 @@
 
 #include <string>
 
+#include "ir/op.h"
 #include "ops/activation.h"
 #include "ops/nn/spatial.h"
 
@@ -42,3 +44,15 @@ std::string ConvReferenceF64(const ConvParams& params, const Shape& xs, const do
 std::string AddResidualAndActivate(const Activation& act, const Tensor* z, Tensor* y);
 
 }  // namespace kiln::ops::nn
+
+namespace kiln::ops {
+
+// Conv (act kNone) and FusedConv (domain kiln).
+// Also returned by com.microsoft's FusedConv and NhwcConv (ops/contrib/conv.cc) and by
+// QLinearConv and ConvInteger (ops/quant/qlinear.cc).
+struct ConvAttrs : ir::OpAttrs {
+  nn::ConvParams conv;
+  Activation act;
+};
+
+}  // namespace kiln::ops

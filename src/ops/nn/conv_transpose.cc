@@ -17,11 +17,12 @@
 // ranges whose target lands in the output (computed per tap, no bounds tests inside).
 //
 // Limits: 1 to 3 spatial dims (more is Unsupported).
+#include "ops/nn/conv_transpose.h"
+
 #include <algorithm>
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
 #include "ops/op_cases.h"

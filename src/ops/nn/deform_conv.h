@@ -1,16 +1,23 @@
-// DeformConv's window and bilinear sampling taps, shared by the op's reference kernel
-// (deform_conv.cc) and the CPU backend's fast kernel (backends/cpu/deform_conv_onednn.cc), so
-// the shape rules and the sampling arithmetic have one definition.
+// DeformConv's typed attributes, window and bilinear sampling taps, shared by the op's reference
+// kernel (deform_conv.cc) and the CPU backend's fast kernel (backends/cpu/deform_conv_onednn.cc),
+// so the shape rules and the sampling arithmetic have one definition.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "ir/op.h"
 #include "kiln/tensor.h"
-#include "ops/attrs.h"
+#include "ops/nn/spatial.h"
 
 namespace kiln::ops {
+
+// DeformConv (2-D; DeformConvWindow and DeformTaps below resolve its window and sampling taps).
+struct DeformConvAttrs : ir::OpAttrs {
+  nn::WindowAttrs window;
+  int64_t group = 1, offset_group = 1;
+};
 
 // Conv's window for X [N, C, H, W] and W [M, C / group, kH, kW] under DeformConv's rules: "" or
 // the violated rule as text.

@@ -8,11 +8,12 @@
 // Algorithm: one output row at a time in double accumulators, the inner loop along B's rows
 // (axpy form, contiguous; a transposed B is copied to [K, N] first). When beta == 0, C is not
 // read (as ONNX Runtime does), so NaNs in an unused C do not leak.
+#include "ops/nn/gemm.h"
+
 #include <cstdio>
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 

@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/rnn.h"
 #include "ops/op_cases.h"

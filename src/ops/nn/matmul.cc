@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/gemm.h"
 #include "ops/op_cases.h"
 
 namespace kiln::ops {

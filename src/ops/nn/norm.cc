@@ -20,11 +20,12 @@
 // consecutive channels; each (n, group) is normalized with its own mean and population variance,
 // then scaled and shifted: per group at opset 18 (scale, bias [num_groups]), per channel from
 // opset 21 (scale, bias [C]; stash_type 1 only).
+#include "ops/nn/norm.h"
+
 #include <cmath>
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 

@@ -18,11 +18,12 @@
 //
 // Limits: 1 to 3 spatial dims for MaxPool/AveragePool (more is Unsupported); any rank >= 2 for
 // the Global pools.
+#include "ops/nn/pool.h"
+
 #include <limits>
 #include <memory>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/spatial.h"
 #include "ops/op_cases.h"

@@ -1,21 +1,54 @@
-// What ONNX's recurrent layers (LSTM, GRU, RNN) share: their attributes (direction, hidden_size,
-// layout, clip, activations with their alphas and betas), the checks of X, W, R, B,
-// sequence_lens and initial_h, the activations in double, and the indexing of X, Y and the states
-// in either layout, and the reference kernels' step loop. Used by the reference kernels
-// (ops/nn/lstm.cc, ops/nn/gru.cc) and the CPU's float loops.
+// What ONNX's recurrent layers (LSTM, GRU, RNN) share: their typed attributes (RnnAttrs: direction,
+// hidden_size, layout, clip, activations with their alphas and betas; LstmAttrs and GruAttrs add
+// their own), the checks of X, W, R, B, sequence_lens and initial_h, the activations in double,
+// and the indexing of X, Y and the states in either layout, and the reference kernels' step loop.
+// Used by the reference kernels (ops/nn/lstm.cc, ops/nn/gru.cc, ops/nn/rnn.cc,
+// ops/contrib/dynamic_quantize_lstm.cc) and the CPU's float loops (backends/cpu/rnn_loops.cc).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "ir/op.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
-#include "ops/attrs.h"
 
 namespace kiln::ops {
+
+// LSTM, GRU and RNN: one activation per position (LSTM f, g, h; GRU f, g; RNN f) per direction.
+struct RnnActivation {
+  enum Kind { kSigmoid, kTanh, kRelu, kHardSigmoid, kLeakyRelu } kind = kSigmoid;
+  double alpha = 0, beta = 0;
+};
+struct RnnAttrs : ir::OpAttrs {
+  int64_t directions = 1;  // 2: bidirectional
+  bool reverse = false;    // direction "reverse"
+  int64_t hidden_size = -1;
+  int64_t layout = 0;               // 1: batch first
+  double clip = 0;                  // 0: none
+  std::vector<RnnActivation> acts;  // per direction: LSTM 3, GRU 2, RNN 1
+  // No clip, and per direction the activations `kinds` (`kinds` lists one direction's).
+  bool ActsAre(std::initializer_list<RnnActivation::Kind> kinds) const {
+    if (clip > 0 || kinds.size() == 0) return false;
+    for (size_t i = 0; i < acts.size(); ++i)
+      if (acts[i].kind != kinds.begin()[i % kinds.size()]) return false;
+    return true;
+  }
+};
+struct LstmAttrs : RnnAttrs {
+  bool input_forget = false;
+  // The ONNX defaults: Sigmoid, Tanh, Tanh everywhere, no clip, no coupled input/forget gate.
+  bool DefaultMath() const {
+    return !input_forget &&
+           ActsAre({RnnActivation::kSigmoid, RnnActivation::kTanh, RnnActivation::kTanh});
+  }
+};
+struct GruAttrs : RnnAttrs {
+  bool linear_before_reset = false;  // 1: r multiplies (R_h h + Rb_h), PyTorch's form
+};
 
 // Parses direction, hidden_size, layout, clip and activations into `a`. `defaults` are one
 // direction's activations, used when the attribute is absent; the alphas and betas are consumed

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "ops/activation.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"

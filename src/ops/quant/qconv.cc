@@ -42,12 +42,13 @@
 // `dw_pads` (the depthwise convolution's; dilations 1) and `dw_activation` (with
 // `dw_activation_alpha` and `dw_activation_beta`, as FusedConv's `activation`). Reference kernel:
 // QConv's reference to A, then QConv's reference again: the unfused graph's result, bit for bit.
+#include "ops/quant/qconv.h"
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/conv.h"
 #include "ops/op_cases.h"

@@ -16,7 +16,6 @@
 #include <random>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/nn/conv.h"
 #include "ops/nn/matmul.h"

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/gemm.h"
 #include "ops/nn/matmul.h"
 #include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"

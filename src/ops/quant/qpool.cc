@@ -16,12 +16,14 @@
 // Reference kernel: X dequantized in float32 as DequantizeLinear's reference kernel does it, the
 // pool's own reference kernel, then QuantizeLinear's arithmetic: the unfused QDQ graph, bit for
 // bit.
+#include "ops/quant/qpool.h"
+
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
+#include "ops/nn/pool.h"
 #include "ops/op_cases.h"
 #include "ops/quant/quant_common.h"
 

@@ -17,12 +17,13 @@
 // Dtypes (ONNX's lists): float32 and float64 for all; int32, int64, uint32, uint64 for every kind
 // but LogSum and LogSumExp; Max and Min also on int8, uint8, int16, uint16, and bool from opset 20.
 // NaN propagates through Max and Min.
+#include "ops/reduce/reduce.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/attrs.h"
+#include "ops/axis_attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/reduce/axis_split.h"

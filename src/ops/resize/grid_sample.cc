@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/resize/keys_cubic.h"

@@ -41,7 +41,6 @@
 #include <limits>
 #include <type_traits>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/resize/keys_cubic.h"

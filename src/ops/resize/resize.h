@@ -1,7 +1,8 @@
-// Resize/Upsample's per-dim sampling taps, built by the op (resize.cc: coordinates, rounding,
-// cubic and antialias filters, exclude_outside, roi) and read by its reference kernel and the
-// CPU backend's separable kernel (backends/cpu/resize_separable.cc), so the arithmetic that
-// decides every tap has one definition.
+// Resize/Upsample's typed attributes (read by the fast kernels: backends/cpu/resample_onednn.cc,
+// backends/cuda/ops/reduce_resize_cuda.cc) and its per-dim sampling taps, built by the op
+// (resize.cc: coordinates, rounding, cubic and antialias filters, exclude_outside, roi) and read
+// by its reference kernel and the CPU backend's separable kernel
+// (backends/cpu/resize_separable.cc), so the arithmetic that decides every tap has one definition.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,33 @@
 #include "kiln/tensor.h"
 
 namespace kiln::ops {
+
+enum class ResizeInterp { kNearest, kLinear, kCubic };
+enum class ResizeCoord {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfHalfPixelForNn,
+  kTfCropAndResize,
+};
+enum class ResizeRounding { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
+enum class ResizeAspectPolicy { kStretch, kNotLarger, kNotSmaller };
+// Resize and Upsample. `upsample` and `opset` say which input holds the scales.
+struct ResizeAttrs : ir::OpAttrs {
+  bool upsample = false;
+  ResizeInterp interp = ResizeInterp::kNearest;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeAspectPolicy policy = ResizeAspectPolicy::kStretch;  // Resize-18
+  std::vector<int64_t> axes;                                 // Resize-18; empty: every dim
+  ResizeRounding rounding = ResizeRounding::kRoundPreferFloor;
+  bool exclude_outside = false;
+  bool antialias = false;  // Resize-18: linear/cubic filters widened by 1/scale when shrinking
+  double cubic_a = -0.75;
+  double extrapolation_value = 0.0;
+  std::vector<float> scales;  // Upsample-7's attribute
+};
 
 // Taps of every output coordinate along one dim.
 struct ResizeDimTaps {

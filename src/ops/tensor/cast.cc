@@ -16,7 +16,6 @@
 
 #include "core/float8.h"
 #include "core/half.h"
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/cast_string.h"

@@ -6,10 +6,12 @@
 // Split-13+ from the optional input 1; without sizes the axis is split into equal parts (the dim
 // must divide by the number of outputs); Split-18's num_outputs gives ceil(dim / num_outputs) per
 // part, the last smaller.
+#include "ops/tensor/concat_split.h"
+
 #include <cstdint>
 #include <cstring>
 
-#include "ops/attrs.h"
+#include "ops/axis_attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

@@ -5,7 +5,7 @@
 // (at inference when the indices are known).
 #include <cstring>
 
-#include "ops/attrs.h"
+#include "ops/axis_attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

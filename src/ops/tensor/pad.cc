@@ -8,9 +8,10 @@
 // Kernel: a per-axis table out index -> input index (or -1 for the constant), then an odometer
 // over output rows with memcpy-sized element copies. Any fixed-size dtype works.
 // Limits: reflect/edge/wrap need a non-empty axis wherever padding is added.
+#include "ops/tensor/pad.h"
+
 #include <cstring>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

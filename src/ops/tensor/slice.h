@@ -1,15 +1,22 @@
-// Slice index resolution shared by the reference Slice op and device kernels: starts, ends,
-// optional axes and steps resolved against an input shape exactly as the ONNX spec says (see
-// slice.cc), into the output shape and a start and step per input dim.
+// Slice's typed attributes and its index resolution, shared by the reference Slice op and device
+// kernels: starts, ends, optional axes and steps resolved against an input shape exactly as the
+// ONNX spec says (see slice.cc), into the output shape and a start and step per input dim.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "ir/op.h"
 #include "kiln/tensor.h"
-#include "ops/attrs.h"
 
 namespace kiln::ops {
+
+// Slice before opset 10: starts, ends and axes are attributes (later opsets take inputs).
+struct SliceAttrs : ir::OpAttrs {
+  std::vector<int64_t> starts, ends;
+  bool has_axes = false;
+  std::vector<int64_t> axes;
+};
 
 struct SlicePlan {
   Shape out;

@@ -1,9 +1,10 @@
 // Transpose: output dim i is input dim perm[i] (default: reversed dims). The reference kernel is a
 // strided gather over the output (see tensor_util.h), copying elements as opaque words, so any
 // fixed-size dtype works.
+#include "ops/tensor/transpose.h"
+
 #include <algorithm>
 
-#include "ops/attrs.h"
 #include "ops/common.h"
 #include "ops/op_cases.h"
 #include "ops/tensor/tensor_util.h"

@@ -15,6 +15,7 @@
 // (cudnnFindConvolutionForwardAlgorithm: every algorithm timed on the device), or from the plan
 // cache's earlier search ("algo N"); the kernel name then shows "[algo N]".
 #include "backends/cuda/ops/cudnn_conv.h"
+#include "ops/nn/conv.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::cuda {

@@ -10,6 +10,7 @@
 // float32. With SessionOptions::tune the algorithm comes from cuDNN's exhaustive search
 // (cudnnFindConvolutionBackwardDataAlgorithm) or the plan cache ("algo N").
 #include "backends/cuda/ops/cudnn_conv.h"
+#include "ops/nn/conv_transpose.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::cuda {

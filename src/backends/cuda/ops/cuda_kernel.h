@@ -16,7 +16,6 @@
 #include "backends/cuda/kernels/cast.h"
 #include "backends/cuda/kernels/cast_math.h"
 #include "backends/cuda/kernels/launch.h"
-#include "ops/attrs.h"
 #include "ops/tensor/cast.h"
 #include "runtime/half_values.h"
 #include "runtime/kernel.h"
@@ -123,7 +122,7 @@ inline int64_t NormalizeAxis(int64_t axis, size_t rank) {
 }
 
 // KernelDef::create: kernels are constructed from the node, and from the op (whose typed
-// attributes, ops/attrs.h, they copy) when they take one.
+// attributes, declared in the op's header under ops/, they copy) when they take one.
 template <typename K>
 std::unique_ptr<runtime::Kernel> Make(const ir::Node& node, const ir::Op& op) {
   if constexpr (std::is_constructible_v<K, const ir::Node&, const ir::Op&>)

@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/activation.h"
 
 namespace kiln::cuda {
 namespace {

@@ -7,8 +7,12 @@
 // indices (kernels/gather.cu): constant indices are range-checked once in Prepare; computed ones
 // out of range produce zeros.
 #include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/axis_attrs.h"
 #include "ops/nn/spatial.h"
+#include "ops/tensor/concat_split.h"
+#include "ops/tensor/pad.h"
 #include "ops/tensor/slice.h"
+#include "ops/tensor/transpose.h"
 
 namespace kiln::cuda {
 namespace {

@@ -13,6 +13,7 @@
 // (a constant B converted once at load) and nothing is converted at run time; Gemm's C and the
 // bias stay float32.
 #include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/nn/gemm.h"
 
 namespace kiln::cuda {
 namespace {

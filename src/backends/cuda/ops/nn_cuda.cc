@@ -7,6 +7,9 @@
 // shape rules (ops/nn/spatial.h), so the device computes exactly the windows the reference kernels
 // do.
 #include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/axis_attrs.h"
+#include "ops/nn/norm.h"
+#include "ops/nn/pool.h"
 #include "ops/nn/spatial.h"
 
 namespace kiln::cuda {

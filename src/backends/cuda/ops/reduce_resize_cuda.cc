@@ -10,6 +10,8 @@
 //   (kernels/resize.cu). Cubic, tf_crop_and_resize, tf_half_pixel_for_nn and exclude_outside
 //   decline.
 #include "backends/cuda/ops/cuda_kernel.h"
+#include "ops/reduce/reduce.h"
+#include "ops/resize/resize.h"
 
 namespace kiln::cuda {
 namespace {
