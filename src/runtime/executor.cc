@@ -40,6 +40,33 @@ Status RunStopStatus(RunStop stop, const RunOptions& control, size_t next, size_
 Executor::Executor(std::shared_ptr<const Model> model, std::shared_ptr<const ExecutionPlan> plan)
     : model_(std::move(model)), plan_(std::move(plan)), p_(*plan_) {}
 
+const std::vector<NodeTime>& Executor::StepDescriptions() const {
+  std::call_once(described_, [&] {
+    const ir::Graph& g = *model_->graph;
+    step_descriptions_.resize(p_.steps.size());
+    for (size_t i = 0; i < p_.steps.size(); ++i) {
+      const Step& st = p_.steps[i];
+      NodeTime& nt = step_descriptions_[i];
+      if (st.node >= 0) {
+        const ir::Node& n = g.nodes[st.node];
+        nt.node = n.name;
+        nt.op_type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+      } else {
+        nt.op_type = "LayoutConversion";
+      }
+      nt.kernel = st.kernel_name;
+      for (int slot : st.out_slots) {
+        if (slot < 0) continue;
+        if (!nt.outputs.empty()) nt.outputs += ", ";
+        nt.outputs += p_.static_shape[slot] ? std::string(DataTypeName(p_.dtypes[slot])) +
+                                                  ShapeToString(p_.shapes[slot])
+                                            : std::string("dynamic");
+      }
+    }
+  });
+  return step_descriptions_;
+}
+
 Status Executor::Run(const std::vector<const Tensor*>& inputs, std::vector<Tensor>* outputs,
                      DeviceTimings* timings, const RunOptions* control,
                      const std::vector<Tensor*>& bound) const {

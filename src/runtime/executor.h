@@ -73,6 +73,9 @@ class Executor {
   // CPU plans: a run context made and pooled, and the session's arena pool grown to this plan's
   // arena, so the first run allocates neither (Session::Prepare).
   void Warm() const;
+  // Per step: its node, op, kernel and planned output types (ms and start_us zero), made on first
+  // use and kept, so a traced run (RunTimings::per_node) only copies them.
+  const std::vector<NodeTime>& StepDescriptions() const;
 
  private:
   Status RunOnHost(const std::vector<const Tensor*>& inputs, std::vector<Tensor>* outputs,
@@ -105,6 +108,8 @@ class Executor {
   const ExecutionPlan& p_;
   mutable std::mutex runs_mu_;  // guards free_runs_
   mutable std::vector<std::unique_ptr<RunContext>> free_runs_;
+  mutable std::once_flag described_;
+  mutable std::vector<NodeTime> step_descriptions_;
 };
 
 }  // namespace kiln::runtime

@@ -541,33 +541,16 @@ Status Session::Prepare(const std::vector<std::pair<std::string, Shape>>& input_
 
 namespace {
 // Each step's wall time and start, with its node, op, kernel and output types, for
-// RunTimings::nodes (CPU plans).
-void FillNodeTimes(const ir::Graph& g, const runtime::ExecutionPlan& plan,
-                   const std::vector<double>& step_ms, const std::vector<double>& step_start_us,
-                   std::vector<NodeTime>* nodes) {
-  nodes->resize(plan.steps.size());
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const runtime::Step& st = plan.steps[i];
+// RunTimings::nodes (CPU plans). The descriptions are the executor's, made once per plan.
+void FillNodeTimes(const runtime::Executor& executor, const std::vector<double>& step_ms,
+                   const std::vector<double>& step_start_us, std::vector<NodeTime>* nodes) {
+  const std::vector<NodeTime>& described = executor.StepDescriptions();
+  nodes->resize(described.size());
+  for (size_t i = 0; i < described.size(); ++i) {
     NodeTime& nt = (*nodes)[i];
-    if (st.node >= 0) {
-      const ir::Node& n = g.nodes[st.node];
-      nt.node = n.name;
-      nt.op_type = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-    } else {
-      nt.node.clear();
-      nt.op_type = "LayoutConversion";
-    }
-    nt.kernel = st.kernel_name;
+    nt = described[i];  // reuses the strings' storage when `nodes` is reused between runs
     nt.ms = step_ms[i];
     nt.start_us = step_start_us[i];
-    nt.outputs.clear();
-    for (int slot : st.out_slots) {
-      if (slot < 0) continue;
-      if (!nt.outputs.empty()) nt.outputs += ", ";
-      nt.outputs += plan.static_shape[slot] ? std::string(DataTypeName(plan.dtypes[slot])) +
-                                                  ShapeToString(plan.shapes[slot])
-                                            : std::string("dynamic");
-    }
   }
 }
 }  // namespace
@@ -597,7 +580,8 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
   }
   std::vector<Tensor> outs;
   runtime::DeviceTimings dt;
-  std::vector<double> step_ms, step_start_us;
+  // Per thread, kept between traced runs.
+  thread_local std::vector<double> step_ms, step_start_us;
   const bool per_node = timings && timings->per_node && !impl_->device;
   if (per_node) {
     dt.step_ms = &step_ms;
@@ -620,7 +604,7 @@ Status Session::RunImpl(const std::vector<NamedTensor>& inputs, std::vector<Name
     timings->compute_ms = dt.compute_ms;
     timings->download_ms = dt.download_ms;
     if (per_node)
-      FillNodeTimes(*impl_->model->graph, *plan, step_ms, step_start_us, &timings->nodes);
+      FillNodeTimes(*executor, step_ms, step_start_us, &timings->nodes);
     else
       timings->nodes.clear();
   }

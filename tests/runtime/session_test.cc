@@ -739,5 +739,33 @@ TEST(SessionTest, OutOfMemoryIsAStatus) {
   EXPECT_NE(st.message().find("out of host memory while"), std::string::npos) << st.ToString();
 }
 
+// RunTimings::per_node: every step with its node, op, kernel and planned output types, and a
+// time; the descriptions follow the plan of each run's shapes when one RunTimings is reused.
+TEST(SessionTest, PerNodeTimingsDescribeEveryStepOfTheRunsPlan) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  std::vector<NamedTensor> out;
+  RunTimings rt;
+  rt.per_node = true;
+  for (int64_t batch : {2, 2, 4}) {
+    ASSERT_TRUE(s->Run({{"x", Iota({batch, 3})}}, &out, &rt).ok());
+    auto plan = s->DescribePlanSummary({{"x", Iota({batch, 3})}});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(rt.nodes.size(), plan->steps.size());
+    for (size_t i = 0; i < rt.nodes.size(); ++i) {
+      EXPECT_EQ(rt.nodes[i].kernel, plan->steps[i].kernel) << i;
+      EXPECT_EQ(rt.nodes[i].node, plan->steps[i].node) << i;
+      EXPECT_EQ(rt.nodes[i].op_type, plan->steps[i].op_type) << i;
+      EXPECT_GE(rt.nodes[i].ms, 0.0) << i;
+      EXPECT_GE(rt.nodes[i].start_us, rt.start_us) << i;
+    }
+    EXPECT_EQ(rt.nodes.back().outputs, "float32[" + std::to_string(batch) + ",3]");
+  }
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 3})}}, &out, nullptr).ok());
+  rt.per_node = false;
+  ASSERT_TRUE(s->Run({{"x", Iota({2, 3})}}, &out, &rt).ok());
+  EXPECT_TRUE(rt.nodes.empty());
+}
+
 }  // namespace
 }  // namespace kiln
