@@ -50,11 +50,11 @@ std::string ChromeTraceJson(const std::vector<RunTimings>& runs,
 // keys). Probes the CUDA driver and libraries with dlopen: a missing one is a fact, not an error.
 std::string DoctorReportJson();
 
-// Opens the plugin of a device backend ("cuda"), registering its kernels; "cpu" is built in.
+// Opens the plugin of a device backend (kCuda), registering its kernels; kCpu is built in.
 // Unavailable (naming the plugin and why) when this build or machine has none.
-Status LoadBackend(const std::string& backend);
+Status LoadBackend(Backend backend);
 // Opens device 0 of `backend` and describes it ("cpu" for the CPU); why not, if it cannot.
-StatusOr<std::string> OpenDeviceDescription(const std::string& backend);
+StatusOr<std::string> OpenDeviceDescription(Backend backend);
 
 struct KernelInfo {
   std::string name;  // "cpu.conv.onednn"
@@ -63,7 +63,7 @@ struct KernelInfo {
   int priority = 0;
 };
 // The kernels registered for `backend`, in registration order (after LoadBackend for a plugin).
-std::vector<KernelInfo> RegisteredKernels(const std::string& backend);
+std::vector<KernelInfo> RegisteredKernels(Backend backend);
 
 struct OpInfo {
   std::string domain, op_type;            // "" is ai.onnx
@@ -102,10 +102,10 @@ struct KernelCheckReport {
 };
 // `only`: kernel names to check (empty: every kernel of the backend). A device backend is opened
 // first; its error is returned when it cannot be (nothing was checked).
-StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
+StatusOr<KernelCheckReport> CheckKernels(Backend backend,
                                          const std::vector<std::string>& only = {});
 // Kernels registered for `backend` whose op registers no case (no device needed; a plugin
 // backend is loaded first): `kiln selftest --coverage`.
-StatusOr<std::vector<std::string>> KernelsWithoutCases(const std::string& backend);
+StatusOr<std::vector<std::string>> KernelsWithoutCases(Backend backend);
 
 }  // namespace kiln

@@ -17,11 +17,20 @@ const char* PrecisionName(Precision p);
 // The precision named `name`; InvalidArgument listing the names otherwise.
 StatusOr<Precision> ParsePrecision(const std::string& name);
 
+// The device kind a session executes on. kCpu: host memory, oneDNN and kiln's loops; kCuda: an
+// NVIDIA GPU through the CUDA plugin (builds with CUDA).
+enum class Backend { kCpu, kCuda };
+// "cpu", "cuda": the names the CLI (--device) and the Python package (device=) take, the prefix
+// of kernel names ("cpu.conv.onednn") and the plugin's file (libkiln_cuda.so).
+const char* BackendName(Backend b);
+// The backend named `name`; InvalidArgument listing the names otherwise.
+StatusOr<Backend> ParseBackend(const std::string& name);
+
 struct SessionOptions {
-  // Backend to execute on: "cpu" (default) or "cuda" (builds with CUDA). Kernels of other backends
-  // are not considered; on "cuda" every node needs a CUDA kernel (all missing ones are reported at
-  // load... at the first run of a shape).
-  std::string backend = "cpu";
+  // Backend to execute on: kCpu (default) or kCuda (builds with CUDA). Kernels of other backends
+  // are not considered; on kCuda every node needs a CUDA kernel (all missing ones are reported at
+  // the first run of a shape).
+  Backend backend = Backend::kCpu;
   // Which device of the backend (CUDA device ordinal).
   int device_index = 0;
   // Device backends: stage inputs and outputs through page-locked host buffers allocated once

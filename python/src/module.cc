@@ -530,7 +530,9 @@ void InitSession(PySession* self, nb::handle model, const std::string& backend, 
                  const std::string& plan_cache_dir, size_t max_plans, bool cuda_graph,
                  bool pinned_staging, bool share_weights) {
   SessionOptions o;
-  o.backend = backend;
+  auto parsed_backend = ParseBackend(backend);
+  if (!parsed_backend.ok()) Throw(parsed_backend.status());
+  o.backend = *parsed_backend;
   o.device_index = device_index;
   auto parsed = ParsePrecision(precision);
   if (!parsed.ok()) Throw(parsed.status());
@@ -988,10 +990,12 @@ NB_MODULE(_kiln, m) {
     return DoctorReportJson();
   });
   m.def("_load_backend", [](const std::string& backend) {
+    auto parsed = ParseBackend(backend);
+    if (!parsed.ok()) Throw(parsed.status());
     Status s;
     {
       nb::gil_scoped_release release;
-      s = LoadBackend(backend);
+      s = LoadBackend(*parsed);
     }
     Check(s);
   });

@@ -110,8 +110,9 @@ double CgroupQuotaCpus(const std::string& proc_self_cgroup,
       continue;
     }
     std::istringstream list(controllers);
+    const std::string cpu_controller = "cpu";  // cgroup v1's CPU controller (not a kiln backend)
     bool cpu = false;
-    for (std::string c; std::getline(list, c, ',');) cpu |= c == "cpu";
+    for (std::string c; std::getline(list, c, ',');) cpu |= c == cpu_controller;
     if (!cpu) continue;
     for (const std::string mount : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
       for (const std::string& dir : SelfAndAncestors(path)) {

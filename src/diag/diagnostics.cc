@@ -13,17 +13,17 @@
 
 namespace kiln {
 
-Status LoadBackend(const std::string& backend) {
-  if (backend == "cpu") return OkStatus();
+Status LoadBackend(Backend backend) {
+  if (backend == Backend::kCpu) return OkStatus();
   return runtime::LoadBackendPlugin(backend);
 }
 
-StatusOr<std::string> OpenDeviceDescription(const std::string& backend) {
+StatusOr<std::string> OpenDeviceDescription(Backend backend) {
   KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(backend, 0));
   return device ? device->Describe() : std::string("cpu");
 }
 
-std::vector<KernelInfo> RegisteredKernels(const std::string& backend) {
+std::vector<KernelInfo> RegisteredKernels(Backend backend) {
   std::vector<KernelInfo> out;
   for (const runtime::KernelDef* d : runtime::KernelRegistry::Global().All(backend))
     out.push_back({d->name, d->op_type, d->domain, d->since, d->until, d->priority});
@@ -57,9 +57,9 @@ std::vector<OpInfo> RegisteredOps() {
     };
     for (int v = r.since; v <= r.until; ++v) {
       probe.opset = v;
-      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cpu"))
+      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, Backend::kCpu))
         add(&r.cpu_kernels, k->name);
-      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, "cuda")) {
+      for (const auto* k : runtime::KernelRegistry::Global().Candidates(probe, Backend::kCuda)) {
         add(&r.cuda_kernels, k->name);
         if (!k->half_inputs.empty()) add(&r.float16_kernels, k->name);
       }

@@ -166,7 +166,7 @@ std::string ExePath() {
 // binary (which has none).
 Json Binary(bool enabled, cuda::EmbeddedCode* code) {
   Json j;
-  const std::string path = enabled ? runtime::FindBackendPlugin("cuda") : ExePath();
+  const std::string path = enabled ? runtime::FindBackendPlugin(Backend::kCuda) : ExePath();
   j["path"] = path;
   j["holder"] = enabled ? "cuda_plugin" : "program";
   if (path.empty()) {
@@ -258,7 +258,8 @@ Json Driver(const cuda::DriverProbe& driver, bool enabled, const Compiled& compi
 
 // Where the CUDA plugin's own dependencies (cuDNN, cuBLAS) were looked for and found.
 Json LibrarySearch(const std::string& plugin, Json* warnings) {
-  const runtime::PluginDependencyReport r = runtime::PreloadPluginDependencies("cuda", plugin);
+  const runtime::PluginDependencyReport r =
+      runtime::PreloadPluginDependencies(Backend::kCuda, plugin);
   Json j;
   j["env_var"] = r.env_var;
   j["searched"] = r.searched;

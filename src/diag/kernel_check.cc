@@ -373,8 +373,8 @@ void CheckOneKernel(const KernelDef& def, runtime::Device* device, KernelCheckRe
 }
 
 // A plugin backend's kernels register when it is opened (the CPU's are built in).
-Status EnsureKernelsRegistered(const std::string& backend) {
-  if (backend == "cpu" || !runtime::KernelRegistry::Global().All(backend).empty())
+Status EnsureKernelsRegistered(Backend backend) {
+  if (backend == Backend::kCpu || !runtime::KernelRegistry::Global().All(backend).empty())
     return OkStatus();
   return LoadBackend(backend);
 }
@@ -388,11 +388,10 @@ bool KernelCheckReport::ok() const {
   return true;
 }
 
-StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
-                                         const std::vector<std::string>& only) {
+StatusOr<KernelCheckReport> CheckKernels(Backend backend, const std::vector<std::string>& only) {
   std::shared_ptr<runtime::Device> device;
   KILN_RETURN_IF_ERROR(EnsureKernelsRegistered(backend));
-  if (backend != "cpu") {
+  if (backend != Backend::kCpu) {
     KILN_ASSIGN_OR_RETURN(device, runtime::OpenDevice(backend, 0));
   }
   KernelCheckReport report;
@@ -406,7 +405,7 @@ StatusOr<KernelCheckReport> CheckKernels(const std::string& backend,
   return report;
 }
 
-StatusOr<std::vector<std::string>> KernelsWithoutCases(const std::string& backend) {
+StatusOr<std::vector<std::string>> KernelsWithoutCases(Backend backend) {
   KILN_RETURN_IF_ERROR(EnsureKernelsRegistered(backend));
   std::vector<std::string> out;
   for (const KernelDef* def : runtime::KernelRegistry::Global().All(backend))

@@ -107,7 +107,7 @@ class RuntimeBodyPlanner final : public BodyPlanner {
  public:
   explicit RuntimeBodyPlanner(const SessionOptions& session) {
     // The session's threads, precision and passes; bodies are planned on the CPU, untuned.
-    options_.backend = "cpu";
+    options_.backend = Backend::kCpu;
     options_.num_threads = session.num_threads;
     options_.precision = session.precision;
   }

@@ -104,12 +104,12 @@ StatusOr<std::shared_ptr<void>> AlignedHostMemory(size_t bytes);
 // Backends with a device register a factory (one line next to the backend's code).
 using DeviceFactory = StatusOr<std::shared_ptr<Device>> (*)(int device_index);
 struct DeviceRegistrar {
-  DeviceRegistrar(const char* backend, DeviceFactory factory);
+  DeviceRegistrar(Backend backend, DeviceFactory factory);
 };
 
-// The device of `backend`: nullptr for "cpu" (host memory), the opened device for a registered
-// device backend, and an error naming the known backends otherwise (for "cuda" in a build
-// without CUDA, saying so).
-StatusOr<std::shared_ptr<Device>> OpenDevice(const std::string& backend, int device_index);
+// The device of `backend`: nullptr for kCpu (host memory), the opened device for a registered
+// device backend, whose plugin (libkiln_<name>.so, runtime/plugin.h) is loaded first when none
+// is registered yet, and Unavailable otherwise (for kCuda in a build without CUDA, saying so).
+StatusOr<std::shared_ptr<Device>> OpenDevice(Backend backend, int device_index);
 
 }  // namespace kiln::runtime

@@ -21,10 +21,11 @@ bool HasSubgraph(const ir::Graph& graph) {
   return false;
 }
 
-// The half inputs of the first (highest-priority) kernel of `backend` for `node` that has any.
-const std::vector<int>* HalfInputsOf(const ir::Node& node, const std::string& backend) {
+// The half inputs of the first (highest-priority) kernel of `backend` for `node` that has any
+// and may run under precision fp16.
+const std::vector<int>* HalfInputsOf(const ir::Node& node, Backend backend) {
   for (const KernelDef* def : KernelRegistry::Global().Candidates(node, backend))
-    if (!def->half_inputs.empty()) return &def->half_inputs;
+    if (!def->half_inputs.empty() && RunsUnder(*def, Precision::kFp16)) return &def->half_inputs;
   return nullptr;
 }
 
@@ -67,7 +68,7 @@ struct HalfRewrite {
 
 // Which nodes run in float16, and through which inputs.
 template <typename IsFloat>
-void ChooseHalfNodes(const passes::GraphEditor& ed, const std::string& backend,
+void ChooseHalfNodes(const passes::GraphEditor& ed, Backend backend,
                      const std::vector<char>& from_constants, IsFloat is_float, HalfRewrite* r) {
   const int nodes = ed.num_nodes();
   r->half.assign(nodes, nullptr);
@@ -146,7 +147,7 @@ void RewriteValue(ir::Graph& graph, passes::GraphEditor& ed, size_t id, HalfRewr
 
 }  // namespace
 
-Status StoreHalfBetweenKernels(ir::Graph& graph, const std::string& backend, std::string* what) {
+Status StoreHalfBetweenKernels(ir::Graph& graph, Backend backend, std::string* what) {
   if (HasSubgraph(graph)) return OkStatus();
   passes::GraphEditor ed(graph);
   const int nodes = ed.num_nodes();

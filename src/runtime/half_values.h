@@ -22,14 +22,15 @@ bool IsHalfInput(const List& half_inputs, size_t slot) {
   return false;
 }
 
-// A node runs in float16 when a kernel of `backend` for it declares half inputs, every such input
-// it has is float32, its outputs are float32 and not computed from constants alone, and every
-// constant among those inputs fits float16's range (|x| <= 65504; else it stays float32 rather
-// than turn into infinity). Its float outputs become float16 values. A float32 value that such a
-// node reads gets one Cast to float16 (a constant: one float16 copy, rounded to nearest even); a
-// float16 value that a float32 reader, a non-data input or the graph's outputs need gets one Cast
-// back, so the graph's inputs and outputs keep their names and types. Graphs with subgraphs
-// (If, Loop, Scan) are left alone. `what` receives a one-line summary when anything changed.
-Status StoreHalfBetweenKernels(ir::Graph& graph, const std::string& backend, std::string* what);
+// A node runs in float16 when a kernel of `backend` that runs under fp16 declares half inputs,
+// every such input it has is float32, its outputs are float32 and not computed from constants
+// alone, and every constant among those inputs fits float16's range (|x| <= 65504; else it stays
+// float32 rather than turn into infinity). Its float outputs become float16 values. A float32 value
+// that such a node reads gets one Cast to float16 (a constant: one float16 copy, rounded to nearest
+// even); a float16 value that a float32 reader, a non-data input or the graph's outputs need gets
+// one Cast back, so the graph's inputs and outputs keep their names and types. Graphs with
+// subgraphs (If, Loop, Scan) are left alone. `what` receives a one-line summary when anything
+// changed.
+Status StoreHalfBetweenKernels(ir::Graph& graph, Backend backend, std::string* what);
 
 }  // namespace kiln::runtime

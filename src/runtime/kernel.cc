@@ -41,6 +41,17 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// "computes in fp32; the session asks bf16": why a kernel is passed over under `p`.
+std::string PrecisionReason(const KernelDef& def, Precision p) {
+  std::string names;
+  for (size_t i = 0; i < def.precisions.size(); ++i)
+    names += std::string(i == 0                           ? ""
+                         : i + 1 == def.precisions.size() ? " or "
+                                                          : ", ") +
+             PrecisionName(def.precisions[i]);
+  return "computes in " + names + "; the session asks " + PrecisionName(p);
+}
+
 }  // namespace
 
 KernelRegistry& KernelRegistry::Global() {
@@ -54,7 +65,7 @@ void KernelRegistry::Register(KernelDef def) {
 }
 
 std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
-                                                         const std::string& backend) const {
+                                                         Backend backend) const {
   std::vector<const KernelDef*> out;
   std::shared_lock lock(mu_);
   for (const auto& d : defs_)
@@ -67,7 +78,7 @@ std::vector<const KernelDef*> KernelRegistry::Candidates(const ir::Node& node,
   return out;
 }
 
-std::vector<const KernelDef*> KernelRegistry::All(const std::string& backend) const {
+std::vector<const KernelDef*> KernelRegistry::All(Backend backend) const {
   std::vector<const KernelDef*> out;
   std::shared_lock lock(mu_);
   for (const auto& d : defs_)
@@ -75,10 +86,15 @@ std::vector<const KernelDef*> KernelRegistry::All(const std::string& backend) co
   return out;
 }
 
+bool RunsUnder(const KernelDef& def, Precision p) {
+  return def.precisions.empty() ||
+         std::find(def.precisions.begin(), def.precisions.end(), p) != def.precisions.end();
+}
+
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
-                            const std::vector<const Tensor*>& constants, const std::string& backend,
-                            bool reference_only,
+                            const std::vector<const Tensor*>& constants, Backend backend,
+                            Precision precision, bool reference_only,
                             const std::map<std::string, std::string>* refused) {
   std::string declined;
   if (!reference_only) {
@@ -90,6 +106,7 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
       for (int i : def->constant_inputs)
         if (node.HasInput(i) && (static_cast<size_t>(i) >= constants.size() || !constants[i]))
           s = {false, "input " + std::to_string(i) + " must be constant (it is prepacked)"};
+      if (s.ok && !RunsUnder(*def, precision)) s = {false, PrecisionReason(*def, precision)};
       if (s.ok && def->supports) s = def->supports(node, op, inputs);
       if (s.ok) {
         if (VerboseDispatch())
@@ -103,7 +120,7 @@ SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                      def->name.c_str(), s.reason.c_str());
     }
   }
-  std::string name = backend + "." + Lower(node.op_type) + ".ref";
+  std::string name = std::string(BackendName(backend)) + "." + Lower(node.op_type) + ".ref";
   if (VerboseDispatch())
     std::fprintf(stderr, "kiln dispatch: %s -> %s\n", node.Describe().c_str(), name.c_str());
   if (declined.empty())
@@ -117,39 +134,39 @@ std::mutex& RegistrationMutex() {
   static auto* m = new std::mutex();
   return *m;
 }
-std::map<std::string, PrecisionCheck>& PrecisionChecks() {
-  static auto* m = new std::map<std::string, PrecisionCheck>();
+std::map<Backend, PrecisionCheck>& PrecisionChecks() {
+  static auto* m = new std::map<Backend, PrecisionCheck>();
   return *m;
 }
-std::vector<std::pair<std::string, std::string (*)()>>& VersionFns() {
-  static auto* v = new std::vector<std::pair<std::string, std::string (*)()>>();
+std::vector<std::pair<Backend, std::string (*)()>>& VersionFns() {
+  static auto* v = new std::vector<std::pair<Backend, std::string (*)()>>();
   return *v;
 }
 }  // namespace
 
-PrecisionCheckRegistrar::PrecisionCheckRegistrar(const char* backend, PrecisionCheck check) {
+PrecisionCheckRegistrar::PrecisionCheckRegistrar(Backend backend, PrecisionCheck check) {
   std::lock_guard<std::mutex> lock(RegistrationMutex());
   PrecisionChecks()[backend] = check;
 }
 
-LibraryVersionRegistrar::LibraryVersionRegistrar(const char* backend, std::string (*version)()) {
+LibraryVersionRegistrar::LibraryVersionRegistrar(Backend backend, std::string (*version)()) {
   std::lock_guard<std::mutex> lock(RegistrationMutex());
   VersionFns().emplace_back(backend, version);
 }
 
-std::string LibraryVersions(const std::string& backend) {
+std::string LibraryVersions(Backend backend) {
   std::vector<std::string (*)()> fns;
   {
     std::lock_guard<std::mutex> lock(RegistrationMutex());
     for (const auto& [b, f] : VersionFns())
-      if (b == "cpu" || b == backend) fns.push_back(f);
+      if (b == Backend::kCpu || b == backend) fns.push_back(f);
   }
   std::string s;
   for (auto* f : fns) s += (s.empty() ? "" : ", ") + f();
   return s;
 }
 
-Status CheckPrecision(const std::string& backend, Precision precision) {
+Status CheckPrecision(Backend backend, Precision precision) {
   PrecisionCheck check = nullptr;
   {
     std::lock_guard<std::mutex> lock(RegistrationMutex());
@@ -158,8 +175,8 @@ Status CheckPrecision(const std::string& backend, Precision precision) {
   }
   if (check != nullptr) return check(precision);
   if (precision == Precision::kFp32) return OkStatus();
-  return Unsupported("backend '" + backend + "' supports precision fp32 only; got '" +
-                     PrecisionName(precision) + "'");
+  return Unsupported("backend '" + std::string(BackendName(backend)) +
+                     "' supports precision fp32 only; got '" + PrecisionName(precision) + "'");
 }
 
 }  // namespace kiln::runtime

@@ -3,10 +3,11 @@
 // repacking) once per input-shape signature; Run() allocates nothing it can avoid and is const so
 // one prepared kernel may serve concurrent runs.
 //
-// KernelDef describes an implementation: op, opset range, backend, priority and Supports(), which
-// gives a reason when it declines a node. The selector tries implementations by descending
-// priority; every op's reference kernel (ir::Op::Compute, named "<backend>.<op>.ref") is the last
-// resort. KILN_VERBOSE=dispatch prints every rejection.
+// KernelDef describes an implementation: op, opset range, backend, the session precisions it
+// computes as asked, priority and Supports(), which gives a reason when it declines a node. The
+// selector tries implementations by descending priority; every op's reference kernel
+// (ir::Op::Compute, named "<backend>.<op>.ref") is the last resort. KILN_VERBOSE=dispatch prints
+// every rejection.
 #pragma once
 
 #include <functional>
@@ -129,7 +130,7 @@ struct KernelDef {
   std::string domain;
   int since = ir::kMinOpset;
   int until = ir::kMaxOpset;
-  std::string backend = "cpu";
+  Backend backend = Backend::kCpu;
   int priority = 1;  // higher wins; reference kernels are 0
   std::function<KernelSupport(const ir::Node&, const ir::Op&, const std::vector<TensorInfo>&)>
       supports;
@@ -141,17 +142,25 @@ struct KernelDef {
   // float16 between such kernels (runtime/half_values.h). Other inputs (weights, bias, scales)
   // stay float32. Empty: float32 only.
   std::vector<int> half_inputs = {};
+  // The session precisions under which this kernel computes as the session asks (a convolution
+  // computing in bf16 under kBf16 and in float32 under kFp32); the selector passes it over under
+  // any other. Empty: the precision does not change what it computes (elementwise ops, data
+  // movement, int8), so it is chosen under any.
+  std::vector<Precision> precisions = {};
 };
 inline constexpr int kAllInputs = -1;
+
+// Whether `def` may run under session precision `p` (its precisions are empty or name p).
+bool RunsUnder(const KernelDef& def, Precision p);
 
 class KernelRegistry {
  public:
   static KernelRegistry& Global();
   void Register(KernelDef def);
   // Candidates for a node on `backend`, highest priority first.
-  std::vector<const KernelDef*> Candidates(const ir::Node& node, const std::string& backend) const;
+  std::vector<const KernelDef*> Candidates(const ir::Node& node, Backend backend) const;
   // Every implementation registered for `backend`, in registration order.
-  std::vector<const KernelDef*> All(const std::string& backend) const;
+  std::vector<const KernelDef*> All(Backend backend) const;
 
  private:
   // A backend plugin (runtime/plugin.h) registers while other threads may be planning.
@@ -171,29 +180,30 @@ struct SelectedKernel {
   bool reference = false;  // the op's reference kernel (host memory only)
   std::string declined;    // why each candidate declined, when the reference was chosen
 };
+// `precision`: the session's; a kernel whose KernelDef::precisions lack it is passed over.
 // `refused`: kernels whose Prepare already returned Unsupported for this node (name -> why),
 // passed over like a decline.
 SelectedKernel SelectKernel(const ir::Node& node, const ir::Op& op,
                             const std::vector<TensorInfo>& inputs,
-                            const std::vector<const Tensor*>& constants, const std::string& backend,
-                            bool reference_only,
+                            const std::vector<const Tensor*>& constants, Backend backend,
+                            Precision precision, bool reference_only,
                             const std::map<std::string, std::string>* refused = nullptr);
 
 // Backends say which session precisions they can honour on this machine: Session::Load refuses
 // the others with the backend's reason.
 using PrecisionCheck = Status (*)(Precision precision);
 struct PrecisionCheckRegistrar {
-  PrecisionCheckRegistrar(const char* backend, PrecisionCheck check);
+  PrecisionCheckRegistrar(Backend backend, PrecisionCheck check);
 };
-Status CheckPrecision(const std::string& backend, Precision precision);
+Status CheckPrecision(Backend backend, Precision precision);
 
 // Libraries whose version changes what planning chooses ("oneDNN 2.6.3"); backends register
 // theirs at static initialization; the plan cache key of a session on `backend` includes those
-// of "cpu" and of `backend`.
+// of kCpu and of `backend`.
 struct LibraryVersionRegistrar {
-  LibraryVersionRegistrar(const char* backend, std::string (*version)());
+  LibraryVersionRegistrar(Backend backend, std::string (*version)());
 };
-std::string LibraryVersions(const std::string& backend);
+std::string LibraryVersions(Backend backend);
 
 }  // namespace kiln::runtime
 

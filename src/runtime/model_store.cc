@@ -70,7 +70,8 @@ StatusOr<FileIdentity> IdentifyFile(const std::string& model_dir, const std::str
 }
 
 std::string ModelStoreKey(const std::string& sha256, const SessionOptions& o) {
-  std::string k = sha256 + "|backend=" + o.backend + "|precision=" + PrecisionName(o.precision) +
+  std::string k = sha256 + "|backend=" + BackendName(o.backend) +
+                  "|precision=" + PrecisionName(o.precision) +
                   "|optimize=" + (o.optimize ? "1" : "0") + "|disabled=";
   for (const std::string& p : o.disabled_passes) k += p + ",";
   return k;

@@ -95,9 +95,10 @@ std::string PlanCacheKey(const std::string& model_hash, const std::vector<Shape>
   std::ostringstream k;
   k << "model " << model_hash << "\ninputs";
   for (const Shape& s : input_shapes) k << " " << ShapeToString(s);
-  k << "\nbackend " << o.backend << " device " << (device.empty() ? "host" : device)
-    << "\nprecision " << PrecisionName(o.precision) << " threads " << o.num_threads << " optimize " << o.optimize
-    << " reference_only " << o.reference_only << " tune " << o.tune << " disabled_passes";
+  k << "\nbackend " << BackendName(o.backend) << " device " << (device.empty() ? "host" : device)
+    << "\nprecision " << PrecisionName(o.precision) << " threads " << o.num_threads << " optimize "
+    << o.optimize << " reference_only " << o.reference_only << " tune " << o.tune
+    << " disabled_passes";
   for (const auto& p : o.disabled_passes) k << " " << p;
   static const std::string build_id = BuildId();
   k << "\nkiln " << KILN_VERSION_STRING << " build "

@@ -159,8 +159,8 @@ PrepareContext Planner::ContextFor(const ir::Node& node, bool count_cached) cons
 SelectedKernel Planner::Select(const ir::Node& node, const ir::Op& op, const PrepareContext& pc,
                                bool reference_only, bool* plain_inputs) const {
   *plain_inputs = false;
-  SelectedKernel sel =
-      SelectKernel(node, op, pc.inputs, pc.constants, options_.backend, reference_only, &refused_);
+  SelectedKernel sel = SelectKernel(node, op, pc.inputs, pc.constants, options_.backend,
+                                    options_.precision, reference_only, &refused_);
   if (!sel.reference || reference_only) return sel;
   // Every fast kernel declined inputs in the layouts they arrive in (a blocked tensor from a
   // convolution): ask again with them plain, and convert them before the step, rather than
@@ -172,8 +172,8 @@ SelectedKernel Planner::Select(const ir::Node& node, const ir::Op& op, const Pre
     t.layout = nullptr;
   }
   if (!any_layout) return sel;
-  SelectedKernel again =
-      SelectKernel(node, op, plain, pc.constants, options_.backend, reference_only, &refused_);
+  SelectedKernel again = SelectKernel(node, op, plain, pc.constants, options_.backend,
+                                      options_.precision, reference_only, &refused_);
   if (again.reference) return sel;
   *plain_inputs = true;
   return again;
@@ -228,11 +228,12 @@ Status Planner::TryPlanNode(int ni, bool dynamic, bool first, bool* refused) {
   bool plain_inputs = false;
   SelectedKernel sel = Select(node, op, pc, reference_only, &plain_inputs);
   if (strict_device_ && (dynamic || sel.reference)) {
+    const std::string backend = BackendName(options_.backend);
     no_kernel_.push_back(
         {node.name, node.op_type, node.domain, node.opset,
-         dynamic ? "its output shapes depend on run-time values, which backend '" +
-                       options_.backend + "' does not support"
-                 : "no " + options_.backend + " kernel supports it (" + sel.declined + ")"});
+         dynamic ? "its output shapes depend on run-time values, which backend '" + backend +
+                       "' does not support"
+                 : "no " + backend + " kernel supports it (" + sel.declined + ")"});
     return OkStatus();
   }
   step.kernel = std::move(sel.kernel);
@@ -283,7 +284,8 @@ void Planner::MarkDirectOutputs() {
 Status Planner::Finish() {
   if (!no_kernel_.empty())
     return UnsupportedNodesError(no_kernel_)
-        .AddContext("while planning for backend '" + options_.backend + "'");
+        .AddContext(std::string("while planning for backend '") + BackendName(options_.backend) +
+                    "'");
   for (int id : g_.outputs) p_.output_slots.push_back(PlainSlot(id));
   DropUnreadSteps();
   for (int slot : p_.output_slots) p_.last_use[slot] = static_cast<int>(p_.steps.size());

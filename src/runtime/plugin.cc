@@ -26,9 +26,17 @@ std::mutex& LoadMutex() {
   static auto* m = new std::mutex();
   return *m;
 }
-std::map<std::string, Loaded>& LoadedModules() {
-  static auto* m = new std::map<std::string, Loaded>();
+std::map<Backend, Loaded>& LoadedModules() {
+  static auto* m = new std::map<Backend, Loaded>();
   return *m;
+}
+
+// A backend name that may be part of a file name: no '/', no "..".
+bool PlainName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
 }
 
 // The folder of the binary holding this code: the program when kiln is linked statically (dladdr
@@ -83,8 +91,10 @@ std::vector<std::string> PluginSearchPath() {
   return unique;
 }
 
-std::string FindBackendPlugin(const std::string& backend) {
-  const std::string file = "libkiln_" + backend + ".so";
+std::string FindBackendPlugin(Backend backend) {
+  const std::string name = BackendName(backend);
+  if (!PlainName(name)) return "";
+  const std::string file = "libkiln_" + name + ".so";
   for (const std::string& d : PluginSearchPath()) {
     std::error_code ec;
     const std::filesystem::path p = std::filesystem::path(d) / file;
@@ -94,7 +104,11 @@ std::string FindBackendPlugin(const std::string& backend) {
   return "";
 }
 
-Status LoadBackendPlugin(const std::string& backend) {
+Status LoadBackendPlugin(Backend backend) {
+  const std::string name = BackendName(backend);
+  if (!PlainName(name))
+    return InvalidArgument("backend name '" + name +
+                           "' cannot name a plugin file (lower-case letters, digits and '_')");
   std::lock_guard<std::mutex> lock(LoadMutex());
   auto it = LoadedModules().find(backend);
   if (it != LoadedModules().end()) return it->second.status;
@@ -103,7 +117,7 @@ Status LoadBackendPlugin(const std::string& backend) {
   if (path.empty()) {
     std::string searched;
     for (const std::string& d : PluginSearchPath()) searched += (searched.empty() ? "" : ", ") + d;
-    loaded.status = Status(StatusCode::kNotFound, "backend plugin libkiln_" + backend +
+    loaded.status = Status(StatusCode::kNotFound, "backend plugin libkiln_" + name +
                                                       ".so not found; searched: " + searched +
                                                       " (set KILN_PLUGIN_PATH to its folder)");
   } else if (Status abi = CheckPluginAbi(path); !abi.ok()) {
@@ -140,13 +154,13 @@ Status LoadBackendPlugin(const std::string& backend) {
   return loaded.status;
 }
 
-std::string LoadedBackendPlugin(const std::string& backend) {
+std::string LoadedBackendPlugin(Backend backend) {
   std::lock_guard<std::mutex> lock(LoadMutex());
   auto it = LoadedModules().find(backend);
   return it == LoadedModules().end() ? "" : it->second.path;
 }
 
-PluginDependencyReport LoadedPluginDependencies(const std::string& backend) {
+PluginDependencyReport LoadedPluginDependencies(Backend backend) {
   std::lock_guard<std::mutex> lock(LoadMutex());
   auto it = LoadedModules().find(backend);
   return it == LoadedModules().end() ? PluginDependencyReport{} : it->second.deps;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/options.h"
 #include "kiln/status.h"
 #include "runtime/plugin_deps.h"
 
@@ -18,26 +19,31 @@ namespace kiln::runtime {
 // the build tree's plugin folder (compiled in, so tests and an uninstalled build find it).
 std::vector<std::string> PluginSearchPath();
 
+// The plugin of `backend` is the file libkiln_<BackendName(backend)>.so ("libkiln_cuda.so"); the
+// name is a file identity only: its registrations say which Backend they serve.
+
 // The first existing libkiln_<backend>.so on the search path, or "" when there is none.
-std::string FindBackendPlugin(const std::string& backend);
+std::string FindBackendPlugin(Backend backend);
 
 // Opens libkiln_<backend>.so once per process (later calls return the first outcome), after
 // checking its ABI stamp (a plugin of another kiln is refused before any of its code runs:
 // Unavailable naming both) and opening its dependencies from where plugin_deps.h looks for
 // them. NotFound
 // names every folder searched; a module that exists but cannot be opened (a missing cuDNN, a
-// symbol kiln does not export) is Unavailable with the loader's message.
-Status LoadBackendPlugin(const std::string& backend);
+// symbol kiln does not export) is Unavailable with the loader's message. A backend whose name
+// is not a plain identifier (lower-case letters, digits, '_') is InvalidArgument, never looked
+// up as a file.
+Status LoadBackendPlugin(Backend backend);
 
 // OK when the file carries this kiln's plugin ABI stamp (plugin_abi.h), read from the file
 // without loading it; else Unavailable naming both stamps (or saying it has none).
 Status CheckPluginAbi(const std::string& path);
 
 // The path of the module loaded for `backend`, or "" when none was.
-std::string LoadedBackendPlugin(const std::string& backend);
+std::string LoadedBackendPlugin(Backend backend);
 
 // Where the dependencies of the module loaded (or tried) for `backend` were found; empty when
 // LoadBackendPlugin found no module for it.
-PluginDependencyReport LoadedPluginDependencies(const std::string& backend);
+PluginDependencyReport LoadedPluginDependencies(Backend backend);
 
 }  // namespace kiln::runtime

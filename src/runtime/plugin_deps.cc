@@ -252,9 +252,9 @@ StatusOr<std::string> ReadElfSection(const std::string& path, const std::string&
   return NotFound(path + " has no section " + name);
 }
 
-std::vector<std::string> PythonWheelLibraryFolders(const std::string& backend) {
+std::vector<std::string> PythonWheelLibraryFolders(Backend backend) {
   std::vector<std::string> out;
-  if (backend != "cuda") return out;
+  if (backend != Backend::kCuda) return out;
   for (const fs::path& site : SitePackages()) {
     // nvidia-cudnn-cu13: nvidia/cudnn/lib; CUDA 13's nvidia-cublas, nvidia-cuda-runtime:
     // nvidia/cu13/lib; older wheels: nvidia/cublas/lib, nvidia/cuda_runtime/lib.
@@ -264,11 +264,10 @@ std::vector<std::string> PythonWheelLibraryFolders(const std::string& backend) {
   return out;
 }
 
-PluginDependencyReport PreloadPluginDependencies(const std::string& backend,
-                                                 const std::string& plugin_path) {
+PluginDependencyReport PreloadPluginDependencies(Backend backend, const std::string& plugin_path) {
   PluginDependencyReport report;
   report.plugin = plugin_path;
-  std::string upper = backend;
+  std::string upper = BackendName(backend);
   for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   const std::string env_name = "KILN_" + upper + "_LIBRARY_PATH";
   report.env_var = env_name;

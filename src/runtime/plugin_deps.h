@@ -11,7 +11,7 @@
 //   1. each folder of $KILN_<BACKEND>_LIBRARY_PATH (colon-separated; KILN_CUDA_LIBRARY_PATH),
 //   2. the system loader (dlopen by SONAME: LD_LIBRARY_PATH, the program's run path, ld.so.cache),
 //   3. the plugin's own run path (DT_RUNPATH/DT_RPATH, $ORIGIN expanded),
-//   4. for "cuda": the library folders of the NVIDIA Python wheels (nvidia-cudnn-cu13,
+//   4. for kCuda: the library folders of the NVIDIA Python wheels (nvidia-cudnn-cu13,
 //      nvidia-cublas, ...) under every site-packages found: $VIRTUAL_ENV, $CONDA_PREFIX,
 //      $PYTHONPATH, each python3 on $PATH (<bin>/../lib/python3*/site-packages),
 //      /usr/local/lib/python3*/dist-packages, /usr/lib/python3/dist-packages and
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/options.h"
 #include "kiln/status.h"
 
 namespace kiln::runtime {
@@ -65,10 +66,10 @@ StatusOr<std::string> ReadElfSection(const std::string& path, const std::string&
 // provide (libc, libm, libstdc++, libgcc_s, libdl, libpthread, librt, the loader), by the order
 // above. Never fails hard: what is missing is in the report, and opening the plugin then fails
 // with the loader's own message.
-PluginDependencyReport PreloadPluginDependencies(const std::string& backend,
-                                                 const std::string& plugin_path);
+// `backend` names the environment variable (KILN_<BACKEND>_LIBRARY_PATH, BackendName upper-cased).
+PluginDependencyReport PreloadPluginDependencies(Backend backend, const std::string& plugin_path);
 
-// The folders step 4 searches for `backend` ("cuda"; empty for others), existing ones only.
-std::vector<std::string> PythonWheelLibraryFolders(const std::string& backend);
+// The folders step 4 searches for `backend` (kCuda; empty for others), existing ones only.
+std::vector<std::string> PythonWheelLibraryFolders(Backend backend);
 
 }  // namespace kiln::runtime

@@ -28,7 +28,7 @@ std::string NoGpu() { return cuda::AbsentGpuReason(cuda::ProbeDriver()); }
 // With a device present, the plugin must load and open it: any failure here is a failure.
 TEST(CudaDeviceTest, DeviceOpens) {
   KILN_SKIP_WITHOUT_GPU();
-  auto d = runtime::OpenDevice("cuda", 0);
+  auto d = runtime::OpenDevice(Backend::kCuda, 0);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   ASSERT_NE(*d, nullptr);
 }
@@ -82,14 +82,14 @@ void Compare(const SessionOptions& opts, double tol, int runs) {
 TEST(CudaDeviceTest, Fp32MatchesReference) {
   KILN_SKIP_WITHOUT_GPU();
   SessionOptions o;
-  o.backend = "cuda";
+  o.backend = Backend::kCuda;
   Compare(o, 1e-4, 1);
 }
 
 TEST(CudaDeviceTest, Fp16MatchesReferenceLoosely) {
   KILN_SKIP_WITHOUT_GPU();
   SessionOptions o;
-  o.backend = "cuda";
+  o.backend = Backend::kCuda;
   o.precision = Precision::kFp16;
   Compare(o, 1e-2, 1);
   // Activations stay float16 between the kernels: x is cast once, the convolution, pool and
@@ -110,7 +110,7 @@ TEST(CudaDeviceTest, Fp16MatchesReferenceLoosely) {
 TEST(CudaDeviceTest, GraphReplayMatchesReference) {
   KILN_SKIP_WITHOUT_GPU();
   SessionOptions o;
-  o.backend = "cuda";
+  o.backend = Backend::kCuda;
   o.cuda_graph = true;
   Compare(o, 1e-4, 4);  // runs 3 and 4 replay the graph captured in run 2
 }
@@ -118,7 +118,7 @@ TEST(CudaDeviceTest, GraphReplayMatchesReference) {
 TEST(CudaDeviceTest, PageableStagingMatchesReference) {
   KILN_SKIP_WITHOUT_GPU();
   SessionOptions o;
-  o.backend = "cuda";
+  o.backend = Backend::kCuda;
   o.pinned_staging = false;
   Compare(o, 1e-4, 2);
 }

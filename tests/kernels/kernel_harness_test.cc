@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/test_backend.h"
 #include "ir/op.h"
 #include "kiln/diagnostics.h"
 #include "ops/op_cases.h"
@@ -43,7 +44,7 @@ std::vector<std::string> KernelsFromEnv() {
 
 TEST(KernelHarness, EveryCpuKernelMatchesItsReference) {
   const std::vector<std::string> only = KernelsFromEnv();
-  auto report = CheckKernels("cpu", only);
+  auto report = CheckKernels(Backend::kCpu, only);
   ASSERT_TRUE(report.ok()) << report.status().ToString();
   EXPECT_TRUE(report->ok()) << Describe(*report);
   if (std::getenv("KILN_HARNESS_VERBOSE") != nullptr)
@@ -51,7 +52,7 @@ TEST(KernelHarness, EveryCpuKernelMatchesItsReference) {
       std::printf("%s %-36s %-44s max|err| %.2e %s\n", r.ok ? "PASS" : "FAIL", r.kernel.c_str(),
                   r.case_name.c_str(), r.max_err, r.detail.c_str());
   if (only.empty()) {
-    EXPECT_EQ(report->kernels, RegisteredKernels("cpu").size());
+    EXPECT_EQ(report->kernels, RegisteredKernels(Backend::kCpu).size());
   }
   std::printf("%zu kernels, %zu kernel-case runs\n", report->kernels, report->results.size());
   EXPECT_GE(report->results.size(), report->kernels);
@@ -116,7 +117,9 @@ class HostDevice final : public runtime::Device {
 StatusOr<std::shared_ptr<runtime::Device>> MakeHostDevice(int) {
   return std::shared_ptr<runtime::Device>(new HostDevice());
 }
-runtime::DeviceRegistrar proof_device("proof", &MakeHostDevice);
+// The proof backend (core/test_backend.h): a Backend value of its own, named "proof".
+const Backend kProof = TestBackend("proof");
+runtime::DeviceRegistrar proof_device(kProof, &MakeHostDevice);
 
 // ---- Proof kernels: Relu, each with one defect ----
 
@@ -145,7 +148,7 @@ runtime::KernelDef ProofDef(const std::string& name, Defect d, const std::string
   runtime::KernelDef def;
   def.name = name;
   def.op_type = op;
-  def.backend = "proof";
+  def.backend = kProof;
   def.create = [d](const ir::Node&, const ir::Op&) { return std::make_unique<ProofRelu>(d); };
   return def;
 }
@@ -166,7 +169,7 @@ KILN_REGISTER_KERNEL([] {
 KILN_REGISTER_KERNEL(ProofDef("proof.size.no_cases", Defect::kNone, "Size"));
 
 KernelCheckReport CheckOne(const std::string& kernel) {
-  auto r = CheckKernels("proof", {kernel});
+  auto r = CheckKernels(kProof, {kernel});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : KernelCheckReport{};
 }
@@ -220,6 +223,15 @@ TEST(KernelHarness, KernelThatDeclinesEveryCaseFails) {
   EXPECT_FALSE(r.ok());
   ASSERT_EQ(r.never_ran.size(), 1u);
   EXPECT_NE(r.never_ran[0].find("declines everything"), std::string::npos);
+}
+
+// A backend whose device cannot be opened (none registered, no plugin): the error comes back and
+// nothing is checked.
+TEST(KernelHarness, BackendWithoutADeviceIsAnError) {
+  auto r = CheckKernels(TestBackend("nodevice"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("libkiln_nodevice.so not found"), std::string::npos)
+      << r.status().ToString();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/half.h"
+#include "core/test_backend.h"
 #include "kiln/session.h"
 #include "model_builder.h"
 #include "onnx/onnx_loader.h"
@@ -26,6 +27,13 @@ using runtime::Device;
 using runtime::DeviceRun;
 using testing::ModelBuilder;
 constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+// The fake devices' backends (core/test_backend.h): values beyond kCpu and kCuda, named for
+// kernel names and messages ("fakestrict.relu.test", "no fakestrict kernel supports it").
+const Backend kFakeDev = TestBackend("fakedev");        // host-accessible: reference fallback
+const Backend kFakeStrict = TestBackend("fakestrict");  // every node needs a kernel
+const Backend kFakeGraph = TestBackend("fakegraph");    // strict, with graph capture
+const Backend kFakeHalf = TestBackend("fakehalf");      // host-accessible, float16 kernels
 
 // Shared by the fake devices of one test: what they did, in order.
 struct FakeLog {
@@ -170,12 +178,12 @@ StatusOr<std::shared_ptr<Device>> MakeLenient(int) {
 StatusOr<std::shared_ptr<Device>> MakeStrict(int) {
   return std::shared_ptr<Device>(new FakeDevice(false));
 }
-runtime::DeviceRegistrar lenient("fakedev", &MakeLenient);
+runtime::DeviceRegistrar lenient(kFakeDev, &MakeLenient);
 StatusOr<std::shared_ptr<Device>> MakeGraph(int) {
   return std::shared_ptr<Device>(new FakeDevice(false, true));
 }
-runtime::DeviceRegistrar strict("fakestrict", &MakeStrict);
-runtime::DeviceRegistrar graph("fakegraph", &MakeGraph);
+runtime::DeviceRegistrar strict(kFakeStrict, &MakeStrict);
+runtime::DeviceRegistrar graph(kFakeGraph, &MakeGraph);
 
 // A "fakestrict" Relu: runs on the fake device's host memory and records the stream it was given.
 std::atomic<void*> relu_stream{nullptr};
@@ -197,7 +205,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     6,
     ir::kMaxOpset,
-    "fakestrict",
+    kFakeStrict,
     1,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
@@ -216,7 +224,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     6,
     ir::kMaxOpset,
-    "fakestrict",
+    kFakeStrict,
     5,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<RefusesInPrepare>(); },
@@ -227,7 +235,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     7,
     ir::kMaxOpset,
-    "fakestrict",
+    kFakeStrict,
     5,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<RefusesInPrepare>(); },
@@ -239,7 +247,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     6,
     ir::kMaxOpset,
-    "fakegraph",
+    kFakeGraph,
     1,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<StrictRelu>(); },
@@ -279,7 +287,7 @@ std::pair<StatusOr<std::unique_ptr<Session>>, StatusOr<std::unique_ptr<Session>>
   SessionOptions cpu_opts;
   cpu_opts.reference_only = true;
   SessionOptions dev_opts;
-  dev_opts.backend = "fakedev";
+  dev_opts.backend = kFakeDev;
   return {Session::LoadFromBytes(SmallModel(), cpu_opts),
           Session::LoadFromBytes(SmallModel(), dev_opts)};
 }
@@ -382,7 +390,7 @@ TEST(DevicePlanTest, PlansShareTheWeightsAndBoundOutputsTakeTheDownload) {
 
 TEST(DevicePlanTest, ConcurrentRunsUseSeparateContexts) {
   SessionOptions opts;
-  opts.backend = "fakedev";
+  opts.backend = kFakeDev;
   auto dev = Session::LoadFromBytes(SmallModel(), opts);
   ASSERT_TRUE(dev.ok());
   std::vector<NamedTensor> want;
@@ -406,7 +414,7 @@ TEST(DevicePlanTest, ConcurrentRunsUseSeparateContexts) {
 
 TEST(DevicePlanTest, StrictDeviceReportsEveryNodeWithoutAKernel) {
   SessionOptions opts;
-  opts.backend = "fakestrict";
+  opts.backend = kFakeStrict;
   auto dev = Session::LoadFromBytes(SmallModel(), opts);
   ASSERT_TRUE(dev.ok());
   std::vector<NamedTensor> got;
@@ -429,7 +437,7 @@ TEST(DevicePlanTest, StrictDeviceKernelRunsOnTheRunsStream) {
   b.Input("x", kF32, {2, 4}).Output("y", kF32, {2, 4});
   b.Node("Relu", {"x"}, {"y"});
   SessionOptions opts;
-  opts.backend = "fakestrict";
+  opts.backend = kFakeStrict;
   auto dev = Session::LoadFromBytes(b.Bytes(), opts);
   ASSERT_TRUE(dev.ok());
   std::vector<NamedTensor> got;
@@ -450,7 +458,7 @@ TEST(DevicePlanTest, GraphCaptureRecordsTheSecondRunAndReplaysAfterwards) {
   b.Input("x", kF32, {2, 4}).Output("y", kF32, {2, 4});
   b.Node("Relu", {"x"}, {"y"});
   SessionOptions opts;
-  opts.backend = "fakegraph";
+  opts.backend = kFakeGraph;
   opts.cuda_graph = true;
   auto dev = Session::LoadFromBytes(b.Bytes(), opts);
   ASSERT_TRUE(dev.ok());
@@ -478,7 +486,7 @@ TEST(DevicePlanTest, GraphCaptureRecordsTheSecondRunAndReplaysAfterwards) {
 
 TEST(DevicePlanTest, HostBuffersComeFromTheDevice) {
   SessionOptions opts;
-  opts.backend = "fakedev";
+  opts.backend = kFakeDev;
   auto dev = Session::LoadFromBytes(SmallModel(), opts);
   auto cpu = Session::LoadFromBytes(SmallModel());
   ASSERT_TRUE(dev.ok() && cpu.ok());
@@ -537,8 +545,8 @@ class HalfOrFloat final : public runtime::Kernel {
  private:
   bool add_;
 };
-runtime::DeviceRegistrar half_device("fakehalf", &MakeLenient);
-runtime::PrecisionCheckRegistrar half_precision("fakehalf", [](Precision p) {
+runtime::DeviceRegistrar half_device(kFakeHalf, &MakeLenient);
+runtime::PrecisionCheckRegistrar half_precision(kFakeHalf, [](Precision p) {
   return p == Precision::kFp32 || p == Precision::kFp16 ? OkStatus() : Unsupported("fp32 or fp16");
 });
 KILN_REGISTER_KERNEL(runtime::KernelDef{
@@ -547,7 +555,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     6,
     ir::kMaxOpset,
-    "fakehalf",
+    kFakeHalf,
     1,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<HalfOrFloat>(false); },
@@ -559,7 +567,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     "",
     7,
     ir::kMaxOpset,
-    "fakehalf",
+    kFakeHalf,
     1,
     nullptr,
     [](const ir::Node&, const ir::Op&) { return std::make_unique<HalfOrFloat>(true); },
@@ -585,7 +593,7 @@ std::string HalfModel() {
 
 TEST(DevicePlanTest, Fp16KeepsActivationsHalfBetweenKernelsThatTakeIt) {
   SessionOptions opts;
-  opts.backend = "fakehalf";
+  opts.backend = kFakeHalf;
   opts.precision = Precision::kFp16;
   auto dev = Session::LoadFromBytes(HalfModel(), opts);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
@@ -668,7 +676,7 @@ TEST(DevicePlanTest, Fp16LeavesConstantNodesAndControlFlowInFloat32) {
   auto g = onnxio::LoadModelFromBytes(b.Bytes(), "");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::string what;
-  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**g, "fakehalf", &what).ok());
+  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**g, kFakeHalf, &what).ok());
   EXPECT_NE(what.find("1 of 2 nodes"), std::string::npos) << what;  // the Add only
   for (const ir::Node& n : (*g)->nodes)
     if (n.op_type == "Relu") {
@@ -688,19 +696,32 @@ TEST(DevicePlanTest, Fp16LeavesConstantNodesAndControlFlowInFloat32) {
   ASSERT_TRUE(lg.ok()) << lg.status().ToString();
   const size_t nodes = (*lg)->nodes.size();
   what.clear();
-  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**lg, "fakehalf", &what).ok());
+  ASSERT_TRUE(runtime::StoreHalfBetweenKernels(**lg, kFakeHalf, &what).ok());
   EXPECT_TRUE(what.empty()) << what;
   EXPECT_EQ((*lg)->nodes.size(), nodes);
 }
 
-TEST(DevicePlanTest, UnknownBackendNamesTheKnownOnes) {
+// A backend with no device registered and no plugin to load: Unavailable, naming the plugin
+// file looked for. A name the user gives is parsed first: only cpu and cuda are backends.
+TEST(DevicePlanTest, BackendWithoutDeviceOrPluginIsUnavailable) {
   SessionOptions opts;
-  opts.backend = "tpu";
+  opts.backend = TestBackend("tpu");
   auto s = Session::LoadFromBytes(SmallModel(), opts);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.status().message().find("'cpu'"), std::string::npos) << s.status().ToString();
-  EXPECT_NE(s.status().message().find("'fakedev'"), std::string::npos);
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("backend 'tpu' is not available"), std::string::npos)
+      << s.status().ToString();
+  EXPECT_NE(s.status().message().find("libkiln_tpu.so not found"), std::string::npos)
+      << s.status().ToString();
+  auto parsed = ParseBackend("tpu");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("backend must be cpu or cuda; got 'tpu'"),
+            std::string::npos)
+      << parsed.status().ToString();
+  EXPECT_EQ(*ParseBackend("cuda"), Backend::kCuda);
+  EXPECT_EQ(*ParseBackend(BackendName(Backend::kCpu)), Backend::kCpu);
+  EXPECT_STREQ(BackendName(kFakeHalf), "fakehalf");
 }
 
 }  // namespace

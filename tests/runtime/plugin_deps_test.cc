@@ -12,11 +12,15 @@
 #include <fstream>
 #include <string>
 
+#include "core/test_backend.h"
+
 namespace kiln::runtime {
 namespace {
 
 namespace fs = std::filesystem;
 const std::string kDir = KILN_DEPS_FIXTURE_DIR;  // extra/, bare/, runpath/
+// The fixture plugins' backend (core/test_backend.h): its variable is KILN_FIXTURE_LIBRARY_PATH.
+const Backend kFixture = TestBackend("fixture");
 
 TEST(PluginDepsTest, ReadsNeededAndRunPathOfAnElfFile) {
   auto info = ReadElfDynamicInfo(kDir + "/runpath/libkiln_depplug_runpath.so");
@@ -57,7 +61,7 @@ TEST(PluginDepsTest, RejectsFilesThatAreNotElfOrAreCutShort) {
 TEST(PluginDepsTest, MissingThenRunPathThenEnvironment) {
   unsetenv("KILN_FIXTURE_LIBRARY_PATH");
   const PluginDependencyReport missing =
-      PreloadPluginDependencies("fixture", kDir + "/bare/libkiln_depplug_bare.so");
+      PreloadPluginDependencies(kFixture, kDir + "/bare/libkiln_depplug_bare.so");
   EXPECT_EQ(missing.env_var, "KILN_FIXTURE_LIBRARY_PATH");
   ASSERT_EQ(missing.libs.size(), 1u);  // libc/libstdc++/libgcc_s/libm are not listed
   EXPECT_EQ(missing.libs[0].soname, "libkiln_depdep.so");
@@ -67,7 +71,7 @@ TEST(PluginDepsTest, MissingThenRunPathThenEnvironment) {
   EXPECT_EQ(dlopen((kDir + "/bare/libkiln_depplug_bare.so").c_str(), RTLD_NOW), nullptr);
 
   const PluginDependencyReport via_runpath =
-      PreloadPluginDependencies("fixture", kDir + "/runpath/libkiln_depplug_runpath.so");
+      PreloadPluginDependencies(kFixture, kDir + "/runpath/libkiln_depplug_runpath.so");
   ASSERT_EQ(via_runpath.libs.size(), 1u);
   EXPECT_TRUE(via_runpath.ok());
   EXPECT_EQ(via_runpath.libs[0].how, "plugin run path");
@@ -80,7 +84,7 @@ TEST(PluginDepsTest, MissingThenRunPathThenEnvironment) {
   // Now loaded, the plugin without a run path opens too.
   ASSERT_EQ(setenv("KILN_FIXTURE_LIBRARY_PATH", (kDir + "/extra").c_str(), 1), 0);
   const PluginDependencyReport via_env =
-      PreloadPluginDependencies("fixture", kDir + "/bare/libkiln_depplug_bare.so");
+      PreloadPluginDependencies(kFixture, kDir + "/bare/libkiln_depplug_bare.so");
   ASSERT_EQ(via_env.libs.size(), 1u);
   EXPECT_EQ(via_env.libs[0].how, "KILN_FIXTURE_LIBRARY_PATH");
   EXPECT_EQ(via_env.searched.front(), kDir + "/extra");
@@ -93,12 +97,12 @@ TEST(PluginDepsTest, MissingThenRunPathThenEnvironment) {
 }
 
 TEST(PluginDepsTest, WheelFoldersOnlyForCuda) {
-  EXPECT_TRUE(PythonWheelLibraryFolders("fixture").empty());
+  EXPECT_TRUE(PythonWheelLibraryFolders(kFixture).empty());
   const fs::path venv = fs::temp_directory_path() / ("kiln_venv_" + std::to_string(getpid()));
   fs::create_directories(venv / "lib/python3.12/site-packages/nvidia/cudnn/lib");
   fs::create_directories(venv / "lib/python3.12/site-packages/nvidia/cu13/lib");
   ASSERT_EQ(setenv("VIRTUAL_ENV", venv.c_str(), 1), 0);
-  const auto dirs = PythonWheelLibraryFolders("cuda");
+  const auto dirs = PythonWheelLibraryFolders(Backend::kCuda);
   unsetenv("VIRTUAL_ENV");
   for (const char* sub : {"cudnn", "cu13"}) {
     const std::string want = (venv / "lib/python3.12/site-packages/nvidia" / sub / "lib").string();

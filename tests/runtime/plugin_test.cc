@@ -2,7 +2,9 @@
 // and kernels into the program's registries when a session asks for its backend; a missing or
 // broken module is a clear error naming what was searched or what the loader said. In a CUDA
 // build, the real libkiln_cuda.so loads (its kiln symbols all resolve) and registers its kernels,
-// and a CPU session never maps cuDNN or cuBLAS.
+// and a CPU session never maps cuDNN or cuBLAS. The test modules serve test backends
+// (core/test_backend.h): Backend values of their own whose names give the files looked for
+// (TestBackend("testplug") -> libkiln_testplug.so), as BackendName(kCuda) gives libkiln_cuda.so.
 #include "runtime/plugin.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/test_backend.h"
 #include "onnx/model_builder.h"
 #include "onnx/onnx_loader.h"
 #include "runtime/device.h"
@@ -30,7 +33,7 @@ std::string Maps() {
 
 // Runs first in this binary (gtest keeps file order): nothing has opened a plugin yet.
 TEST(PluginTest, CpuOnlyProgramMapsNoCudaLibraries) {
-  ASSERT_TRUE(OpenDevice("cpu", 0).ok());
+  ASSERT_TRUE(OpenDevice(Backend::kCpu, 0).ok());
   const std::string maps = Maps();
   EXPECT_EQ(maps.find("libcudnn"), std::string::npos);
   EXPECT_EQ(maps.find("libcublas"), std::string::npos);
@@ -39,40 +42,53 @@ TEST(PluginTest, CpuOnlyProgramMapsNoCudaLibraries) {
 
 TEST(PluginTest, LoadsFromPluginPathAndRegisters) {
   ASSERT_EQ(setenv("KILN_PLUGIN_PATH", "/nonexistent:" KILN_TEST_PLUGIN_DIR, 1), 0);
-  EXPECT_EQ(FindBackendPlugin("testplug"),
+  const Backend testplug = TestBackend("testplug");
+  EXPECT_EQ(FindBackendPlugin(testplug),
             std::filesystem::path(KILN_TEST_PLUGIN_DIR "/libkiln_testplug.so").string());
-  EXPECT_TRUE(KernelRegistry::Global().All("testplug").empty());
+  EXPECT_TRUE(KernelRegistry::Global().All(testplug).empty());
   // Opening the device loads the module; its factory's own error comes back.
-  auto dev = OpenDevice("testplug", 3);
+  auto dev = OpenDevice(testplug, 3);
   ASSERT_FALSE(dev.ok());
   EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(dev.status().message().find("testplug device 3 opened from the plugin"),
             std::string::npos)
       << dev.status().ToString();
-  ASSERT_EQ(KernelRegistry::Global().All("testplug").size(), 1u);
-  EXPECT_EQ(KernelRegistry::Global().All("testplug")[0]->name, "testplug.relu.kernel");
-  EXPECT_NE(LoadedBackendPlugin("testplug").find("libkiln_testplug.so"), std::string::npos);
+  ASSERT_EQ(KernelRegistry::Global().All(testplug).size(), 1u);
+  EXPECT_EQ(KernelRegistry::Global().All(testplug)[0]->name, "testplug.relu.kernel");
+  EXPECT_NE(LoadedBackendPlugin(testplug).find("libkiln_testplug.so"), std::string::npos);
   // Loaded once: a second load is the same outcome and registers nothing twice.
-  EXPECT_TRUE(LoadBackendPlugin("testplug").ok());
-  EXPECT_EQ(KernelRegistry::Global().All("testplug").size(), 1u);
+  EXPECT_TRUE(LoadBackendPlugin(testplug).ok());
+  EXPECT_EQ(KernelRegistry::Global().All(testplug).size(), 1u);
+  // The module registered for its backend only.
+  for (const KernelDef* d : KernelRegistry::Global().All(Backend::kCpu))
+    EXPECT_NE(d->name, "testplug.relu.kernel");
   unsetenv("KILN_PLUGIN_PATH");
 }
 
 TEST(PluginTest, MissingPluginNamesTheSearchPath) {
   ASSERT_EQ(setenv("KILN_PLUGIN_PATH", "/nonexistent/a:/nonexistent/b", 1), 0);
-  Status s = LoadBackendPlugin("nosuchbackend");
+  const Backend missing = TestBackend("nosuchbackend");
+  Status s = LoadBackendPlugin(missing);
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find("libkiln_nosuchbackend.so not found; searched: /nonexistent/a, "
                              "/nonexistent/b"),
             std::string::npos)
       << s.ToString();
-  auto dev = OpenDevice("nosuchbackend", 0);
-  EXPECT_EQ(dev.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(dev.status().message().find("unknown backend 'nosuchbackend'"), std::string::npos);
+  auto dev = OpenDevice(missing, 0);
+  EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(dev.status().message().find("backend 'nosuchbackend' is not available: backend "
+                                        "plugin libkiln_nosuchbackend.so not found"),
+            std::string::npos)
+      << dev.status().ToString();
   // Names that are not plain identifiers are never looked up as files.
-  auto odd = OpenDevice("../../etc/x", 0);
+  const Backend odd_name = TestBackend("../../etc/x");
+  EXPECT_EQ(FindBackendPlugin(odd_name), "");
+  EXPECT_EQ(LoadBackendPlugin(odd_name).code(), StatusCode::kInvalidArgument);
+  auto odd = OpenDevice(odd_name, 0);
   EXPECT_EQ(odd.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(LoadedBackendPlugin("../../etc/x").empty());
+  EXPECT_NE(odd.status().message().find("cannot name a plugin file"), std::string::npos)
+      << odd.status().ToString();
+  EXPECT_TRUE(LoadedBackendPlugin(odd_name).empty());
   unsetenv("KILN_PLUGIN_PATH");
 }
 
@@ -82,7 +98,7 @@ TEST(PluginTest, BrokenPluginReportsTheLoaderError) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "libkiln_broken.so") << "not an ELF file";
   ASSERT_EQ(setenv("KILN_PLUGIN_PATH", dir.c_str(), 1), 0);
-  auto dev = OpenDevice("broken", 0);
+  auto dev = OpenDevice(TestBackend("broken"), 0);
   EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable);
   // Not an ELF file: refused at the ABI check, which reads the file without loading it.
   EXPECT_NE(dev.status().message().find("refusing backend plugin"), std::string::npos)
@@ -98,7 +114,7 @@ TEST(PluginTest, BrokenPluginReportsTheLoaderError) {
 // its device registrar never registers.
 TEST(PluginTest, PluginOfAnotherAbiIsRefused) {
   ASSERT_EQ(setenv("KILN_PLUGIN_PATH", KILN_TEST_PLUGIN_DIR, 1), 0);
-  auto dev = OpenDevice("wrongabi", 0);
+  auto dev = OpenDevice(TestBackend("wrongabi"), 0);
   ASSERT_FALSE(dev.ok());
   EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable) << dev.status().ToString();
   EXPECT_NE(dev.status().message().find("built for 'kiln-plugin-abi=999 kiln=0.0.1'"),
@@ -117,9 +133,10 @@ TEST(PluginTest, PluginOfAnotherAbiIsRefused) {
 // The real CUDA plugin: every kiln symbol it needs resolves (RTLD_NOW), its kernels register,
 // and without a GPU opening the device is Unavailable, not a crash.
 TEST(PluginTest, CudaPluginLoadsAndRegistersItsKernels) {
-  ASSERT_TRUE(LoadBackendPlugin("cuda").ok()) << LoadBackendPlugin("cuda").ToString();
-  EXPECT_GT(KernelRegistry::Global().All("cuda").size(), 40u);
-  auto dev = OpenDevice("cuda", 0);
+  ASSERT_TRUE(LoadBackendPlugin(Backend::kCuda).ok())
+      << LoadBackendPlugin(Backend::kCuda).ToString();
+  EXPECT_GT(KernelRegistry::Global().All(Backend::kCuda).size(), 40u);
+  auto dev = OpenDevice(Backend::kCuda, 0);
   if (!dev.ok()) {
     EXPECT_EQ(dev.status().code(), StatusCode::kUnavailable) << dev.status().ToString();
   }
@@ -131,7 +148,7 @@ TEST(PluginTest, CudaPluginLoadsAndRegistersItsKernels) {
 // are cast; Gemm's B becomes a float16 constant while the convolution's weights, its bias and
 // Gemm's C stay float32 (not data inputs).
 TEST(PluginTest, CudaKernelsDeclareTheirFloat16Inputs) {
-  ASSERT_TRUE(LoadBackendPlugin("cuda").ok());
+  ASSERT_TRUE(LoadBackendPlugin(Backend::kCuda).ok());
   constexpr int kF32 = onnx::TensorProto::FLOAT;
   onnxio::ModelBuilder b(13);
   b.Input("x", kF32, {1, 4, 8, 8}).Output("y", kF32, {1, 3});
@@ -155,7 +172,7 @@ TEST(PluginTest, CudaKernelsDeclareTheirFloat16Inputs) {
   auto g = onnxio::LoadModelFromBytes(b.Bytes(), "");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   std::string what;
-  ASSERT_TRUE(StoreHalfBetweenKernels(**g, "cuda", &what).ok());
+  ASSERT_TRUE(StoreHalfBetweenKernels(**g, Backend::kCuda, &what).ok());
   EXPECT_EQ(what,
             "float16 between kernels: 9 of 10 nodes, 9 values float16, 2 casts to float16, 2 back "
             "to float32, 1 constants converted");

@@ -2,6 +2,7 @@
 // refuses it before its static initialisers run, so the device below is never registered.
 #include <string>
 
+#include "core/test_backend.h"
 #include "runtime/device.h"
 
 extern "C" __attribute__((used, section(".kiln_plugin_abi"))) const char kiln_plugin_abi_stamp[] =
@@ -13,7 +14,7 @@ namespace {
 StatusOr<std::shared_ptr<Device>> OpenWrongAbiDevice(int) {
   return Internal("the wrongabi plugin's code ran: its ABI stamp was not checked");
 }
-DeviceRegistrar wrong_abi_device("wrongabi", OpenWrongAbiDevice);
+DeviceRegistrar wrong_abi_device(TestBackend("wrongabi"), OpenWrongAbiDevice);
 
 }  // namespace
 }  // namespace kiln::runtime

@@ -310,7 +310,7 @@ SessionOptions OptionsOf(const BenchArgs& a) {
   opts.reference_only = a.reference;
   opts.num_threads = a.threads;
   opts.precision = PrecisionArg(a.precision);
-  opts.backend = a.device;
+  opts.backend = BackendArg(a.device);
   opts.pinned_staging = a.pinned == "on";
   opts.cuda_graph = a.cuda_graph;
   opts.tune = a.tune;

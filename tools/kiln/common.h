@@ -17,6 +17,11 @@ inline Precision PrecisionArg(const std::string& name) {
   StatusOr<Precision> p = ParsePrecision(name);
   return p.ok() ? *p : Precision::kFp32;
 }
+// The value of a --device option whose check (CLI::IsMember) admits only backend names.
+inline Backend BackendArg(const std::string& name) {
+  StatusOr<Backend> b = ParseBackend(name);
+  return b.ok() ? *b : Backend::kCpu;
+}
 
 // Exit codes (documented in README "Exit codes"): 0 success; 1 usage error; otherwise
 // 10 + StatusCode (InvalidArgument 11, InvalidModel 12, Unsupported 13, NotFound 14, ...).

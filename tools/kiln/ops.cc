@@ -20,7 +20,7 @@ std::string Join(const std::vector<std::string>& v) {
 void PrintOps(bool markdown) {
   // The CUDA kernels live in the CUDA plugin; a CPU-only build has none to list.
 #ifdef KILN_CUDA_ENABLED
-  if (Status s = LoadBackend("cuda"); !s.ok())
+  if (Status s = LoadBackend(Backend::kCuda); !s.ok())
     std::fprintf(stderr, "kiln ops: no CUDA kernels listed: %s\n", s.ToString().c_str());
 #endif
   const std::vector<OpInfo> ops = RegisteredOps();

@@ -39,7 +39,7 @@ SessionOptions OptionsOf(const RunArgs& a) {
   opts.optimize = !a.no_optimize;
   opts.disabled_passes = a.disabled_passes;
   opts.precision = PrecisionArg(a.precision);
-  opts.backend = a.device;
+  opts.backend = BackendArg(a.device);
   opts.tune = a.tune;
   opts.plan_cache_dir = a.plan_cache;
   return opts;

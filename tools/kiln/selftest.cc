@@ -60,8 +60,8 @@ struct Outcome {
 
 // `graph`: with SessionOptions::cuda_graph, compare the third run (a replay of the captured
 // second run) instead of the first.
-Outcome Check(const std::string& model, const std::string& backend, const std::string& precision,
-              uint32_t seed, bool positive, double tol, bool graph = false) {
+Outcome Check(const std::string& model, Backend backend, Precision precision, uint32_t seed,
+              bool positive, double tol, bool graph = false) {
   Outcome o;
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
@@ -69,7 +69,7 @@ Outcome Check(const std::string& model, const std::string& backend, const std::s
   SessionOptions dev_opts;
   dev_opts.backend = backend;
   dev_opts.cuda_graph = graph;
-  dev_opts.precision = PrecisionArg(precision);
+  dev_opts.precision = precision;
   auto ref = Session::LoadFromBytes(model, ref_opts);
   auto dev = Session::LoadFromBytes(model, dev_opts);
   if (!ref.ok() || !dev.ok()) {
@@ -138,7 +138,7 @@ std::string Join(const std::vector<std::string>& v) {
 }
 
 int RunCoverage(const SelftestArgs& a) {
-  auto missing = KernelsWithoutCases(a.device);
+  auto missing = KernelsWithoutCases(BackendArg(a.device));
   if (!missing.ok()) {
     std::printf("kiln selftest: cannot list the %s kernels: %s\n", a.device.c_str(),
                 missing.status().ToString().c_str());
@@ -146,13 +146,13 @@ int RunCoverage(const SelftestArgs& a) {
   }
   std::printf("%zu registered %s kernels have no case for their op%s%s (%zu registered)\n",
               missing->size(), a.device.c_str(), missing->empty() ? "" : ": ",
-              Join(*missing).c_str(), RegisteredKernels(a.device).size());
+              Join(*missing).c_str(), RegisteredKernels(BackendArg(a.device)).size());
   return missing->empty() ? 0 : kExitFailed;
 }
 
 // Every kernel of the backend on its op's cases (kiln/diagnostics.h, CheckKernels); returns the
 // failures counted into `passed` / `failed`.
-void RunKernelCases(const std::string& backend, int* passed, int* failed) {
+void RunKernelCases(Backend backend, int* passed, int* failed) {
   auto report = CheckKernels(backend);
   if (!report.ok()) {
     ++*failed;
@@ -173,8 +173,8 @@ void RunKernelCases(const std::string& backend, int* passed, int* failed) {
     ++*failed;
     std::printf("  FAIL  %s\n", k.c_str());
   }
-  std::printf("%zu %s kernels checked on %zu kernel-case runs\n", report->kernels, backend.c_str(),
-              report->results.size());
+  std::printf("%zu %s kernels checked on %zu kernel-case runs\n", report->kernels,
+              BackendName(backend), report->results.size());
 }
 
 std::string ReadFile(const std::string& path, bool* ok) {
@@ -191,7 +191,9 @@ std::string ReadFile(const std::string& path, bool* ok) {
 
 // The bundled model and every --model on the backend, against the CPU reference kernels.
 void RunModels(const SelftestArgs& a, int* passed, int* failed) {
-  const double model_tol = a.precision == "fp32" ? 1e-3 : 5e-2;
+  const Backend backend = BackendArg(a.device);
+  const Precision precision = PrecisionArg(a.precision);
+  const double model_tol = precision == Precision::kFp32 ? 1e-3 : 5e-2;
   std::printf("models at precision %s: |d - r| <= %g + %g * |r| per element\n", a.precision.c_str(),
               model_tol, model_tol);
   auto report = [&](const std::string& name, const Outcome& o) {
@@ -223,16 +225,17 @@ void RunModels(const SelftestArgs& a, int* passed, int* failed) {
       continue;
     }
     const std::string name = "model " + path.substr(path.find_last_of('/') + 1);
-    report(name, Check(bytes, a.device, a.precision, seed, false, model_tol));
-    if (a.device == "cuda")
+    report(name, Check(bytes, backend, precision, seed, false, model_tol));
+    if (backend == Backend::kCuda)
       report(name + " (CUDA graph)",
-             Check(bytes, a.device, a.precision, seed, false, model_tol, true));
+             Check(bytes, backend, precision, seed, false, model_tol, true));
   }
 }
 
 int RunSelftest(const SelftestArgs& a) {
   if (a.coverage) return RunCoverage(a);
-  auto device = OpenDeviceDescription(a.device);
+  const Backend backend = BackendArg(a.device);
+  auto device = OpenDeviceDescription(backend);
   if (!device.ok()) {
     std::printf(
         "kiln selftest: NOTHING WAS CHECKED on backend '%s'.\n  %s\n  Run `kiln doctor` for "
@@ -241,13 +244,13 @@ int RunSelftest(const SelftestArgs& a) {
     return kExitNotChecked;
   }
   std::printf("kiln selftest: backend '%s'%s%s, against the CPU reference kernels\n",
-              a.device.c_str(), a.device != "cpu" ? " on " : "",
-              a.device != "cpu" ? device->c_str() : "");
+              a.device.c_str(), backend != Backend::kCpu ? " on " : "",
+              backend != Backend::kCpu ? device->c_str() : "");
   std::printf(
       "kernel cases (each op's own, src/ops): |d - r| <= the case's tolerance (1e-4 + 1e-4 * |r| "
       "unless the case says; 1e-2 relative for float16 runs)\n");
   int passed = 0, failed = 0;
-  RunKernelCases(a.device, &passed, &failed);
+  RunKernelCases(backend, &passed, &failed);
   RunModels(a, &passed, &failed);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed > 0 ? kExitFailed : 0;

@@ -123,7 +123,7 @@ Status DoServe(const ServeArgs& a) {
   auto load = [&a](const std::string& name, const std::string& file,
                    const std::string& version) -> StatusOr<ServedModel> {
     SessionOptions opts;
-    opts.backend = a.device;
+    opts.backend = BackendArg(a.device);
     opts.num_threads = a.threads;
     opts.precision = PrecisionArg(a.precision);
     // On a thread that ends: no idle OpenMP pool stays behind to slow the batchers' runs.

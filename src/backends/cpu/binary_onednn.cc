@@ -197,7 +197,7 @@ KernelSupport SupportsBinary(const ir::Node& node, const ir::Op&,
                                           "",                         \
                                           7,                          \
                                           ir::kMaxOpset,              \
-                                          "cpu",                      \
+                                          Backend::kCpu,              \
                                           10,                         \
                                           SupportsBinary,             \
                                           CreateKernel<BinaryOneDnn>, \

@@ -65,7 +65,7 @@ KernelSupport SupportsCast(const ir::Node&, const ir::Op& op, const std::vector<
                                           "",                         \
                                           SINCE,                      \
                                           ir::kMaxOpset,              \
-                                          "cpu",                      \
+                                          Backend::kCpu,              \
                                           10,                         \
                                           SupportsCast,               \
                                           CreateKernel<CastParallel>, \

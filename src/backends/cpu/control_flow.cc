@@ -59,7 +59,7 @@ std::unique_ptr<runtime::Kernel> CreateControlFlow(const ir::Node& node, const i
                                           "",                     \
                                           SINCE,                  \
                                           ir::kMaxOpset,          \
-                                          "cpu",                  \
+                                          Backend::kCpu,          \
                                           10,                     \
                                           SupportsControlFlow,    \
                                           CreateControlFlow,      \

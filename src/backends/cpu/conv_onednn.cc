@@ -254,21 +254,25 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.conv.onednn",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsConv,
                                         CreateKernel<ConvOneDnn>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedconv.onednn",
                                         "FusedConv",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsConv,
                                         CreateKernel<ConvOneDnn>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

@@ -23,9 +23,10 @@
 // Where it is used: on CPUs with AVX2 and FMA but without AVX-512 (there oneDNN's AVX-512 direct
 // convolutions are kept: this kernel is not measured against them), for C and K multiples of 8,
 // at least kMinChannels of each, and at least kMinTiles tiles per run (few tiles cannot pay for
-// reading the transformed weights). Under --precision bf16 its Prepare refuses the node, and the
-// planner takes the next kernel (oneDNN's). KILN_WINOGRAD=force lifts the CPU and tile
-// conditions (tests); KILN_DISABLE_KERNELS=cpu.conv.winograd,cpu.fusedconv.winograd turns it off.
+// reading the transformed weights). It computes in float32 only (KernelDef::precisions {kFp32}):
+// under --precision bf16 the selector passes it over for the next kernel (oneDNN's).
+// KILN_WINOGRAD=force lifts the CPU and tile conditions (tests);
+// KILN_DISABLE_KERNELS=cpu.conv.winograd,cpu.fusedconv.winograd turns it off.
 //
 // Accuracy: the transforms' constants (1/4, 1/6, 1/12, 1/24 in G; up to 8 in A) make float32
 // rounding errors about 10x those of a direct sum: measured against the double reference,
@@ -283,9 +284,6 @@ class ConvWinograd final : public runtime::Kernel {
   size_t ScratchBytes() const override { return SrcBytes() + ZBytes() + ChunkBytes(); }
 
   Status Prepare(runtime::PrepareContext* ctx) override {
-    // A session computing convolutions in bf16 takes the next kernel (oneDNN's, which has bf16).
-    if (ComputeType(ctx->precision) != memory::data_type::f32)
-      return Unsupported("float32 only: bf16 convolutions run in oneDNN's kernel");
     return Guard(node_, [&] { DoPrepare(ctx); });
   }
 
@@ -500,21 +498,25 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.conv.winograd",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         20,
                                         SupportsWinograd,
                                         CreateKernel<ConvWinograd>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedconv.winograd",
                                         "FusedConv",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         20,
                                         SupportsWinograd,
                                         CreateKernel<ConvWinograd>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

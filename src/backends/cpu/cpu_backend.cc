@@ -22,14 +22,14 @@ Status CpuPrecision(Precision precision) {
                          (precision == Precision::kFp16 ? " (fp16 runs on --device cuda)" : ""));
 }
 
-runtime::PrecisionCheckRegistrar cpu_precision("cpu", &CpuPrecision);
+runtime::PrecisionCheckRegistrar cpu_precision(Backend::kCpu, &CpuPrecision);
 
 std::string OneDnnVersionString() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
          std::to_string(v->patch) + " " + v->hash;
 }
-runtime::LibraryVersionRegistrar onednn_version("cpu", &OneDnnVersionString);
+runtime::LibraryVersionRegistrar onednn_version(Backend::kCpu, &OneDnnVersionString);
 
 }  // namespace
 

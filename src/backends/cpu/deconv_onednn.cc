@@ -205,11 +205,13 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.convtranspose.onednn",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsDeconv,
                                         CreateKernel<DeconvOneDnn>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

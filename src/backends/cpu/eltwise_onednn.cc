@@ -64,10 +64,10 @@ KernelSupport SupportsEltwise(const ir::Node& node, const ir::Op&,
   return {true, ""};
 }
 
-#define KILN_ELTWISE_KERNEL(OP, NAME, CONSTS)                                                     \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, "cpu", \
-                                          10, SupportsEltwise, CreateKernel<EltwiseOneDnn>,       \
-                                          CONSTS})
+#define KILN_ELTWISE_KERNEL(OP, NAME, CONSTS)                                              \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".onednn", OP, "", 1, ir::kMaxOpset, \
+                                          Backend::kCpu, 10, SupportsEltwise,              \
+                                          CreateKernel<EltwiseOneDnn>, CONSTS})
 KILN_ELTWISE_KERNEL("Relu", "relu", {});
 KILN_ELTWISE_KERNEL("LeakyRelu", "leakyrelu", {});
 KILN_ELTWISE_KERNEL("Clip", "clip", (std::vector<int>{1, 2}));
@@ -81,7 +81,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gelu.onednn",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsEltwise,
                                         CreateKernel<EltwiseOneDnn>,

@@ -238,28 +238,32 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gemm.onednn",
                                         "",
                                         7,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsMatMul,
                                         CreateKernel<MatMulOneDnn>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.matmul.onednn",
                                         "MatMul",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsMatMul,
                                         CreateKernel<MatMulOneDnn>,
-                                        {1}});
+                                        {1},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 // Below cpu.matmul.onednn, which prepacks a constant 2-D B.
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.matmul.batched",
                                         "MatMul",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cpu",
+                                        Backend::kCpu,
                                         9,
                                         SupportsBatchedMatMul,
                                         CreateKernel<BatchedMatMulOneDnn>,
@@ -269,11 +273,13 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.fusedmatmul.onednn",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsMatMul,
                                         CreateKernel<MatMulOneDnn>,
-                                        {1, 2}});
+                                        {1, 2},
+                                        {},
+                                        {Precision::kFp32, Precision::kBf16}});
 
 }  // namespace
 }  // namespace kiln::backends::cpu

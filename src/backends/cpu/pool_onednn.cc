@@ -187,7 +187,7 @@ KernelSupport SupportsPool(const ir::Node& node, const ir::Op& op,
                                           "",                       \
                                           1,                        \
                                           ir::kMaxOpset,            \
-                                          "cpu",                    \
+                                          Backend::kCpu,            \
                                           10,                       \
                                           SupportsPool,             \
                                           CreateKernel<PoolOneDnn>, \
@@ -216,7 +216,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.qaveragepool.onednn",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         10,
                                         SupportsQAveragePool,
                                         CreateKernel<PoolOneDnn>,

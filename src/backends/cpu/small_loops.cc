@@ -150,10 +150,10 @@ KernelSupport SupportsBinarySmall(const ir::Node& node, const ir::Op&,
   return {why.empty(), why};
 }
 
-#define KILN_UNARY_SMALL(OP, NAME, CONSTS)                                                       \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".small", OP, "", 1, ir::kMaxOpset, "cpu", \
-                                          12, SupportsUnarySmall, CreateKernel<UnarySmall>,      \
-                                          CONSTS})
+#define KILN_UNARY_SMALL(OP, NAME, CONSTS)                                                \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu." NAME ".small", OP, "", 1, ir::kMaxOpset, \
+                                          Backend::kCpu, 12, SupportsUnarySmall,          \
+                                          CreateKernel<UnarySmall>, CONSTS})
 KILN_UNARY_SMALL("Relu", "relu", {});
 KILN_UNARY_SMALL("LeakyRelu", "leakyrelu", {});
 KILN_UNARY_SMALL("Clip", "clip", (std::vector<int>{1, 2}));
@@ -167,7 +167,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cpu.gelu.small",
                                         "kiln",
                                         1,
                                         1,
-                                        "cpu",
+                                        Backend::kCpu,
                                         12,
                                         SupportsUnarySmall,
                                         CreateKernel<UnarySmall>,
@@ -182,7 +182,7 @@ KILN_UNARY_SMALL("Abs", "abs", {});
                                           "",                                          \
                                           7,                                           \
                                           ir::kMaxOpset,                               \
-                                          "cpu",                                       \
+                                          Backend::kCpu,                               \
                                           12,                                          \
                                           SupportsBinarySmall,                         \
                                           CreateKernel<BinarySmall<BinaryKind::KIND>>, \

@@ -290,7 +290,7 @@ Status CudaPrecision(Precision precision) {
                          std::string(PrecisionName(precision)) + "'");
 }
 
-runtime::DeviceRegistrar cuda_device("cuda", &OpenCudaDevice);
+runtime::DeviceRegistrar cuda_device(Backend::kCuda, &OpenCudaDevice);
 
 // The plan cache key includes the cuDNN loaded at run time (its algorithm numbering and timings),
 // the CUDA runtime and the driver.
@@ -302,8 +302,8 @@ std::string CudnnVersionString() {
   return "cuDNN " + std::to_string(cudnnGetVersion()) + ", CUDA runtime " +
          std::to_string(runtime) + ", driver " + std::to_string(driver);
 }
-runtime::LibraryVersionRegistrar cudnn_version("cuda", &CudnnVersionString);
-runtime::PrecisionCheckRegistrar cuda_precision("cuda", &CudaPrecision);
+runtime::LibraryVersionRegistrar cudnn_version(Backend::kCuda, &CudnnVersionString);
+runtime::PrecisionCheckRegistrar cuda_precision(Backend::kCuda, &CudaPrecision);
 
 }  // namespace
 

@@ -179,23 +179,25 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.conv.cudnn",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsConv,
                                         Make<ConvCudnn>,
                                         {},
-                                        {0}});
+                                        {0},
+                                        {Precision::kFp32, Precision::kFp16}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedconv.cudnn",
                                         "FusedConv",
                                         "kiln",
                                         1,
                                         1,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsConv,
                                         Make<ConvCudnn>,
                                         {},
-                                        {0, 3}});
+                                        {0, 3},
+                                        {Precision::kFp32, Precision::kFp16}});
 
 }  // namespace
 }  // namespace kiln::cuda

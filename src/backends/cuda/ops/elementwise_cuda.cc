@@ -166,9 +166,18 @@ KernelSupport SupportsCast(const ir::Node&, const ir::Op& op, const std::vector<
   return {false, "casts between float32 and float16 only"};
 }
 
-#define KILN_CUDA_UNARY(op, name)          \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}, {0}})
+#define KILN_CUDA_UNARY(op, name)                          \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{name,            \
+                                          op,              \
+                                          "",              \
+                                          1,               \
+                                          ir::kMaxOpset,   \
+                                          Backend::kCuda,  \
+                                          10,              \
+                                          SupportsUnary,   \
+                                          Make<UnaryCuda>, \
+                                          {},              \
+                                          {0}})
 KILN_CUDA_UNARY("Relu", "cuda.relu.kernel");
 KILN_CUDA_UNARY("Sigmoid", "cuda.sigmoid.kernel");
 KILN_CUDA_UNARY("Tanh", "cuda.tanh.kernel");
@@ -177,8 +186,17 @@ KILN_CUDA_UNARY("HardSigmoid", "cuda.hardsigmoid.kernel");
 KILN_CUDA_UNARY("HardSwish", "cuda.hardswish.kernel");
 KILN_CUDA_UNARY("Elu", "cuda.elu.kernel");
 KILN_CUDA_UNARY("Gelu", "cuda.gelu.kernel");
-KILN_REGISTER_KERNEL(runtime::KernelDef{
-    "cuda.gelu.kernel", "Gelu", "kiln", 1, 1, "cuda", 10, SupportsUnary, Make<UnaryCuda>, {}, {0}});
+KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gelu.kernel",
+                                        "Gelu",
+                                        "kiln",
+                                        1,
+                                        1,
+                                        Backend::kCuda,
+                                        10,
+                                        SupportsUnary,
+                                        Make<UnaryCuda>,
+                                        {},
+                                        {0}});
 KILN_CUDA_UNARY("Erf", "cuda.erf.kernel");
 KILN_CUDA_UNARY("Exp", "cuda.exp.kernel");
 KILN_CUDA_UNARY("Log", "cuda.log.kernel");
@@ -192,7 +210,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.clip.kernel",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsUnary,
                                         Make<UnaryCuda>,
@@ -204,7 +222,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.cast.kernel",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsCast,
                                         Make<CastCuda>,
@@ -216,7 +234,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.cast.kernel",
                                           "",               \
                                           since,            \
                                           ir::kMaxOpset,    \
-                                          "cuda",           \
+                                          Backend::kCuda,   \
                                           10,               \
                                           SupportsBinary,   \
                                           Make<BinaryCuda>, \
@@ -231,9 +249,18 @@ KILN_CUDA_BINARY("Pow", "cuda.pow.kernel", 7);
 KILN_CUDA_BINARY("Max", "cuda.max.kernel", 8);
 KILN_CUDA_BINARY("Min", "cuda.min.kernel", 8);
 
-#define KILN_CUDA_RESHAPE(op, name)        \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReshape, Make<ReshapeCuda>, {}, {0}})
+#define KILN_CUDA_RESHAPE(op, name)                          \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{name,              \
+                                          op,                \
+                                          "",                \
+                                          1,                 \
+                                          ir::kMaxOpset,     \
+                                          Backend::kCuda,    \
+                                          10,                \
+                                          SupportsReshape,   \
+                                          Make<ReshapeCuda>, \
+                                          {},                \
+                                          {0}})
 KILN_CUDA_RESHAPE("Reshape", "cuda.reshape.copy");
 KILN_CUDA_RESHAPE("Flatten", "cuda.flatten.copy");
 KILN_CUDA_RESHAPE("Squeeze", "cuda.squeeze.copy");

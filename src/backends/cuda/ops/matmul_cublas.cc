@@ -222,34 +222,37 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.matmul.cublas",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsMatMul,
                                         Make<MatMulCublas>,
                                         {},
-                                        {0, 1}});
+                                        {0, 1},
+                                        {Precision::kFp32, Precision::kFp16}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.fusedmatmul.cublas",
                                         "FusedMatMul",
                                         "kiln",
                                         1,
                                         1,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsMatMul,
                                         Make<MatMulCublas>,
                                         {},
-                                        {0, 1}});
+                                        {0, 1},
+                                        {Precision::kFp32, Precision::kFp16}});
 KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.gemm.cublas",
                                         "Gemm",
                                         "",
                                         1,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsGemm,
                                         Make<MatMulCublas>,
                                         {},
-                                        {0, 1}});
+                                        {0, 1},
+                                        {Precision::kFp32, Precision::kFp16}});
 
 }  // namespace
 }  // namespace kiln::cuda

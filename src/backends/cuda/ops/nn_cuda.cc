@@ -178,7 +178,7 @@ KernelSupport SupportsLayerNorm(const ir::Node& node, const ir::Op& op,
 
 #define KILN_CUDA_NN(op, domain, since, until, name, supports, kernel) \
   KILN_REGISTER_KERNEL(runtime::KernelDef{                             \
-      name, op, domain, since, until, "cuda", 10, supports, Make<kernel>, {}, {0}})
+      name, op, domain, since, until, Backend::kCuda, 10, supports, Make<kernel>, {}, {0}})
 KILN_CUDA_NN("MaxPool", "", 1, ir::kMaxOpset, "cuda.maxpool.kernel", SupportsPool, PoolCuda);
 KILN_CUDA_NN("AveragePool", "", 1, ir::kMaxOpset, "cuda.averagepool.kernel", SupportsPool,
              PoolCuda);

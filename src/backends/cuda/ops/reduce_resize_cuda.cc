@@ -166,9 +166,18 @@ KernelSupport SupportsResize(const ir::Node& node, const ir::Op& op,
   return {true, ""};
 }
 
-#define KILN_CUDA_REDUCE(op, name)         \
-  KILN_REGISTER_KERNEL(runtime::KernelDef{ \
-      name, op, "", 1, ir::kMaxOpset, "cuda", 10, SupportsReduce, Make<ReduceCuda>, {1}, {0}})
+#define KILN_CUDA_REDUCE(op, name)                          \
+  KILN_REGISTER_KERNEL(runtime::KernelDef{name,             \
+                                          op,               \
+                                          "",               \
+                                          1,                \
+                                          ir::kMaxOpset,    \
+                                          Backend::kCuda,   \
+                                          10,               \
+                                          SupportsReduce,   \
+                                          Make<ReduceCuda>, \
+                                          {1},              \
+                                          {0}})
 // The axes input (when present) is read once in Prepare.
 KILN_CUDA_REDUCE("ReduceSum", "cuda.reducesum.kernel");
 KILN_CUDA_REDUCE("ReduceMean", "cuda.reducemean.kernel");
@@ -182,7 +191,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.resize.kernel",
                                         "",
                                         10,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsResize,
                                         Make<ResizeCuda>,
@@ -193,7 +202,7 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{"cuda.upsample.kernel",
                                         "",
                                         7,
                                         ir::kMaxOpset,
-                                        "cuda",
+                                        Backend::kCuda,
                                         10,
                                         SupportsResize,
                                         Make<ResizeCuda>,
