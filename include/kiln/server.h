@@ -2,7 +2,8 @@
 // one DynamicBatcher per model, with Prometheus metrics and a drain on shutdown.
 //
 // The same over gRPC (inference.GRPCInferenceService) when grpc_port is set: inputs in
-// raw_input_contents, outputs always in raw_output_contents.
+// raw_input_contents, outputs always in raw_output_contents; model control through Triton's
+// RepositoryIndex and RepositoryModelLoad/Unload.
 // HTTP endpoints (https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/):
 //   GET  /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}][/ready]
 //   POST /v2/models/{m}[/versions/{v}]/infer   JSON tensors, or the binary tensor data extension
@@ -18,8 +19,9 @@
 // only after that. Drain() makes it not ready, answers new inference requests with 503 (HTTP
 // answers then close their connection), lets the accepted ones finish, then closes the HTTP
 // listener (new connections are refused) and gives accepted connections up to a second to be
-// answered; it returns then (or at the drain timeout). gRPC answers UNAVAILABLE until the server
-// is destroyed.
+// answered; it returns then (or at the drain timeout). gRPC answers UNAVAILABLE meanwhile, and
+// stops alongside (GOAWAY, its port closed) once its last answers have gone (GrpcFrontend::Drain
+// in src/serving/grpc_server.h).
 //
 // Ownership: the Server shares the Sessions. Thread-safety: every method may be called from any
 // thread.

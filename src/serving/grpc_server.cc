@@ -1,12 +1,19 @@
 // GrpcFrontend (grpc_server.h). Every method answers through a ServerUnaryReactor; ModelInfer
-// finishes its reactor from the batcher's callback, so no gRPC thread waits on a batch.
+// finishes its reactor from the batcher's callback, and the repository methods from the core's
+// control thread, so no gRPC thread waits on a batch or a load.
 #include "serving/grpc_server.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "serving/kserve_v2.grpc.pb.h"
 
@@ -181,9 +188,58 @@ grpc::Status FromJson(const std::string& json, google::protobuf::Message* messag
                       "cannot encode the answer: " + std::string(status.message()));
 }
 
+// A model control result as the answer to RepositoryModelLoad/Unload: NOT_FOUND for a model the
+// repository lacks (load) or that is not loaded (unload), UNAVAILABLE while draining, else the
+// code of the failure; the message names the model.
+grpc::Status ControlAnswer(const Status& s, const std::string& name, bool load) {
+  if (s.ok() || s.code() == StatusCode::kCancelled) return ToGrpc(s);
+  return grpc::Status(ToGrpc(s).error_code(), std::string("failed to ") +
+                                                  (load ? "load" : "unload") + " model '" + name +
+                                                  "': " + s.message());
+}
+
+grpc::Status RepositoryNameRefused(const std::string& repository) {
+  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                      "repository_name '" + repository +
+                          "' is not supported: kiln serve has one repository, the paths it was "
+                          "given");
+}
+
 class Service final : public pb::GRPCInferenceService::CallbackService {
  public:
   explicit Service(ModelServer* core) : core_(core) {}
+
+  // An answer held back at the end of a drain (GrpcFrontend::Drain).
+  struct Held {
+    grpc::ServerUnaryReactor* reactor;
+    grpc::Status status;
+  };
+  // From now on, answers are held (Release sends them).
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_.store(true);
+  }
+  // Returns once no answer has been sent or held for `quiet` (at once when none was lately), or
+  // at `until`.
+  void WaitQuiet(Clock::duration quiet, Clock::time_point until) {
+    for (;;) {
+      const Clock::time_point at =
+          std::min(Clock::time_point(Clock::duration(last_answer_.load())) + quiet, until);
+      if (Clock::now() >= at) return;
+      std::this_thread::sleep_until(at);
+    }
+  }
+  // Stops holding; returns what was held, for the caller to finish.
+  std::vector<Held> Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_.store(false);
+    return std::move(held_);
+  }
+  // Returns once no model control call is waiting for its load or unload, or at `until`.
+  void WaitControl(Clock::time_point until) const {
+    while (control_calls_.load() > 0 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 
   grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* ctx,
                                        const pb::ServerLiveRequest*,
@@ -200,9 +256,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* ctx,
                                        const pb::ModelReadyRequest* req,
                                        pb::ModelReadyResponse* res) override {
-    const ModelRef m = core_->Find(req->name(), req->version());
-    if (!m) return Done(ctx, NotFoundStatus(req->name(), req->version()));
-    res->set_ready(core_->ready());
+    // An unknown (or unloaded) model is not ready, as Triton answers: tritonclient's
+    // is_model_ready then says False instead of raising.
+    res->set_ready(core_->ready() && core_->Find(req->name(), req->version()) != nullptr);
     return Done(ctx, grpc::Status::OK);
   }
   // Metadata, config and statistics: the same documents the HTTP endpoints answer
@@ -237,6 +293,33 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     return Done(ctx, FromJson(core_->StatsJson(only.get()), res));
   }
 
+  // Triton's repository extension: the same index and model control as the HTTP routes.
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* ctx,
+                                            const pb::RepositoryIndexRequest* req,
+                                            pb::RepositoryIndexResponse* res) override {
+    if (!req->repository_name().empty())
+      return Done(ctx, RepositoryNameRefused(req->repository_name()));
+    for (const RepositoryEntry& e : core_->RepositoryIndex(req->ready())) {
+      pb::RepositoryIndexResponse::ModelIndex* m = res->add_models();
+      m->set_name(e.name);
+      m->set_version(e.version);
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return Done(ctx, grpc::Status::OK);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* ctx,
+                                                const pb::RepositoryModelLoadRequest* req,
+                                                pb::RepositoryModelLoadResponse*) override {
+    return Control(ctx, req->repository_name(), req->model_name(), &req->parameters(), true);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* ctx,
+                                                  const pb::RepositoryModelUnloadRequest* req,
+                                                  pb::RepositoryModelUnloadResponse*) override {
+    // Unload parameters (tritonclient sends unload_dependents) mean nothing without ensembles.
+    return Control(ctx, req->repository_name(), req->model_name(), nullptr, false);
+  }
+
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx,
                                        const pb::ModelInferRequest* req,
                                        pb::ModelInferResponse* res) override {
@@ -266,20 +349,56 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     std::vector<NamedTensor> inputs = std::move(params->inputs);
     ModelServer* core = core_;
     core_->Infer(*model, std::move(inputs), params->timeout_us, params->priority,
-                 [core, model, params, token, reactor, res, seconds](
+                 [this, core, model, params, token, reactor, res, seconds](
                      Status s, std::vector<NamedTensor> outputs) mutable {
                    if (s.ok()) s = FillResponse(*model, *params, std::move(outputs), res);
                    core->Record(model.get(), "grpc", s, seconds());
-                   reactor->Finish(ToGrpc(s));
+                   Answer(reactor, ToGrpc(s));
                    token.reset();
                  });
     return reactor;
   }
 
  private:
-  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s) {
+  // Model control on the core's control thread; refusals that need no load are answered here.
+  grpc::ServerUnaryReactor* Control(
+      grpc::CallbackServerContext* ctx, const std::string& repository, const std::string& name,
+      const google::protobuf::Map<std::string, pb::ModelRepositoryParameter>* params, bool load) {
+    if (!core_->model_control())
+      return Done(ctx, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, kModelControlOff));
+    if (!repository.empty()) return Done(ctx, RepositoryNameRefused(repository));
+    if (name.empty())
+      return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "model_name is empty"));
+    if (params)
+      for (const auto& [key, value] : *params) {
+        const Status refused = CheckLoadParameter(key);
+        if (!refused.ok())
+          return Done(ctx, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, refused.message()));
+      }
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    control_calls_.fetch_add(1);
+    core_->Control(name, load, [this, reactor, name, load](Status s) {
+      Answer(reactor, ControlAnswer(s, name, load));
+      control_calls_.fetch_sub(1);
+    });
+    return reactor;
+  }
+
+  // Finishes `reactor` now, or holds its answer while Hold() is in force.
+  void Answer(grpc::ServerUnaryReactor* reactor, grpc::Status s) {
+    last_answer_.store(Clock::now().time_since_epoch().count());
+    if (holding_.load()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (holding_.load()) {
+        held_.push_back({reactor, std::move(s)});
+        return;
+      }
+    }
+    reactor->Finish(std::move(s));
+  }
+  grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status s) {
     grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
-    r->Finish(std::move(s));
+    Answer(r, std::move(s));
     return r;
   }
   static grpc::Status NotFoundStatus(const std::string& name, const std::string& version) {
@@ -306,6 +425,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   }
 
   ModelServer* core_;
+  std::atomic<int> control_calls_{0};       // RepositoryModelLoad/Unload calls not yet answered
+  std::atomic<Clock::rep> last_answer_{0};  // when the last answer was sent or held
+  std::atomic<bool> holding_{false};
+  std::mutex mu_;
+  std::vector<Held> held_;  // under mu_
 };
 
 }  // namespace
@@ -314,7 +438,8 @@ struct GrpcFrontend::Impl {
   std::unique_ptr<Service> service;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
-  bool stopped = false;
+  std::mutex stop_mu;
+  bool stopped = false;  // under stop_mu
 };
 
 GrpcFrontend::GrpcFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -341,7 +466,36 @@ GrpcFrontend::~GrpcFrontend() { Shutdown(); }
 
 int GrpcFrontend::port() const { return impl_->port; }
 
+void GrpcFrontend::Drain(std::chrono::steady_clock::time_point until) {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  Service& service = *impl_->service;
+  service.Hold();
+  service.WaitQuiet(std::chrono::milliseconds(kQuietMs),
+                    std::min(until, Clock::now() + std::chrono::milliseconds(kHoldMaxMs)));
+  // gRPC's shutdown begins here, through its C API, so that the GOAWAYs are known to be queued on
+  // every connection (ahead of anything written after) and the port closed before the held
+  // answers go. A model load still running is waited for (until `until`); then
+  // grpc::Server::Shutdown joins the shutdown (every caller of it is notified when it completes)
+  // and gives the answers a second to leave and the connections to close: a client that does
+  // not read an idle connection never acknowledges the GOAWAY's ping, and gRPC would otherwise
+  // keep that connection 20 s. At the second, what is left is cancelled and closed.
+  grpc_completion_queue* cq = grpc_completion_queue_create_for_next(nullptr);
+  grpc_server_shutdown_and_notify(impl_->server->c_server(), cq, impl_.get());
+  for (Service::Held& h : service.Release()) h.reactor->Finish(std::move(h.status));
+  service.WaitControl(until);
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  impl_->server->Wait();
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+}
+
 void GrpcFrontend::Shutdown() {
+  std::lock_guard<std::mutex> lock(impl_->stop_mu);
   if (impl_->stopped) return;
   impl_->stopped = true;
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));

@@ -12,10 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <functional>
 #include <future>
 #include <memory>
@@ -54,32 +51,8 @@ struct HttpState {
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   std::thread warm;
-  // Model control requests, run one after another on their own thread.
-  std::mutex control_mu;
-  std::condition_variable control_cv;
-  std::deque<std::function<void()>> control_tasks;
-  bool control_stop = false;
-  std::thread control;
 
   void Accept();
-  void Post(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(control_mu);
-    control_tasks.push_back(std::move(task));
-    control_cv.notify_one();
-  }
-  void RunControl() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(control_mu);
-        control_cv.wait(lock, [this] { return control_stop || !control_tasks.empty(); });
-        if (control_tasks.empty()) return;
-        task = std::move(control_tasks.front());
-        control_tasks.pop_front();
-      }
-      task();
-    }
-  }
 };
 }  // namespace serving
 
@@ -272,14 +245,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (seg.size() == 3 && seg[1] == "models" && seg[2] == "stats")
       return get_only([&] { Reply(http::status::ok, core.StatsJson(nullptr)); });
     if (seg.size() == 3 && seg[1] == "repository" && seg[2] == "index") {
-      // Triton's POST (a {"ready": bool} body, not read here), and GET.
+      // Triton's POST, whose body may say {"ready": true} (only the ready models), and GET.
+      bool ready_only = false;
+      if (!request_.body().empty()) {
+        const nlohmann::json j = nlohmann::json::parse(request_.body(), nullptr, false);
+        if (j.is_discarded() || !j.is_object())
+          return Reply(http::status::bad_request,
+                       serving::ErrorJson("the request body must be a JSON object"));
+        auto r = j.find("ready");
+        if (r != j.end() && !r->is_boolean())
+          return Reply(http::status::bad_request, serving::ErrorJson("'ready' must be a boolean"));
+        ready_only = r != j.end() && r->get<bool>();
+      }
       nlohmann::json list = nlohmann::json::array();
-      for (const serving::ModelRef& m : core.models())
-        list.push_back({{"name", m->desc.name},
-                        {"version", m->desc.version},
-                        {"state", core.ready() ? "READY" : "UNAVAILABLE"}});
-      for (const std::string& name : core.unloaded())
-        list.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", "unloaded"}});
+      for (const serving::RepositoryEntry& e : core.RepositoryIndex(ready_only)) {
+        nlohmann::json m = {{"name", e.name}};
+        if (!e.version.empty()) m["version"] = e.version;
+        m["state"] = e.state;
+        if (!e.reason.empty()) m["reason"] = e.reason;
+        list.push_back(std::move(m));
+      }
       return Reply(http::status::ok, list.dump());
     }
     if (seg.size() == 5 && seg[1] == "repository" && seg[2] == "models" &&
@@ -324,13 +309,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Reply(http::status::not_found, serving::ErrorJson("no such endpoint"));
   }
 
-  // Model control (ModelServer::Load/Unload) on the server's control thread: a load takes as long
-  // as loading and warming the model, which no Asio thread should wait for.
+  // Model control (ModelServer::Control: Load/Unload on the core's control thread): a load takes
+  // as long as loading and warming the model, which no Asio thread should wait for.
   void Control(const std::string& name, bool load) {
     if (!server_->core->model_control())
-      return Reply(http::status::bad_request,
-                   serving::ErrorJson("model control is off: kiln serve loads and unloads models "
-                                      "only with --model-control-mode explicit"));
+      return Reply(http::status::bad_request, serving::ErrorJson(serving::kModelControlOff));
     // Triton's load request may carry a config or files to load from: not taken here.
     const std::string& body = request_.body();
     if (!body.empty()) {
@@ -344,18 +327,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return Reply(http::status::bad_request,
                      serving::ErrorJson("'parameters' must be an object"));
       if (p != j.end())
-        for (const auto& [key, value] : p->items())
-          if (key == "config" || key.rfind("file:", 0) == 0)
-            return Reply(http::status::bad_request,
-                         serving::ErrorJson("kiln serve loads models from its repository folders "
-                                            "only; a load request's '" +
-                                            key + "' parameter is not supported"));
+        for (const auto& [key, value] : p->items()) {
+          const Status refused = serving::CheckLoadParameter(key);
+          if (!refused.ok())
+            return Reply(http::status::bad_request, serving::ErrorJson(refused.message()));
+        }
     }
-    server_->Post([self = shared_from_this(), name, load] {
-      serving::ModelServer& core = *self->server_->core;
-      const Status s = load ? core.Load(name) : core.Unload(name);
-      std::fprintf(stderr, "kiln serve: %s model '%s': %s\n", load ? "load" : "unload",
-                   name.c_str(), s.ok() ? "done" : s.ToString().c_str());
+    server_->core->Control(name, load, [self = shared_from_this()](Status s) {
       net::post(self->stream_.get_executor(), [self, s] {
         if (s.ok()) return self->Reply(http::status::ok, "");
         self->Reply(s.code() == StatusCode::kNotFound ? http::status::bad_request : HttpStatusOf(s),
@@ -555,21 +533,16 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::vector<ServedModel> models,
   for (int i = 0; i < options.http_threads; ++i)
     impl->threads.emplace_back([raw] { raw->ioc.run(); });
   impl->warm = std::thread([raw] { raw->core->WarmUp(raw->options.warm_up); });
-  impl->control = std::thread([raw] { raw->RunControl(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 Server::~Server() {
   Drain();
   if (impl_->warm.joinable()) impl_->warm.join();
-  {
-    std::lock_guard<std::mutex> lock(impl_->control_mu);
-    impl_->control_stop = true;
-    impl_->control_cv.notify_one();
-  }
-  if (impl_->control.joinable()) impl_->control.join();  // after what was asked before the stop
+  impl_->core->StopControl();  // after what was asked before the stop
   // The batchers run what they still hold (after a drain that timed out) and answer it; then the
-  // gRPC server, the listener and the front end's threads stop, and last the models.
+  // gRPC server (unless the drain stopped it), the listener and the front end's threads stop, and
+  // last the models.
   impl_->core->StopBatchers();
   if (impl_->grpc) impl_->grpc->Shutdown();
   impl_->work.reset();
@@ -596,11 +569,19 @@ DrainReport Server::Drain() {
   if (impl_->drained) return *impl_->drained;
   const auto start = std::chrono::steady_clock::now();
   impl_->drained = impl_->core->Drain(impl_->options.drain_timeout_ms);
-  // Nothing admitted is left: stop listening (a new connection is refused, not accepted and then
-  // reset), then give the connections already accepted the time to get their answer (503 with
-  // Connection: close) and close: at most a second, within the drain timeout. Connections still
-  // in the kernel's backlog when the listener closes are reset by it: at most one per client
-  // that connects per request.
+  const auto timeout_at = start + std::chrono::milliseconds(impl_->options.drain_timeout_ms);
+  // Nothing admitted is left: the gRPC server stops (GrpcFrontend::Drain), alongside the HTTP
+  // listener. After a drain that timed out, the destructor stops it instead (after the batchers
+  // have answered what they hold).
+  std::future<void> grpc_stopped;
+  if (impl_->grpc && impl_->drained->unfinished == 0)
+    grpc_stopped =
+        std::async(std::launch::async, [this, timeout_at] { impl_->grpc->Drain(timeout_at); });
+  // HTTP: stop listening (a new connection is refused, not accepted and then reset), then give
+  // the connections already accepted the time to get their answer (503 with Connection: close)
+  // and close: at most a second, within the drain timeout. Connections still in the kernel's
+  // backlog when the listener closes are reset by it: at most one per client that connects per
+  // request.
   std::promise<void> closed;
   net::post(impl_->ioc, [this, &closed] {
     beast::error_code ec;
@@ -608,10 +589,11 @@ DrainReport Server::Drain() {
     closed.set_value();
   });
   closed.get_future().wait();
-  const auto until = std::min(start + std::chrono::milliseconds(impl_->options.drain_timeout_ms),
-                              std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  const auto until =
+      std::min(timeout_at, std::chrono::steady_clock::now() + std::chrono::seconds(1));
   while (impl_->connections.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  if (grpc_stopped.valid()) grpc_stopped.wait();
   return *impl_->drained;
 }
 

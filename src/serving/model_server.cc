@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -159,6 +160,18 @@ const char* OutcomeOf(const Status& s) {
   }
 }
 
+const char kModelControlOff[] =
+    "model control is off: kiln serve loads and unloads models only with "
+    "--model-control-mode explicit";
+
+Status CheckLoadParameter(const std::string& key) {
+  if (key == "config" || key.rfind("file:", 0) == 0)
+    return Unsupported(
+        "kiln serve loads models from its repository folders only; a load request's '" + key +
+        "' parameter is not supported");
+  return OkStatus();
+}
+
 StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(
     std::vector<ServedModel> models, const BatchPolicy& policy, int64_t queue_timeout_us,
     int instances, std::function<StatusOr<ServedModel>(const std::string&)> repository) {
@@ -181,6 +194,8 @@ StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(
     KILN_ASSIGN_OR_RETURN(auto m, server->MakeModel(std::move(sm)));
     server->models_[name] = std::move(m);
   }
+  ModelServer* raw = server.get();
+  server->control_thread_ = std::thread([raw] { raw->RunControl(); });
   return server;
 }
 
@@ -252,7 +267,62 @@ Model::~Model() {
   for (auto& b : batchers) b->Shutdown();
 }
 
-ModelServer::~ModelServer() { StopBatchers(); }
+ModelServer::~ModelServer() {
+  StopControl();
+  StopBatchers();
+}
+
+void ModelServer::Control(const std::string& name, bool load, std::function<void(Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    if (!tasks_stop_) {
+      tasks_.push_back([this, name, load, done = std::move(done)] {
+        const Status s = load ? Load(name) : Unload(name);
+        std::fprintf(stderr, "kiln serve: %s model '%s': %s\n", load ? "load" : "unload",
+                     name.c_str(), s.ok() ? "done" : s.ToString().c_str());
+        done(s);
+      });
+      tasks_cv_.notify_one();
+      return;
+    }
+  }
+  done(Status(StatusCode::kCancelled, "the server is shutting down"));
+}
+
+void ModelServer::RunControl() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(tasks_mu_);
+      tasks_cv_.wait(lock, [this] { return tasks_stop_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+void ModelServer::StopControl() {
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    tasks_stop_ = true;
+    tasks_cv_.notify_one();
+  }
+  if (control_thread_.joinable()) control_thread_.join();
+}
+
+std::vector<RepositoryEntry> ModelServer::RepositoryIndex(bool ready_only) const {
+  const bool ready_now = ready();
+  std::vector<RepositoryEntry> list;
+  if (ready_only && !ready_now) return list;
+  for (const ModelRef& m : models())
+    list.push_back({m->desc.name, m->desc.version, ready_now ? "READY" : "UNAVAILABLE", ""});
+  if (!ready_only)
+    for (const std::string& name : unloaded())
+      list.push_back({name, "", "UNAVAILABLE", "unloaded"});
+  return list;
+}
 
 void ModelServer::StopBatchers() {
   for (const ModelRef& m : models())
@@ -270,10 +340,7 @@ void ModelServer::Retire(const std::shared_ptr<Model>& m, int64_t timeout_ms) {
 }
 
 Status ModelServer::Load(const std::string& name) {
-  if (!repository_)
-    return Unsupported(
-        "model control is off: kiln serve loads and unloads models only with "
-        "--model-control-mode explicit");
+  if (!repository_) return Unsupported(kModelControlOff);
   if (draining_.load()) return Status(StatusCode::kCancelled, "the server is shutting down");
   std::lock_guard<std::mutex> control(control_mu_);
   KILN_ASSIGN_OR_RETURN(ServedModel sm, repository_(name));
@@ -294,10 +361,7 @@ Status ModelServer::Load(const std::string& name) {
 }
 
 Status ModelServer::Unload(const std::string& name) {
-  if (!repository_)
-    return Unsupported(
-        "model control is off: kiln serve loads and unloads models only with "
-        "--model-control-mode explicit");
+  if (!repository_) return Unsupported(kModelControlOff);
   std::lock_guard<std::mutex> control(control_mu_);
   std::shared_ptr<Model> old;
   {

@@ -8,12 +8,14 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/batcher.h"
@@ -43,6 +45,21 @@ using ModelRef = std::shared_ptr<const Model>;
 // "success", "invalid_argument", "queue_full", "shutting_down", "deadline_exceeded", "failed".
 const char* OutcomeOf(const Status& s);
 
+// One line of Triton's repository index: a served model (state READY, or UNAVAILABLE while the
+// server is not ready) or an unloaded one (UNAVAILABLE, reason "unloaded", no version).
+struct RepositoryEntry {
+  std::string name;
+  std::string version;
+  std::string state;
+  std::string reason;
+};
+
+// Why a load or unload is refused when model control is off (both front ends answer it).
+extern const char kModelControlOff[];
+// A load request's parameter that kiln does not take ("config", "file:..."): Unsupported, naming
+// it; OK for any other (tritonclient sends unload_dependents, which means nothing here).
+Status CheckLoadParameter(const std::string& key);
+
 class ModelServer {
  public:
   // `queue_timeout_us`: the deadline of requests that set none (0: none).
@@ -67,6 +84,16 @@ class ModelServer {
   Status Load(const std::string& name);
   Status Unload(const std::string& name);
   bool model_control() const { return static_cast<bool>(repository_); }
+  // Load (`load` true) or Unload of `name` on the server's control thread, one after another in
+  // the order asked, so that no front-end thread waits for a load; logs the outcome to stderr.
+  // `done` runs once with the result: on the control thread, or on the caller's (Cancelled,
+  // "the server is shutting down") once StopControl has run.
+  void Control(const std::string& name, bool load, std::function<void(Status)> done);
+  // Runs what Control was asked before, then refuses more; joins the control thread.
+  void StopControl();
+  // The repository index: the served models, then the unloaded ones; only the READY entries
+  // when `ready_only` (Triton's {"ready": true}).
+  std::vector<RepositoryEntry> RepositoryIndex(bool ready_only) const;
 
   // Admission: a token held until the request's answer is written, or nullptr while draining
   // (the caller answers 503 / UNAVAILABLE).
@@ -117,6 +144,7 @@ class ModelServer {
   };
 
   StatusOr<std::shared_ptr<Model>> MakeModel(ServedModel sm);
+  void RunControl();  // the control thread: Control()'s tasks in order, until StopControl
   Status WarmModel(const Model& m) const;
   static void Retire(const std::shared_ptr<Model>& m, int64_t timeout_ms);
   int64_t retire_timeout_ms_ = 30000;  // how long an unloaded model's requests may take
@@ -131,6 +159,12 @@ class ModelServer {
   std::map<std::string, std::shared_ptr<Model>> models_;  // under models_mu_
   std::set<std::string> unloaded_;                        // under models_mu_
   std::mutex control_mu_;                                 // one Load/Unload at a time
+  // Control()'s queue and thread.
+  std::mutex tasks_mu_;
+  std::condition_variable tasks_cv_;
+  std::deque<std::function<void()>> tasks_;  // under tasks_mu_
+  bool tasks_stop_ = false;                  // under tasks_mu_
+  std::thread control_thread_;
   std::function<StatusOr<ServedModel>(const std::string&)> repository_;
   BatchPolicy policy_;
   int instances_ = 1;

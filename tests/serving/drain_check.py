@@ -19,7 +19,6 @@ counted per client: 200, 503 (its response must say Connection: close), refused,
 import http.client
 import json
 import os
-import signal
 import socket
 import sys
 import tempfile
@@ -27,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import start_server  # noqa: E402
+from serve_util import sigterm_under_load, start_server  # noqa: E402
 
 CLIENTS = 16
 BODY = json.dumps({"inputs": [{"name": "input", "shape": [1, 1, 28, 28], "datatype": "FP32",
@@ -89,16 +88,7 @@ def main():
     stop_at = time.time() + 11.5
     threads = [threading.Thread(target=client, args=(port, stats[i], stop_at, signalled))
                for i in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    time.sleep(1.5)
-    signalled.set()
-    t0 = time.time()
-    proc.send_signal(signal.SIGTERM)
-    rc = proc.wait(timeout=60)
-    exit_s = time.time() - t0
-    for t in threads:
-        t.join()
+    rc, exit_s = sigterm_under_load(proc, threads, signalled, 1.5)
     total = {k: sum(s[k] for s in stats) for k in keys}
     log.seek(0)
     print(log.read())

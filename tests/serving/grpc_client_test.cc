@@ -1,12 +1,16 @@
 // kiln serve's gRPC front end with a raw stub (requests tritonclient would never send: sizes that
-// do not match their shape, a huge declared shape, BYTES, a wrong number of raw contents), and
-// kiln::InferenceClient (include/kiln/client.h) against a live server over HTTP (binary and
-// JSON) and gRPC: metadata, readiness, values, and every refusal mapped back to its Status code.
+// do not match their shape, a huge declared shape, BYTES, a wrong number of raw contents; the
+// repository methods and their refusals; the drain), and kiln::InferenceClient
+// (include/kiln/client.h) against a live server over HTTP (binary and JSON) and gRPC: metadata,
+// readiness, values, and every refusal mapped back to its Status code.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <thread>
 
 #include "kiln/client.h"
 #include "kiln/server.h"
@@ -171,27 +175,237 @@ TEST(InferenceClientTest, HttpBinaryHttpJsonAndGrpc) {
       }
     }
   }
-  // After the drain: gRPC refuses as Unavailable with the server's message; the HTTP listener
-  // is closed once nothing admitted is left, so a new connection is refused.
+  // After the drain both listeners are closed (once nothing admitted is left): a new
+  // connection is refused, which both clients report as Unavailable.
   server->Drain();
-  {
-    auto client = InferenceClient::Create(grpc);
-    ASSERT_TRUE(client.ok());
-    std::vector<NamedTensor> out;
-    const Status s = (*client)->Infer("relu", {{"x", x}}, &out);
-    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
-    EXPECT_NE(s.message().find("shutting down"), std::string::npos) << s.message();
-    auto ready = (*client)->ServerReady();
-    ASSERT_TRUE(ready.ok());
-    EXPECT_FALSE(*ready);
-  }
-  {
-    auto client = InferenceClient::Create(http);
+  for (const std::string& url : {grpc, http}) {
+    SCOPED_TRACE(url);
+    auto client = InferenceClient::Create(url);
     ASSERT_TRUE(client.ok());
     std::vector<NamedTensor> out;
     const Status s = (*client)->Infer("relu", {{"x", x}}, &out);
     EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
     EXPECT_NE(s.message().find("refused"), std::string::npos) << s.message();
+  }
+}
+
+// A model that takes a while per sample (4.3 GFLOP): 64 chained MatMuls over x [N, 512, 256].
+std::shared_ptr<const Session> Slow() {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 512, 256}).Output("y", kF32, {-1, 512, 256});
+  m.FloatInit("w", {256, 256}, std::vector<float>(256 * 256, 1.f / 256));
+  std::string prev = "x";
+  for (int i = 0; i < 64; ++i) {
+    const std::string out = i == 63 ? "y" : "h" + std::to_string(i);
+    m.Node("MatMul", {prev, "w"}, {out});
+    prev = out;
+  }
+  auto s = Session::LoadFromBytes(m.Bytes());
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::shared_ptr<const Session>(std::move(*s)) : nullptr;
+}
+
+using Stub = std::unique_ptr<inference::GRPCInferenceService::Stub>;
+
+Stub NewStub(const Server& server) {
+  return inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server.grpc_port()), grpc::InsecureChannelCredentials()));
+}
+
+// One unary call with a 30 s deadline.
+template <typename Req, typename Res, typename Method>
+grpc::Status Call(const Stub& stub, Method method, const Req& req, Res* res) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return ((*stub).*method)(&ctx, req, res);
+}
+
+std::map<std::string, std::string> Index(const Stub& stub, bool ready_only) {
+  inference::RepositoryIndexRequest req;
+  req.set_ready(ready_only);
+  inference::RepositoryIndexResponse res;
+  const grpc::Status s =
+      Call(stub, &inference::GRPCInferenceService::Stub::RepositoryIndex, req, &res);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::map<std::string, std::string> index;
+  for (const auto& m : res.models()) index[m.name()] = m.state() + "/" + m.reason();
+  return index;
+}
+
+grpc::Status Control(const Stub& stub, const std::string& name, bool load,
+                     const std::string& parameter = "") {
+  if (load) {
+    inference::RepositoryModelLoadRequest req;
+    req.set_model_name(name);
+    if (!parameter.empty()) (*req.mutable_parameters())[parameter].set_string_param("{}");
+    inference::RepositoryModelLoadResponse res;
+    return Call(stub, &inference::GRPCInferenceService::Stub::RepositoryModelLoad, req, &res);
+  }
+  inference::RepositoryModelUnloadRequest req;
+  req.set_model_name(name);
+  inference::RepositoryModelUnloadResponse res;
+  return Call(stub, &inference::GRPCInferenceService::Stub::RepositoryModelUnload, req, &res);
+}
+
+bool ModelReady(const Stub& stub, const std::string& name) {
+  inference::ModelReadyRequest req;
+  req.set_name(name);
+  inference::ModelReadyResponse res;
+  const grpc::Status s = Call(stub, &inference::GRPCInferenceService::Stub::ModelReady, req, &res);
+  EXPECT_TRUE(s.ok()) << s.error_message();  // an unknown model is not ready, not an error
+  return res.ready();
+}
+
+TEST(GrpcServerTest, RepositoryIndexLoadAndUnload) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.http_port = 0;
+  o.grpc_port = 0;
+  int loads = 0;
+  o.repository = [&](const std::string& name) -> StatusOr<ServedModel> {
+    if (name != "relu") return NotFound("the repository has no model named '" + name + "'");
+    ++loads;
+    return ServedModel{name, std::to_string(loads + 1), ReluPlusOne()};
+  };
+  auto server = Server::Start({{"relu", "1", ReluPlusOne()}, {"other", "1", ReluPlusOne()}}, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const Stub stub = NewStub(**server);
+  using IndexMap = std::map<std::string, std::string>;
+  EXPECT_EQ(Index(stub, false), (IndexMap{{"other", "READY/"}, {"relu", "READY/"}}));
+
+  ASSERT_TRUE(Control(stub, "relu", false).ok());
+  EXPECT_FALSE(ModelReady(stub, "relu"));
+  EXPECT_TRUE(ModelReady(stub, "other"));
+  EXPECT_EQ(Index(stub, false), (IndexMap{{"other", "READY/"}, {"relu", "UNAVAILABLE/unloaded"}}));
+  EXPECT_EQ(Index(stub, true), (IndexMap{{"other", "READY/"}}));
+  inference::ModelInferResponse res;
+  grpc::Status s =
+      Call(stub, &inference::GRPCInferenceService::Stub::ModelInfer, Request({1, 4}, 16), &res);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+
+  struct Case {
+    const char* what;
+    grpc::Status status;
+    grpc::StatusCode code;
+    const char* message;
+  };
+  inference::RepositoryModelLoadRequest named;
+  named.set_repository_name("models");
+  named.set_model_name("relu");
+  inference::RepositoryModelLoadResponse load_res;
+  const std::vector<Case> cases = {
+      {"unload again", Control(stub, "relu", false), grpc::StatusCode::NOT_FOUND,
+       "failed to unload model 'relu': model 'relu' is not loaded"},
+      {"not in the repository", Control(stub, "nope", true), grpc::StatusCode::NOT_FOUND,
+       "failed to load model 'nope': the repository has no model named 'nope'"},
+      {"a config", Control(stub, "relu", true, "config"), grpc::StatusCode::UNIMPLEMENTED,
+       "'config' parameter is not supported"},
+      {"a file", Control(stub, "relu", true, "file:1/model.onnx"), grpc::StatusCode::UNIMPLEMENTED,
+       "'file:1/model.onnx' parameter is not supported"},
+      {"no name", Control(stub, "", true), grpc::StatusCode::INVALID_ARGUMENT,
+       "model_name is empty"},
+      {"a repository name",
+       Call(stub, &inference::GRPCInferenceService::Stub::RepositoryModelLoad, named, &load_res),
+       grpc::StatusCode::UNIMPLEMENTED, "repository_name 'models' is not supported"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    EXPECT_EQ(c.status.error_code(), c.code);
+    EXPECT_NE(c.status.error_message().find(c.message), std::string::npos)
+        << c.status.error_message();
+  }
+  EXPECT_EQ(loads, 0);  // no refusal loaded anything
+
+  ASSERT_TRUE(Control(stub, "relu", true).ok());
+  EXPECT_TRUE(ModelReady(stub, "relu"));
+  EXPECT_EQ(Index(stub, false), (IndexMap{{"other", "READY/"}, {"relu", "READY/"}}));
+  inference::ModelMetadataRequest meta_req;
+  meta_req.set_name("relu");
+  inference::ModelMetadataResponse meta;
+  ASSERT_TRUE(
+      Call(stub, &inference::GRPCInferenceService::Stub::ModelMetadata, meta_req, &meta).ok());
+  EXPECT_EQ(meta.versions(0), "2");               // the repository's copy
+  ASSERT_TRUE(Control(stub, "relu", true).ok());  // a reload replaces it
+  ASSERT_TRUE(
+      Call(stub, &inference::GRPCInferenceService::Stub::ModelMetadata, meta_req, &meta).ok());
+  EXPECT_EQ(meta.versions(0), "3");
+
+  // Model control off: refused before anything else is looked at.
+  o.repository = nullptr;
+  auto plain = Server::Start({{"relu", "1", ReluPlusOne()}}, o);
+  ASSERT_TRUE(plain.ok());
+  const Stub plain_stub = NewStub(**plain);
+  for (bool load : {true, false}) {
+    s = Control(plain_stub, "relu", load);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_NE(s.error_message().find("--model-control-mode explicit"), std::string::npos);
+  }
+}
+
+// The drain over gRPC: the call in flight is answered, new calls get UNAVAILABLE from the server
+// while it lasts, and once nothing admitted is left the gRPC server stops (the port refuses
+// connections) without waiting for the drain timeout; a channel that was open sees refusals,
+// not CANCELLED.
+TEST(GrpcServerTest, DrainAnswersInFlightThenStops) {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.http_port = 0;
+  o.grpc_port = 0;
+  o.batch.max_batch = 1;
+  o.drain_timeout_ms = 60000;
+  auto server = Server::Start({{"slow", "1", Slow()}, {"relu", "1", ReluPlusOne()}}, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  ASSERT_TRUE((*server)->WaitReady().ok());
+  const Stub stub = NewStub(**server);
+  inference::ModelInferRequest slow;
+  slow.set_model_name("slow");
+  auto* in = slow.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  for (int64_t d : {1, 512, 256}) in->add_shape(d);
+  slow.add_raw_input_contents(std::string(512 * 256 * sizeof(float), '\0'));
+  grpc::Status slow_status;
+  inference::ModelInferResponse slow_res;
+  std::thread in_flight([&] {
+    slow_status = Call(stub, &inference::GRPCInferenceService::Stub::ModelInfer, slow, &slow_res);
+  });
+  const std::string in_flight_line = "\nkiln_inflight_requests 1\n";
+  for (int i = 0; i < 5000 && (*server)->MetricsText().find(in_flight_line) == std::string::npos;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_NE((*server)->MetricsText().find(in_flight_line), std::string::npos);
+
+  const auto start = std::chrono::steady_clock::now();
+  DrainReport report;
+  std::thread drainer([&] { report = (*server)->Drain(); });
+  inference::ServerReadyResponse ready;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_TRUE(Call(stub, &inference::GRPCInferenceService::Stub::ServerReady,
+                     inference::ServerReadyRequest(), &ready)
+                    .ok());
+  } while (ready.ready());
+  inference::ModelInferResponse res;
+  grpc::Status s =
+      Call(stub, &inference::GRPCInferenceService::Stub::ModelInfer, Request({1, 4}, 16), &res);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  EXPECT_EQ(s.error_message(), "the server is shutting down");
+  drainer.join();
+  in_flight.join();
+  const double drain_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(slow_status.ok()) << slow_status.error_message();
+  EXPECT_EQ(slow_res.raw_output_contents_size(), 1);
+  EXPECT_EQ(report.in_flight_at_start, 1u);
+  EXPECT_EQ(report.unfinished, 0u);
+  EXPECT_LT(drain_s, report.elapsed_ms / 1000.0 + 2.0);  // not the 60 s drain timeout
+  // The channel that was open, and a new one: refused.
+  const Stub fresh = NewStub(**server);
+  for (const Stub* st : {&stub, &fresh}) {
+    s = Call(*st, &inference::GRPCInferenceService::Stub::ModelInfer, Request({1, 4}, 16), &res);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_NE(s.error_message().find("refused"), std::string::npos) << s.error_message();
   }
 }
 

@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pyenv"))
@@ -28,7 +27,7 @@ import check_venv  # noqa: E402
 check_venv.reexec_in_venv()
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_util import start_server  # noqa: E402
+from serve_util import ClientThreads, start_server  # noqa: E402
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -76,13 +75,11 @@ def settle_rss(pid, seconds=1.5):
     return min(readings)
 
 
-class Clients:
+class Clients(ClientThreads):
     """Closed-loop clients of one model; each answer is compared with ONNX Runtime's."""
 
     def __init__(self, url, model, path, shape, n):
-        self.ok = 0
-        self.errors = []
-        self.stop = threading.Event()
+        super().__init__()
         sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         rng = np.random.default_rng(1)
         self.x = rng.random(shape, dtype=np.float32)
@@ -90,10 +87,7 @@ class Clients:
         self.input = sess.get_inputs()[0].name
         self.output = sess.get_outputs()[0].name
         self.model, self.url = model, url
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.loop) for _ in range(n)]
-        for t in self.threads:
-            t.start()
+        self.start(n)
 
     def loop(self):
         client = httpclient.InferenceServerClient(self.url)
@@ -113,18 +107,6 @@ class Clients:
                 with self.lock:
                     self.errors.append(str(e))
                 time.sleep(0.01)
-
-    def take(self):
-        """(successes, errors) since the last take."""
-        with self.lock:
-            r = (self.ok, self.errors)
-            self.ok, self.errors = 0, []
-        return r
-
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join()
 
 
 def main():
