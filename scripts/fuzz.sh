@@ -9,11 +9,60 @@
 # tests/fuzz/<name>_corpus, so the tree is not changed. First, the sanitizer canary shows that a
 # UBSan finding stops a program of this build. A crash, sanitizer report, leak, hang (10 s per input) or RSS over 2 GiB fails the run;
 # the input that caused it is kept in build/fuzz/artifacts/ (add it to the corpus once fixed).
-# usage: scripts/fuzz.sh [SECONDS]
+# Then (or alone, with `python`) the Python API's argument conversion for SECONDS/2 under atheris
+# (tests/fuzz/python_args_fuzz.py, over a copy of tests/fuzz/python_args_corpus) against the
+# package a build assembled: $KILN_PYTHON_PKG, default build/release/python. It runs in the pinned
+# fuzz venv (tests/pyenv/check_venv.py FUZZ_PINS); a package index it cannot reach to make that
+# venv, or no package built, is a skip (tests/skip.sh: a failure under CI). The extension is the
+# release build's: not coverage-instrumented and without ASan, so the fuzzer is guided by the
+# Python side and finds C++ memory errors only when they crash.
+# usage: scripts/fuzz.sh [SECONDS] [all|native|python]   (default: 60 all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
+what=${2:-all}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
+case $what in all|native|python) ;; *) echo "fuzz.sh: expected all, native or python, got '$what'" >&2; exit 2 ;; esac
+mkdir -p build/fuzz/artifacts
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run_python_fuzzer SECONDS: the Python API fuzzer (exit 77: skipped, with the reason printed; a
+# finding exits 1, not libFuzzer's default 77, which CTest would count as a skip).
+run_python_fuzzer() {
+  local secs=$1 pkg=${KILN_PYTHON_PKG:-build/release/python} py rc=0 runs
+  # shellcheck source=../tests/skip.sh
+  source tests/skip.sh
+  [ -f "$pkg/kiln/__init__.py" ] || kiln_skip "python argument fuzzer: no kiln package at" \
+    "$pkg (scripts/build.sh builds it; KILN_PYTHON_PKG names another)"
+  py=$(/usr/bin/python3 tests/pyenv/check_venv.py fuzz-python) || { rc=$?; echo "$py"; return $rc; }
+  mkdir -p "$work/python_args"
+  cp tests/fuzz/python_args_corpus/* "$work/python_args/"
+  set +e
+  PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 "$py" tests/fuzz/python_args_fuzz.py \
+    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=2048 -print_final_stats=1 \
+    -error_exitcode=1 \
+    -artifact_prefix="$PWD/build/fuzz/artifacts/python_args-" "$work/python_args" \
+    > "$work/python_args.log" 2>&1
+  rc=$?
+  set -e
+  runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work/python_args.log" | tail -n 1 || true)
+  if [ $rc -eq 0 ]; then
+    echo "python argument fuzzer: ${runs:-no summary}; $(ls "$work/python_args" | wc -l) corpus" \
+      "entries; no finding"
+    echo "1 passed, 0 failed"
+  else
+    tail -n 60 "$work/python_args.log"
+    echo "python argument fuzzer FAILED (rc $rc); the input is in build/fuzz/artifacts/"
+    echo "0 passed, 1 failed"
+  fi
+  return $rc
+}
+
+if [ "$what" = python ]; then
+  run_python_fuzzer $((seconds / 2 + 1))
+  exit $?
+fi
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
 ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz \
@@ -31,9 +80,6 @@ if [ $canary_rc -eq 0 ] || ! grep -q "runtime error" <<< "$canary"; then
   exit 1
 fi
 echo "sanitizer canary: a UBSan report stops the program (rc $canary_rc)"
-mkdir -p build/fuzz/artifacts
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 # run_fuzzer LABEL TARGET CORPUS SECONDS [LIBFUZZER FLAGS...]: over a copy of CORPUS; a failing
 # input goes to build/fuzz/artifacts/. Returns the fuzzer's exit code.
@@ -84,3 +130,9 @@ run_fuzzer "records fuzzer" kiln_records_fuzz tests/fuzz/records_corpus \
   $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256
 run_fuzzer "labels fuzzer" kiln_labels_fuzz tests/fuzz/labels_corpus \
   $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256
+if [ "$what" = all ]; then
+  # In a subshell: a skip (exit 77) ends only this part.
+  python_rc=0
+  (run_python_fuzzer $((seconds / 2 + 1))) || python_rc=$?
+  [ $python_rc -eq 0 ] || [ $python_rc -eq 77 ] || exit $python_rc
+fi

@@ -18,7 +18,7 @@ import asyncio
 import json
 import os
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _kiln
 from ._kiln import (Cancelled, DeadlineExceeded, DeviceError, Error, Internal,  # noqa: F401
@@ -65,6 +65,20 @@ def _parse_device(device: str):
     if index and not index.isdigit():
         raise InvalidArgument(f"device '{device}': the index after ':' must be a number")
     return name, int(index) if index else 0
+
+
+def _as_array(value, dtype, what):
+    """A C-contiguous array of value (np.asarray(order="C"): np.ascontiguousarray would make a 0-d
+    one 1-d): what numpy, or the value's own __array__, raises on the way (an int too big for the
+    dtype, a ragged list) as InvalidArgument naming `what`."""
+    import numpy as np
+    try:
+        return np.asarray(value, dtype=dtype, order="C")
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001: any class numpy or the object raises
+        raise InvalidArgument(f"{what}: numpy cannot make a {np.dtype(dtype).name} array of the "
+                              f"{type(value).__name__} given ({type(e).__name__}: {e})") from e
 
 
 def _infos(specs):
@@ -158,6 +172,9 @@ class Session(_kiln._Session):
         the mean in ms, and items/s (the first input's first dim over the mean, as `kiln bench`
         reports throughput)."""
         import numpy as np
+        for what, n, least in (("iterations", iterations, 1), ("warmup", warmup, 0)):
+            if not isinstance(n, int) or n < least:
+                raise InvalidArgument(f"{what} must be an int >= {least}; got {n!r}")
         if feeds is None:
             feeds = {}
             for i in self.inputs:
@@ -298,16 +315,15 @@ class ImageDecoder:
         return self._d.decode(list(images))
 
     def transform(self, arrays: Sequence[Any]):
-        import numpy as np
-        return self._d.transform([np.ascontiguousarray(a, dtype=np.uint8) for a in arrays])
+        return self._d.transform([_as_array(a, "uint8", f"image {i}")
+                                  for i, a in enumerate(arrays)])
 
 
 def top_k(scores: Any, k: int = 5):
     """The classification of `kiln run --images` records for a float32 [n, classes] array of
     scores: softmax unless a row already is a distribution, then the k best classes, ties to the
     lower index. Returns (indices int64 [n, k], probabilities float32 [n, k])."""
-    import numpy as np
-    return _kiln._top_k(np.ascontiguousarray(scores, dtype=np.float32), int(k))
+    return _kiln._top_k(_as_array(scores, "float32", "scores"), int(k))
 
 
 def quantize(model: str, out: str, calibration: Dict[str, Any], *, method: str = "percentile",
@@ -317,6 +333,9 @@ def quantize(model: str, out: str, calibration: Dict[str, Any], *, method: str =
     """Writes an int8 QDQ model of `model` to `out`, calibrated on `calibration` ({input name:
     array of samples along the first dim}), as `kiln quantize` does. Returns a summary (method,
     samples, quantized and float nodes with why, bias-corrected convolutions)."""
+    if not isinstance(calibration, Mapping):
+        raise InvalidArgument("calibration must be a dict of input name to an array of samples; "
+                              f"got {type(calibration).__name__}")
     return _kiln._quantize(os.fspath(model), os.fspath(out), list(calibration.items()), method,
                            percentile, batch, list(keep_float), quantize_all, bias_correction,
                            channel_activations, threads or 0)

@@ -71,6 +71,48 @@ T Take(StatusOr<T> v) {
   return std::move(v).value();
 }
 
+// ---- text ---------------------------------------------------------------------------------
+// Text crosses as UTF-8, with os.fsdecode's convention for bytes that are not UTF-8 (a model's
+// names and strings are proto2 strings: any bytes): they come to Python as lone surrogates
+// U+DC80..U+DCFF ("surrogateescape") and go back to the same bytes, so nothing fails to convert
+// and nothing is lost.
+
+// A Python str of kiln's text.
+nb::str PyText(const std::string& text) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "surrogateescape");
+  if (o == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+// An error message as a Python str: bytes that are not UTF-8 shown as \xNN.
+nb::str PyMessage(const std::string& text) {
+  PyObject* o =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (o == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(o);
+}
+std::string TypeName(nb::handle value) { return nb::cast<std::string>(nb::str(value.type())); }
+
+// A user's str (`text` must be one) as kiln's text. One UTF-8 cannot encode (a surrogate that is
+// not an escape of a byte) is InvalidArgument naming `what`; nb::cast would throw
+// std::bad_cast, a bare RuntimeError.
+std::string Utf8(nb::handle text, const std::string& what) {
+  Py_ssize_t size = 0;
+  if (const char* p = PyUnicode_AsUTF8AndSize(text.ptr(), &size))
+    return std::string(p, static_cast<size_t>(size));
+  PyErr_Clear();
+  PyObject* b = PyUnicode_AsEncodedString(text.ptr(), "utf-8", "surrogateescape");
+  if (b == nullptr) {
+    PyErr_Clear();
+    nb::object shown = nb::steal(PyObject_ASCII(text.ptr()));
+    if (!shown.is_valid()) PyErr_Clear();
+    Throw(InvalidArgument(what + " must be text UTF-8 can encode; got " +
+                          (shown.is_valid() ? nb::cast<std::string>(shown) : std::string("?"))));
+  }
+  nb::bytes bytes = nb::steal<nb::bytes>(b);
+  return std::string(bytes.c_str(), bytes.size());
+}
+
 void MakeErrors(nb::module_& m) {
   PyObject* base = PyErr_NewExceptionWithDoc(
       "kiln.Error", "Base of every error kiln raises; .code names the kind.", PyExc_RuntimeError,
@@ -106,7 +148,7 @@ void MakeErrors(nb::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      PyErr_SetString(ErrorClass(e.status), e.status.ToString().c_str());
+      PyErr_SetObject(ErrorClass(e.status), PyMessage(e.status.ToString()).ptr());
     }
   });
 }
@@ -153,6 +195,22 @@ std::string NumpyName(DataType t) {
 
 using InArray = nb::ndarray<nb::ro, nb::device::cpu>;
 
+// Whether nanobind may look at `value` as an array. nanobind 2.9's buffer-protocol import reads
+// Py_buffer::strides without checking it for null, and numpy's datetime64 / timedelta64 scalars
+// export a 1-d buffer without strides although PyBUF_STRIDES asks for them: casting one to an
+// ndarray is a segfault. A buffer like that is no array to read in place (numpy converts it).
+bool CastableToArray(nb::handle value) {
+  if (!PyObject_CheckBuffer(value.ptr())) return true;  // __dlpack__ or nothing: no buffer read
+  Py_buffer view;
+  if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();  // nanobind's own request fails the same way, cleanly
+    return true;
+  }
+  const bool ok = view.ndim == 0 || (view.shape != nullptr && view.strides != nullptr);
+  PyBuffer_Release(&view);
+  return ok;
+}
+
 bool CContiguous(const InArray& a) {
   int64_t want = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
@@ -175,11 +233,25 @@ const TensorSpec* FindSpec(const std::vector<TensorSpec>& specs, const std::stri
   return nullptr;
 }
 
+// numpy's array of a feed (np.asarray). What numpy, or the value's own __array__ or sequence
+// protocol, raises on the way (a ragged list, an int too big for any dtype, a torch tensor in a
+// tuple: ValueError, OverflowError, RuntimeError...) becomes InvalidArgument naming the input;
+// MemoryError, and what is not an Exception (KeyboardInterrupt), pass as they are.
+nb::object AsArray(nb::handle value, const std::string& name) {
+  try {
+    return nb::module_::import_("numpy").attr("asarray")(value);
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_MemoryError) || !e.matches(PyExc_Exception)) throw;
+    Throw(InvalidArgument("input '" + name + "': numpy cannot make an array of the " +
+                          TypeName(value) + " given: " + e.what()));
+  }
+}
+
 // One array feed of dtype `dtype`: in place when it is a C-contiguous CPU array of that dtype,
-// else converted once by numpy (np.ascontiguousarray with a same-kind cast).
+// else converted once by numpy (np.asarray(order="C") with a same-kind cast).
 Tensor ArrayFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle value) {
   InArray a;
-  const bool is_array = nb::try_cast(value, a, /*convert=*/false);
+  const bool is_array = CastableToArray(value) && nb::try_cast(value, a, /*convert=*/false);
   const DtypeRow* want = RowOf(dtype);
   if (want == nullptr)
     Throw(Unsupported("input '" + name + "' has dtype " + DataTypeName(dtype) +
@@ -188,7 +260,7 @@ Tensor ArrayFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle v
     // Converted once: numpy decides what is an array; only same-kind casts (float64 -> float32,
     // int32 -> int64) are allowed, so a wrong kind of data is an error, not a silent cast.
     nb::module_ np = nb::module_::import_("numpy");
-    nb::object source = np.attr("asarray")(value);
+    nb::object source = AsArray(value, name);
     nb::object src_dtype = source.attr("dtype");
     if (nb::cast<std::string>(src_dtype.attr("kind")) == "O")
       Throw(InvalidArgument("input '" + name + "' must be an array of " + want->numpy + "; got " +
@@ -201,7 +273,8 @@ Tensor ArrayFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle v
                             nb::cast<std::string>(nb::str(src_dtype)) +
                             " (only conversions within a kind are made, e.g. float64 to "
                             "float32 or int32 to int64)"));
-    nb::object converted = np.attr("ascontiguousarray")(source, "dtype"_a = want->numpy);
+    // np.asarray with order="C", not np.ascontiguousarray: that one makes a 0-d array 1-d.
+    nb::object converted = np.attr("asarray")(source, "dtype"_a = want->numpy, "order"_a = "C");
     if (!nb::try_cast(converted, a, false))
       Throw(Internal("input '" + name + "': numpy's conversion gave no readable array"));
     ++f->copied;
@@ -233,8 +306,7 @@ Tensor ValueFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle v
     return Tensor::Sequence(ContainedType(dtype), std::move(items));
   }
   if (dtype == DataType::kString) {
-    nb::module_ np = nb::module_::import_("numpy");
-    nb::object arr = np.attr("asarray")(value);
+    nb::object arr = AsArray(value, name);
     nb::object arr_dtype = arr.attr("dtype");
     const std::string kind = nb::cast<std::string>(arr_dtype.attr("kind"));
     if (kind != "U" && kind != "S" && kind != "O")
@@ -248,7 +320,7 @@ Tensor ValueFeed(Feeds* f, DataType dtype, const std::string& name, nb::handle v
       if (nb::isinstance<nb::bytes>(e))
         t.data<std::string>()[i++] = std::string(nb::cast<nb::bytes>(e).c_str(), nb::len(e));
       else if (nb::isinstance<nb::str>(e))
-        t.data<std::string>()[i++] = nb::cast<std::string>(e);
+        t.data<std::string>()[i++] = Utf8(e, "input '" + name + "': element " + std::to_string(i));
       else
         Throw(InvalidArgument("input '" + name + "': element " + std::to_string(i) +
                               " is not a str; got " + nb::cast<std::string>(nb::str(e.type()))));
@@ -279,7 +351,7 @@ Feeds ReadFeeds(const std::vector<TensorSpec>& specs, nb::handle feeds) {
     if (!nb::isinstance<nb::str>(k))
       Throw(InvalidArgument("feed names must be str; got " +
                             nb::cast<std::string>(nb::str(k.type()))));
-    AddFeed(&f, specs, nb::cast<std::string>(k), v);
+    AddFeed(&f, specs, Utf8(k, "a feed name"), v);
   }
   return f;
 }
@@ -295,8 +367,7 @@ nb::object ToNumpy(Tensor t) {
   if (IsOptionalType(t.dtype())) return t.has_element() ? ToNumpy(t.items()[0]) : nb::none();
   if (t.dtype() == DataType::kString) {
     nb::list l;
-    for (int64_t i = 0; i < t.numel(); ++i)
-      l.append(nb::str(t.data<std::string>()[i].c_str(), t.data<std::string>()[i].size()));
+    for (int64_t i = 0; i < t.numel(); ++i) l.append(PyText(t.data<std::string>()[i]));
     nb::module_ np = nb::module_::import_("numpy");
     nb::list shape;
     for (int64_t d : t.shape()) shape.append(d);
@@ -321,7 +392,7 @@ nb::list ShapeList(const TensorSpec& s) {
     if (s.dims[i] >= 0)
       l.append(s.dims[i]);
     else if (i < s.dim_names.size() && !s.dim_names[i].empty())
-      l.append(s.dim_names[i]);
+      l.append(PyText(s.dim_names[i]));
     else
       l.append(nb::none());
   }
@@ -361,15 +432,15 @@ struct PySession {
         bool found = false;
         for (NamedTensor& o : outs)
           if (o.name == n && o.tensor.defined()) {
-            result[n.c_str()] = ToNumpy(std::move(o.tensor));
+            result[PyText(n)] = ToNumpy(std::move(o.tensor));
             o.tensor = Tensor();
             found = true;
           }
-        if (!found && !result.contains(n.c_str()))
+        if (!found && !result.contains(PyText(n)))
           Throw(InvalidArgument("'" + n + "' is not an output of the model"));
       }
     } else {
-      for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+      for (NamedTensor& o : outs) result[PyText(o.name)] = ToNumpy(std::move(o.tensor));
     }
     return result;
   }
@@ -381,11 +452,13 @@ struct PySession {
     std::vector<NamedTensor> bound;
     std::vector<nb::ndarray<nb::device::cpu>> keep;
     for (auto [k, v] : nb::borrow<nb::dict>(outputs)) {
-      const std::string name = nb::cast<std::string>(k);
+      if (!nb::isinstance<nb::str>(k))
+        Throw(InvalidArgument("output names must be str; got " + TypeName(k)));
+      const std::string name = Utf8(k, "an output name");
       const TensorSpec* spec = FindSpec(s().outputs(), name);
       if (spec == nullptr) Throw(InvalidArgument("'" + name + "' is not an output of the model"));
       nb::ndarray<nb::device::cpu> a;
-      if (!nb::try_cast(v, a, false))
+      if (!CastableToArray(v) || !nb::try_cast(v, a, false))
         Throw(InvalidArgument("output '" + name + "' must be a writable CPU array"));
       const DtypeRow* row = RowOf(spec->dtype);
       if (row == nullptr || !(a.dtype() == row->dl))
@@ -413,8 +486,15 @@ struct PySession {
 
   void Prepare(nb::dict shapes) {
     std::vector<std::pair<std::string, Shape>> list;
-    for (auto [k, v] : shapes)
-      list.emplace_back(nb::cast<std::string>(k), nb::cast<std::vector<int64_t>>(v));
+    for (auto [k, v] : shapes) {
+      if (!nb::isinstance<nb::str>(k))
+        Throw(InvalidArgument("prepare: shapes are keyed by input name (str); got " + TypeName(k)));
+      std::vector<int64_t> dims;
+      if (nb::isinstance<nb::str>(v) || !nb::try_cast(v, dims))
+        Throw(InvalidArgument("prepare: the shape of '" + Utf8(k, "an input name") +
+                              "' must be a list of ints; got " + TypeName(v)));
+      list.emplace_back(Utf8(k, "an input name"), std::move(dims));
+    }
     Status st;
     {
       nb::gil_scoped_release release;
@@ -517,10 +597,17 @@ void ModelArgs(nb::handle model, std::string* path, std::string* bytes) {
     if (!b.is_valid()) throw nb::python_error();
     bytes->assign(b.c_str(), b.size());
   } else {
-    nb::object fs = nb::module_::import_("os").attr("fspath")(model);
+    nb::module_ os = nb::module_::import_("os");
+    nb::object fs = os.attr("fspath")(model);
     if (!nb::isinstance<nb::str>(fs))
       Throw(InvalidArgument("a model path must be str or os.PathLike of str"));
-    *path = nb::cast<std::string>(fs);
+    // The file system's bytes of the name (os.fsencode), so a name that is not UTF-8 (decoded
+    // by Python with surrogate escapes) opens the file it names.
+    nb::bytes b = nb::borrow<nb::bytes>(os.attr("fsencode")(fs));
+    *path = std::string(b.c_str(), b.size());
+    if (path->empty()) Throw(InvalidArgument("the model path is empty"));
+    if (path->find('\0') != std::string::npos)
+      Throw(InvalidArgument("the model path holds a NUL character"));
   }
 }
 
@@ -563,7 +650,7 @@ nb::list Specs(const std::vector<TensorSpec>& specs) {
   nb::list l;
   for (const TensorSpec& s : specs) {
     nb::dict d;
-    d["name"] = s.name;
+    d["name"] = PyText(s.name);
     d["dtype"] = NumpyName(s.dtype);
     d["kiln_dtype"] = DataTypeName(s.dtype);
     d["shape"] = s.rank_known ? nb::object(ShapeList(s)) : nb::none();
@@ -574,20 +661,20 @@ nb::list Specs(const std::vector<TensorSpec>& specs) {
 
 nb::dict Metadata(const ModelMetadata& m) {
   nb::dict d;
-  d["producer_name"] = m.producer_name;
-  d["producer_version"] = m.producer_version;
-  d["domain"] = m.domain;
+  d["producer_name"] = PyText(m.producer_name);
+  d["producer_version"] = PyText(m.producer_version);
+  d["domain"] = PyText(m.domain);
   d["model_version"] = m.model_version;
-  d["doc_string"] = m.doc_string;
-  d["graph_name"] = m.graph_name;
-  d["graph_doc_string"] = m.graph_doc_string;
+  d["doc_string"] = PyText(m.doc_string);
+  d["graph_name"] = PyText(m.graph_name);
+  d["graph_doc_string"] = PyText(m.graph_doc_string);
   d["ir_version"] = m.ir_version;
   nb::list opsets;
   for (const auto& [domain, version] : m.opset_imports)
-    opsets.append(nb::make_tuple(domain, version));
+    opsets.append(nb::make_tuple(PyText(domain), version));
   d["opset_imports"] = opsets;
   nb::dict custom;
-  for (const auto& [k, v] : m.custom) custom[k.c_str()] = v;
+  for (const auto& [k, v] : m.custom) custom[PyText(k)] = PyText(v);
   d["custom"] = custom;
   return d;
 }
@@ -614,7 +701,7 @@ struct PyBatcher {
     }
     Check(st);
     nb::dict result;
-    for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+    for (NamedTensor& o : outs) result[PyText(o.name)] = ToNumpy(std::move(o.tensor));
     return result;
   }
 
@@ -628,11 +715,12 @@ struct PyBatcher {
       try {
         if (!st.ok()) {
           nb::object exc =
-              nb::steal(PyObject_CallFunction(ErrorClass(st), "s", st.ToString().c_str()));
+              nb::steal(PyObject_CallOneArg(ErrorClass(st), PyMessage(st.ToString()).ptr()));
+          if (!exc.is_valid()) throw nb::python_error();
           fut->attr("set_exception")(exc);
         } else {
           nb::dict result;
-          for (NamedTensor& o : outs) result[o.name.c_str()] = ToNumpy(std::move(o.tensor));
+          for (NamedTensor& o : outs) result[PyText(o.name)] = ToNumpy(std::move(o.tensor));
           fut->attr("set_result")(result);
         }
       } catch (nb::python_error& e) {
@@ -698,9 +786,26 @@ nb::dict QuantizeModel(const std::string& model, const std::string& out,
     specs = Take(std::move(s))->inputs();
   }
   nb::dict feeds;
-  for (auto& [name, value] : calibration) feeds[name.c_str()] = value;
+  for (auto& [name, value] : calibration) feeds[nb::str(name.data(), name.size())] = value;
   Feeds f = ReadFeeds(specs, feeds);
-  const int64_t samples = f.tensors[0].tensor.shape().empty() ? 1 : f.tensors[0].tensor.shape()[0];
+  // The batches below are views of rows [at, at + n) of every array: each must be a plain tensor
+  // with the samples along its first dimension, all the same number of them.
+  int64_t samples = -1;
+  for (const NamedTensor& t : f.tensors) {
+    const Tensor& v = t.tensor;
+    if (IsSequenceType(v.dtype()) || IsOptionalType(v.dtype()) || v.dtype() == DataType::kString)
+      Throw(InvalidArgument("calibration input '" + t.name + "' is a " + DataTypeName(v.dtype()) +
+                            "; calibration takes arrays of numbers"));
+    if (v.shape().empty())
+      Throw(InvalidArgument("calibration input '" + t.name +
+                            "' is a scalar; give its samples along the first dimension"));
+    if (samples >= 0 && v.shape()[0] != samples)
+      Throw(InvalidArgument("calibration inputs hold different numbers of samples: '" +
+                            f.tensors[0].name + "' has " + std::to_string(samples) + ", '" +
+                            t.name + "' has " + std::to_string(v.shape()[0])));
+    samples = v.shape()[0];
+  }
+  if (samples == 0) Throw(InvalidArgument("calibration data holds no samples (first dimension 0)"));
   if (batch <= 0) batch = samples;
   QuantizeSummary summary;
   Status st;
@@ -716,8 +821,7 @@ nb::dict QuantizeModel(const std::string& model, const std::string& out,
           std::vector<NamedTensor> chunk;
           for (const NamedTensor& t : f.tensors) {
             Shape shape = t.tensor.shape();
-            const size_t row =
-                t.tensor.bytes() / static_cast<size_t>(std::max<int64_t>(shape[0], 1));
+            const size_t row = t.tensor.bytes() / static_cast<size_t>(shape[0]);
             shape[0] = n;
             chunk.push_back(
                 {t.name, Tensor::View(t.tensor.dtype(), shape,
@@ -735,9 +839,11 @@ nb::dict QuantizeModel(const std::string& model, const std::string& out,
   nb::dict d;
   d["method"] = summary.method;
   d["samples"] = summary.samples;
-  d["quantized_nodes"] = summary.quantized_nodes;
+  nb::list quantized;
+  for (const std::string& node : summary.quantized_nodes) quantized.append(PyText(node));
+  d["quantized_nodes"] = quantized;
   nb::dict kept;
-  for (const auto& [node, why] : summary.float_nodes) kept[node.c_str()] = why;
+  for (const auto& [node, why] : summary.float_nodes) kept[PyText(node)] = PyMessage(why);
   d["float_nodes"] = kept;
   d["model_bytes"] = summary.model_bytes;
   d["bias_corrected"] = summary.bias_corrected;
@@ -794,7 +900,7 @@ nb::dict RunImageJob(PySession& session, const std::string& images, const std::s
 // The images of one call as numpy floats [n, *sample] and one error text per image ("" for OK).
 nb::tuple DecodedBatch(Tensor batch, const std::vector<Status>& statuses) {
   nb::list errors;
-  for (const Status& s : statuses) errors.append(s.ok() ? std::string() : s.ToString());
+  for (const Status& s : statuses) errors.append(s.ok() ? nb::str("") : PyMessage(s.ToString()));
   return nb::make_tuple(ToNumpy(std::move(batch)), errors);
 }
 
@@ -887,7 +993,7 @@ nb::tuple TopK(const nb::ndarray<nb::ro, float, nb::ndim<2>, nb::c_contig, nb::d
   const int64_t kk = std::min<int64_t>(k, classes);
   Tensor idx = Tensor::Empty(DataType::kInt64, {n, kk});
   Tensor val = Tensor::Empty(DataType::kFloat, {n, kk});
-  {
+  if (kk > 0) {  // no classes: empty results, whatever the number of rows (2**40 of none)
     nb::gil_scoped_release release;
     std::vector<int64_t> top;
     std::vector<float> sc;
@@ -934,12 +1040,27 @@ NB_MODULE(_kiln, m) {
       .def("_output_specs", [](const PySession& s) { return Specs(s.s().outputs()); })
       .def("_metadata", [](const PySession& s) { return Metadata(s.s().metadata()); })
       .def("device_description", [](const PySession& s) { return s.s().device_description(); })
-      .def("optimized_op_counts", [](const PySession& s) { return s.s().optimized_op_counts(); })
-      .def("optimization_log", [](const PySession& s) { return s.s().optimization_log(); })
+      .def("optimized_op_counts",
+           [](const PySession& s) {
+             nb::list l;
+             for (const auto& [op, n] : s.s().optimized_op_counts())
+               l.append(nb::make_tuple(PyText(op), n));
+             return l;
+           })
+      .def("optimization_log",
+           [](const PySession& s) {
+             nb::list l;
+             for (const std::string& line : s.s().optimization_log()) l.append(PyMessage(line));
+             return l;
+           })
       .def("describe_plan", [](PySession& s, nb::handle feeds) {
         Feeds f = ReadFeeds(s.s().inputs(), feeds);
-        nb::gil_scoped_release release;
-        return Take(s.s().DescribePlan(f.tensors));
+        StatusOr<std::string> text = InvalidArgument("unset");
+        {
+          nb::gil_scoped_release release;
+          text = s.s().DescribePlan(f.tensors);
+        }
+        return PyMessage(Take(std::move(text)));
       });
 
   nb::class_<PyBatcher>(m, "_Batcher")

@@ -34,6 +34,47 @@ std::string ScoreText(float v) {
 
 std::string Errno() { return std::strerror(errno); }
 
+// True when the JSON writer passes `s` through unchanged (valid UTF-8); false when it would
+// replace bytes (nlohmann's strict check, so the two agree by construction).
+bool JsonKeeps(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += kHexDigits[c >> 4];
+    out += kHexDigits[c & 15];
+  }
+  return out;
+}
+
+// The bytes of lower- or upper-case hex text; false when it is not hex of whole bytes.
+bool Unhex(const std::string& hex, std::string* bytes) {
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+  };
+  if (hex.size() % 2 != 0) return false;
+  bytes->clear();
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    *bytes += static_cast<char>(hi * 16 + lo);
+  }
+  return true;
+}
+
 }  // namespace
 
 StatusOr<RecordFormat> RecordFormatFor(const std::string& path) {
@@ -48,6 +89,9 @@ std::string FormatRecord(const Record& r, RecordFormat format) {
   if (format == RecordFormat::kJsonl) {
     nlohmann::ordered_json j;
     j["path"] = r.path;
+    // JSON text is Unicode: a path that is not UTF-8 (a Linux file name is any bytes) is written
+    // with U+FFFD for its stray bytes, for reading, and exactly, as hex, for --resume.
+    if (!JsonKeeps(r.path)) j["path_hex"] = Hex(r.path);
     if (!r.error.empty()) {
       j["error"] = r.error;
     } else if (!r.outputs.empty()) {
@@ -81,6 +125,8 @@ bool RecordPath(const std::string& line, RecordFormat format, std::string* path)
     auto j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("path") || !j["path"].is_string())
       return false;
+    if (j.contains("path_hex"))
+      return j["path_hex"].is_string() && Unhex(j["path_hex"].get<std::string>(), path);
     *path = j["path"].get<std::string>();
     return true;
   }

@@ -5,10 +5,14 @@
 // JSONL, one object per line:
 //   {"path": "imgs/a.jpg", "top_k": [3, 1], "scores": [0.91, 0.05], "labels": ["cat", "dog"]}
 //   {"path": "imgs/bad.jpg", "error": "InvalidArgument: ... (while reading imgs/bad.jpg)"}
-// ("labels" only when labels were given.) CSV, with a header line:
+// ("labels" only when labels were given.) A path that is not valid UTF-8 (JSON text must be) is
+// written with U+FFFD in place of its stray bytes and also exactly, as hex of its bytes:
+//   {"path": "imgs/\uFFFD.jpg", "path_hex": "696d67732fff2e6a7067", "top_k": ...}
+// and the reader takes "path_hex" when a record has it. CSV, with a header line:
 //   path,status,top_k,scores,labels,error
 // where top_k, scores and labels are ';'-separated lists, status is "ok" or "error", and fields are
-// quoted per RFC 4180 when they contain a comma, quote or line break.
+// quoted per RFC 4180 when they contain a comma, quote or line break; paths are written as their
+// bytes, whatever they are.
 //
 // Resume: the existing file is read; every complete line (ending in '\n') that parses names an
 // image that is done, whatever its status (a CSV record whose quoted path holds a line break spans

@@ -1,11 +1,12 @@
 // The library's image job (include/kiln/image_job.h) with the bundled Fashion-MNIST CNN: records
 // for good and corrupt files, the first batch apart from the steady state, checks before any work,
-// resume, and one run per job.
+// resume (file names that are not UTF-8 included), and one run per job.
 #include "kiln/image_job.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "job_test_util.h"
@@ -27,6 +28,11 @@ int Lines(const std::string& path) {
   int n = 0;
   for (std::string line; std::getline(in, line);) ++n;
   return n;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 TEST_F(ImageJobTest, RecordsEveryImageAndSplitsTheFirstBatch) {
@@ -102,6 +108,60 @@ TEST_F(ImageJobTest, ChecksBeforeAnyWork) {
   o.recipe = "no-such-recipe";
   EXPECT_FALSE(ImageJob::Create(*session, o).ok());
   EXPECT_FALSE(fs::exists(P("records.csv")));
+}
+
+// A file whose name is not UTF-8 (bytes 0xff 0xfe: a Linux name is any bytes but '/' and NUL).
+// JSON Lines records keep its exact bytes ("path_hex" beside a "path" with U+FFFD), CSV writes
+// them as they are, so --resume knows the image is done: run twice, each image is recorded once.
+// The first run's record of the other image is then dropped, as a killed job's would be missing:
+// the resumed run does that image alone.
+TEST_F(ImageJobTest, ResumeRecognisesPathsThatAreNotUtf8) {
+  const std::string odd = "imgs/b\xff\xfe.png";
+  WritePng(odd, 40);
+  WritePng("imgs/a.png", 10);
+  ASSERT_TRUE(fs::exists(P(odd)));
+  auto session = DemoSession();
+  ASSERT_NE(session, nullptr);
+  for (const std::string out : {"records.jsonl", "records.csv"}) {
+    const bool csv = out.ends_with(".csv");
+    ImageJobOptions o;
+    o.images = P("imgs");
+    o.recipe = "fashion-mnist";
+    o.out = P(out);
+    for (bool resume : {false, true}) {
+      o.resume = resume;
+      auto job = ImageJob::Create(*session, o);
+      ASSERT_TRUE(job.ok()) << job.status().ToString();
+      EXPECT_EQ((*job)->plan().todo, resume ? 0 : 2) << out;
+      EXPECT_EQ((*job)->plan().skipped, resume ? 2 : 0) << out;
+      auto sum = (*job)->Run();
+      ASSERT_TRUE(sum.ok()) << sum.status().ToString();
+      EXPECT_EQ(sum->done, resume ? 0 : 2) << out;
+      EXPECT_EQ(Lines(o.out), csv ? 3 : 2) << out;  // a record per image (and CSV's header)
+    }
+    const std::string text = Slurp(o.out);
+    if (csv) {
+      EXPECT_NE(text.find("b\xff\xfe.png,ok,"), std::string::npos) << text;
+    } else {
+      EXPECT_NE(text.find("\"path_hex\":\""), std::string::npos) << text;
+      EXPECT_NE(text.find("62fffe2e706e67\""), std::string::npos) << text;  // hex of b\xff\xfe.png
+      EXPECT_EQ(text.find('\xff'), std::string::npos) << "JSON must be UTF-8: " << text;
+    }
+    // Drop a.png's record (the first line after CSV's header), as if the job had been killed
+    // before writing it: the resumed run does a.png and only a.png.
+    const size_t first = csv ? text.find('\n') + 1 : 0;
+    const size_t cut = text.find('\n', first) + 1;
+    ASSERT_NE(text.find("a.png", first), std::string::npos);
+    ASSERT_LT(text.find("a.png", first), cut) << text;
+    std::ofstream(o.out, std::ios::binary | std::ios::trunc)
+        << text.substr(0, first) << text.substr(cut);
+    o.resume = true;
+    auto job = ImageJob::Create(*session, o);
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ((*job)->plan().todo, 1) << out;
+    ASSERT_TRUE((*job)->Run().ok());
+    EXPECT_EQ(Lines(o.out), csv ? 3 : 2) << out;
+  }
 }
 
 }  // namespace

@@ -297,6 +297,48 @@ TEST_F(JobStagesTest, CsvResumeKeepsQuotedLineBreaks) {
   EXPECT_NE(bad.status().message().find("line 2 of"), std::string::npos) << bad.status().ToString();
 }
 
+// Paths that are not UTF-8 (a Linux file name is any bytes): a JSON Lines record stays UTF-8
+// (U+FFFD in "path") and keeps the bytes as hex in "path_hex", CSV writes the bytes; RecordPath and
+// --resume give the bytes back. A "path_hex" that is not hex of whole bytes is not a record.
+TEST_F(JobStagesTest, RecordsKeepPathsThatAreNotUtf8) {
+  const Record ok{"imgs/\xff\xc3(.jpg", "", {1}, {0.5f}, {}, {}};
+  const Record err{"e/\x80.png", "InvalidArgument: cannot decode e/\x80.png", {}, {}, {}, {}};
+  for (RecordFormat f : {RecordFormat::kJsonl, RecordFormat::kCsv}) {
+    for (const Record& r : {ok, err}) {
+      std::string line = FormatRecord(r, f), path;
+      line.pop_back();
+      ASSERT_TRUE(RecordPath(line, f, &path)) << line;
+      EXPECT_EQ(path, r.path);
+      if (f == RecordFormat::kJsonl) {
+        EXPECT_EQ(line.find_first_of("\x80\xff"), std::string::npos) << "not UTF-8: " << line;
+      } else {
+        EXPECT_EQ(line.rfind(r.path + ",", 0), 0u) << line;
+      }
+    }
+  }
+  EXPECT_NE(
+      FormatRecord(ok, RecordFormat::kJsonl).find("\"path_hex\":\"696d67732fffc3282e6a7067\""),
+      std::string::npos);
+  for (const char* name : {"u.jsonl", "u.csv"}) {
+    {
+      auto w = RecordWriter::Open(P(name), false);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      (*w)->Add(ok);
+      (*w)->Add(err);
+      ASSERT_TRUE((*w)->Flush().ok());
+    }
+    auto w = RecordWriter::Open(P(name), true);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_EQ((*w)->done(), (std::unordered_set<std::string>{ok.path, err.path})) << name;
+  }
+  std::string path;
+  EXPECT_TRUE(RecordPath(R"({"path":"?","path_hex":"4A6b"})", RecordFormat::kJsonl, &path));
+  EXPECT_EQ(path, "Jk");
+  for (const char* bad : {R"({"path":"a","path_hex":"6"})", R"({"path":"a","path_hex":"zz"})",
+                          R"({"path":"a","path_hex":61})", R"({"path_hex":"61"})"})
+    EXPECT_FALSE(RecordPath(bad, RecordFormat::kJsonl, &path)) << bad;
+}
+
 TEST_F(JobStagesTest, LabelsFile) {
   auto l = ParseLabels("tench\r\ngold fish\n\nshark\r\r\n\n\r\n", "l.txt");
   ASSERT_TRUE(l.ok()) << l.status().ToString();

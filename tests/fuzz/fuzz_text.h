@@ -1,4 +1,4 @@
-// Shared by the text-file fuzz targets (records_fuzz.cc, labels_fuzz.cc).
+// For the text-file fuzz targets (labels_fuzz.cc).
 #pragma once
 
 #include <nlohmann/json.hpp>

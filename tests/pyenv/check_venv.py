@@ -72,6 +72,25 @@ def ray_venv():
     return python_or_skip(RAY_PINS, os.path.join(cache, "kiln", "ray-venv"), system_site=True)
 
 
+# The Python API fuzzer's venv (${XDG_CACHE_HOME:-~/.cache}/kiln/fuzz-venv:
+# tests/fuzz/python_args_fuzz.py): atheris (3.0.0 is the newest release on the index, a cp311
+# manylinux wheel with libFuzzer inside: no clang build) and onnx to build the fuzzed models;
+# numpy (1.24) and torch stay Debian's.
+FUZZ_PINS = [
+    "atheris==3.0.0",
+    "onnx==1.19.1",
+    "protobuf==4.25.8",
+    "typing_extensions==4.12.2",
+    "ml_dtypes==0.5.1",
+]
+
+
+def fuzz_venv():
+    """The Python API fuzzer's venv (made when missing): its interpreter, or a skip."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return python_or_skip(FUZZ_PINS, os.path.join(cache, "kiln", "fuzz-venv"), system_site=True)
+
+
 # pip's words when it never reached the index (the network, DNS or a proxy failed), as opposed to
 # reaching it and failing (no such version, no wheel for this platform, a full disk).
 UNREACHABLE_MARKS = ("Failed to establish a new connection", "Temporary failure in name resolution",
@@ -155,4 +174,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] == "python":
         print(python_or_skip())
         sys.exit(0)
-    sys.exit("usage: check_venv.py unreachable PIP_LOG | nanobind-dir | python")
+    # check_venv.py fuzz-python: the fuzz venv's interpreter (scripts/fuzz.sh python).
+    if len(sys.argv) == 2 and sys.argv[1] == "fuzz-python":
+        print(fuzz_venv())
+        sys.exit(0)
+    sys.exit("usage: check_venv.py unreachable PIP_LOG | nanobind-dir | python | fuzz-python")
