@@ -228,8 +228,11 @@ def python_body(items):
 def trace_meta(res):
     models = " ".join(r["model"] for r in res["rows"])
     return (res["date"], res["cpu"] or "unstated",
-            [f"`PYTHONPATH=build/release/python bench/trace_overhead.py {models}` "
-             "(its defaults: `--rounds 8 --runs 15`)"])
+            [f"`PYTHONPATH=build/release/python bench/trace_overhead.py {models}" +
+             (f" --rounds {res['rounds']} --runs {res['runs']}`" if "rounds" in res
+              else "` (its defaults: `--rounds 8 --runs 15`)") +
+             ("; baseline: " + res["baseline"] if "baseline" in res
+              else "; baseline: RunInto into preallocated outputs")])
 
 
 def trace_body(items):

@@ -507,6 +507,28 @@ struct PySession {
   // outputs, timed in C++ with the GIL released (no Python in the loop); microseconds per call.
   // `runs` runs timed per step, written to `path` as Chrome/Perfetto trace JSON; returns the
   // runs' wall times (ms).
+  // `runs` Run calls timed in C++ (ms each), with every step timed when `per_node`: the same
+  // calls either way, so the two differ only by the tracing (bench/trace_overhead.py).
+  Status TimedRuns(const Feeds& f, int runs, bool per_node, std::vector<double>* ms,
+                   std::vector<RunTimings>* traced) {
+    for (int i = 0; i < runs; ++i) {
+      RunTimings rt;
+      rt.per_node = per_node;
+      std::vector<NamedTensor> outs;
+      const auto t0 = std::chrono::steady_clock::now();
+      KILN_RETURN_IF_ERROR(s().Run(f.tensors, &outs, &rt));
+      ms->push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (!per_node) continue;
+      if (rt.nodes.empty())
+        return Unsupported("trace: per-step times are measured on the CPU backend only");
+      traced->push_back(std::move(rt));
+    }
+    return OkStatus();
+  }
+
+  // `runs` runs timed per step, written to `path` as Chrome/Perfetto trace JSON; returns the
+  // runs' wall times (ms).
   std::vector<double> Trace(nb::handle feeds, const std::string& path, int runs) {
     if (runs < 1) Throw(InvalidArgument("runs must be >= 1; got " + std::to_string(runs)));
     Feeds f = ReadFeeds(s().inputs(), feeds);
@@ -516,24 +538,26 @@ struct PySession {
       nb::gil_scoped_release release;
       st = [&]() -> Status {
         std::vector<RunTimings> traced;
-        for (int i = 0; i < runs; ++i) {
-          RunTimings rt;
-          rt.per_node = true;
-          std::vector<NamedTensor> outs;
-          const auto t0 = std::chrono::steady_clock::now();
-          KILN_RETURN_IF_ERROR(s().Run(f.tensors, &outs, &rt));
-          ms.push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count());
-          if (rt.nodes.empty())
-            return Unsupported("trace: per-step times are measured on the CPU backend only");
-          traced.push_back(std::move(rt));
-        }
+        KILN_RETURN_IF_ERROR(TimedRuns(f, runs, true, &ms, &traced));
         std::ofstream out(path);
         out << ChromeTraceJson(traced, "kiln (Python)");
         if (!out.good()) return InvalidArgument("cannot write trace file '" + path + "'");
         return OkStatus();
       }();
+    }
+    Check(st);
+    return ms;
+  }
+
+  // The untraced twin of Trace's runs: bench/trace_overhead.py's baseline.
+  std::vector<double> TimeRuns(nb::handle feeds, int runs) {
+    if (runs < 1) Throw(InvalidArgument("runs must be >= 1; got " + std::to_string(runs)));
+    Feeds f = ReadFeeds(s().inputs(), feeds);
+    std::vector<double> ms;
+    Status st;
+    {
+      nb::gil_scoped_release release;
+      st = TimedRuns(f, runs, false, &ms, nullptr);
     }
     Check(st);
     return ms;
@@ -1033,6 +1057,8 @@ NB_MODULE(_kiln, m) {
            "costs what later ones do.")
       .def("stats", &PySession::Stats)
       .def("_trace", &PySession::Trace, "feeds"_a, "path"_a, "runs"_a)
+      .def("_time_runs", &PySession::TimeRuns, "feeds"_a, "runs"_a,
+           "Run timed in a C++ loop (ms per call), as _trace times its runs, untraced.")
       .def("_time_run_into", &PySession::TimeRunInto, "feeds"_a, "iterations"_a,
            "C++ RunInto timed in a C++ loop (microseconds per call): bench/python_bench.py's "
            "baseline for the cost of a call from Python.")
