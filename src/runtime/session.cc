@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <new>
@@ -505,6 +506,26 @@ Status Session::RunInto(const std::vector<NamedTensor>& inputs, std::vector<Name
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
+namespace {
+// A shape the caller names for Prepare: every dim >= 0, and an element and byte count int64 holds
+// (the planner and kernels multiply dims; a product that wraps would plan the wrong sizes).
+Status CheckPreparedShape(const TensorSpec& spec, const Shape& shape) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const int64_t elem = std::max<int64_t>(1, static_cast<int64_t>(DataTypeSize(spec.dtype)));
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return InvalidArgument("Prepare: input '" + spec.name + "' shape " + ShapeToString(shape) +
+                             " has a negative dimension");
+    if (d != 0 && n > kMax / elem / d)
+      return InvalidArgument("Prepare: input '" + spec.name + "' shape " + ShapeToString(shape) +
+                             " has more bytes than a 64-bit count holds");
+    n *= d;
+  }
+  return OkStatus();
+}
+}  // namespace
+
 Status Session::Prepare(const std::vector<std::pair<std::string, Shape>>& input_shapes) const {
   return AtApiBoundary(
       [] { return "preparing a plan"; },
@@ -516,6 +537,7 @@ Status Session::Prepare(const std::vector<std::pair<std::string, Shape>>& input_
           const Shape* shape = nullptr;
           for (const auto& [name, s] : input_shapes)
             if (name == spec.name) shape = &s;
+          if (shape != nullptr) KILN_RETURN_IF_ERROR(CheckPreparedShape(spec, *shape));
           Shape declared;
           if (shape == nullptr) {
             if (!spec.rank_known)

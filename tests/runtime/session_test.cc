@@ -739,6 +739,20 @@ TEST(SessionTest, OutOfMemoryIsAStatus) {
   EXPECT_NE(st.message().find("out of host memory while"), std::string::npos) << st.ToString();
 }
 
+// A shape given to Prepare whose element or byte count does not fit int64 is refused; it used to
+// wrap and crash planning (SIGFPE), found by the Python argument fuzzer's survey.
+TEST(SessionTest, PrepareRefusesShapesWhoseSizeOverflows) {
+  auto s = MustLoad(AddReluModel());
+  ASSERT_NE(s, nullptr);
+  for (Shape shape :
+       {Shape{int64_t{1} << 62, 3}, Shape{int64_t{1} << 31, int64_t{1} << 31}, Shape{-2, 3}}) {
+    Status st = s->Prepare({{"x", shape}});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << ShapeToString(shape) << st.ToString();
+    EXPECT_NE(st.message().find("input 'x'"), std::string::npos) << st.ToString();
+  }
+  EXPECT_TRUE(s->Prepare({{"x", {4, 3}}}).ok());
+}
+
 // RunTimings::per_node: every step with its node, op, kernel and planned output types, and a
 // time; the descriptions follow the plan of each run's shapes when one RunTimings is reused.
 TEST(SessionTest, PerNodeTimingsDescribeEveryStepOfTheRunsPlan) {
