@@ -15,6 +15,7 @@
 #include <new>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "kiln/inspect.h"
 #include "onnx/onnx_loader.h"
@@ -160,6 +161,13 @@ StatusOr<std::unique_ptr<Session::Impl>> LoadImplShared(
     const std::string& sha256, const std::string& model_dir,
     const std::function<StatusOr<std::unique_ptr<ir::Graph>>()>& load,
     const SessionOptions& options) {
+  // A thread count far beyond any machine is a mistake, not a wish: OpenMP would try to start
+  // that many threads at the first run.
+  const int max_threads = std::max(1024, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+  if (options.num_threads > max_threads)
+    return InvalidArgument("num_threads must be at most " + std::to_string(max_threads) +
+                           " (0: the CPUs this process may use); got " +
+                           std::to_string(options.num_threads));
   KILN_ASSIGN_OR_RETURN(auto device, runtime::OpenDevice(options.backend, options.device_index));
   KILN_RETURN_IF_ERROR(runtime::CheckPrecision(options.backend, options.precision));
   const bool share = options.share_weights && !sha256.empty();

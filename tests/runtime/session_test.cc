@@ -753,6 +753,19 @@ TEST(SessionTest, PrepareRefusesShapesWhoseSizeOverflows) {
   EXPECT_TRUE(s->Prepare({{"x", {4, 3}}}).ok());
 }
 
+// A thread count no machine has is refused at load (OpenMP would try to start them all).
+TEST(SessionTest, LoadRefusesAbsurdThreadCounts) {
+  SessionOptions o;
+  o.num_threads = 1 << 30;
+  auto s = Session::LoadFromBytes(AddReluModel(), o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << s.status().ToString();
+  EXPECT_NE(s.status().message().find("num_threads must be at most"), std::string::npos)
+      << s.status().ToString();
+  o.num_threads = 2;
+  EXPECT_TRUE(Session::LoadFromBytes(AddReluModel(), o).ok());
+}
+
 // RunTimings::per_node: every step with its node, op, kernel and planned output types, and a
 // time; the descriptions follow the plan of each run's shapes when one RunTimings is reused.
 TEST(SessionTest, PerNodeTimingsDescribeEveryStepOfTheRunsPlan) {
