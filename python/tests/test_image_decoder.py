@@ -148,6 +148,10 @@ def test_ray_predictor_without_ray(tmp_path, demo_model):
                                                                  "error": rec["error"][5]}
     with pytest.raises(kiln.InvalidArgument):
         kray.Predictor(demo_model, recipe="fashion-mnist", top_k=0)
+    # A path that is not UTF-8 is written as kiln's own records write it (src/data/records.cc).
+    odd = os.fsdecode(b"a\xff.png")
+    line = json.loads(kray._jsonl({"path": [odd], "status": ["error"], "error": ["bad"]}))
+    assert line == {"path": "a\ufffd.png", "path_hex": "61ff2e706e67", "error": "bad"}
 
 
 def test_ray_predictor_raw_outputs(tmp_path):

@@ -343,19 +343,31 @@ def _records_table(rec: Dict[str, list]):
     return pa.table(cols)
 
 
+def _path_fields(path: str) -> Dict[str, str]:
+    """"path" as `kiln run --images` writes it: a path whose bytes are not UTF-8 (here, with
+    os.fsdecode's surrogate escapes) gets U+FFFD for them, and "path_hex", its exact bytes."""
+    try:
+        path.encode("utf-8")
+        return {"path": path}
+    except UnicodeEncodeError:
+        raw = os.fsencode(path)
+        return {"path": raw.decode("utf-8", "replace"), "path_hex": raw.hex()}
+
+
 def _jsonl(rec: Dict[str, list]) -> bytes:
     """JSON Lines as `kiln run --images` writes them: path, top_k, scores (labels), or error."""
     lines = []
     for i, path in enumerate(rec["path"]):
+        r = _path_fields(path)
         if rec["error"][i]:
-            r = {"path": path, "error": rec["error"][i]}
+            r["error"] = rec["error"][i]
         elif "top_k" in rec:
-            r = {"path": path, "top_k": rec["top_k"][i], "scores": rec["scores"][i]}
+            r.update(top_k=rec["top_k"][i], scores=rec["scores"][i])
             if "labels" in rec:
                 r["labels"] = rec["labels"][i]
         else:
-            r = {"path": path, "outputs": {k: v[i].tolist() for k, v in rec.items()
-                                           if k not in ("path", "status", "error")}}
+            r["outputs"] = {k: v[i].tolist() for k, v in rec.items()
+                            if k not in ("path", "status", "error")}
         lines.append(json.dumps(r) + "\n")
     return "".join(lines).encode()
 
