@@ -13,6 +13,7 @@
 // Thread-safety: a Device may be used from many threads; a DeviceRun by one run at a time.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,13 @@
 #include "kiln/status.h"
 
 namespace kiln::runtime {
+
+// Device buffers inside one allocation start at multiples of cudaMalloc's alignment (256 bytes):
+// the constants the planner uploads, a run's staging areas.
+inline size_t DeviceAlignUp(size_t n) {
+  constexpr size_t kDeviceAlign = 256;
+  return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign;
+}
 
 struct DeviceTimings {
   double upload_ms = 0, compute_ms = 0, download_ms = 0;  // from device events

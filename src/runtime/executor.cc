@@ -8,10 +8,6 @@
 #include "ir/evaluate.h"
 
 namespace kiln::runtime {
-namespace {
-constexpr size_t kDeviceAlign = 256;  // cudaMalloc's alignment; kept for every sub-buffer
-size_t AlignUp(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
-}  // namespace
 
 RunStop PendingStop(const RunOptions* control) {
   if (control == nullptr) return RunStop::kNone;
@@ -426,11 +422,11 @@ Status Executor::RunOnDevice(const std::vector<const Tensor*>& inputs, std::vect
   if (!run->device_run) {
     size_t upload = 0, download = 0;
     for (int slot : p_.input_slots)
-      upload += AlignUp(static_cast<size_t>(NumElements(p_.shapes[slot])) *
-                        DataTypeSize(p_.dtypes[slot]));
+      upload += DeviceAlignUp(static_cast<size_t>(NumElements(p_.shapes[slot])) *
+                              DataTypeSize(p_.dtypes[slot]));
     for (int slot : p_.output_slots)
-      download += AlignUp(static_cast<size_t>(NumElements(p_.shapes[slot])) *
-                          DataTypeSize(p_.dtypes[slot]));
+      download += DeviceAlignUp(static_cast<size_t>(NumElements(p_.shapes[slot])) *
+                                DataTypeSize(p_.dtypes[slot]));
     KILN_ASSIGN_OR_RETURN(run->device_run, p_.device->NewRun(std::max<size_t>(p_.arena_bytes, 1),
                                                              upload, download, p_.pinned_staging));
     for (ir::ComputeContext& cc : run->contexts) cc.stream = run->device_run->stream();

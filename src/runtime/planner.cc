@@ -11,9 +11,6 @@
 namespace kiln::runtime {
 namespace {
 
-constexpr size_t kDeviceAlign = 256;  // cudaMalloc's alignment; kept for every sub-buffer
-size_t AlignUp(size_t n) { return (n + kDeviceAlign - 1) / kDeviceAlign * kDeviceAlign; }
-
 // Converts a value stored in a backend layout to plain.
 class ToPlainKernel final : public Kernel {
  public:
@@ -229,11 +226,11 @@ Status Planner::TryPlanNode(int ni, bool dynamic, bool first, bool* refused) {
   SelectedKernel sel = Select(node, op, pc, reference_only, &plain_inputs);
   if (strict_device_ && (dynamic || sel.reference)) {
     const std::string backend = BackendName(options_.backend);
-    no_kernel_.push_back(
-        {node.name, node.op_type, node.domain, node.opset,
-         dynamic ? "its output shapes depend on run-time values, which backend '" + backend +
-                       "' does not support"
-                 : "no " + backend + " kernel supports it (" + sel.declined + ")"});
+    no_kernel_.push_back({node.name, node.op_type, node.domain, node.opset,
+                          dynamic
+                              ? "its output shapes depend on run-time values, which backend '" +
+                                    backend + "' does not support"
+                              : "no " + backend + " kernel supports it (" + sel.declined + ")"});
     return OkStatus();
   }
   step.kernel = std::move(sel.kernel);
@@ -442,7 +439,7 @@ Status Planner::UploadConstants() {
         continue;
       }
     }
-    total += AlignUp(p_.constants[slot]->bytes());
+    total += DeviceAlignUp(p_.constants[slot]->bytes());
   }
   if (total == 0) return OkStatus();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> block, p_.device->Allocate(total));
@@ -455,7 +452,7 @@ Status Planner::UploadConstants() {
     KILN_RETURN_IF_ERROR(p_.device->CopyToDevice(base + offset, c.raw(), c.bytes()));
     p_.device_constants[slot] = Tensor::View(c.dtype(), c.shape(), base + offset);
     if (is_model_constant(slot)) cache.Add(c, p_.device_constants[slot], block);
-    offset += AlignUp(c.bytes());
+    offset += DeviceAlignUp(c.bytes());
   }
   return OkStatus();
 }
