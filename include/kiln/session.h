@@ -19,6 +19,8 @@
 
 namespace kiln {
 
+struct SessionAccess;  // kiln's own layers (src/runtime/session_access.h), not part of the API
+
 // A model input or output as declared: dims are -1 where symbolic or unknown (dim_names holds the
 // symbol, e.g. "N"); rank_known is false when the model declares no shape at all.
 struct TensorSpec {
@@ -199,6 +201,7 @@ class Session {
   struct Impl;
 
  private:
+  friend struct SessionAccess;
   explicit Session(std::unique_ptr<Impl> impl);
   static StatusOr<std::unique_ptr<Session>> LoadImpl(const std::string& path,
                                                      const SessionOptions& options);

@@ -364,25 +364,31 @@ StatusOr<Tensor> ReadTensorProtoFile(const std::string& path, std::string* name)
   return t;
 }
 
-Status WriteTensorProtoFile(const Tensor& t, const std::string& name, const std::string& path) {
-  onnx::TensorProto proto;
-  proto.set_name(name);
-  proto.set_data_type(static_cast<int>(t.dtype()));
-  for (int64_t d : t.shape()) proto.add_dims(d);
+Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* proto) {
+  proto->Clear();
+  proto->set_name(name);
+  proto->set_data_type(static_cast<int>(t.dtype()));
+  for (int64_t d : t.shape()) proto->add_dims(d);
   if (!IsPlainDataType(t.dtype()) && t.dtype() != DataType::kString)
     return InvalidArgument("cannot write a " + std::string(DataTypeName(t.dtype())) +
                            " value as a TensorProto");
   if (t.dtype() == DataType::kString) {
-    for (int64_t i = 0; i < t.numel(); ++i) proto.add_string_data(t.data<std::string>()[i]);
+    for (int64_t i = 0; i < t.numel(); ++i) proto->add_string_data(t.data<std::string>()[i]);
   } else if (IsPackedInFiles(t.dtype())) {  // two values per byte, low nibble first
     std::string packed(FileBytes(t.dtype(), t.numel()), '\0');
     const uint8_t* p = static_cast<const uint8_t*>(t.raw());
     for (int64_t i = 0; i < t.numel(); ++i)
       packed[i / 2] = static_cast<char>(packed[i / 2] | ((p[i] & 0xF) << ((i % 2) * 4)));
-    proto.set_raw_data(packed);
-  } else {
-    proto.set_raw_data(t.raw(), t.bytes());
+    proto->set_raw_data(packed);
+  } else if (t.bytes() > 0) {
+    proto->set_raw_data(t.raw(), t.bytes());
   }
+  return OkStatus();
+}
+
+Status WriteTensorProtoFile(const Tensor& t, const std::string& name, const std::string& path) {
+  onnx::TensorProto proto;
+  KILN_RETURN_IF_ERROR(TensorToProto(t, name, &proto));
   std::ofstream f(path, std::ios::binary);
   if (!f || !proto.SerializeToOstream(&f)) return InvalidArgument("cannot write '" + path + "'");
   return OkStatus();

@@ -1,4 +1,4 @@
-// Shared by onnx_loader.cc and tensor_proto.cc; includes ONNX's generated header.
+// Shared by onnx_loader.cc, onnx_writer.cc and tensor_proto.cc; includes ONNX's generated header.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -14,5 +14,9 @@ namespace kiln::onnxio {
 // errors ("initializer 'conv1.weight'").
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& model_dir,
                                  const std::string& what);
+
+// Encodes `t` (a plain or string tensor; raw data, 4-bit types packed two per byte) as `proto`
+// named `name`; InvalidArgument for sequences and optionals.
+Status TensorToProto(const Tensor& t, const std::string& name, onnx::TensorProto* proto);
 
 }  // namespace kiln::onnxio

@@ -1,6 +1,8 @@
 // kiln::Quantizer (include/kiln/quantize.h): node selection, the calibration session (the model
 // with every quantized activation added as a graph output), streaming statistics
-// (quant/calibration.h) and the QDQ rewrite (onnx/qdq_rewrite.h).
+// (quant/calibration.h) and the QDQ rewrite (quant/qdq_graph.h), on kiln's IR: the model is read
+// once, every session (calibration, bias correction, the auto search's candidates, Compare) runs
+// on an in-memory graph, and only the written model is serialized (onnx/onnx_writer.h).
 #include <fnmatch.h>
 
 #include <algorithm>
@@ -12,15 +14,19 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "kiln/quantize.h"
 #include "kiln/version.h"
+#include "onnx/onnx_loader.h"
+#include "onnx/onnx_writer.h"
 #include "onnx/opset_convert.h"
-#include "onnx/qdq_rewrite.h"
 #include "quant/calibration.h"
+#include "quant/qdq_graph.h"
 #include "runtime/plan_cache.h"
+#include "runtime/session_access.h"
 
 namespace kiln {
 
@@ -71,20 +77,21 @@ std::vector<std::vector<NamedTensor>> Chunks(const std::vector<NamedTensor>& bat
 }  // namespace
 
 struct Quantizer::Impl {
-  std::string model_bytes, model_dir;
+  // The model (its Constant nodes hoisted; converted to opset 13 when it imported an older one).
+  std::shared_ptr<const ir::Graph> graph;
   std::string model_hash;  // of the file as given (before any opset conversion)
   int64_t converted_from_opset = 0;
-  // The model as given when it was converted (cleared once the first calibration batch has run
+  // The model as given when it was converted (released once the first calibration batch has run
   // both forms), and the largest output difference that run found.
-  std::string original_bytes;
+  std::shared_ptr<const ir::Graph> original;
   double conversion_max_diff = -1;
   std::string per_tensor_reason;
   QuantizeOptions options;
   quant::Method method = quant::Method::kPercentile;
   int64_t opset = 0;
-  std::vector<onnxio::QdqCandidate> selected;
-  std::vector<onnxio::QdqConcat> concats;
-  std::vector<onnxio::QdqAdd> adds;  // residual Adds whose inputs are calibrated
+  std::vector<quant::QdqCandidate> selected;
+  std::vector<quant::QdqConcat> concats;
+  std::vector<quant::QdqAdd> adds;  // residual Adds whose inputs are calibrated
   std::vector<std::pair<std::string, std::string>> float_nodes;
   std::vector<std::string> tensors;  // quantized activations, in graph order
   std::map<std::string, quant::TensorStats> stats;
@@ -104,9 +111,9 @@ struct Quantizer::Impl {
     std::vector<float> channel_thresholds;  // per-channel tensors only
   };
   std::map<std::string, Range> ranges;  // filled by Write (or the cache)
-  std::string written;                  // the QDQ model Write wrote
+  std::unique_ptr<ir::Graph> written;   // the QDQ model Write wrote
   // Bias correction (the last pass): the float model with an int8 copy of each quantized
-  // convolution reading the same float input (onnxio::WithIsolatedCopies), so that each
+  // convolution reading the same float input (quant::AddIsolatedCopies), so that each
   // convolution's own error is measured, not what the layers before it add (NNCF's fast bias
   // correction); per convolution output the per-channel sum of float minus int8, and the count
   // of values summed per channel.
@@ -173,7 +180,7 @@ struct Quantizer::Impl {
     std::map<std::string, int> group_of;  // tensor -> group
     std::vector<Group> groups;
   };
-  // Shared scales: Concats and pass-through ops (onnxio::kPassThroughOps) whose outputs only
+  // Shared scales: Concats and pass-through ops (quant::kPassThroughOps) whose outputs only
   // quantized nodes, planned Adds or other shared ops read, and (pass-through ops) whose data
   // input a quantized convolution (through its activation or not), a planned Add or another
   // shared op writes and only such readers read. Each shared op's data inputs and outputs form
@@ -185,7 +192,7 @@ struct Quantizer::Impl {
   ScaleGroups PlanScaleGroups(const std::vector<std::string>& plan_adds,
                               const std::set<std::string>& used) const {
     ScaleGroups sg;
-    std::map<std::string, const onnxio::QdqConcat*> by_node;
+    std::map<std::string, const quant::QdqConcat*> by_node;
     auto& shared = sg.shared;
     auto& group_of = sg.group_of;
     auto& groups = sg.groups;
@@ -205,7 +212,7 @@ struct Quantizer::Impl {
       if (c.op_type != "Concat") ok = ok && !c.input_graph_output;
       for (const auto* list : {&c.inputs, &c.outputs})
         for (const auto& t : *list) ok = ok && !channel_tensors.count(t);
-      if (onnxio::IsAveragingOp(c.op_type)) {
+      if (quant::IsAveragingOp(c.op_type)) {
         // Its output takes its input's scale: only when calibration saw the output span at least
         // half the input's threshold (a 3x3 average of dense ReLU outputs), so that it loses at
         // most a bit of resolution; not an average of sparse features, far below their maximum.
@@ -230,7 +237,7 @@ struct Quantizer::Impl {
       for (bool changed = true; changed;) {
         changed = false;
         for (auto it = shared.begin(); it != shared.end();) {
-          const onnxio::QdqConcat& c = *by_node.at(*it);
+          const quant::QdqConcat& c = *by_node.at(*it);
           bool ok = true;
           for (const auto& [node, k] : c.readers) ok = ok && reader_ok(node, k);
           if (c.op_type != "Concat") {
@@ -257,7 +264,7 @@ struct Quantizer::Impl {
       // other readers and is quantized again with the group's for the Concat (sharing would
       // only cost resolution).
       for (const auto& node : shared) {
-        const onnxio::QdqConcat& c = *by_node.at(node);
+        const quant::QdqConcat& c = *by_node.at(node);
         const std::string root = find(c.output);
         for (const auto& t : c.outputs) parent[find(t)] = root;
         for (size_t k = 0; k < c.inputs.size(); ++k)
@@ -288,8 +295,8 @@ struct Quantizer::Impl {
         }
       }
       for (const auto& node : shared) {
-        const onnxio::QdqConcat& c = *by_node.at(node);
-        if (onnxio::IsAveragingOp(c.op_type)) groups[group_of.at(c.output)].averaging = true;
+        const quant::QdqConcat& c = *by_node.at(node);
+        if (quant::IsAveragingOp(c.op_type)) groups[group_of.at(c.output)].averaging = true;
       }
       for (Group& gr : groups)
         if (gr.read && !gr.averaging) gr.threshold = gr.read_threshold;
@@ -305,8 +312,8 @@ struct Quantizer::Impl {
     return sg;
   }
   // The QDQ plan from the ranges; `summary` (optional) gets the activations and nodes.
-  onnxio::QdqPlan BuildPlan(QuantizeSummary* summary) const {
-    onnxio::QdqPlan plan;
+  quant::QdqPlan BuildPlan(QuantizeSummary* summary) const {
+    quant::QdqPlan plan;
     plan.per_channel = opset >= 13;
     std::set<std::string> used;
     for (const auto& c : selected) used.insert(c.activation);
@@ -357,7 +364,7 @@ struct Quantizer::Impl {
     // side is under half the positive one (SiLU's -0.28 tail, HardSwish's -0.375), uint8 over
     // [lo, threshold] with a zero point (up to twice the resolution).
     auto emit = [&](const std::string& t, const Range& r, float lo) {
-      onnxio::ActivationQuant a;
+      quant::ActivationQuant a;
       a.tensor = t;
       const float hi = r.threshold;
       if (options.asymmetric_activations && lo < 0.f && r.channel_thresholds.empty() && hi > 0.f &&
@@ -423,10 +430,10 @@ struct Quantizer::Impl {
       if (!shared.count(c.node)) continue;
       plan.shared_concats.push_back(c.node);
       if (summary)
-        ++(c.op_type == "Concat"              ? summary->shared_concats
-           : c.op_type == "MaxPool"           ? summary->shared_pools
-           : onnxio::IsAveragingOp(c.op_type) ? summary->shared_averages
-                                              : summary->shared_moves);
+        ++(c.op_type == "Concat"             ? summary->shared_concats
+           : c.op_type == "MaxPool"          ? summary->shared_pools
+           : quant::IsAveragingOp(c.op_type) ? summary->shared_averages
+                                             : summary->shared_moves);
     }
     return plan;
   }
@@ -438,14 +445,14 @@ struct Quantizer::Impl {
     if (auto_batch.empty()) return InvalidArgument("method auto: no sample reached its search");
     SessionOptions so;
     so.num_threads = options.num_threads;
-    KILN_ASSIGN_OR_RETURN(auto fs, Session::LoadFromBytes(model_bytes, so));
+    KILN_ASSIGN_OR_RETURN(auto fs, SessionAccess::LoadFromGraph(*graph, so));
     std::vector<NamedTensor> ref;
     KILN_RETURN_IF_ERROR(fs->Run(auto_batch, &ref));
     // Sum over the float outputs of |float - int8|^2 / |float|^2.
     auto error = [&]() -> StatusOr<double> {
-      KILN_ASSIGN_OR_RETURN(std::string qdq,
-                            onnxio::RewriteQdq(model_bytes, model_dir, BuildPlan(nullptr)));
-      KILN_ASSIGN_OR_RETURN(auto qs, Session::LoadFromBytes(qdq, so));
+      ir::Graph qdq = *graph;
+      KILN_RETURN_IF_ERROR(quant::RewriteQdq(&qdq, BuildPlan(nullptr)));
+      KILN_ASSIGN_OR_RETURN(auto qs, SessionAccess::LoadFromGraph(qdq, so));
       std::vector<NamedTensor> got;
       KILN_RETURN_IF_ERROR(qs->Run(auto_batch, &got));
       ++auto_evaluations;
@@ -521,10 +528,10 @@ struct Quantizer::Impl {
   }
   // The bias-correction model (see bias_session): every quantized convolution twice, float and
   // int8 (with the plan's weights and input quantization), on the same float input.
-  StatusOr<std::string> BiasProbeModel() {
+  StatusOr<ir::Graph> BiasProbeModel() {
     static const std::string kSuffix = "_kiln_bias_probe";
-    const onnxio::QdqPlan full = BuildPlan(nullptr);
-    onnxio::QdqPlan probe;
+    const quant::QdqPlan full = BuildPlan(nullptr);
+    quant::QdqPlan probe;
     probe.per_channel = full.per_channel;
     std::vector<std::string> convs;
     std::set<std::string> inputs;
@@ -538,9 +545,10 @@ struct Quantizer::Impl {
       }
     for (const auto& a : full.activations)
       if (inputs.count(a.tensor)) probe.activations.push_back(a);
-    KILN_ASSIGN_OR_RETURN(std::string copies,
-                          onnxio::WithIsolatedCopies(model_bytes, convs, kSuffix));
-    return onnxio::RewriteQdq(copies, model_dir, probe);
+    ir::Graph copies = *graph;
+    KILN_RETURN_IF_ERROR(quant::AddIsolatedCopies(&copies, convs, kSuffix));
+    KILN_RETURN_IF_ERROR(quant::RewriteQdq(&copies, probe));
+    return copies;
   }
 };
 
@@ -572,37 +580,49 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   if (!f) return NotFound("cannot open model '" + model_path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  impl->model_bytes = ss.str();
-  impl->model_dir = std::filesystem::path(model_path).parent_path().string();
-  auto info = onnxio::InspectForQdq(impl->model_bytes);
-  if (!info.ok())
-    return Status(info.status().code(), info.status().message() + " (" + model_path + ")");
+  std::string bytes = ss.str();
+  std::string model_dir = std::filesystem::path(model_path).parent_path().string();
+  if (model_dir.empty()) model_dir = ".";
+  // The model in kiln's IR, its Constant nodes hoisted (the quantizer's weights are constants).
+  auto load = [&](const std::string& b) -> StatusOr<std::shared_ptr<const ir::Graph>> {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, onnxio::LoadModelFromBytes(b, model_dir));
+    KILN_RETURN_IF_ERROR(quant::HoistConstants(g.get()));
+    return std::shared_ptr<const ir::Graph>(std::move(g));
+  };
+  auto graph = load(bytes);
+  if (!graph.ok())
+    return Status(graph.status().code(), graph.status().message() + " (" + model_path + ")");
+  impl->graph = std::move(*graph);
+  std::optional<quant::QdqModelInfo> info = quant::InspectForQdq(*impl->graph);
   impl->opset = info->opset;
-  impl->model_hash = runtime::ContentHash(impl->model_bytes);
+  impl->model_hash = runtime::ContentHash(bytes);
   if (impl->opset < 13) {
     // Per-tensor weight scales collapse depthwise layers (one outlier channel sets the scale of
     // all): convert to opset 13 for per-channel ones, as ONNX Runtime's quantizer does. Below
     // opset 10 (no QuantizeLinear at all) the conversion is required. The first calibration batch
     // runs both forms and compares their outputs (ObserveChunk).
-    auto converted = onnxio::ConvertToOpset13(impl->model_bytes);
-    auto converted_info = converted.ok() ? onnxio::InspectForQdq(*converted) : converted.status();
-    if (converted_info.ok()) {
+    auto converted = onnxio::ConvertToOpset13(bytes);
+    auto converted_graph = converted.ok() ? load(*converted) : converted.status();
+    if (converted_graph.ok()) {
       impl->converted_from_opset = impl->opset;
-      impl->original_bytes = std::move(impl->model_bytes);
-      impl->model_bytes = std::move(*converted);
-      impl->opset = converted_info->opset;
-      info = std::move(converted_info);
+      impl->original = std::move(impl->graph);
+      impl->graph = std::move(*converted_graph);
+      info = quant::InspectForQdq(*impl->graph);
+      impl->opset = info->opset;
     } else if (impl->opset < 10) {
-      return Unsupported("INT8 QDQ models need opset 10 or newer; '" + model_path +
-                         "' imports opset " + std::to_string(impl->opset) +
-                         " and could not be converted to 13: " + converted_info.status().message());
+      return Unsupported(
+          "INT8 QDQ models need opset 10 or newer; '" + model_path + "' imports opset " +
+          std::to_string(impl->opset) +
+          " and could not be converted to 13: " + converted_graph.status().message());
     } else {
-      impl->per_tensor_reason = converted_info.status().message();
+      impl->per_tensor_reason = converted_graph.status().message();
     }
   }
+  bytes.clear();
+  bytes.shrink_to_fit();
 
   impl->concats = info->concats;
-  std::vector<const onnxio::QdqCandidate*> valid;
+  std::vector<const quant::QdqCandidate*> valid;
   for (const auto& c : info->candidates) {
     if (!c.reason.empty())
       impl->float_nodes.emplace_back(c.node, c.reason);
@@ -610,7 +630,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
       valid.push_back(&c);
   }
   // The input and output layers (a detector's every head) where the graph says which
-  // (onnxio::QdqCandidate), else the first and last in graph order.
+  // (quant::QdqCandidate), else the first and last in graph order.
   const bool walked = std::any_of(valid.begin(), valid.end(),
                                   [](const auto* c) { return c->input_layer || c->output_layer; });
   for (size_t i = 0; i < valid.size(); ++i) {
@@ -658,7 +678,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   // AveragePools: input and output calibrated, to decide whether the output may take the input's
   // scale (PlanScaleGroups).
   for (const auto& c : info->concats)
-    if (onnxio::IsAveragingOp(c.op_type))
+    if (quant::IsAveragingOp(c.op_type))
       for (const std::string& t : {c.inputs[0], c.output})
         if (seen.insert(t).second) impl->tensors.push_back(t);
   for (const auto& t : impl->tensors) impl->stats[t];
@@ -675,11 +695,11 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
       }
   }
 
-  KILN_ASSIGN_OR_RETURN(std::string calib,
-                        onnxio::WithExtraOutputs(impl->model_bytes, impl->tensors));
+  ir::Graph calib = *impl->graph;
+  KILN_RETURN_IF_ERROR(quant::AddOutputs(&calib, impl->tensors));
   SessionOptions so;
   so.num_threads = options.num_threads;
-  auto session = Session::LoadFromBytes(calib, so);
+  auto session = SessionAccess::LoadFromGraph(calib, so);
   if (!session.ok())
     return Status(session.status().code(), session.status().message() +
                                                "\n  while loading the calibration model of '" +
@@ -758,7 +778,7 @@ StatusOr<bool> Quantizer::UseCache(const std::string& path, const std::string& d
 }
 
 StatusOr<std::vector<LayerError>> Quantizer::Compare(const std::vector<NamedTensor>& batch) {
-  if (impl_->written.empty()) return InvalidArgument("Compare before Write");
+  if (!impl_->written) return InvalidArgument("Compare before Write");
   std::vector<std::string> names;
   for (const auto& c : impl_->selected)
     if (!c.output.empty()) names.push_back(c.output);
@@ -768,10 +788,9 @@ StatusOr<std::vector<LayerError>> Quantizer::Compare(const std::vector<NamedTens
   // Both sessions live until the comparison is done: their outputs may be views of their memory.
   std::unique_ptr<Session> sessions[2];
   for (int i = 0; i < 2; ++i) {
-    KILN_ASSIGN_OR_RETURN(
-        std::string with,
-        onnxio::WithExtraOutputs(i == 0 ? impl_->model_bytes : impl_->written, names));
-    KILN_ASSIGN_OR_RETURN(sessions[i], Session::LoadFromBytes(with, so));
+    ir::Graph with = i == 0 ? *impl_->graph : *impl_->written;
+    KILN_RETURN_IF_ERROR(quant::AddOutputs(&with, names));
+    KILN_ASSIGN_OR_RETURN(sessions[i], SessionAccess::LoadFromGraph(with, so));
     KILN_RETURN_IF_ERROR(sessions[i]->Run(batch, i == 0 ? &a : &b));
   }
   std::map<std::string, const Tensor*> got;
@@ -836,10 +855,10 @@ Status Quantizer::BeginPass(int pass) {
       return InvalidArgument("the first calibration pass observed no sample");
     KILN_RETURN_IF_ERROR(impl_->ComputeRanges());
     KILN_RETURN_IF_ERROR(impl_->RunAutoSearch());
-    KILN_ASSIGN_OR_RETURN(std::string probe, impl_->BiasProbeModel());
+    KILN_ASSIGN_OR_RETURN(ir::Graph probe, impl_->BiasProbeModel());
     SessionOptions so;
     so.num_threads = impl_->options.num_threads;
-    KILN_ASSIGN_OR_RETURN(impl_->bias_session, Session::LoadFromBytes(probe, so));
+    KILN_ASSIGN_OR_RETURN(impl_->bias_session, SessionAccess::LoadFromGraph(probe, so));
   } else if (pass == 1) {
     if (impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");
@@ -883,8 +902,8 @@ Status Quantizer::Observe(const std::vector<NamedTensor>& batch) {
 // max(1, |value|)): the conversion only rewrites ops whose meaning changed between opsets.
 Status Quantizer::CheckConversion(const std::vector<NamedTensor>& batch,
                                   const std::vector<NamedTensor>& converted_outs) {
-  KILN_ASSIGN_OR_RETURN(auto original, Session::LoadFromBytes(impl_->original_bytes));
-  impl_->original_bytes.clear();
+  KILN_ASSIGN_OR_RETURN(auto original, SessionAccess::LoadFromGraph(*impl_->original, {}));
+  impl_->original.reset();
   std::vector<NamedTensor> want;
   KILN_RETURN_IF_ERROR(original->Run(batch, &want));
   double worst = 0;
@@ -919,7 +938,7 @@ Status Quantizer::CheckConversion(const std::vector<NamedTensor>& batch,
 Status Quantizer::ObserveChunk(const std::vector<NamedTensor>& batch) {
   std::vector<NamedTensor> outs;
   KILN_RETURN_IF_ERROR(impl_->session->Run(batch, &outs));
-  if (!impl_->original_bytes.empty()) KILN_RETURN_IF_ERROR(CheckConversion(batch, outs));
+  if (impl_->original) KILN_RETURN_IF_ERROR(CheckConversion(batch, outs));
   for (const auto& o : outs) {
     auto it = impl_->stats.find(o.name);
     if (it == impl_->stats.end()) continue;
@@ -976,7 +995,7 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   summary.auto_error = impl_->auto_error;
   if (!impl_->auto_batch.empty() && impl_->auto_batch[0].tensor.rank() > 0)
     summary.auto_samples = impl_->auto_batch[0].tensor.shape()[0];
-  onnxio::QdqPlan plan = impl_->BuildPlan(&summary);
+  quant::QdqPlan plan = impl_->BuildPlan(&summary);
   if (impl_->bias_done) {
     for (const auto& c : impl_->selected) {
       auto s = impl_->bias_sum.find(c.output);
@@ -989,8 +1008,9 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
       ++summary.bias_corrected;
     }
   }
-  KILN_ASSIGN_OR_RETURN(std::string out,
-                        onnxio::RewriteQdq(impl_->model_bytes, impl_->model_dir, plan));
+  auto written = std::make_unique<ir::Graph>(*impl_->graph);
+  KILN_RETURN_IF_ERROR(quant::RewriteQdq(written.get(), plan));
+  KILN_ASSIGN_OR_RETURN(std::string out, onnxio::SerializeModel(*written));
   // The result must load here before it is written.
   auto check = Session::LoadFromBytes(out, SessionOptions{});
   if (!check.ok())
@@ -1000,7 +1020,7 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
   f.write(out.data(), static_cast<std::streamsize>(out.size()));
   if (!f.good()) return Internal("failed writing '" + out_path + "'");
   summary.model_bytes = static_cast<int64_t>(out.size());
-  impl_->written = out;
+  impl_->written = std::move(written);
   summary.from_cache = impl_->from_cache;
   if (!impl_->cache_path.empty() && !impl_->from_cache) {
     nlohmann::json doc = {{"keys", impl_->cache_keys}, {"samples", impl_->samples}};

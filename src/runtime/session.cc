@@ -26,6 +26,7 @@
 #include "runtime/model_store.h"
 #include "runtime/planner.h"
 #include "runtime/plugin.h"
+#include "runtime/session_access.h"
 
 namespace kiln {
 
@@ -421,6 +422,18 @@ StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
   if (!impl.ok()) return Status(impl.status()).AddContext("while loading '" + path + "'");
   if (bytes) (*impl)->model_hash = runtime::ContentHash(*bytes);
   return std::unique_ptr<Session>(new Session(std::move(impl).value()));
+}
+
+StatusOr<std::unique_ptr<Session>> SessionAccess::LoadFromGraph(const ir::Graph& graph,
+                                                                const SessionOptions& options) {
+  return AtApiBoundary(
+      [] { return "loading a model from a graph"; },
+      [&]() -> StatusOr<std::unique_ptr<Session>> {
+        KILN_ASSIGN_OR_RETURN(
+            auto impl, LoadImplShared(
+                           "", "", [&] { return std::make_unique<ir::Graph>(graph); }, options));
+        return std::unique_ptr<Session>(new Session(std::move(impl)));
+      });
 }
 
 StatusOr<std::unique_ptr<Session>> Session::LoadFromBytes(const std::string& bytes,

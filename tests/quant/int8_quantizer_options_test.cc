@@ -15,8 +15,7 @@ double LargestChannelShift(const std::string& fp, const std::string& q, const Te
   auto load = [](const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), {});
-    auto with = onnxio::WithExtraOutputs(bytes, {"c2"});
-    return Session::LoadFromBytes(*with);
+    return LoadWithOutputs(bytes, {"c2"});
   };
   auto a = load(fp), b = load(q);
   std::vector<NamedTensor> ya, yb;
@@ -452,12 +451,9 @@ TEST_F(QuantizerTest, PerChannelScalesOnDepthwiseInputsRunOnInt8KernelsAndCutThe
       ++steps;
     EXPECT_EQ(steps, 2u) << *plan;
     // The depthwise convolution's output, int8 model against float, on held-out data.
-    auto fp =
-        Session::LoadFromBytes(*onnxio::WithExtraOutputs(DepthwiseCnn(), {"c2"}), SessionOptions{});
+    auto fp = LoadWithOutputs(DepthwiseCnn(), {"c2"});
     std::ifstream f(out, std::ios::binary);
-    auto qc = Session::LoadFromBytes(
-        *onnxio::WithExtraOutputs(std::string(std::istreambuf_iterator<char>(f), {}), {"c2"}),
-        SessionOptions{});
+    auto qc = LoadWithOutputs(std::string(std::istreambuf_iterator<char>(f), {}), {"c2"});
     EXPECT_TRUE(fp.ok() && qc.ok());
     if (!fp.ok() || !qc.ok()) return -1;
     std::vector<NamedTensor> in = {{"x", Tensor::FromVector<float>(Uniform(8 * 400, 77),

@@ -58,7 +58,7 @@ TEST(Calibration, ConcatsAreListedWithTheirReadersOnlyWithoutSubgraphs) {
       ModelBuilder::GraphAttr(n, "then_branch", branch);
       ModelBuilder::GraphAttr(n, "else_branch", branch);
     }
-    auto info = onnxio::InspectForQdq(mb.Bytes());
+    auto info = InspectBytes(mb.Bytes());
     ASSERT_TRUE(info.ok()) << info.status().ToString();
     if (with_if) {
       EXPECT_TRUE(info->concats.empty());
@@ -77,7 +77,7 @@ TEST(Calibration, SymmetricWeightsPerChannel) {
   std::vector<float> w = {2.f, -1.f, 0.5f, -2.f, 0.01f, -0.005f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   std::vector<int8_t> q;
   std::vector<float> scales;
-  onnxio::QuantizeWeightsSymmetric(w.data(), 12, 3, 4, &q, &scales);
+  quant::QuantizeWeightsSymmetric(w.data(), 12, 3, 4, &q, &scales);
   ASSERT_EQ(scales.size(), 3u);
   EXPECT_FLOAT_EQ(scales[0], 2.f / 127);
   EXPECT_FLOAT_EQ(scales[1], 0.01f / 127);

@@ -19,9 +19,11 @@
 #include "kiln/diagnostics.h"
 #include "kiln/quantize.h"
 #include "kiln/session.h"
+#include "onnx/onnx_loader.h"
 #include "onnx/opset_convert.h"
-#include "onnx/qdq_rewrite.h"
 #include "quant/calibration.h"
+#include "quant/qdq_graph.h"
+#include "runtime/session_access.h"
 
 namespace kiln::int8_test {
 
@@ -35,6 +37,21 @@ inline std::vector<float> Uniform(size_t n, uint32_t seed, float lo = -1.f, floa
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// A session over the model `bytes` with `outputs` (computed tensors) added to its graph outputs.
+inline StatusOr<std::unique_ptr<Session>> LoadWithOutputs(const std::string& bytes,
+                                                          const std::vector<std::string>& outputs) {
+  KILN_ASSIGN_OR_RETURN(auto g, onnxio::LoadModelFromBytes(bytes, ""));
+  KILN_RETURN_IF_ERROR(quant::AddOutputs(g.get(), outputs));
+  return SessionAccess::LoadFromGraph(*g, SessionOptions{});
+}
+
+// What the quantizer finds in the model `bytes` (its Constant nodes hoisted first, as it does).
+inline StatusOr<quant::QdqModelInfo> InspectBytes(const std::string& bytes) {
+  KILN_ASSIGN_OR_RETURN(auto g, onnxio::LoadModelFromBytes(bytes, ""));
+  KILN_RETURN_IF_ERROR(quant::HoistConstants(g.get()));
+  return quant::InspectForQdq(*g);
 }
 
 // Largest |want - got| and largest |want| over float32 tensors of equal size.

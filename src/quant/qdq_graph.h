@@ -1,7 +1,8 @@
-// ONNX-level work of the INT8 quantizer (src/quant/): finding the nodes it can quantize, adding
-// calibration outputs, and writing the quantized model in the standard QDQ form
-// (QuantizeLinear -> DequantizeLinear around float ops), which ONNX Runtime and OpenVINO run too.
-// Works on serialized ModelProtos; the only quantizer code that sees ONNX's generated headers.
+// The graph work of the INT8 quantizer (kiln/quantize.h), on kiln's IR: finding the nodes it can
+// quantize, the calibration and bias-correction graphs, and the rewrite into the standard QDQ form
+// (QuantizeLinear -> DequantizeLinear around float ops, which ONNX Runtime and OpenVINO run too).
+// The quantizer loads the model once (onnx/onnx_loader.h), runs sessions on these graphs directly
+// and serializes only the model it writes (onnx/onnx_writer.h).
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "kiln/status.h"
 
-namespace kiln::onnxio {
+namespace kiln::quant {
+
+// Constant nodes that hold a tensor (`value`) become constants of the same name: exporters such
+// as Paddle2ONNX write every weight that way, and the quantizer finds weights among constants.
+// Node names stay (the loader's), so do the other nodes' order.
+Status HoistConstants(ir::Graph* g);
 
 // A Conv, Gemm or MatMul node of the main graph: its activation input and float weight.
 struct QdqCandidate {
@@ -23,7 +30,7 @@ struct QdqCandidate {
   // A Conv's: the output of the activation that alone reads its output (QdqConcat::sources
   // names them), or "".
   std::string activated;
-  std::string weight;      // the weight initializer
+  std::string weight;      // the weight (a constant)
   int weight_axis = 0;     // the weight's output-channel axis (per-channel scales run along it)
   bool depthwise = false;  // a Conv with one input channel per group and one output per group
   // An input layer: a graph input reaches its activation through nodes that are no quantizable
@@ -52,7 +59,7 @@ struct QdqConcat {
   // SiLU as x * Sigmoid(x)), a residual Add (QdqAdd::node, its result), a node listed here, or
   // "" (a graph input, another op).
   std::vector<std::string> sources;
-  bool constant_input = false;      // a data input is an initializer (or empty)
+  bool constant_input = false;      // a data input is a constant (or empty)
   bool graph_output = false;        // an output is also a graph output
   bool input_graph_output = false;  // a data input is also a graph output
   // (node name, input index) of every reader of the outputs, and of the data inputs (this node
@@ -99,21 +106,20 @@ struct QdqModelInfo {
   std::vector<QdqAdd> adds;  // none when the graph has subgraphs
 };
 
-StatusOr<QdqModelInfo> InspectForQdq(const std::string& model_bytes);
+// What the quantizer can do with the main graph of `g` (after HoistConstants).
+QdqModelInfo InspectForQdq(const ir::Graph& g);
 
-// The model with `names` appended to its graph outputs (as float tensors of unknown shape), so
-// a session returns them: the calibration model.
-StatusOr<std::string> WithExtraOutputs(const std::string& model_bytes,
-                                       const std::vector<std::string>& names);
+// Appends `names` (existing values) to the graph outputs, each once: the calibration graph, whose
+// session returns them. InvalidArgument for a name the graph lacks.
+Status AddOutputs(ir::Graph* g, const std::vector<std::string>& names);
 
-// The model with a copy of each Conv node named in `nodes` (QdqCandidate::node), reading the same
-// inputs, named and writing output 0 as the original's plus `suffix`; both outputs appended to the
-// graph outputs. Quantizing only the copies (RewriteQdq with a plan naming them) gives, per
+// Adds a copy of each Conv node named in `nodes` (QdqCandidate::node), reading the same inputs,
+// named and writing output 0 as the original's plus `suffix`; both outputs appended to the graph
+// outputs. Quantizing only the copies (RewriteQdq with a plan naming them) gives, per
 // convolution, its float output and its int8 output on the same float input: the error of the
 // layer alone, for bias correction.
-StatusOr<std::string> WithIsolatedCopies(const std::string& model_bytes,
-                                         const std::vector<std::string>& nodes,
-                                         const std::string& suffix);
+Status AddIsolatedCopies(ir::Graph* g, const std::vector<std::string>& nodes,
+                         const std::string& suffix);
 
 struct ActivationQuant {
   std::string tensor;
@@ -147,11 +153,11 @@ void QuantizeWeightsSymmetric(const float* w, int64_t n, int64_t channels, int64
                               std::vector<int8_t>* q, std::vector<float>* scales);
 
 // Inserts Q -> DQ after each planned activation (feeding only the planned nodes; other consumers
-// keep the float tensor) and replaces each planned node's weight by an int8 initializer and a
+// keep the float tensor) and replaces each planned node's weight by an int8 constant and a
 // DequantizeLinear, and quantizes the inputs of each shared Concat and planned Add. Biases stay
-// float. `model_dir` anchors external data of the input model; the output embeds what it rewrote.
-// Returns the serialized model.
-StatusOr<std::string> RewriteQdq(const std::string& model_bytes, const std::string& model_dir,
-                                 const QdqPlan& plan);
+// float. Each Q -> DQ pair follows the node producing its tensor (weights' DequantizeLinear nodes
+// and graph inputs' pairs come first), so the node order stays topological; float weights nothing
+// reads any more leave the graph.
+Status RewriteQdq(ir::Graph* g, const QdqPlan& plan);
 
-}  // namespace kiln::onnxio
+}  // namespace kiln::quant
