@@ -2,7 +2,8 @@
 # Builds the fuzzers (the `fuzz` preset: clang, libFuzzer, ASan + UBSan; only the layers they
 # need) and runs the loader's for SECONDS (default 60) over a copy of tests/fuzz/corpus, the
 # session's (kiln_session_fuzz: load, passes, planning, a small run) for SECONDS over the same
-# corpus, then kiln serve's request parser (kiln_kserve_fuzz) and the .npy/.pb tensor-file parsers
+# corpus, then kiln serve's request parser (kiln_kserve_fuzz), the body of its repository load
+# request (kiln_load_request_fuzz) and the .npy/.pb tensor-file parsers
 # (kiln_tensor_file_fuzz), the image decoders with a recipe's transform (kiln_image_fuzz) and
 # recipe JSON (kiln_recipe_fuzz), and the records files --resume reads (kiln_records_fuzz) and the
 # labels files (kiln_labels_fuzz) of image jobs for SECONDS/2 each over copies of
@@ -66,7 +67,8 @@ fi
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
 ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz \
-  kiln_image_fuzz kiln_recipe_fuzz kiln_records_fuzz kiln_labels_fuzz kiln_sanitizer_canary \
+  kiln_image_fuzz kiln_recipe_fuzz kiln_records_fuzz kiln_labels_fuzz kiln_load_request_fuzz \
+  kiln_sanitizer_canary \
   > /dev/null
 
 # First, that a sanitizer finding stops a program of this build by its flags alone
@@ -116,6 +118,9 @@ run_fuzzer "kserve request fuzzer" kiln_kserve_fuzz tests/fuzz/kserve_corpus \
   $((seconds / 2 + 1)) -max_len=8192 -malloc_limit_mb=256
 # The .npy and TensorProto .pb files users pass as inputs and calibration data, with the same
 # allocation limit: a header may not make the parser allocate more than the file holds.
+# The body of the repository API's load/unload request (Triton's; kiln takes no config in it).
+run_fuzzer "load request fuzzer" kiln_load_request_fuzz tests/fuzz/load_request_corpus \
+  $((seconds / 2 + 1)) -max_len=2048 -malloc_limit_mb=256
 run_fuzzer "tensor file fuzzer" kiln_tensor_file_fuzz tests/fuzz/tensor_corpus \
   $((seconds / 2 + 1)) -max_len=4096 -malloc_limit_mb=256
 # Image files through libjpeg-turbo/libpng and a recipe's transform (16-megapixel cap), and recipe

@@ -315,24 +315,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!server_->core->model_control())
       return Reply(http::status::bad_request, serving::ErrorJson(serving::kModelControlOff));
     // Triton's load request may carry a config or files to load from: not taken here.
-    const std::string& body = request_.body();
-    if (!body.empty()) {
-      const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-      if (j.is_discarded() || !j.is_object())
-        return Reply(http::status::bad_request,
-                     serving::ErrorJson("the request body must be a JSON object"));
-      // unload_dependents (tritonclient always sends it) means nothing without ensembles.
-      auto p = j.find("parameters");
-      if (p != j.end() && !p->is_object())
-        return Reply(http::status::bad_request,
-                     serving::ErrorJson("'parameters' must be an object"));
-      if (p != j.end())
-        for (const auto& [key, value] : p->items()) {
-          const Status refused = serving::CheckLoadParameter(key);
-          if (!refused.ok())
-            return Reply(http::status::bad_request, serving::ErrorJson(refused.message()));
-        }
-    }
+    const Status refused = serving::CheckLoadRequestBody(request_.body());
+    if (!refused.ok())
+      return Reply(http::status::bad_request, serving::ErrorJson(refused.message()));
     server_->core->Control(name, load, [self = shared_from_this()](Status s) {
       net::post(self->stream_.get_executor(), [self, s] {
         if (s.ok()) return self->Reply(http::status::ok, "");

@@ -576,4 +576,24 @@ std::string ModelStatsJson(const std::vector<std::pair<ModelDescription, ModelCo
   return json{{"model_stats", list}}.dump();
 }
 
+Status CheckLoadParameter(const std::string& key) {
+  if (key == "config" || key.rfind("file:", 0) == 0)
+    return Unsupported(
+        "kiln serve loads models from its repository folders only; a load request's '" + key +
+        "' parameter is not supported");
+  return OkStatus();
+}
+
+Status CheckLoadRequestBody(std::string_view body) {
+  if (body.empty()) return OkStatus();
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return InvalidArgument("the request body must be a JSON object");
+  auto p = j.find("parameters");
+  if (p == j.end()) return OkStatus();
+  if (!p->is_object()) return InvalidArgument("'parameters' must be an object");
+  for (const auto& [key, value] : p->items()) KILN_RETURN_IF_ERROR(CheckLoadParameter(key));
+  return OkStatus();
+}
+
 }  // namespace kiln::serving

@@ -106,6 +106,15 @@ struct ModelCounters {
   std::map<int, std::pair<uint64_t, uint64_t>> batch_stats;  // size -> (count, compute ns)
 };
 
+// Triton's repository API: a load request's parameter that kiln does not take ("config",
+// "file:..."): Unsupported, naming it; OK for any other (tritonclient sends unload_dependents,
+// which means nothing without ensembles).
+Status CheckLoadParameter(const std::string& key);
+// The body of `POST v2/repository/models/{m}/load|unload`: empty, or a JSON object whose
+// "parameters", if present, is an object passing CheckLoadParameter key by key. InvalidArgument
+// for a body that is not such an object, Unsupported (CheckLoadParameter's) for a refused key.
+Status CheckLoadRequestBody(std::string_view body);
+
 std::string ServerMetadataJson();
 std::string ModelMetadataJson(const ModelDescription& m);
 std::string ModelConfigJson(const ModelDescription& m);

@@ -164,14 +164,6 @@ const char kModelControlOff[] =
     "model control is off: kiln serve loads and unloads models only with "
     "--model-control-mode explicit";
 
-Status CheckLoadParameter(const std::string& key) {
-  if (key == "config" || key.rfind("file:", 0) == 0)
-    return Unsupported(
-        "kiln serve loads models from its repository folders only; a load request's '" + key +
-        "' parameter is not supported");
-  return OkStatus();
-}
-
 StatusOr<std::unique_ptr<ModelServer>> ModelServer::Create(
     std::vector<ServedModel> models, const BatchPolicy& policy, int64_t queue_timeout_us,
     int instances, std::function<StatusOr<ServedModel>(const std::string&)> repository) {

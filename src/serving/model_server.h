@@ -56,9 +56,6 @@ struct RepositoryEntry {
 
 // Why a load or unload is refused when model control is off (both front ends answer it).
 extern const char kModelControlOff[];
-// A load request's parameter that kiln does not take ("config", "file:..."): Unsupported, naming
-// it; OK for any other (tritonclient sends unload_dependents, which means nothing here).
-Status CheckLoadParameter(const std::string& key);
 
 class ModelServer {
  public:

@@ -263,5 +263,24 @@ TEST(KServeTest, ConfigDimsDropTheBatchDimensionOnlyWhenBatching) {
   EXPECT_EQ(meta["versions"], json::parse("[\"1\"]"));
 }
 
+
+TEST(KServeTest, LoadRequestBodies) {
+  EXPECT_TRUE(CheckLoadRequestBody("").ok());
+  EXPECT_TRUE(CheckLoadRequestBody("{}").ok());
+  // What tritonclient sends.
+  EXPECT_TRUE(CheckLoadRequestBody(R"({"parameters": {"unload_dependents": false}})").ok());
+  for (const char* bad : {"[]", "null", "\"x\"", "{", R"({"parameters": 3})",
+                          R"({"parameters": []})"}) {
+    const Status s = CheckLoadRequestBody(bad);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+  }
+  for (const char* refused : {R"({"parameters": {"config": "{}"}})",
+                              R"({"parameters": {"file:1/model.onnx": "AAAA"}})"}) {
+    const Status s = CheckLoadRequestBody(refused);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << refused;
+    EXPECT_NE(s.message().find("not supported"), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::serving
