@@ -461,7 +461,12 @@ TEST(ServerTest, QueueTimeoutDropsWaitingRequestsWith504) {
   const int port = (*server)->http_port();
   std::vector<Reply> replies(2);
   std::thread first([&] { replies[0] = SendSlow(port); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The second request goes once the first is admitted (a fixed 10 ms wait let the second go
+  // first on a loaded machine, which then ran it and expired the first).
+  for (int i = 0; i < 5000; ++i) {
+    if ((*server)->MetricsText().find("kiln_inflight_requests 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   replies[1] = SendSlow(port);
   first.join();
   EXPECT_EQ(replies[0].status, 200) << replies[0].body;
