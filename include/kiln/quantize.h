@@ -223,6 +223,13 @@ struct QuantizeJob {
   // directory or a .txt/.lst list file, decoded through `recipe`) for a one-input model; for a
   // model with several inputs NAME=FILE once per input, tensor files with as many samples each.
   std::vector<std::string> calibrate;
+  // Or the calibration samples in memory (used when `calibrate` is empty; both or neither is
+  // InvalidArgument): one tensor per model input, named by it, samples along dim 0, as many in
+  // each. They serve as tensor files of the same rows would: the first `samples` calibrate, the
+  // rest are held out, and the data key is a file's (a calibration cache written from a file
+  // matches the same values in memory). One of another float type than its input's is converted
+  // (a copy); the others are used in place: storage they view must outlive the QuantizeRun.
+  std::vector<NamedTensor> calibration_tensors;
   std::string recipe;  // for images: a preset or recipe .json ("": the input's default)
   QuantizeOptions options;
   int64_t samples = 300;  // calibration samples used: a tensor file's first N, images spread out
@@ -236,7 +243,10 @@ struct QuantizeJob {
   // For max_drop: a .npy of one int64/int32 class per row of the calibration tensor file; "":
   // the score is the argmax agreement (%) with float32.
   std::string labels;
-  int64_t eval_samples = 1000;  // for max_drop: held-out rows scored at most
+  // Or the labels in memory: one int64/int32 class per calibration row (both it and `labels` is
+  // InvalidArgument; an undefined tensor: none).
+  Tensor labels_tensor;
+  int64_t eval_samples = 1000;  // for max_drop: held-out rows scored at most (>= 1)
 };
 
 // Optional progress reports (an empty function reports nothing). Called on the caller's thread.
@@ -250,22 +260,27 @@ struct QuantizeProgress {
   // Accuracy control's report, as text to append as is: whole lines end in '\n'; the sensitivity
   // scan appends one '.' per node.
   std::function<void(const std::string&)> report;
+  // Polled between calibration batches and between accuracy control's models: true stops the
+  // work with Cancelled (job.out may then hold one of accuracy control's candidates).
+  std::function<bool()> cancelled;
 };
 
-// The calibration samples of a job: rows of one tensor file per input, or images through a
-// recipe. Holds the tensor files in memory (images are decoded per batch).
+// The calibration samples of a job: rows of one tensor file (or in-memory tensor) per input, or
+// images through a recipe. Holds the tensor files in memory (images are decoded per batch).
 class CalibrationSamples {
  public:
-  // Reads the sources of `job.calibrate` for a model with `inputs` (job.samples, job.recipe).
+  // Reads the sources of `job.calibrate` for a model with `inputs` (job.samples, job.recipe), or
+  // takes job.calibration_tensors when job.calibrate is empty.
   static StatusOr<std::unique_ptr<CalibrationSamples>> Open(const QuantizeJob& job,
                                                             const std::vector<TensorSpec>& inputs);
   ~CalibrationSamples();
   int64_t count() const;  // samples used for calibration
   // The tensor when there is one tensor file (nullptr for images or several files).
   const Tensor* single() const;
-  const std::string& key() const;                   // identifies the data (Quantizer::UseCache)
-  const std::string& what() const;                  // "40 samples of 'calib.npy'", ...
-  const std::vector<std::string>& sources() const;  // job.calibrate
+  const std::string& key() const;   // identifies the data (Quantizer::UseCache)
+  const std::string& what() const;  // "40 samples of 'calib.npy'", ...
+  // job.calibrate; for in-memory tensors "tensor 'NAME'" each.
+  const std::vector<std::string>& sources() const;
   // Samples [b, e) of every input; images that fail to decode are appended to `failures` when
   // it is not null (the batch then has fewer rows).
   StatusOr<std::vector<NamedTensor>> Batch(int64_t b, int64_t e,
@@ -281,7 +296,8 @@ class CalibrationSamples {
 };
 
 // Runs every pass of `q` over the samples in batches of `batch`; images that fail (first pass)
-// are appended to `failures`. An Observe error names the samples and sources.
+// are appended to `failures`. An Observe error names the samples and sources; Cancelled when
+// progress.cancelled says so.
 Status Calibrate(CalibrationSamples* samples, Quantizer* q, int64_t batch,
                  std::vector<std::string>* failures, const QuantizeProgress& progress = {});
 
@@ -303,7 +319,8 @@ struct QuantizeRun {
 };
 
 // Checks the job, opens the samples, calibrates (or reads job.cache) and writes job.out (and
-// job.trt_cache). NotFound for a missing calibration file before the model is read;
+// job.trt_cache). NotFound for a missing calibration file, InvalidArgument for calibration
+// tensors that are scalars, not numbers, or of different sample counts, before the model is read;
 // InvalidArgument when no calibration image decodes.
 StatusOr<std::unique_ptr<QuantizeRun>> QuantizeWithCalibration(
     const QuantizeJob& job, const QuantizeProgress& progress = {});
@@ -333,7 +350,8 @@ struct AccuracyControlResult {
 // Rewrites job.out (and run->quantizer, run->summary) unless the first model is within the
 // budget. InvalidArgument "--max-drop X not reached: it would keep every node float (...)" when
 // only keeping every node float would reach it (job.out then holds the last candidate); also
-// without held-out rows, with several inputs, or with labels of the wrong count or type.
+// without held-out rows, with several inputs, or with labels (job.labels or job.labels_tensor)
+// of the wrong count or type.
 StatusOr<AccuracyControlResult> RunAccuracyControl(const QuantizeJob& job, QuantizeRun* run,
                                                    const QuantizeProgress& progress = {});
 

@@ -18,7 +18,7 @@ import asyncio
 import json
 import os
 import time
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Union
 
 from . import _kiln
 from ._kiln import (Cancelled, DeadlineExceeded, DeviceError, Error, Internal,  # noqa: F401
@@ -326,19 +326,96 @@ def top_k(scores: Any, k: int = 5):
     return _kiln._top_k(_as_array(scores, "float32", "scores"), int(k))
 
 
-def quantize(model: str, out: str, calibration: Dict[str, Any], *, method: str = "percentile",
-             percentile: float = 99.99, batch: int = 32, keep_float: Sequence[str] = (),
-             quantize_all: bool = False, bias_correction: bool = True,
-             channel_activations: bool = False, threads: Optional[int] = None) -> Dict[str, Any]:
-    """Writes an int8 QDQ model of `model` to `out`, calibrated on `calibration` ({input name:
-    array of samples along the first dim}), as `kiln quantize` does. Returns a summary (method,
-    samples, quantized and float nodes with why, bias-corrected convolutions)."""
-    if not isinstance(calibration, Mapping):
-        raise InvalidArgument("calibration must be a dict of input name to an array of samples; "
-                              f"got {type(calibration).__name__}")
-    return _kiln._quantize(os.fspath(model), os.fspath(out), list(calibration.items()), method,
-                           percentile, batch, list(keep_float), quantize_all, bias_correction,
-                           channel_activations, threads or 0)
+def _quantize_path(value, what):
+    """A str path of a str or os.PathLike (bytes paths as os.fsdecode decodes them)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fsdecode(os.fspath(value))
+    raise TypeError(f"{what} must be a str or os.PathLike path; got {type(value).__name__}")
+
+
+def _calibration_forms(calibration):
+    """(paths, arrays) of quantize's calibration: the `--calibrate` forms or {name: array}."""
+    if isinstance(calibration, Mapping):
+        return [], list(calibration.items())
+    if isinstance(calibration, (str, os.PathLike)):
+        return [_quantize_path(calibration, "calibration")], []
+    if isinstance(calibration, (list, tuple)) and all(isinstance(c, (str, os.PathLike))
+                                                      for c in calibration):
+        return [_quantize_path(c, "calibration") for c in calibration], []
+    got = type(calibration).__name__
+    if isinstance(calibration, (list, tuple)):
+        got += " of " + ", ".join(sorted({type(c).__name__ for c in calibration}))
+    raise InvalidArgument("calibration must be a dict of input name to an array of samples, a "
+                          "path (a tensor file, an image folder or list) or a list of NAME=FILE "
+                          f"strings; got {got}")
+
+
+def _quantize_labels(labels):
+    """(path, None) or ("", int64 array) of quantize's labels."""
+    if labels is None:
+        return "", None
+    if isinstance(labels, (str, os.PathLike)):
+        return _quantize_path(labels, "labels"), None
+    import numpy as np
+    try:
+        a = np.asarray(labels)
+    except MemoryError:
+        raise
+    except Exception as e:  # noqa: BLE001: any class numpy or the object raises
+        raise InvalidArgument(f"labels: numpy cannot make an array of the {type(labels).__name__} "
+                              f"given ({type(e).__name__}: {e})") from e
+    if a.dtype.kind not in "iu":
+        raise InvalidArgument(f"labels must be integer classes, one per sample; got {a.dtype}")
+    return "", _as_array(a, "int64", "labels")
+
+
+def quantize(model: str, out: str,
+             calibration: Union[Mapping[str, Any], str, "os.PathLike[str]", Sequence[str]], *,
+             method: str = "percentile", percentile: float = 99.99, batch: int = 32,
+             keep_float: Sequence[str] = (), quantize_all: bool = False,
+             bias_correction: bool = True, channel_activations: bool = False,
+             threads: Optional[int] = None, samples: Optional[int] = None,
+             recipe: Optional[str] = None, cache: Optional[str] = None,
+             trt_cache: Optional[str] = None, max_drop: Optional[float] = None,
+             labels: Any = None, eval_samples: int = 1000, compare: bool = False,
+             progress: Optional[Callable[[str, str], None]] = None) -> Dict[str, Any]:
+    """Writes an int8 QDQ model of `model` to `out`, as `kiln quantize` does (the same library
+    pipeline, docs/quantization.md).
+
+    calibration: {input name: array of samples along the first dim}, or what `--calibrate`
+    takes: a path (a .npy/.pb tensor file with samples along dim 0, or images: a folder or a
+    .txt/.lst list decoded through `recipe`) or a list of "NAME=FILE" (one tensor file per input
+    of a model with several). samples: the first N calibrate (images: N spread out), the rest
+    are held out for `compare` and `max_drop`; None: every row of the arrays, or 300 of files.
+    batch: samples per calibration run (<= 0: all at once). cache / trt_cache: the calibration
+    cache JSON (read when it matches, written when absent) and a TensorRT calibration table.
+    compare: float32 against int8 per quantized node on `batch` held-out samples. max_drop:
+    accuracy control, keeping the most sensitive nodes float until the held-out score drops at
+    most this many points (top-1 against `labels`, a path or an array of one int class per row,
+    else the argmax agreement with float32) on up to `eval_samples` held-out rows; one tensor
+    input only. progress(kind, text): "batch" (a status line per calibration batch), "note" (a
+    line), "report" (accuracy control's text, newlines included); what it raises stops the work
+    and is raised.
+
+    Returns the summary: method, samples, quantized_nodes, float_nodes ({node: why}),
+    model_bytes, bias_corrected, seconds, cache_hit, failed_images, activations (dicts of tensor,
+    dtype, scale, zero_point, min, max, threshold, method, channel_scales); with compare also
+    "comparison" (held_out, layers: dicts of node, tensor, cosine, max_abs, max_ref, the last
+    ones for "(model output)"); with max_drop "accuracy" (eval_samples, measure, float_score,
+    int8_score, sensitivity [(node, drop)], kept_float, drop). Errors are kiln exceptions: an
+    unreached max_drop is InvalidArgument "--max-drop ... not reached" (`out` then holds the
+    last candidate)."""
+    paths, arrays = _calibration_forms(calibration)
+    label_path, label_array = _quantize_labels(labels)
+    opt_path = lambda v, what: "" if v is None else _quantize_path(v, what)  # noqa: E731
+    return _kiln._quantize(
+        os.fspath(model), os.fspath(out), paths, arrays, method, percentile, batch,
+        list(keep_float), quantize_all, bias_correction, channel_activations, threads or 0,
+        samples, opt_path(recipe, "recipe"), opt_path(cache, "cache"),
+        opt_path(trt_cache, "trt_cache"), max_drop, label_path, label_array, eval_samples,
+        compare, progress)
 
 
 def doctor() -> Dict[str, Any]:

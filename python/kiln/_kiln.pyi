@@ -46,9 +46,13 @@ class _Batcher:
     def close(self) -> None: ...
     def stats(self) -> Dict[str, Union[int, float, bool]]: ...
 
-def _quantize(model: str, out: str, calibration: List[Tuple[str, Any]], method: str,
-              percentile: float, batch: int, keep_float: List[str], quantize_all: bool,
-              bias_correction: bool, channel_activations: bool, threads: int) -> Dict[str, Any]: ...
+def _quantize(model: str, out: str, calibrate: List[str], calibration: List[Tuple[str, Any]],
+              method: str, percentile: float, batch: int, keep_float: List[str],
+              quantize_all: bool, bias_correction: bool, channel_activations: bool, threads: int,
+              samples: Optional[int], recipe: str, cache: str, trt_cache: str,
+              max_drop: Optional[float], labels: str, labels_array: Optional[Any],
+              eval_samples: int, compare: bool,
+              progress: Optional[Callable[[str, str], None]]) -> Dict[str, Any]: ...
 def _image_job(session: _Session, images: str, out: str, recipe: str, labels: str, batch: int,
                workers: int, top_k: int, resume: bool, shard: str, shards: int,
                progress: Optional[Callable[[int, int, int, float], None]] = None) -> Dict[str, Any]: ...

@@ -790,76 +790,68 @@ struct PyBatcher {
 
 // ---- quantize, image job, doctor -----------------------------------------------------------
 
-nb::dict QuantizeModel(const std::string& model, const std::string& out,
-                       std::vector<std::pair<std::string, nb::object>> calibration,
-                       const std::string& method, double percentile, int64_t batch,
-                       std::vector<std::string> keep_float, bool quantize_all, bool bias_correction,
-                       bool channel_activations, int threads) {
-  QuantizeOptions o;
-  o.method = method;
-  o.percentile = percentile;
-  o.keep_float = std::move(keep_float);
-  o.quantize_all = quantize_all;
-  o.bias_correction = bias_correction;
-  o.channel_activations = channel_activations;
-  o.num_threads = threads;
-  if (calibration.empty()) Throw(InvalidArgument("calibration data is empty"));
-  std::vector<TensorSpec> specs;
-  {
-    auto s = Session::Load(model);
-    specs = Take(std::move(s))->inputs();
+// kiln.quantize's progress callable (kind, text) behind QuantizeProgress, called with the GIL
+// held (the pipeline runs without it). What it raises is kept, not thrown through the library:
+// `cancelled` then stops the pipeline at its next batch or model, and Rethrow raises it once the
+// pipeline returned. Ctrl-C (a pending signal) stops it likewise.
+struct QuantizeCallbacks {
+  std::optional<nb::callable> fn;
+  std::optional<nb::python_error> error;
+
+  QuantizeProgress Progress() {
+    QuantizeProgress p;
+    if (fn) {
+      p.batch = [this](const std::string& text) { Call("batch", text); };
+      p.note = [this](const std::string& text) { Call("note", text); };
+      p.report = [this](const std::string& text) { Call("report", text); };
+    }
+    p.cancelled = [this] {
+      nb::gil_scoped_acquire acquire;
+      if (!error && PyErr_CheckSignals() != 0) error.emplace();  // takes the raised exception
+      return error.has_value();
+    };
+    return p;
   }
-  nb::dict feeds;
-  for (auto& [name, value] : calibration) feeds[nb::str(name.data(), name.size())] = value;
-  Feeds f = ReadFeeds(specs, feeds);
-  // The batches below are views of rows [at, at + n) of every array: each must be a plain tensor
-  // with the samples along its first dimension, all the same number of them.
-  int64_t samples = -1;
-  for (const NamedTensor& t : f.tensors) {
-    const Tensor& v = t.tensor;
-    if (IsSequenceType(v.dtype()) || IsOptionalType(v.dtype()) || v.dtype() == DataType::kString)
-      Throw(InvalidArgument("calibration input '" + t.name + "' is a " + DataTypeName(v.dtype()) +
-                            "; calibration takes arrays of numbers"));
-    if (v.shape().empty())
-      Throw(InvalidArgument("calibration input '" + t.name +
-                            "' is a scalar; give its samples along the first dimension"));
-    if (samples >= 0 && v.shape()[0] != samples)
-      Throw(InvalidArgument("calibration inputs hold different numbers of samples: '" +
-                            f.tensors[0].name + "' has " + std::to_string(samples) + ", '" +
-                            t.name + "' has " + std::to_string(v.shape()[0])));
-    samples = v.shape()[0];
+  void Call(const char* kind, const std::string& text) {
+    nb::gil_scoped_acquire acquire;
+    if (error) return;  // the pipeline stops at its next check
+    try {
+      (*fn)(kind, PyMessage(text));
+    } catch (nb::python_error& e) {
+      error.emplace(std::move(e));
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      error.emplace();
+    }
   }
-  if (samples == 0) Throw(InvalidArgument("calibration data holds no samples (first dimension 0)"));
-  if (batch <= 0) batch = samples;
-  QuantizeSummary summary;
-  Status st;
-  {
-    nb::gil_scoped_release release;
-    st = [&]() -> Status {
-      KILN_ASSIGN_OR_RETURN(auto q, Quantizer::Create(model, o));
-      // Every pass the quantizer asks for sees the whole calibration set, in batches.
-      for (int pass = 0; pass < q->passes(); ++pass) {
-        KILN_RETURN_IF_ERROR(q->BeginPass(pass));
-        for (int64_t at = 0; at < samples; at += batch) {
-          const int64_t n = std::min(batch, samples - at);
-          std::vector<NamedTensor> chunk;
-          for (const NamedTensor& t : f.tensors) {
-            Shape shape = t.tensor.shape();
-            const size_t row = t.tensor.bytes() / static_cast<size_t>(shape[0]);
-            shape[0] = n;
-            chunk.push_back(
-                {t.name, Tensor::View(t.tensor.dtype(), shape,
-                                      static_cast<char*>(const_cast<void*>(t.tensor.raw())) +
-                                          row * static_cast<size_t>(at))});
-          }
-          KILN_RETURN_IF_ERROR(q->Observe(chunk));
-        }
-      }
-      KILN_ASSIGN_OR_RETURN(summary, q->Write(out));
-      return OkStatus();
-    }();
+  // With the GIL held, after the pipeline returned.
+  void Rethrow() {
+    if (error) {
+      nb::python_error e = std::move(*error);
+      error.reset();
+      throw e;
+    }
   }
-  Check(st);
+};
+
+nb::dict ActivationDict(const QuantizedActivation& a) {
+  nb::dict d;
+  d["tensor"] = PyText(a.tensor);
+  d["dtype"] = a.dtype;
+  d["scale"] = a.scale;
+  d["zero_point"] = a.zero_point;
+  d["min"] = a.min;
+  d["max"] = a.max;
+  d["threshold"] = a.threshold;
+  d["method"] = a.method;
+  nb::list channel_scales;
+  for (float v : a.channel_scales) channel_scales.append(v);
+  d["channel_scales"] = channel_scales;
+  return d;
+}
+
+nb::dict QuantizeSummaryDict(const QuantizeRun& run) {
+  const QuantizeSummary& summary = run.summary;
   nb::dict d;
   d["method"] = summary.method;
   d["samples"] = summary.samples;
@@ -871,7 +863,151 @@ nb::dict QuantizeModel(const std::string& model, const std::string& out,
   d["float_nodes"] = kept;
   d["model_bytes"] = summary.model_bytes;
   d["bias_corrected"] = summary.bias_corrected;
+  d["seconds"] = run.seconds;
+  d["cache_hit"] = run.cache_hit;
+  nb::list failed;
+  for (const std::string& path : run.failed_images) failed.append(PyText(path));
+  d["failed_images"] = failed;
+  nb::list activations;
+  for (const QuantizedActivation& a : summary.activations) activations.append(ActivationDict(a));
+  d["activations"] = activations;
   return d;
+}
+
+nb::dict ComparisonDict(const HeldOutComparison& c) {
+  nb::dict d;
+  d["held_out"] = c.held_out;
+  nb::list layers;
+  for (const LayerError& e : c.errors) {
+    nb::dict l;
+    l["node"] = PyText(e.node);
+    l["tensor"] = PyText(e.tensor);
+    l["cosine"] = e.cosine;
+    l["max_abs"] = e.max_abs;
+    l["max_ref"] = e.max_ref;
+    layers.append(l);
+  }
+  d["layers"] = layers;
+  return d;
+}
+
+nb::dict AccuracyDict(const AccuracyControlResult& r) {
+  nb::dict d;
+  d["eval_samples"] = r.eval_samples;
+  d["measure"] = r.measure;
+  d["float_score"] = r.float_score;
+  d["int8_score"] = r.int8_score;
+  nb::list sensitivity;
+  for (const auto& [node, drop] : r.sensitivity)
+    sensitivity.append(nb::make_tuple(PyText(node), drop));
+  d["sensitivity"] = sensitivity;
+  d["kept_float"] = r.kept_float;
+  d["drop"] = r.drop;
+  return d;
+}
+
+using LabelsArray = nb::ndarray<nb::ro, int64_t, nb::c_contig, nb::device::cpu>;
+
+// kiln.quantize: QuantizeWithCalibration, then CompareHeldOut (compare) and RunAccuracyControl
+// (max_drop), the pipeline of `kiln quantize`. The calibration data is `calibrate` (the
+// --calibrate forms: paths, NAME=FILE) or `calibration` ({input: array} items, read as feeds:
+// in place where they can be, the job's tensors view them), not both. samples: none means all
+// rows of the arrays, or 300 (the CLI's default) of files; batch <= 0: every sample in one.
+nb::dict QuantizeModel(const std::string& model, const std::string& out,
+                       std::vector<std::string> calibrate,
+                       std::vector<std::pair<std::string, nb::object>> calibration,
+                       const std::string& method, double percentile, int64_t batch,
+                       std::vector<std::string> keep_float, bool quantize_all, bool bias_correction,
+                       bool channel_activations, int threads, std::optional<int64_t> samples,
+                       const std::string& recipe, const std::string& cache,
+                       const std::string& trt_cache, std::optional<double> max_drop,
+                       const std::string& labels, std::optional<LabelsArray> labels_array,
+                       int64_t eval_samples, bool compare, std::optional<nb::callable> progress) {
+  QuantizeJob job;
+  job.model = model;
+  job.out = out;
+  job.calibrate = std::move(calibrate);
+  job.recipe = recipe;
+  job.options.method = method;
+  job.options.percentile = percentile;
+  job.options.keep_float = std::move(keep_float);
+  job.options.quantize_all = quantize_all;
+  job.options.bias_correction = bias_correction;
+  job.options.channel_activations = channel_activations;
+  job.options.num_threads = threads;
+  job.cache = cache;
+  job.trt_cache = trt_cache;
+  if (max_drop) {
+    if (!(*max_drop >= 0))  // NaN too
+      Throw(InvalidArgument("max_drop must be >= 0 (percentage points); got " +
+                            std::to_string(*max_drop)));
+    job.max_drop = *max_drop;
+  }
+  job.labels = labels;
+  if (labels_array) {
+    const LabelsArray& a = *labels_array;
+    Shape shape(a.ndim());
+    for (size_t i = 0; i < a.ndim(); ++i) shape[i] = static_cast<int64_t>(a.shape(i));
+    job.labels_tensor = Tensor::Empty(DataType::kInt64, shape);
+    if (a.size() > 0) std::memcpy(job.labels_tensor.raw(), a.data(), a.size() * sizeof(int64_t));
+  }
+  job.eval_samples = eval_samples;
+  // In-memory samples: the arrays as the model's inputs take them (its specs say how).
+  Feeds feeds;
+  if (!calibration.empty()) {
+    StatusOr<std::unique_ptr<Session>> loaded = InvalidArgument("unset");
+    {
+      nb::gil_scoped_release release;
+      loaded = Session::Load(model);
+    }
+    const std::vector<TensorSpec> specs = Take(std::move(loaded))->inputs();
+    nb::dict d;
+    for (auto& [name, value] : calibration) d[PyText(name)] = value;
+    feeds = ReadFeeds(specs, d);
+    job.calibration_tensors = feeds.tensors;
+  }
+  if (samples) {
+    job.samples = *samples;
+  } else if (!job.calibration_tensors.empty()) {  // all rows (a scalar is refused later)
+    const Tensor& t = job.calibration_tensors[0].tensor;
+    job.samples = t.rank() > 0 ? std::max<int64_t>(1, t.shape()[0]) : 1;
+  }
+  job.batch = batch > 0 ? batch : job.samples;
+
+  QuantizeCallbacks callbacks{std::move(progress), std::nullopt};
+  const QuantizeProgress p = callbacks.Progress();
+  std::unique_ptr<QuantizeRun> run;
+  std::optional<HeldOutComparison> comparison;
+  std::optional<AccuracyControlResult> accuracy;
+  Status st;
+  {
+    nb::gil_scoped_release release;
+    st = [&]() -> Status {
+      KILN_ASSIGN_OR_RETURN(run, QuantizeWithCalibration(job, p));
+      if (compare) {
+        if (p.cancelled()) return OkStatus();
+        KILN_ASSIGN_OR_RETURN(comparison, CompareHeldOut(run.get(), job.batch));
+      }
+      if (job.max_drop >= 0) {
+        if (p.cancelled()) return OkStatus();
+        KILN_ASSIGN_OR_RETURN(accuracy, RunAccuracyControl(job, run.get(), p));
+      }
+      return OkStatus();
+    }();
+  }
+  std::optional<nb::dict> d;
+  if (st.ok() && !callbacks.error) {
+    d = QuantizeSummaryDict(*run);
+    if (comparison) (*d)["comparison"] = ComparisonDict(*comparison);
+    if (accuracy) (*d)["accuracy"] = AccuracyDict(*accuracy);
+  }
+  {
+    nb::gil_scoped_release release;
+    run.reset();  // also removes accuracy control's temporary calibration cache
+  }
+  callbacks.Rethrow();  // what the callback raised (or Ctrl-C) comes first
+  Check(st);
+  return *d;
 }
 
 nb::dict RunImageJob(PySession& session, const std::string& images, const std::string& out,
@@ -1116,9 +1252,11 @@ NB_MODULE(_kiln, m) {
       .def("close", &PyBatcher::Close)
       .def("stats", &PyBatcher::Stats);
 
-  m.def("_quantize", &QuantizeModel, "model"_a, "out"_a, "calibration"_a, "method"_a,
+  m.def("_quantize", &QuantizeModel, "model"_a, "out"_a, "calibrate"_a, "calibration"_a, "method"_a,
         "percentile"_a, "batch"_a, "keep_float"_a, "quantize_all"_a, "bias_correction"_a,
-        "channel_activations"_a, "threads"_a);
+        "channel_activations"_a, "threads"_a, "samples"_a.none(), "recipe"_a, "cache"_a,
+        "trt_cache"_a, "max_drop"_a.none(), "labels"_a, "labels_array"_a.none(), "eval_samples"_a,
+        "compare"_a, "progress"_a.none());
   m.def("_image_job", &RunImageJob, "session"_a, "images"_a, "out"_a, "recipe"_a, "labels"_a,
         "batch"_a, "workers"_a, "top_k"_a, "resume"_a, "shard"_a, "shards"_a,
         "progress"_a = nb::none());

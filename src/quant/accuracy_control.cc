@@ -96,16 +96,23 @@ class HeldOutScore {
   std::vector<int64_t> labels_, ref_;
 };
 
-// The classes of rows [n, n + m) of the --labels file, which has one per row of `rows`.
-StatusOr<std::vector<int64_t>> HeldOutLabels(const std::string& path, int64_t rows, int64_t n,
+// The classes of rows [n, n + m) of the labels (job.labels_tensor, or the job.labels file),
+// which have one per row of `rows`.
+StatusOr<std::vector<int64_t>> HeldOutLabels(const QuantizeJob& job, int64_t rows, int64_t n,
                                              int64_t m) {
   std::vector<int64_t> labels;
-  if (path.empty()) return labels;
-  KILN_ASSIGN_OR_RETURN(Tensor lt, ReadTensorFile(path));
+  if (job.labels.empty() && !job.labels_tensor.defined()) return labels;
+  if (!job.labels.empty() && job.labels_tensor.defined())
+    return InvalidArgument("labels are given twice, as --labels '" + job.labels +
+                           "' and as an in-memory tensor; give one of them");
+  Tensor lt = job.labels_tensor;
+  if (!job.labels.empty()) {
+    KILN_ASSIGN_OR_RETURN(lt, ReadTensorFile(job.labels));
+  }
   if (lt.numel() != rows || (lt.dtype() != DataType::kInt64 && lt.dtype() != DataType::kInt32))
-    return InvalidArgument("--labels must hold one int64/int32 class per sample (" +
-                           std::to_string(rows) + "); got " + DataTypeName(lt.dtype()) +
-                           ShapeToString(lt.shape()));
+    return InvalidArgument(std::string(job.labels.empty() ? "labels" : "--labels") +
+                           " must hold one int64/int32 class per sample (" + std::to_string(rows) +
+                           "); got " + DataTypeName(lt.dtype()) + ShapeToString(lt.shape()));
   for (int64_t i = n; i < n + m; ++i)
     labels.push_back(lt.dtype() == DataType::kInt64 ? lt.data<int64_t>()[i]
                                                     : lt.data<int32_t>()[i]);
@@ -144,6 +151,8 @@ class Search {
 // candidates scored on the held-out set have it when the job's options do.
 StatusOr<QuantizeSummary> Search::Write(const std::vector<std::string>& keep,
                                         const std::string& path, bool probe) {
+  if (progress_.cancelled && progress_.cancelled())
+    return Status(StatusCode::kCancelled, "accuracy control cancelled");
   QuantizeOptions options = job_.options;
   options.keep_float.insert(options.keep_float.end(), keep.begin(), keep.end());
   if (probe) options.bias_correction = false;
@@ -242,9 +251,11 @@ StatusOr<AccuracyControlResult> RunAccuracyControl(const QuantizeJob& job, Quant
   const int64_t m = r.eval_samples;
   if (m < 1)
     return InvalidArgument(
-        "--max-drop evaluates on samples after the --samples used for calibration; '" +
-        job.calibrate[0] + "' has " + std::to_string(rows) + " rows, all used");
-  KILN_ASSIGN_OR_RETURN(auto labels, HeldOutLabels(job.labels, rows, n, m));
+        "--max-drop evaluates on samples after the --samples used for calibration; " +
+        (job.calibrate.empty() ? "the calibration " + run->samples->sources()[0]
+                               : "'" + job.calibrate[0] + "'") +
+        " has " + std::to_string(rows) + " rows, all used");
+  KILN_ASSIGN_OR_RETURN(auto labels, HeldOutLabels(job, rows, n, m));
   HeldOutScore score(job, run->quantizer->inputs()[0].name, Rows(*data, n, n + m),
                      std::move(labels));
   KILN_RETURN_IF_ERROR(score.Init());

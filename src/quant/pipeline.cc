@@ -14,6 +14,12 @@ namespace {
 
 // A missing file is reported before any work on the model.
 Status CheckJob(const QuantizeJob& job) {
+  KILN_RETURN_IF_ERROR(quant::CheckCalibrationData(job));
+  if (!job.labels.empty() && job.labels_tensor.defined())
+    return InvalidArgument("labels are given twice, as --labels '" + job.labels +
+                           "' and as an in-memory tensor; give one of them");
+  if (job.max_drop >= 0 && job.eval_samples < 1)
+    return InvalidArgument("--eval-samples must be >= 1; got " + std::to_string(job.eval_samples));
   if (job.samples < 1)
     return InvalidArgument("--samples must be >= 1; got " + std::to_string(job.samples));
   if (job.batch < 1)

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/quantize.h"
+#include "kiln/status.h"
 #include "kiln/tensor.h"
 
 namespace kiln::quant {
@@ -17,5 +19,10 @@ bool IsImageSource(const std::string& path);
 
 // "a, b, c".
 std::string Joined(const std::vector<std::string>& v);
+
+// The job's calibration data checked without the model: files or tensors (one of them); tensors
+// that are arrays of numbers, not scalars, each name once, the same number of samples (at least
+// one) in each.
+Status CheckCalibrationData(const QuantizeJob& job);
 
 }  // namespace kiln::quant

@@ -44,6 +44,38 @@ std::string Joined(const std::vector<std::string>& v) {
   return out;
 }
 
+Status CheckCalibrationData(const QuantizeJob& job) {
+  if (!job.calibrate.empty() && !job.calibration_tensors.empty())
+    return InvalidArgument(
+        "calibration data is given twice, as --calibrate files and as in-memory tensors; give "
+        "one of them");
+  if (job.calibrate.empty() && job.calibration_tensors.empty())
+    return InvalidArgument(
+        "no calibration data: give --calibrate files or in-memory calibration tensors");
+  const std::vector<NamedTensor>& tensors = job.calibration_tensors;
+  int64_t samples = -1;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, v] = tensors[i];
+    if (!v.defined() || IsSequenceType(v.dtype()) || IsOptionalType(v.dtype()) ||
+        v.dtype() == DataType::kString)
+      return InvalidArgument("calibration input '" + name + "' is a " + DataTypeName(v.dtype()) +
+                             "; calibration takes arrays of numbers");
+    if (v.shape().empty())
+      return InvalidArgument("calibration input '" + name +
+                             "' is a scalar; give its samples along the first dimension");
+    for (size_t j = 0; j < i; ++j)
+      if (tensors[j].name == name)
+        return InvalidArgument("calibration input '" + name + "' is given twice");
+    if (samples >= 0 && v.shape()[0] != samples)
+      return InvalidArgument("calibration inputs hold different numbers of samples: '" +
+                             tensors[0].name + "' has " + std::to_string(samples) + ", '" + name +
+                             "' has " + std::to_string(v.shape()[0]));
+    samples = v.shape()[0];
+  }
+  if (samples == 0) return InvalidArgument("calibration data holds no samples (first dimension 0)");
+  return OkStatus();
+}
+
 }  // namespace quant
 
 namespace {
@@ -100,6 +132,7 @@ struct CalibrationSamples::Impl {
   Status OpenOne(const QuantizeJob& job, const TensorSpec& in, const std::string& source);
   Status OpenNamed(const QuantizeJob& job, const std::vector<TensorSpec>& inputs,
                    const std::vector<std::pair<std::string, std::string>>& sources);
+  Status OpenTensors(const QuantizeJob& job, const std::vector<TensorSpec>& inputs);
 };
 
 Status CalibrationSamples::Impl::OpenImages(const QuantizeJob& job, const TensorSpec& in,
@@ -174,12 +207,61 @@ Status CalibrationSamples::Impl::OpenNamed(
   return OkStatus();
 }
 
+// job.calibration_tensors: one per input, used in place (converted when the float type differs).
+Status CalibrationSamples::Impl::OpenTensors(const QuantizeJob& job,
+                                             const std::vector<TensorSpec>& inputs) {
+  std::vector<std::string> names;
+  for (const TensorSpec& in : inputs) names.push_back("'" + in.name + "'");
+  for (const auto& [name, t] : job.calibration_tensors)
+    if (std::none_of(inputs.begin(), inputs.end(),
+                     [&](const TensorSpec& in) { return in.name == name; }))
+      return InvalidArgument("calibration input '" + name + "' is not an input of the model; its " +
+                             "inputs are " + quant::Joined(names));
+  for (const TensorSpec& in : inputs) {
+    auto it = std::find_if(job.calibration_tensors.begin(), job.calibration_tensors.end(),
+                           [&](const NamedTensor& t) { return t.name == in.name; });
+    if (it == job.calibration_tensors.end())
+      return InvalidArgument("calibration tensors: input '" + in.name +
+                             "' is missing; every input of the model (" + quant::Joined(names) +
+                             ") needs its samples");
+    Tensor t = it->tensor;
+    if (t.dtype() != in.dtype) {
+      StatusOr<Tensor> converted = ConvertFloatTensor(t, in.dtype);
+      if (!converted.ok())
+        return Status(converted.status().code(),
+                      "calibration input '" + in.name + "' is " + DataTypeName(t.dtype()) +
+                          " and the model's input " + DataTypeName(in.dtype) + ": " +
+                          converted.status().message());
+      t = std::move(converted).value();
+    }
+    sources.push_back("tensor '" + in.name + "'");
+    data.push_back({in.name, std::move(t)});
+  }
+  count = std::min<int64_t>(job.samples, data[0].tensor.shape()[0]);
+  if (data.size() == 1) {  // the key of one tensor file (OpenOne), else of one per input
+    key = CalibrationDataKey(data[0].tensor, count);
+    what = std::to_string(count) + " samples of tensor '" + data[0].name + "'";
+    return OkStatus();
+  }
+  std::string text;
+  for (const auto& [name, t] : data) text += name + "=" + CalibrationDataKey(t, count) + "\n";
+  key = KeyOfText(text);
+  what = std::to_string(count) + " samples of " + std::to_string(data.size()) +
+         " tensors (one per input)";
+  return OkStatus();
+}
+
 CalibrationSamples::CalibrationSamples() : impl_(std::make_unique<Impl>()) {}
 CalibrationSamples::~CalibrationSamples() = default;
 
 StatusOr<std::unique_ptr<CalibrationSamples>> CalibrationSamples::Open(
     const QuantizeJob& job, const std::vector<TensorSpec>& inputs) {
   std::unique_ptr<CalibrationSamples> s(new CalibrationSamples());
+  KILN_RETURN_IF_ERROR(quant::CheckCalibrationData(job));
+  if (job.calibrate.empty()) {
+    KILN_RETURN_IF_ERROR(s->impl_->OpenTensors(job, inputs));
+    return s;
+  }
   s->impl_->sources = job.calibrate;
   const auto sources = CalibrationSources(job.calibrate, inputs);
   const bool named = std::any_of(sources.begin(), sources.end(),
@@ -255,6 +337,10 @@ Status Calibrate(CalibrationSamples* samples, Quantizer* q, int64_t batch,
     const std::string what = "calibration pass " + std::to_string(pass + 1) + "/" + passes + ": ";
     KILN_RETURN_IF_ERROR(q->BeginPass(pass));
     for (int64_t b = 0; b < n; b += batch) {
+      if (progress.cancelled && progress.cancelled())
+        return Status(StatusCode::kCancelled, "calibration cancelled at sample " +
+                                                  std::to_string(b) + " of pass " +
+                                                  std::to_string(pass + 1) + "/" + passes);
       const int64_t e = std::min(n, b + batch);
       KILN_ASSIGN_OR_RETURN(auto rows, samples->Batch(b, e, pass == 0 ? failures : nullptr));
       if (rows[0].tensor.shape()[0] == 0) continue;  // every image of this batch failed
