@@ -119,6 +119,51 @@ TEST_F(QuantizerTest, ConvertsOpset12WithConstantWeightsForPerChannelScales) {
   ErrorAgainstFloat(out);
 }
 
+// Weights in an external-data file (exporters write large models that way): the quantizer reads
+// them with the model, and the written model embeds every tensor (it needs no weights file).
+TEST_F(QuantizerTest, QuantizesAModelWithExternalWeights) {
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(SmallCnn()));
+  std::ofstream weights(dir_ / "weights.bin", std::ios::binary);
+  int64_t offset = 0;
+  for (auto& t : *m.mutable_graph()->mutable_initializer()) {
+    if (t.data_type() != kF32) continue;
+    std::string bytes = t.raw_data();
+    if (bytes.empty())
+      bytes.assign(reinterpret_cast<const char*>(t.float_data().data()), t.float_data_size() * 4);
+    weights.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    t.clear_raw_data();
+    t.clear_float_data();
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto [k, v] : {std::pair<std::string, std::string>{"location", "weights.bin"},
+                        {"offset", std::to_string(offset)},
+                        {"length", std::to_string(bytes.size())}}) {
+      auto* kv = t.add_external_data();
+      kv->set_key(k);
+      kv->set_value(v);
+    }
+    offset += static_cast<int64_t>(bytes.size());
+  }
+  weights.close();
+  ASSERT_GT(offset, 0);
+  std::ofstream(model_, std::ios::binary | std::ios::trunc) << m.SerializeAsString();
+  const std::string out = (dir_ / "external.int8.onnx").string();
+  QuantizeOptions o;
+  o.quantize_all = true;
+  auto s = Quantize(o, out);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->quantized_nodes, (std::vector<std::string>{"conv1", "conv2", "fc"}));
+  ErrorAgainstFloat(out);
+  std::filesystem::remove(dir_ / "weights.bin");
+  onnx::ModelProto q;
+  std::ifstream f(out, std::ios::binary);
+  ASSERT_TRUE(q.ParseFromIstream(&f));
+  for (const auto& t : q.graph().initializer())
+    EXPECT_NE(t.data_location(), onnx::TensorProto::EXTERNAL) << t.name();
+  auto alone = Session::Load(out);
+  EXPECT_TRUE(alone.ok()) << alone.status().ToString();
+}
+
 // Opset 9 has no QuantizeLinear: the quantizer takes the model to 13 (ONNX's version converter to
 // 12, then kiln's 12 -> 13 rewrites), runs the original and the converted model on the first
 // calibration batch, and reports how far apart their outputs were.
