@@ -58,6 +58,38 @@ TEST(SessionTest, RunsAndReportsSpecs) {
 
 // Reshape, Unsqueeze, Squeeze, Flatten and Identity only relabel the shape: their output shares
 // the input's arena buffer when nothing reads the input later, and is a copy when something does.
+// Shapes that the model's open dimensions allow one by one but not together (an Add of [2,3] and
+// [4,3] where the model declares [N,3] and [M,3]) are the caller's error: InvalidArgument naming
+// the shapes given and the node, not InvalidModel.
+TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
+  ModelBuilder m;
+  m.Input("x", kF32, {-1, 3}).Input("y", kF32, {-1, 3}).Output("z", kF32, {-1, 3});
+  m.proto()
+      .mutable_graph()
+      ->mutable_input(1)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_param("M");
+  m.Node("Add", {"x", "y"}, {"z"}, "sum");
+  auto s = Session::LoadFromBytes(m.Bytes());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto feed = [](int64_t a, int64_t b) {
+    return std::vector<NamedTensor>{{"x", Tensor::Empty(DataType::kFloat, {a, 3})},
+                                    {"y", Tensor::Empty(DataType::kFloat, {b, 3})}};
+  };
+  std::vector<NamedTensor> out;
+  const Status st = (*s)->Run(feed(2, 4), &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("x [2,3], y [4,3]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("'sum'"), std::string::npos) << st.message();
+  EXPECT_EQ((*s)->Prepare({{"x", {2, 3}}, {"y", {4, 3}}}).code(), StatusCode::kInvalidArgument);
+  // Shapes that fit still run, broadcasting included.
+  EXPECT_TRUE((*s)->Run(feed(4, 4), &out).ok());
+  EXPECT_TRUE((*s)->Run(feed(4, 1), &out).ok());
+}
+
 TEST(SessionTest, ShapeOnlyOpsShareTheirInputsBuffer) {
   for (bool input_read_later : {false, true}) {
     ModelBuilder m(13);
