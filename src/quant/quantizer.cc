@@ -1032,6 +1032,8 @@ StatusOr<QuantizeSummary> Quantizer::Write(const std::string& out_path) {
       if (m != impl_->chosen.end()) tensors[t]["method"] = m->second;
     }
     std::ofstream c(impl_->cache_path, std::ios::trunc);
+    if (!c)
+      return InvalidArgument("cannot write the calibration cache '" + impl_->cache_path + "'");
     c << doc.dump(1) << "\n";
     if (!c.good())
       return Internal("failed writing the calibration cache '" + impl_->cache_path + "'");
