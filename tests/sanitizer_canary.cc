@@ -15,10 +15,12 @@ int main(int argc, char** argv) {
     int sum = big + argc;  // signed overflow: UBSan's "runtime error"
     std::printf("sum %d\n", sum);
   } else if (std::strcmp(what, "asan") == 0) {
+    // A use after free: ASan's alone (an out-of-bounds store was seen first by UBSan's
+    // object-size check under GCC, so the ASan canary did not show ASan stopping anything).
     int* p = static_cast<int*>(std::malloc(4 * sizeof(int)));
-    volatile int i = 4;
-    p[i] = 1;  // heap-buffer-overflow
     std::free(p);
+    volatile int* q = p;
+    q[1] = 1;  // heap-use-after-free
   } else {
     std::fprintf(stderr, "usage: sanitizer_canary ubsan|asan\n");
     return 2;

@@ -40,6 +40,19 @@ FAILURES = []
 K = 2896  # two K x K float weights: 64 MiB
 
 
+# Under AddressSanitizer (scripts/sanitize.sh sets KILN_SANITIZER) freed memory waits in ASan's
+# quarantine instead of going back to the system: the resident-set checks say nothing there and
+# are left out, said so in the output; everything else is checked.
+RSS_CHECKED = not os.environ.get("KILN_SANITIZER")
+
+
+def check_rss(cond, what):
+    if RSS_CHECKED:
+        check(cond, what)
+    else:
+        print(f"n/a  {what} (not checked under KILN_SANITIZER={os.environ['KILN_SANITIZER']})")
+
+
 def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what, flush=True)
     if not cond:
@@ -142,9 +155,9 @@ def main():
             unloaded = settle_rss(proc.pid)
             if first_unloaded is None:
                 first_unloaded = unloaded
-                check(loaded - unloaded >= 0.8 * 2 * K * K * 4 / 2**20,
+                check_rss(loaded - unloaded >= 0.8 * 2 * K * K * 4 / 2**20,
                       f"unloading gives the weights back: {loaded:.0f} -> {unloaded:.0f} MiB")
-            check(unloaded <= 1.10 * first_unloaded,
+            check_rss(unloaded <= 1.10 * first_unloaded,
                   f"cycle {i}: resident after the unload {unloaded:.0f} MiB, within 10 % of "
                   f"the first ({first_unloaded:.0f})")
             check(all("unknown model" in e for e in errs[1:]),
