@@ -18,11 +18,15 @@
 # release build's: not coverage-instrumented and without ASan, so the fuzzer is guided by the
 # Python side and finds C++ memory errors only when they crash.
 # usage: scripts/fuzz.sh [SECONDS] [all|native|python]   (default: 60 all)
+# Long campaigns: KILN_FUZZ_RUNS=N runs each native target for N inputs instead of a time (the
+# Python target keeps SECONDS/2); KILN_FUZZ_TARGETS="kiln_kserve_fuzz ..." runs only those native
+# targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 what=${2:-all}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
+case ${KILN_FUZZ_RUNS:-1} in ''|*[!0-9]*) echo "fuzz.sh: KILN_FUZZ_RUNS must be a whole number, got '$KILN_FUZZ_RUNS'" >&2; exit 2 ;; esac
 case $what in all|native|python) ;; *) echo "fuzz.sh: expected all, native or python, got '$what'" >&2; exit 2 ;; esac
 mkdir -p build/fuzz/artifacts
 work=$(mktemp -d)
@@ -65,11 +69,13 @@ if [ "$what" = python ]; then
   exit $?
 fi
 command -v clang++ > /dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs it)" >&2; exit 1; }
+if [ "${KILN_FUZZ_SKIP_BUILD:-0}" != 1 ]; then
 cmake --preset fuzz > build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log >&2; exit 1; }
 ninja -C build/fuzz kiln_loader_fuzz kiln_session_fuzz kiln_kserve_fuzz kiln_tensor_file_fuzz \
   kiln_image_fuzz kiln_recipe_fuzz kiln_records_fuzz kiln_labels_fuzz kiln_load_request_fuzz \
   kiln_sanitizer_canary \
   > /dev/null
+fi
 
 # First, that a sanitizer finding stops a program of this build by its flags alone
 # (-fno-sanitize-recover; UBSan would otherwise print and go on): the canary's signed overflow.
@@ -86,13 +92,18 @@ echo "sanitizer canary: a UBSan report stops the program (rc $canary_rc)"
 # run_fuzzer LABEL TARGET CORPUS SECONDS [LIBFUZZER FLAGS...]: over a copy of CORPUS; a failing
 # input goes to build/fuzz/artifacts/. Returns the fuzzer's exit code.
 run_fuzzer() {
-  local label=$1 target=$2 corpus=$3 secs=$4 rc runs
+  local label=$1 target=$2 corpus=$3 secs=$4 rc runs limit
   shift 4
+  if [ -n "${KILN_FUZZ_TARGETS:-}" ] && [[ " $KILN_FUZZ_TARGETS " != *" $target "* ]]; then
+    return 0
+  fi
+  limit=-max_total_time="$secs"
+  [ -z "${KILN_FUZZ_RUNS:-}" ] || limit=-runs="$KILN_FUZZ_RUNS"
   mkdir -p "$work/$target"
   cp "$corpus"/* "$work/$target/"
   set +e
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "build/fuzz/tests/fuzz/$target" -max_total_time="$secs" \
+    "build/fuzz/tests/fuzz/$target" "$limit" \
     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
     -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.log" 2>&1
   rc=$?

@@ -676,15 +676,47 @@ def op_quantize(fdp):
         cal[gen_name(fdp, ["A", "B", "C"])] = gen_value(fdp, "float32", None)
     if fdp.ConsumeIntInRange(0, 15) == 15:
         cal = fdp.PickValueInList([list(cal.items()), None, "A"])
+    # The pipeline's other forms of calibration data: tensor files by input name (NAME=FILE), a
+    # single path (refused: the model has two inputs), a file that does not exist.
+    form = fdp.ConsumeIntInRange(0, 7) if isinstance(cal, dict) else 0
+    if form in (5, 6):
+        files = []
+        for name, v in cal.items():
+            path = work_path(f"cal_{name}.npy")
+            try:
+                a = as_numpy(v)
+                if a.size > 1 << 20:  # the 2**40-element views: not written out
+                    continue
+                np.save(path, a, allow_pickle=False)
+            except Exception:  # noqa: BLE001 (not every generated value is an ndarray)
+                continue
+            files.append(f"{name}={path}")
+        cal = files if form == 5 else (files[0].split("=", 1)[1] if files else "none.npy")
+    elif form == 7:
+        cal = [work_path("no_such_file.npy")]
+
+    def raising_progress(kind, text):
+        raise ValueError("progress callback raised")
+
     kw = {k: fdp.PickValueInList(v) for k, v in {
         "method": ["percentile", "minmax", "entropy", "mse", "", "bogus", None],
         "percentile": [99.99, 100.0, 0.0, -1.0, float("nan"), 1e300, "99"],
         "batch": [32, 1, 2, 0, -1, 2**40, None], "keep_float": [(), ["MatMul_0"], ["nope"], "ab"],
         "quantize_all": [False, True], "bias_correction": [True, False],
-        "channel_activations": [False, True], "threads": [None, 1, 0, -1, 2**31]}.items()
+        "channel_activations": [False, True], "threads": [None, 1, 0, -1, 2**31],
+        "samples": [None, 1, 2, 0, -1, 2**40, "3"],
+        "max_drop": [None, 0.0, 100.0, -1.0, float("nan"), float("inf"), "1"],
+        "labels": [None, np.array([0, 1, 2, 0, 1], np.int64), np.zeros(2, np.float32),
+                   np.zeros((2, 2), np.int32), work_path("no_labels.npy"), 7],
+        "eval_samples": [1000, 1, 0, -1, 2**40],
+        "compare": [False, True, "yes"],
+        "cache": [None, work_path("qcache.json"), work_path("no/such/dir/c.json"), "", 5],
+        "trt_cache": [None, work_path("trt.txt"), work_path("no/such/dir/t.txt")],
+        "recipe": [None, "scale01", "bogus"],
+        "progress": [None, lambda kind, text: None, raising_progress, "not callable"]}.items()
         if fdp.ConsumeBool()}
     ok, _ = call("quantize", kiln.quantize, sp.path, work_path("quantized.onnx"), cal, **kw)
-    if ok:  # kiln reads each input's samples by rows: they must agree (no ASan here to see it)
+    if ok and isinstance(cal, dict):  # kiln reads each input's samples by rows: they must agree
         rows = {as_numpy(v).shape[:1] for v in cal.values()}
         if len(rows) != 1 or rows == {()}:
             raise Finding(f"quantize took calibration arrays of first dims {rows}")
