@@ -90,6 +90,34 @@ TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
   EXPECT_TRUE((*s)->Run(feed(4, 1), &out).ok());
 }
 
+// An empty input whose other dims multiply past int64 ([0, 2^62, 115]): single-axis reductions
+// have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds, found
+// with tests/fuzz/corpus/regress_argmin_empty_huge_dims.onnx).
+TEST(SessionTest, ReductionsOfEmptyInputsWithHugeDimsDoNothing) {
+  for (const char* op : {"ArgMin", "Softmax", "TopK"}) {
+    ModelBuilder m;
+    m.Input("x", kF32, {-1, -1, -1});
+    if (std::string(op) == "TopK") {
+      m.Int64Init("k", {1}, {0});
+      m.Output("y", kF32, {}).OutputAnyShape("i", onnx::TensorProto::INT64);
+      ModelBuilder::IntAttr(m.Node(op, {"x", "k"}, {"y", "i"}), "axis", 0);
+    } else {
+      m.Output("y", std::string(op) == "ArgMin" ? onnx::TensorProto::INT64 : kF32, {});
+      ModelBuilder::IntAttr(m.Node(op, {"x"}, {"y"}), "axis", 2);
+    }
+    auto* out = m.proto().mutable_graph()->mutable_output(0);
+    out->mutable_type()->mutable_tensor_type()->clear_shape();
+    auto s = Session::LoadFromBytes(m.Bytes());
+    ASSERT_TRUE(s.ok()) << op << ": " << s.status().ToString();
+    std::vector<NamedTensor> y;
+    const Status st =
+        (*s)->Run({{"x", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 62, 115})}}, &y);
+    ASSERT_TRUE(st.ok()) << op << ": " << st.ToString();
+    ASSERT_FALSE(y.empty());
+    EXPECT_EQ(y[0].tensor.numel(), 0) << op;
+  }
+}
+
 TEST(SessionTest, ShapeOnlyOpsShareTheirInputsBuffer) {
   for (bool input_read_later : {false, true}) {
     ModelBuilder m(13);
