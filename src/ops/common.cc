@@ -32,9 +32,14 @@ StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes) {
 }
 
 std::vector<int64_t> Strides(const Shape& shape) {
+  // A tensor that holds elements has strides that fit in int64; an empty one's other dims may
+  // multiply past it ([0, 2^62, 4]: the session fuzzer's MatMul on one overflowed here). Such a
+  // stride is 0: it addresses nothing, since the tensor has no element.
   std::vector<int64_t> s(shape.size(), 1);
-  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
-    s[i] = s[i + 1] * shape[i + 1];
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
+    int64_t v = 0;
+    s[i] = __builtin_mul_overflow(s[i + 1], shape[i + 1], &v) ? 0 : v;
+  }
   return s;
 }
 

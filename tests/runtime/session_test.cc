@@ -91,9 +91,9 @@ TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
 }
 
 // An empty input whose other dims multiply past int64 ([0, 2^62, 115]): single-axis reductions
-// have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds, found
+// and MatMul have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds, found
 // with tests/fuzz/corpus/regress_argmin_empty_huge_dims.onnx).
-TEST(SessionTest, ReductionsOfEmptyInputsWithHugeDimsDoNothing) {
+TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
   for (const char* op : {"ArgMin", "Softmax", "TopK"}) {
     ModelBuilder m;
     m.Input("x", kF32, {-1, -1, -1});
@@ -116,6 +116,19 @@ TEST(SessionTest, ReductionsOfEmptyInputsWithHugeDimsDoNothing) {
     ASSERT_FALSE(y.empty());
     EXPECT_EQ(y[0].tensor.numel(), 0) << op;
   }
+  // MatMul likewise: its reference kernel's broadcast strides of such an input overflowed
+  // (regress_matmul_empty_huge_dims.onnx).
+  ModelBuilder m;
+  m.Input("a", kF32, {-1, -1, 2}).OutputAnyShape("y", kF32);
+  m.FloatInit("w", {2, 3}, {1, 2, 3, 4, 5, 6});
+  m.Node("MatMul", {"a", "w"}, {"y"});
+  auto s = Session::LoadFromBytes(m.Bytes());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::vector<NamedTensor> y;
+  const Status st =
+      (*s)->Run({{"a", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 62, 2})}}, &y);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(y[0].tensor.shape(), (Shape{0, int64_t{1} << 62, 3}));
 }
 
 TEST(SessionTest, ShapeOnlyOpsShareTheirInputsBuffer) {
