@@ -91,8 +91,8 @@ TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
 }
 
 // An empty input whose other dims multiply past int64 ([0, 2^62, 115]): single-axis reductions
-// and MatMul have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds, found
-// with tests/fuzz/corpus/regress_argmin_empty_huge_dims.onnx).
+// and MatMul have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds,
+// found with tests/fuzz/corpus/regress_argmin_empty_huge_dims.onnx).
 TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
   for (const char* op : {"ArgMin", "Softmax", "TopK"}) {
     ModelBuilder m;
