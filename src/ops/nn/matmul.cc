@@ -56,6 +56,11 @@ namespace {
 
 template <typename T, typename Acc>
 void MatMulKernel(const T* a, const T* b, T* y, const MatMulDims& d) {
+  // An empty output: nothing to compute, and the other dims may multiply past int64 (A of
+  // [0, 2^62, 2]: m * k overflowed; found by ASan+UBSan on the session fuzzer's regression test).
+  if (d.m == 0 || d.n == 0) return;
+  for (int64_t v : d.batch)
+    if (v == 0) return;
   const int64_t batches = NumElements(d.batch);
   const int64_t mk = d.m * d.k, kn = d.k * d.n, mn = d.m * d.n;
   const std::vector<int64_t> sa = BroadcastStrides(d.batch_a, d.batch);
