@@ -56,8 +56,6 @@ TEST(SessionTest, RunsAndReportsSpecs) {
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].tensor.data<float>()[i], want[i]) << i;
 }
 
-// Reshape, Unsqueeze, Squeeze, Flatten and Identity only relabel the shape: their output shares
-// the input's arena buffer when nothing reads the input later, and is a copy when something does.
 // Shapes that the model's open dimensions allow one by one but not together (an Add of [2,3] and
 // [4,3] where the model declares [N,3] and [M,3]) are the caller's error: InvalidArgument naming
 // the shapes given and the node, not InvalidModel.
@@ -131,6 +129,8 @@ TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
   EXPECT_EQ(y[0].tensor.shape(), (Shape{0, int64_t{1} << 62, 3}));
 }
 
+// Reshape, Unsqueeze, Squeeze, Flatten and Identity only relabel the shape: their output shares
+// the input's arena buffer when nothing reads the input later, and is a copy when something does.
 TEST(SessionTest, ShapeOnlyOpsShareTheirInputsBuffer) {
   for (bool input_read_later : {false, true}) {
     ModelBuilder m(13);
