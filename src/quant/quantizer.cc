@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "kiln/quantize.h"
 #include "kiln/version.h"
@@ -452,7 +453,7 @@ struct Quantizer::Impl {
     auto error = [&]() -> StatusOr<double> {
       ir::Graph qdq = *graph;
       KILN_RETURN_IF_ERROR(quant::RewriteQdq(&qdq, BuildPlan(nullptr)));
-      KILN_ASSIGN_OR_RETURN(auto qs, SessionAccess::LoadFromGraph(qdq, so));
+      KILN_ASSIGN_OR_RETURN(auto qs, SessionAccess::LoadFromGraph(std::move(qdq), so));
       std::vector<NamedTensor> got;
       KILN_RETURN_IF_ERROR(qs->Run(auto_batch, &got));
       ++auto_evaluations;
@@ -699,7 +700,7 @@ StatusOr<std::unique_ptr<Quantizer>> Quantizer::Create(const std::string& model_
   KILN_RETURN_IF_ERROR(quant::AddOutputs(&calib, impl->tensors));
   SessionOptions so;
   so.num_threads = options.num_threads;
-  auto session = SessionAccess::LoadFromGraph(calib, so);
+  auto session = SessionAccess::LoadFromGraph(std::move(calib), so);
   if (!session.ok())
     return Status(session.status().code(), session.status().message() +
                                                "\n  while loading the calibration model of '" +
@@ -790,7 +791,7 @@ StatusOr<std::vector<LayerError>> Quantizer::Compare(const std::vector<NamedTens
   for (int i = 0; i < 2; ++i) {
     ir::Graph with = i == 0 ? *impl_->graph : *impl_->written;
     KILN_RETURN_IF_ERROR(quant::AddOutputs(&with, names));
-    KILN_ASSIGN_OR_RETURN(sessions[i], SessionAccess::LoadFromGraph(with, so));
+    KILN_ASSIGN_OR_RETURN(sessions[i], SessionAccess::LoadFromGraph(std::move(with), so));
     KILN_RETURN_IF_ERROR(sessions[i]->Run(batch, i == 0 ? &a : &b));
   }
   std::map<std::string, const Tensor*> got;
@@ -858,7 +859,7 @@ Status Quantizer::BeginPass(int pass) {
     KILN_ASSIGN_OR_RETURN(ir::Graph probe, impl_->BiasProbeModel());
     SessionOptions so;
     so.num_threads = impl_->options.num_threads;
-    KILN_ASSIGN_OR_RETURN(impl_->bias_session, SessionAccess::LoadFromGraph(probe, so));
+    KILN_ASSIGN_OR_RETURN(impl_->bias_session, SessionAccess::LoadFromGraph(std::move(probe), so));
   } else if (pass == 1) {
     if (impl_->samples == 0)
       return InvalidArgument("the first calibration pass observed no sample");

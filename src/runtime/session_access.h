@@ -16,6 +16,9 @@ struct SessionAccess {
   // the copy). The weights are not shared with other sessions (there is no file to key them by).
   static StatusOr<std::unique_ptr<Session>> LoadFromGraph(const ir::Graph& graph,
                                                           const SessionOptions& options);
+  // The same over `graph` itself, moved in: for a graph built only to be run, no copy is made.
+  static StatusOr<std::unique_ptr<Session>> LoadFromGraph(ir::Graph&& graph,
+                                                          const SessionOptions& options);
 };
 
 }  // namespace kiln
