@@ -90,7 +90,8 @@ class PlannedBody final : public ops::BodyRunner {
     if (!model->unsupported.empty())
       return UnsupportedNodesError(model->unsupported).AddContext("in " + what_);
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const ExecutionPlan> plan,
-                          PlanExecution(*model, inputs, options_, nullptr, nullptr, resources_));
+                          PlanExecution(*model, inputs, options_, nullptr, nullptr, resources_,
+                                        /*body=*/true));
     return std::make_shared<const Executor>(std::move(model), std::move(plan));
   }
 

@@ -28,12 +28,13 @@ class ToPlainKernel final : public Kernel {
 class Planner {
  public:
   Planner(ExecutionPlan* p, const Model& model, const SessionOptions& options,
-          const PlanChoices* cached)
+          const PlanChoices* cached, bool body)
       : p_(*p),
         model_(model),
         g_(*model.graph),
         options_(options),
         cached_(cached),
+        body_(body),
         bodies_(NewBodyPlanner(options)) {}
 
   void InitSlots(const std::vector<Tensor>& inputs);
@@ -43,6 +44,11 @@ class Planner {
  private:
   // Shapes (and for foldable nodes, values) of the node's outputs; true when it folded.
   StatusOr<bool> InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic);
+  // A failed inference (InvalidModel) in stage 2a, where every shape follows from the fed ones.
+  // With every input dimension declared fixed, the feed matched them (the session checks) and the
+  // model is at fault; with one open, the shapes given may each fit and not together: the caller's
+  // error (InvalidArgument, naming them).
+  Status FeedShapeError(const Status& s) const;
   PrepareContext ContextFor(const ir::Node& node, bool count_cached) const;
   // The kernel for the node; `plain_inputs` when it needs its inputs converted to plain first.
   SelectedKernel Select(const ir::Node& node, const ir::Op& op, const PrepareContext& pc,
@@ -67,6 +73,7 @@ class Planner {
   const ir::Graph& g_;
   const SessionOptions& options_;
   const PlanChoices* cached_;
+  const bool body_;  // planning a control-flow body (PlanExecution's `body`)
   bool strict_device_ = false;
   std::vector<int> plain_of_;
   std::vector<UnsupportedNode> no_kernel_;
@@ -112,7 +119,8 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
   // Shapes from Infer; values given by Infer or computed once with the reference kernel
   // (constant folding of what the optimizer left, e.g. shape arithmetic on a new shape).
   ir::NodeEvaluation ev;
-  KILN_RETURN_IF_ERROR(ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev));
+  if (Status st = ir::EvaluateNode(node, op, in, ir::EvalPolicy{}, &ev); !st.ok())
+    return FeedShapeError(st);
   // Strings, sequences and optionals live outside the arena: the step makes them at run time
   // (dynamic), the kernel assigning them.
   for (size_t o = 0; o < node.outputs.size() && !ev.all_values; ++o)
@@ -128,6 +136,23 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
   }
   if (ev.all_values) ++p_.folded_nodes;
   return ev.all_values;
+}
+
+Status Planner::FeedShapeError(const Status& s) const {
+  if (body_ || s.code() != StatusCode::kInvalidModel) return s;
+  bool open = false;
+  std::string given;
+  for (int id : g_.inputs) {
+    const ir::Value& v = g_.values[id];
+    if (v.constant) continue;  // an IR<4 initializer listed as input: not fed
+    open = open || !v.shape;
+    if (v.shape)
+      for (const ir::Dim& d : *v.shape) open = open || !d.fixed();
+    given += (given.empty() ? "" : ", ") + v.name + " " + ShapeToString(p_.shapes[id]);
+  }
+  if (!open) return s;
+  return InvalidArgument("the input shapes given (" + given +
+                         ") do not fit the model: " + s.message());
 }
 
 PrepareContext Planner::ContextFor(const ir::Node& node, bool count_cached) const {
@@ -462,7 +487,7 @@ Status Planner::UploadConstants() {
 StatusOr<std::unique_ptr<const ExecutionPlan>> PlanExecution(
     const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
     std::shared_ptr<Device> device, const PlanChoices* cached,
-    std::shared_ptr<SessionResources> resources) {
+    std::shared_ptr<SessionResources> resources, bool body) {
   auto plan = std::make_unique<ExecutionPlan>();
   plan->resources = resources ? std::move(resources) : std::make_shared<SessionResources>();
   plan->device = std::move(device);
@@ -471,7 +496,7 @@ StatusOr<std::unique_ptr<const ExecutionPlan>> PlanExecution(
   if (plan->device) KILN_RETURN_IF_ERROR(plan->device->MakeCurrent());
   plan->num_threads = options.num_threads > 0 ? options.num_threads : DefaultThreads();
   SetThreadCount(plan->num_threads);
-  Planner planner(plan.get(), model, options, cached);
+  Planner planner(plan.get(), model, options, cached, body);
   planner.InitSlots(inputs);
   for (int ni : model.order) KILN_RETURN_IF_ERROR(planner.PlanNode(ni));
   KILN_RETURN_IF_ERROR(planner.Finish());

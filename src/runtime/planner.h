@@ -25,10 +25,12 @@ namespace kiln::runtime {
 // `inputs`: one tensor per graph input giving its dtype and shape (values unused). `device`:
 // the backend's device, null on the CPU. `cached`: tuning choices from the plan cache (may be
 // null). `resources`: the session's packed weights, arenas and device constants (a new set when
-// null).
+// null). `body`: the model is a control-flow body, its inputs made by its node, not fed by a
+// caller (a session's plan turns a stage-2a inference failure on open input dimensions into the
+// caller's InvalidArgument; a body's keeps the model's InvalidModel).
 StatusOr<std::unique_ptr<const ExecutionPlan>> PlanExecution(
     const Model& model, const std::vector<Tensor>& inputs, const SessionOptions& options,
     std::shared_ptr<Device> device = nullptr, const PlanChoices* cached = nullptr,
-    std::shared_ptr<SessionResources> resources = nullptr);
+    std::shared_ptr<SessionResources> resources = nullptr, bool body = false);
 
 }  // namespace kiln::runtime

@@ -298,31 +298,6 @@ Status Session::Impl::BindOutputs(std::vector<NamedTensor>* given,
   return OkStatus();
 }
 
-namespace {
-// A shape-inference failure while planning for the inputs given, when the model leaves some input
-// dimension open (symbolic, or no shape): the shapes given do not fit together (an Add of [2,3]
-// and [4,3] where the model declares [N,3] and [M,3]), which is the caller's error, not the
-// model's: InvalidArgument naming the shapes. A model whose inputs are all fixed keeps
-// InvalidModel: no other shapes would do.
-Status FeedShapeError(const Status& s, const std::vector<TensorSpec>& inputs,
-                      const std::vector<const Tensor*>& ordered) {
-  if (s.code() != StatusCode::kInvalidModel ||
-      s.message().find("failed to infer shapes") == std::string::npos)
-    return s;
-  bool open = false;
-  for (const TensorSpec& spec : inputs) {
-    open = open || !spec.rank_known;
-    for (int64_t d : spec.dims) open = open || d < 0;
-  }
-  if (!open) return s;
-  std::string given;
-  for (size_t k = 0; k < ordered.size() && k < inputs.size(); ++k)
-    given += (k ? ", " : "") + inputs[k].name + " " + ShapeToString(ordered[k]->shape());
-  return InvalidArgument("the input shapes given (" + given + ") do not fit the model: " +
-                         s.message());
-}
-}  // namespace
-
 StatusOr<std::shared_ptr<const runtime::Executor>> Session::Impl::PlanFor(
     const std::vector<const Tensor*>& ordered) const {
   {
@@ -353,7 +328,7 @@ StatusOr<std::shared_ptr<const runtime::Executor>> Session::Impl::PlanFor(
   }
   auto planned = runtime::PlanExecution(*model, given, options, device,
                                         found.hit ? &found.choices : nullptr, resources);
-  if (!planned.ok()) return FeedShapeError(planned.status(), inputs, ordered);
+  if (!planned.ok()) return planned.status();
   std::shared_ptr<const runtime::ExecutionPlan> plan = std::move(planned).value();
   if (cache) {
     std::string status = found.status;
@@ -452,12 +427,18 @@ StatusOr<std::unique_ptr<Session>> Session::LoadImpl(const std::string& path,
 
 StatusOr<std::unique_ptr<Session>> SessionAccess::LoadFromGraph(const ir::Graph& graph,
                                                                 const SessionOptions& options) {
+  return LoadFromGraph(ir::Graph(graph), options);
+}
+
+StatusOr<std::unique_ptr<Session>> SessionAccess::LoadFromGraph(ir::Graph&& graph,
+                                                                const SessionOptions& options) {
   return AtApiBoundary(
       [] { return "loading a model from a graph"; },
       [&]() -> StatusOr<std::unique_ptr<Session>> {
         KILN_ASSIGN_OR_RETURN(
-            auto impl, LoadImplShared(
-                           "", "", [&] { return std::make_unique<ir::Graph>(graph); }, options));
+            auto impl,
+            LoadImplShared(
+                "", "", [&] { return std::make_unique<ir::Graph>(std::move(graph)); }, options));
         return std::unique_ptr<Session>(new Session(std::move(impl)));
       });
 }
