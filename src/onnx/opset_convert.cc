@@ -6,20 +6,21 @@
 #include <onnx/version_converter/convert.h>
 
 #include <functional>
-#include <set>
 #include <vector>
+
+#include "core/fresh_names.h"
 
 namespace kiln::onnxio {
 namespace {
 
 bool DefaultDomain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
-void CollectNames(const onnx::GraphProto& g, std::set<std::string>* used) {
-  for (const auto& t : g.initializer()) used->insert(t.name());
-  for (const auto& v : g.input()) used->insert(v.name());
+void CollectNames(const onnx::GraphProto& g, FreshNames* used) {
+  for (const auto& t : g.initializer()) used->Take(t.name());
+  for (const auto& v : g.input()) used->Take(v.name());
   for (const auto& n : g.node()) {
-    used->insert(n.name());
-    for (const auto& o : n.output()) used->insert(o);
+    used->Take(n.name());
+    for (const auto& o : n.output()) used->Take(o);
     for (const auto& a : n.attribute()) {
       if (a.has_g()) CollectNames(a.g(), used);
       for (const auto& sub : a.graphs()) CollectNames(sub, used);
@@ -29,7 +30,7 @@ void CollectNames(const onnx::GraphProto& g, std::set<std::string>* used) {
 
 class Upgrader {
  public:
-  explicit Upgrader(const onnx::GraphProto& main) { CollectNames(main, &used_); }
+  explicit Upgrader(const onnx::GraphProto& main) { CollectNames(main, &names_); }
 
   // Rewrites the graph's nodes (and its subgraphs') in place.
   void Graph(onnx::GraphProto* g) {
@@ -60,12 +61,7 @@ class Upgrader {
   }
 
  private:
-  std::string Fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
+  std::string Fresh(const std::string& base) { return names_.Make(base); }
 
   // Moves the ints attribute `attr` to input `index` (a Constant node placed before the node).
   void AttrToInput(onnx::NodeProto* n, const std::string& attr, int index,
@@ -147,7 +143,7 @@ class Upgrader {
     out->push_back(std::move(r));
   }
 
-  std::set<std::string> used_;
+  FreshNames names_;
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <memory>
 #include <set>
 
+#include "core/fresh_names.h"
+
 namespace kiln::quant {
 namespace {
 
@@ -364,8 +366,8 @@ class Rewriter {
  public:
   Rewriter(ir::Graph* g, const QdqModelInfo& info, const QdqPlan& plan)
       : g_(g), info_(info), plan_(plan) {
-    for (const auto& v : g->values) used_.insert(v.name);
-    for (const auto& n : g->nodes) used_.insert(n.name);
+    for (const auto& v : g->values) names_.Take(v.name);
+    for (const auto& n : g->nodes) names_.Take(n.name);
     for (const auto& a : plan.activations) acts_[a.tensor] = &a;
     for (int id : g->inputs) graph_inputs_.insert(id);
   }
@@ -373,12 +375,7 @@ class Rewriter {
   Status Run();
 
  private:
-  std::string Fresh(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; used_.count(name); ++k) name = base + "_" + std::to_string(k);
-    used_.insert(name);
-    return name;
-  }
+  std::string Fresh(const std::string& base) { return names_.Make(base); }
   int NewValue(const std::string& base, DataType dtype) {
     const int id = g_->GetOrAddValue(Fresh(base));
     g_->values[id].dtype = dtype;
@@ -423,7 +420,7 @@ class Rewriter {
   ir::Graph* g_;
   const QdqModelInfo& info_;
   const QdqPlan& plan_;
-  std::set<std::string> used_;  // every name in the graph, for fresh ones
+  FreshNames names_;  // every name in the graph, and the fresh ones made
   std::map<std::string, const ActivationQuant*> acts_;
   std::set<int> graph_inputs_;
   std::vector<ir::Node> head_;                  // weights' DQ, graph inputs' Q/DQ
