@@ -20,12 +20,16 @@
 # usage: scripts/fuzz.sh [SECONDS] [all|native|python]   (default: 60 all)
 # Long campaigns: KILN_FUZZ_RUNS=N runs each native target for N inputs instead of a time (the
 # Python target keeps SECONDS/2); KILN_FUZZ_TARGETS="kiln_kserve_fuzz ..." runs only those native
-# targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side).
+# targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side);
+# KILN_FUZZ_WORKERS=N runs N processes of each native target over one corpus (libFuzzer reloads
+# what the others add, every second), each for SECONDS or KILN_FUZZ_RUNS/N inputs; the inputs
+# reported are their sum.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 what=${2:-all}
 case $seconds in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
+case ${KILN_FUZZ_WORKERS:-1} in ''|0|*[!0-9]*) echo "fuzz.sh: KILN_FUZZ_WORKERS must be a positive whole number, got '$KILN_FUZZ_WORKERS'" >&2; exit 2 ;; esac
 case ${KILN_FUZZ_RUNS:-1} in ''|*[!0-9]*) echo "fuzz.sh: KILN_FUZZ_RUNS must be a whole number, got '$KILN_FUZZ_RUNS'" >&2; exit 2 ;; esac
 case $what in all|native|python) ;; *) echo "fuzz.sh: expected all, native or python, got '$what'" >&2; exit 2 ;; esac
 mkdir -p build/fuzz/artifacts
@@ -92,28 +96,39 @@ echo "sanitizer canary: a UBSan report stops the program (rc $canary_rc)"
 # run_fuzzer LABEL TARGET CORPUS SECONDS [LIBFUZZER FLAGS...]: over a copy of CORPUS; a failing
 # input goes to build/fuzz/artifacts/. Returns the fuzzer's exit code.
 run_fuzzer() {
-  local label=$1 target=$2 corpus=$3 secs=$4 rc runs limit
+  local label=$1 target=$2 corpus=$3 secs=$4 rc=0 runs limit w workers=${KILN_FUZZ_WORKERS:-1}
+  local pids=() p
   shift 4
   if [ -n "${KILN_FUZZ_TARGETS:-}" ] && [[ " $KILN_FUZZ_TARGETS " != *" $target "* ]]; then
     return 0
   fi
   limit=-max_total_time="$secs"
-  [ -z "${KILN_FUZZ_RUNS:-}" ] || limit=-runs="$KILN_FUZZ_RUNS"
+  [ -z "${KILN_FUZZ_RUNS:-}" ] || limit=-runs=$(((KILN_FUZZ_RUNS + workers - 1) / workers))
   mkdir -p "$work/$target"
   cp "$corpus"/* "$work/$target/"
   set +e
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "build/fuzz/tests/fuzz/$target" "$limit" \
-    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
-    -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.log" 2>&1
-  rc=$?
+  for ((w = 0; w < workers; w++)); do
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      "build/fuzz/tests/fuzz/$target" "$limit" \
+      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
+      -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.$w.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do
+    wait "$p"
+    w=$?
+    [ $rc -ne 0 ] || rc=$w
+  done
   set -e
-  runs=$(grep -oE 'Done [0-9]+ runs in [0-9]+ second' "$work/$target.log" | tail -n 1 || true)
+  # "Done N runs in S seconds" per worker: the sum of N, the longest S.
+  runs=$(cat "$work/$target".*.log | grep -oE 'Done [0-9]+ runs in [0-9]+ second' |
+    awk '{n += $2; if ($5 > s) s = $5} END {if (NR) printf "Done %d runs in %d second(s)", n, s}')
+  [ "$workers" -eq 1 ] || runs="$runs ($workers processes)"
   if [ $rc -eq 0 ]; then
     echo "$label: ${runs:-no summary}; $(ls "$work/$target" | wc -l) corpus entries; no crash"
     echo "1 passed, 0 failed"
   else
-    tail -n 40 "$work/$target.log"
+    for ((w = 0; w < workers; w++)); do tail -n 40 "$work/$target.$w.log"; done
     echo "$label FAILED (rc $rc); the input is in build/fuzz/artifacts/"
     echo "0 passed, 1 failed"
   fi
