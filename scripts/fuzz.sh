@@ -23,7 +23,9 @@
 # targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side);
 # KILN_FUZZ_WORKERS=N runs N processes of each native target over one corpus (libFuzzer reloads
 # what the others add, every second), each for SECONDS or KILN_FUZZ_RUNS/N inputs; the inputs
-# reported are their sum.
+# reported are their sum; KILN_FUZZ_CORPUS_DIR=DIR fuzzes over DIR/<target> (made from the tree's
+# corpus the first time) and keeps it, so that a campaign can go on in pieces (the inputs of a
+# piece are its own; a campaign's total is the sum of its pieces').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -104,14 +106,20 @@ run_fuzzer() {
   fi
   limit=-max_total_time="$secs"
   [ -z "${KILN_FUZZ_RUNS:-}" ] || limit=-runs=$(((KILN_FUZZ_RUNS + workers - 1) / workers))
-  mkdir -p "$work/$target"
-  cp "$corpus"/* "$work/$target/"
+  local dir=$work/$target
+  if [ -n "${KILN_FUZZ_CORPUS_DIR:-}" ]; then
+    dir=$KILN_FUZZ_CORPUS_DIR/$target
+    [ -d "$dir" ] || { mkdir -p "$dir" && cp "$corpus"/* "$dir/"; }
+  else
+    mkdir -p "$dir"
+    cp "$corpus"/* "$dir/"
+  fi
   set +e
   for ((w = 0; w < workers; w++)); do
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       "build/fuzz/tests/fuzz/$target" "$limit" \
       -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$@" \
-      -artifact_prefix="$PWD/build/fuzz/artifacts/" "$work/$target" > "$work/$target.$w.log" 2>&1 &
+      -artifact_prefix="$PWD/build/fuzz/artifacts/" "$dir" > "$work/$target.$w.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do
@@ -125,7 +133,7 @@ run_fuzzer() {
     awk '{n += $2; if ($5 > s) s = $5} END {if (NR) printf "Done %d runs in %d second(s)", n, s}')
   [ "$workers" -eq 1 ] || runs="$runs ($workers processes)"
   if [ $rc -eq 0 ]; then
-    echo "$label: ${runs:-no summary}; $(ls "$work/$target" | wc -l) corpus entries; no crash"
+    echo "$label: ${runs:-no summary}; $(ls "$dir" | wc -l) corpus entries; no crash"
     echo "1 passed, 0 failed"
   else
     for ((w = 0; w < workers; w++)); do tail -n 40 "$work/$target.$w.log"; done
