@@ -22,7 +22,8 @@
 # Python target keeps SECONDS/2); KILN_FUZZ_TARGETS="kiln_kserve_fuzz ..." runs only those native
 # targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side);
 # KILN_FUZZ_WORKERS=N runs N processes of each native target over one corpus (libFuzzer reloads
-# what the others add, every second), each for SECONDS or KILN_FUZZ_RUNS/N inputs; the inputs
+# what the others add, every second), each for SECONDS or KILN_FUZZ_RUNS/N inputs (and the ones
+# it reloads: the sum can pass KILN_FUZZ_RUNS); the inputs
 # reported are their sum; KILN_FUZZ_CORPUS_DIR=DIR fuzzes over DIR/<target> (made from the tree's
 # corpus the first time) and keeps it, so that a campaign can go on in pieces (the inputs of a
 # piece are its own; a campaign's total is the sum of its pieces').
