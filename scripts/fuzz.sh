@@ -131,7 +131,8 @@ run_fuzzer() {
   set -e
   # "Done N runs in S seconds" per worker: the sum of N, the longest S.
   runs=$(cat "$work/$target".*.log | grep -oE 'Done [0-9]+ runs in [0-9]+ second' |
-    awk '{n += $2; if ($5 > s) s = $5} END {if (NR) printf "Done %d runs in %d second(s)", n, s}')
+    awk '{n += $2; if ($5 > s) s = $5} END {if (NR) printf "Done %d runs in %d second(s)", n, s}' ||
+    true)
   [ "$workers" -eq 1 ] || runs="$runs ($workers processes)"
   if [ $rc -eq 0 ]; then
     echo "$label: ${runs:-no summary}; $(ls "$dir" | wc -l) corpus entries; no crash"

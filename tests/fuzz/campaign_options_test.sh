@@ -2,7 +2,8 @@
 # scripts/fuzz.sh's options for long campaigns, on the labels target of the fuzz build that
 # loader_fuzz made: KILN_FUZZ_WORKERS=2 runs two processes whose inputs add up to KILN_FUZZ_RUNS,
 # KILN_FUZZ_CORPUS_DIR keeps the corpus (seeded from the tree's the first time) for the next
-# piece, and a worker count that is not a positive number is refused.
+# piece, a worker that stops fails the target with its log shown, and a worker count that is not
+# a positive number is refused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=$(mktemp -d)
@@ -25,6 +26,17 @@ out=$(piece) || { echo "$out"; fail "the second piece failed"; }
 second=$(ls "$dir/kiln_labels_fuzz" | wc -l)
 [ "$second" -ge "$first" ] || fail "the second piece did not start from the first's corpus"
 grep -q "; $second corpus entries; no crash" <<< "$out" || fail "the second piece's corpus: $out"
+# A worker that stops with a finding (here: interrupted, libFuzzer's exit code 72) fails the
+# target, and its log is shown, though it printed no summary line.
+KILN_FUZZ_SKIP_BUILD=1 KILN_FUZZ_TARGETS=kiln_labels_fuzz KILN_FUZZ_WORKERS=2 \
+  KILN_FUZZ_CORPUS_DIR="$dir" bash scripts/fuzz.sh 40 native > "$dir/stopped.log" 2>&1 &
+pid=$!
+sleep 3
+pkill -INT -f "kiln_labels_fuzz .*$dir/kiln_labels_fuzz" || true
+rc=0
+wait $pid || rc=$?
+[ $rc -eq 72 ] && grep -q 'labels fuzzer FAILED (rc 72)' "$dir/stopped.log" &&
+  grep -q 'run interrupted' "$dir/stopped.log" || fail "an interrupted worker: rc $rc, $(cat "$dir/stopped.log")"
 rc=0
 KILN_FUZZ_WORKERS=0 bash scripts/fuzz.sh 2 native > "$dir/bad.log" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q 'KILN_FUZZ_WORKERS must be a positive whole number' "$dir/bad.log" ||
