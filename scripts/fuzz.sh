@@ -23,8 +23,8 @@
 # targets; KILN_FUZZ_SKIP_BUILD=1 uses the fuzz build as it is (for two campaigns side by side);
 # KILN_FUZZ_WORKERS=N runs N processes of each native target over one corpus (libFuzzer reloads
 # what the others add, every second), each for SECONDS or KILN_FUZZ_RUNS/N inputs (and the ones
-# it reloads: the sum can pass KILN_FUZZ_RUNS); the inputs
-# reported are their sum; KILN_FUZZ_CORPUS_DIR=DIR fuzzes over DIR/<target> (made from the tree's
+# it reloads: the sum can pass KILN_FUZZ_RUNS); the inputs reported are their sum;
+# KILN_FUZZ_CORPUS_DIR=DIR fuzzes over DIR/<target> (made from the tree's
 # corpus the first time) and keeps it, so that a campaign can go on in pieces (the inputs of a
 # piece are its own; a campaign's total is the sum of its pieces').
 set -euo pipefail
@@ -107,12 +107,10 @@ run_fuzzer() {
   fi
   limit=-max_total_time="$secs"
   [ -z "${KILN_FUZZ_RUNS:-}" ] || limit=-runs=$(((KILN_FUZZ_RUNS + workers - 1) / workers))
-  local dir=$work/$target
-  if [ -n "${KILN_FUZZ_CORPUS_DIR:-}" ]; then
-    dir=$KILN_FUZZ_CORPUS_DIR/$target
-    [ -d "$dir" ] || { mkdir -p "$dir" && cp "$corpus"/* "$dir/"; }
-  else
-    mkdir -p "$dir"
+  # A fresh copy of the tree's corpus, or the kept one of an earlier piece.
+  local dir=${KILN_FUZZ_CORPUS_DIR:-$work}/$target
+  if [ ! -d "$dir" ]; then
+    mkdir -p "$dir" 2> /dev/null || { echo "fuzz.sh: cannot make the corpus folder $dir" >&2; exit 2; }
     cp "$corpus"/* "$dir/"
   fi
   set +e

@@ -3,7 +3,7 @@
 # loader_fuzz made: KILN_FUZZ_WORKERS=2 runs two processes whose inputs add up to KILN_FUZZ_RUNS,
 # KILN_FUZZ_CORPUS_DIR keeps the corpus (seeded from the tree's the first time) for the next
 # piece, a worker that stops fails the target with its log shown, and a worker count that is not
-# a positive number is refused.
+# a positive number or a corpus folder that cannot be made is refused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=$(mktemp -d)
@@ -41,5 +41,10 @@ rc=0
 KILN_FUZZ_WORKERS=0 bash scripts/fuzz.sh 2 native > "$dir/bad.log" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q 'KILN_FUZZ_WORKERS must be a positive whole number' "$dir/bad.log" ||
   fail "KILN_FUZZ_WORKERS=0: rc $rc, $(cat "$dir/bad.log")"
+rc=0
+KILN_FUZZ_SKIP_BUILD=1 KILN_FUZZ_TARGETS=kiln_labels_fuzz KILN_FUZZ_CORPUS_DIR=/proc/kiln \
+  bash scripts/fuzz.sh 2 native > "$dir/nodir.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "cannot make the corpus folder /proc/kiln/kiln_labels_fuzz" "$dir/nodir.log" ||
+  fail "KILN_FUZZ_CORPUS_DIR that cannot be made: rc $rc, $(cat "$dir/nodir.log")"
 echo "campaign options: $seeds seeds, $first entries after one piece, $second after two"
 echo "1 passed, 0 failed"
