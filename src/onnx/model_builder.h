@@ -28,6 +28,18 @@ class ModelBuilder {
     FillValue(model_.mutable_graph()->add_output(), name, elem_type, dims);
     return *this;
   }
+  // Names dimension `dim` of graph input `input` `param` (a symbolic dimension is "N" otherwise):
+  // inputs whose open dimensions may differ.
+  ModelBuilder& InputDimParam(int input, int dim, const std::string& param) {
+    model_.mutable_graph()
+        ->mutable_input(input)
+        ->mutable_type()
+        ->mutable_tensor_type()
+        ->mutable_shape()
+        ->mutable_dim(dim)
+        ->set_dim_param(param);
+    return *this;
+  }
   // A graph output of unknown shape (left to shape inference).
   ModelBuilder& OutputAnyShape(const std::string& name, int elem_type) {
     Output(name, elem_type, {});

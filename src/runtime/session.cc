@@ -326,10 +326,9 @@ StatusOr<std::shared_ptr<const runtime::Executor>> Session::Impl::PlanFor(
                                 runtime::LibraryVersions(options.backend));
     found = runtime::PlanCacheLookup(options.plan_cache_dir, key);
   }
-  auto planned = runtime::PlanExecution(*model, given, options, device,
-                                        found.hit ? &found.choices : nullptr, resources);
-  if (!planned.ok()) return planned.status();
-  std::shared_ptr<const runtime::ExecutionPlan> plan = std::move(planned).value();
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const runtime::ExecutionPlan> plan,
+                        runtime::PlanExecution(*model, given, options, device,
+                                               found.hit ? &found.choices : nullptr, resources));
   if (cache) {
     std::string status = found.status;
     if (status.rfind("corrupt", 0) == 0)

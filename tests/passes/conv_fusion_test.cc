@@ -252,14 +252,7 @@ TEST(FuseConvAddTest, DoesNotFire) {
       m.Node("Mul", {"a", "c"}, {"y"});
     } else if (variant == 3) {  // summand with another batch symbol: shapes may differ
       m.Input("z", kF32, {-1, 3, 5, 5});
-      m.proto()
-          .mutable_graph()
-          ->mutable_input(1)
-          ->mutable_type()
-          ->mutable_tensor_type()
-          ->mutable_shape()
-          ->mutable_dim(0)
-          ->set_dim_param("M");
+      m.InputDimParam(1, 0, "M");
       m.Node("Add", {"c", "z"}, {"y"});
       in.push_back({"z", RandomTensor({2, 3, 5, 5}, 73)});
     } else {  // summand whose shape is unknown

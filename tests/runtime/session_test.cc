@@ -62,14 +62,7 @@ TEST(SessionTest, RunsAndReportsSpecs) {
 TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
   ModelBuilder m;
   m.Input("x", kF32, {-1, 3}).Input("y", kF32, {-1, 3}).Output("z", kF32, {-1, 3});
-  m.proto()
-      .mutable_graph()
-      ->mutable_input(1)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(0)
-      ->set_dim_param("M");
+  m.InputDimParam(1, 0, "M");
   m.Node("Add", {"x", "y"}, {"z"}, "sum");
   auto s = Session::LoadFromBytes(m.Bytes());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
