@@ -1,6 +1,8 @@
 // The node evaluator (see evaluate.h).
 #include "ir/evaluate.h"
 
+#include "core/shape_span.h"
+
 namespace kiln::ir {
 
 bool NodeInputs::AllValues() const {
@@ -33,6 +35,23 @@ bool NeedsRuntimeValues(const Node& node, const Op& op, const NodeInputs& in) {
 }
 
 namespace {
+
+// Every input and output shape within kMaxShapeSpan (core/shape_span.h), so no kernel's size
+// arithmetic on them overflows. Inputs are checked too: a control-flow kernel makes its outputs
+// without the evaluator.
+Status CheckSpans(const Node& node, const NodeInputs& in, const std::vector<Shape>& outs) {
+  auto refuse = [&](const char* kind, size_t i, const Shape& s) {
+    return InvalidModel("failed to infer shapes of " + node.Describe() + ": " + kind + " " +
+                        std::to_string(i) + " has shape " + ShapeToString(s) +
+                        ", whose dims (zeros counted as 1) multiply past 2^48");
+  };
+  for (size_t i = 0; i < in.shapes.size(); ++i)
+    if (in.dtypes[i] != DataType::kUndefined && !ShapeSpanFits(in.shapes[i]))
+      return refuse("input", i, in.shapes[i]);
+  for (size_t o = 0; o < outs.size() && o < node.outputs.size(); ++o)
+    if (node.outputs[o] >= 0 && !ShapeSpanFits(outs[o])) return refuse("output", o, outs[o]);
+  return OkStatus();
+}
 
 // Control flow: nothing is known before the node runs; it runs only when every input is known and
 // the policy sets no limits (the limits cannot be checked ahead of running a subgraph).
@@ -80,6 +99,7 @@ Status CheckValueKinds(const Node& node, const Op& op, const std::vector<DataTyp
 Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const EvalPolicy& policy,
                     NodeEvaluation* out) {
   KILN_RETURN_IF_ERROR(CheckValueKinds(node, op, in.dtypes));
+  KILN_RETURN_IF_ERROR(CheckSpans(node, in, {}));
   if (op.ShapesFromRun()) return EvaluateByRunning(node, op, in, policy, out);
   InferContext ctx(node, in.dtypes, in.shapes, in.values);
   KILN_RETURN_IF_ERROR(op.Infer(ctx));
@@ -89,6 +109,7 @@ Status EvaluateNode(const Node& node, const Op& op, const NodeInputs& in, const 
         return Unsupported("failed to run " + node.Describe() + ": output " + std::to_string(o) +
                            " would be a " + DataTypeName(ctx.out_dtypes()[o]) +
                            " value, which kiln's " + node.op_type + " does not make");
+  KILN_RETURN_IF_ERROR(CheckSpans(node, NodeInputs{}, ctx.out_shapes()));
   const size_t n = node.outputs.size();
   out->dtypes = ctx.out_dtypes();
   out->shapes = ctx.out_shapes();

@@ -116,14 +116,18 @@ int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
   }
 }
 
-// The dims, checked: none negative, the element count within kMaxTensorBytes.
+// The dims, checked: none negative, their product with each 0 counted as 1 within
+// kMaxTensorBytes (an empty tensor's other dims too: core/shape_span.h).
 Status ReadDims(const onnx::TensorProto& proto, const std::string& what, Shape* shape,
                 int64_t* numel) {
+  int64_t span = 1;
   for (int64_t d : proto.dims()) {
     if (d < 0) return InvalidModel(what + ": negative dimension " + std::to_string(d));
     shape->push_back(d);
-    if (d != 0 && *numel > kMaxTensorBytes / d)
+    const int64_t f = d == 0 ? 1 : d;
+    if (span > kMaxTensorBytes / f)
       return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(*shape));
+    span *= f;
     *numel *= d;
   }
   return OkStatus();

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "core/shape_span.h"
 #include "kiln/inspect.h"
 #include "onnx/onnx_loader.h"
 #include "passes/lower_float16.h"
@@ -269,6 +270,9 @@ Status Session::Impl::BindInputs(const std::vector<NamedTensor>& given,
     }
     for (int64_t d : t.shape())
       if (d < 0) return InvalidArgument("input '" + nt.name + "': negative dimension; " + got());
+    if (!ShapeSpanFits(t.shape()))
+      return InvalidArgument("input '" + nt.name +
+                             "': its dims (zeros counted as 1) multiply past 2^48; " + got());
     (*ordered)[k] = &t;
   }
   for (size_t k = 0; k < inputs.size(); ++k)

@@ -81,17 +81,22 @@ TEST(SessionTest, InputShapesThatDoNotFitTogetherAreTheCallersError) {
   EXPECT_TRUE((*s)->Run(feed(4, 1), &out).ok());
 }
 
-// An empty input whose other dims multiply past int64 ([0, 2^62, 115]): single-axis reductions
-// and MatMul have nothing to do (the session fuzzer's ArgMin overflowed computing its loop bounds,
-// found with tests/fuzz/corpus/regress_argmin_empty_huge_dims.onnx).
-TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
-  for (const char* op : {"ArgMin", "Softmax", "TopK"}) {
+// An empty tensor can name any dims ([0, 2^62, 115] holds nothing), and kernels multiplying the
+// dims around an axis overflowed on them: the session fuzzer found ArgMin, MatMul and Concat
+// (tests/fuzz/corpus/regress_*_empty_huge_dims.onnx). kiln refuses a shape whose dims, zeros
+// counted as 1, multiply past 2^48 (core/shape_span.h): fed, it is InvalidArgument; below the
+// bound, ops on empty inputs with large dims do nothing.
+TEST(SessionTest, EmptyInputsWithHugeDimsAreRefusedAndLargeOnesDoNothing) {
+  for (const char* op : {"ArgMin", "Softmax", "TopK", "Concat"}) {
     ModelBuilder m;
     m.Input("x", kF32, {-1, -1, -1});
     if (std::string(op) == "TopK") {
       m.Int64Init("k", {1}, {0});
       m.Output("y", kF32, {}).OutputAnyShape("i", onnx::TensorProto::INT64);
       ModelBuilder::IntAttr(m.Node(op, {"x", "k"}, {"y", "i"}), "axis", 0);
+    } else if (std::string(op) == "Concat") {
+      m.Output("y", kF32, {});
+      ModelBuilder::IntAttr(m.Node(op, {"x", "x"}, {"y"}), "axis", 2);
     } else {
       m.Output("y", std::string(op) == "ArgMin" ? onnx::TensorProto::INT64 : kF32, {});
       ModelBuilder::IntAttr(m.Node(op, {"x"}, {"y"}), "axis", 2);
@@ -101,8 +106,12 @@ TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
     auto s = Session::LoadFromBytes(m.Bytes());
     ASSERT_TRUE(s.ok()) << op << ": " << s.status().ToString();
     std::vector<NamedTensor> y;
-    const Status st =
+    const Status refused =
         (*s)->Run({{"x", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 62, 115})}}, &y);
+    EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << op << ": " << refused.ToString();
+    EXPECT_NE(refused.message().find("multiply past 2^48"), std::string::npos) << refused.message();
+    const Status st =
+        (*s)->Run({{"x", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 40, 115})}}, &y);
     ASSERT_TRUE(st.ok()) << op << ": " << st.ToString();
     ASSERT_FALSE(y.empty());
     EXPECT_EQ(y[0].tensor.numel(), 0) << op;
@@ -116,10 +125,44 @@ TEST(SessionTest, OpsOnEmptyInputsWithHugeDimsDoNothing) {
   auto s = Session::LoadFromBytes(m.Bytes());
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   std::vector<NamedTensor> y;
+  EXPECT_EQ(
+      (*s)->Run({{"a", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 62, 2})}}, &y).code(),
+      StatusCode::kInvalidArgument);
   const Status st =
-      (*s)->Run({{"a", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 62, 2})}}, &y);
+      (*s)->Run({{"a", Tensor::Empty(DataType::kFloat, {0, int64_t{1} << 40, 2})}}, &y);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(y[0].tensor.shape(), (Shape{0, int64_t{1} << 62, 3}));
+  EXPECT_EQ(y[0].tensor.shape(), (Shape{0, int64_t{1} << 40, 3}));
+}
+
+// The same bound where a shape is not fed: an initializer's dims (the loader) and a shape a node
+// would make (the evaluator, here ConstantOfShape asked for [0, 2^30, 2^30]) are refused as
+// InvalidModel, naming the tensor or the node: the first at load, the second when planned.
+TEST(SessionTest, ModelShapesWithHugeDimsAreRefused) {
+  {
+    ModelBuilder m;
+    m.Input("x", kF32, {2}).Output("y", kF32, {});
+    m.FloatInit("w", {0, int64_t{1} << 31, int64_t{1} << 31}, {});
+    ModelBuilder::IntAttr(m.Node("Concat", {"w", "w"}, {"y"}), "axis", -1);
+    auto s = Session::LoadFromBytes(m.Bytes());
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidModel) << s.status().ToString();
+    EXPECT_NE(s.status().message().find("implausibly large"), std::string::npos)
+        << s.status().message();
+  }
+  {
+    ModelBuilder m;
+    m.Input("x", kF32, {2}).Output("y", kF32, {});
+    m.Int64Init("shape", {3}, {0, int64_t{1} << 30, int64_t{1} << 30});
+    m.Node("ConstantOfShape", {"shape"}, {"c"}, "make");
+    m.Node("Add", {"c", "x"}, {"y"});
+    auto s = Session::LoadFromBytes(m.Bytes());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();  // planned at the first run
+    std::vector<NamedTensor> y;
+    const Status st = (*s)->Run({{"x", Tensor::Empty(DataType::kFloat, {2})}}, &y);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidModel) << st.ToString();
+    EXPECT_NE(st.message().find("'make'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("multiply past 2^48"), std::string::npos) << st.message();
+  }
 }
 
 // Reshape, Unsqueeze, Squeeze, Flatten and Identity only relabel the shape: their output shares
