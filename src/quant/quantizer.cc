@@ -484,7 +484,10 @@ struct Quantizer::Impl {
       float kept = r.threshold;
       std::string kept_method = quant::MethodName(quant::Method::kPercentile);
       std::vector<float> tried = {kept};
-      for (const auto& [m, thr] : candidates.at(t)) {
+      for (const auto& candidate : candidates.at(t)) {
+        const quant::Method m = candidate.first;
+        const float thr = candidate.second;  // a plain local: clang before 16 cannot capture a
+                                             // structured binding in the lambda below
         if (thr <= 0.f || std::any_of(tried.begin(), tried.end(), [&](float v) {
               return std::fabs(v - thr) <= 1e-4f * std::max(v, thr);
             }))

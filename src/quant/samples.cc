@@ -212,11 +212,12 @@ Status CalibrationSamples::Impl::OpenTensors(const QuantizeJob& job,
                                              const std::vector<TensorSpec>& inputs) {
   std::vector<std::string> names;
   for (const TensorSpec& in : inputs) names.push_back("'" + in.name + "'");
-  for (const auto& [name, t] : job.calibration_tensors)
+  for (const NamedTensor& given : job.calibration_tensors)
     if (std::none_of(inputs.begin(), inputs.end(),
-                     [&](const TensorSpec& in) { return in.name == name; }))
-      return InvalidArgument("calibration input '" + name + "' is not an input of the model; its " +
-                             "inputs are " + quant::Joined(names));
+                     [&](const TensorSpec& in) { return in.name == given.name; }))
+      return InvalidArgument("calibration input '" + given.name +
+                             "' is not an input of the model; its " + "inputs are " +
+                             quant::Joined(names));
   for (const TensorSpec& in : inputs) {
     auto it = std::find_if(job.calibration_tensors.begin(), job.calibration_tensors.end(),
                            [&](const NamedTensor& t) { return t.name == in.name; });
