@@ -5,7 +5,7 @@
 // its dims with each 0 counted as 1; kiln refuses a shape whose span exceeds kMaxShapeSpan where
 // it first meets it: the loader (initializers), the node evaluator (every inferred output shape)
 // and the session (inputs fed). Below the bound, a product of any of a shape's dims times an
-// element size (at most 16 bytes) and a factor of 2^11 still fits in int64.
+// element size (at most 16 bytes) and a further factor of up to 2^10 still fits in int64.
 #pragma once
 
 #include <cstdint>

@@ -216,7 +216,7 @@ Status CalibrationSamples::Impl::OpenTensors(const QuantizeJob& job,
     if (std::none_of(inputs.begin(), inputs.end(),
                      [&](const TensorSpec& in) { return in.name == given.name; }))
       return InvalidArgument("calibration input '" + given.name +
-                             "' is not an input of the model; its " + "inputs are " +
+                             "' is not an input of the model; its inputs are " +
                              quant::Joined(names));
   for (const TensorSpec& in : inputs) {
     auto it = std::find_if(job.calibration_tensors.begin(), job.calibration_tensors.end(),
