@@ -16,13 +16,13 @@ namespace kiln {
 
 inline constexpr int64_t kMaxShapeSpan = int64_t{1} << 48;
 
-// True when every dim is >= 0 and the span is at most kMaxShapeSpan.
-inline bool ShapeSpanFits(const Shape& shape) {
+// True when every dim is >= 0 and the span is at most `bound` (the loader uses a smaller one).
+inline bool ShapeSpanFits(const Shape& shape, int64_t bound = kMaxShapeSpan) {
   int64_t span = 1;
   for (int64_t d : shape) {
     if (d < 0) return false;
     const int64_t f = d == 0 ? 1 : d;
-    if (span > kMaxShapeSpan / f) return false;
+    if (span > bound / f) return false;
     span *= f;
   }
   return true;

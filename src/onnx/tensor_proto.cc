@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/float8.h"
+#include "core/shape_span.h"
 #include "onnx/tensor_proto_internal.h"
 
 namespace kiln::onnxio {
@@ -120,16 +121,13 @@ int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
 // kMaxTensorBytes (an empty tensor's other dims too: core/shape_span.h).
 Status ReadDims(const onnx::TensorProto& proto, const std::string& what, Shape* shape,
                 int64_t* numel) {
-  int64_t span = 1;
   for (int64_t d : proto.dims()) {
     if (d < 0) return InvalidModel(what + ": negative dimension " + std::to_string(d));
     shape->push_back(d);
-    const int64_t f = d == 0 ? 1 : d;
-    if (span > kMaxTensorBytes / f)
-      return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(*shape));
-    span *= f;
-    *numel *= d;
   }
+  if (!ShapeSpanFits(*shape, kMaxTensorBytes))
+    return InvalidModel(what + ": tensor is implausibly large; dims " + ShapeToString(*shape));
+  *numel = NumElements(*shape);
   return OkStatus();
 }
 
