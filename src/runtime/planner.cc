@@ -130,6 +130,11 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
     const int id = node.outputs[o];
     if (id < 0) continue;
     p_.dtypes[id] = ev.dtypes[o];
+    // A node the float16 rewrite runs in float16 (half_values.h) writes float16 where its op's
+    // inference, which describes the float32 reference, says float: the graph declares it.
+    if (!ev.all_values && ev.dtypes[o] == DataType::kFloat &&
+        g_.values[id].dtype == DataType::kFloat16)
+      p_.dtypes[id] = DataType::kFloat16;
     p_.shapes[id] = ev.shapes[o];
     p_.static_shape[id] = true;
     if (ev.all_values) p_.constants[id] = std::make_shared<const Tensor>(std::move(ev.values[o]));

@@ -76,26 +76,38 @@ TEST(KernelHarness, EveryCaseRunsOnItsReference) {
 
 // ---- A host-memory device for the proof backend ----
 
+// It keeps DeviceRun's order as the CUDA run does (Begin, uploads, StartCompute, kernels,
+// downloads, Finish): the harness skipping StartCompute failed every case on the first H200 run.
 class HostRun final : public runtime::DeviceRun {
  public:
   explicit HostRun(size_t arena) : arena_(*runtime::AlignedHostMemory(arena)) {}
-  Status Begin() override { return OkStatus(); }
+  Status Begin() override {
+    started_ = false;
+    return OkStatus();
+  }
   void* arena() override { return arena_.get(); }
   void* stream() override { return this; }
   Status Upload(const void* src, void* dst, size_t n) override {
     std::memcpy(dst, src, n);
     return OkStatus();
   }
-  Status StartCompute() override { return OkStatus(); }
+  Status StartCompute() override {
+    started_ = true;
+    return OkStatus();
+  }
   Status Download(const void* src, void* dst, size_t n) override {
+    if (!started_) return Internal("Download before StartCompute");
     std::memcpy(dst, src, n);
     return OkStatus();
   }
-  Status Finish() override { return OkStatus(); }
+  Status Finish() override {
+    return started_ ? OkStatus() : Internal("Finish before StartCompute");
+  }
   runtime::DeviceTimings LastTimings() const override { return {}; }
 
  private:
   std::shared_ptr<void> arena_;
+  bool started_ = false;
 };
 
 class HostDevice final : public runtime::Device {

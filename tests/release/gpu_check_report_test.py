@@ -27,7 +27,7 @@ def check(name, cond, detail=""):
 
 
 def kiln(model, batch, precision, graph, pinned, p50, per_s):
-    return {"model": f"/x/{model}.onnx", "batch": batch, "precision": precision,
+    return {"runtime": "kiln", "model": f"/x/{model}.onnx", "batch": batch, "precision": precision,
             "cuda_graph": graph, "pinned": pinned, "device_name": "Fake GPU",
             "latency_ms": {"p50": p50}, "throughput_per_s": per_s, "load_ms": 10.0,
             "first_run_ms": 5.0}
@@ -48,6 +48,10 @@ with tempfile.TemporaryDirectory() as out:
     for i, r in enumerate(rows):
         with open(os.path.join(out, "logs", f"kiln_{i}.json"), "w") as f:
             json.dump(r, f)
+    # The GPU test program's gtest JSON lies beside them (logs/kiln_cuda_device_test.json): the
+    # report must pass over it, as it failed to on the first H200 run.
+    with open(os.path.join(out, "logs", "kiln_cuda_device_test.json"), "w") as f:
+        json.dump({"tests": 5, "failures": 0, "testsuites": []}, f)
     with open(os.path.join(out, "logs", "torch_resnet50.json"), "w") as f:
         for t in [torch_row("resnet50", 1, "fp32", "eager", 4.0),
                   torch_row("resnet50", 1, "fp32", "cuda_graph", 0.5),

@@ -574,6 +574,39 @@ KILN_REGISTER_KERNEL(runtime::KernelDef{
     {},
     {runtime::kAllInputs}});
 
+// GlobalAveragePool in float16 or float32 (its input's dtype; the output must match): its op's
+// inference says float, as for Conv, Gemm and the pools, whatever the input.
+class HalfOrFloatMean final : public runtime::Kernel {
+ public:
+  Status Run(const ir::ComputeContext& ctx) const override {
+    const Tensor& x = ctx.in(0);
+    Tensor& y = ctx.out(0);
+    if (x.dtype() != y.dtype())
+      return Internal(std::string("input ") + DataTypeName(x.dtype()) + ", output " +
+                      DataTypeName(y.dtype()));
+    if (x.dtype() == DataType::kFloat16) ++half_runs;
+    const int64_t planes = y.numel(), area = x.numel() / std::max<int64_t>(planes, 1);
+    for (int64_t p = 0; p < planes; ++p) {
+      float sum = 0;
+      for (int64_t i = 0; i < area; ++i) sum += ReadAsFloat(x, p * area + i);
+      WriteFromFloat(y, p, sum / static_cast<float>(area));
+    }
+    return OkStatus();
+  }
+};
+KILN_REGISTER_KERNEL(runtime::KernelDef{
+    "fakehalf.globalaveragepool.test",
+    "GlobalAveragePool",
+    "",
+    1,
+    ir::kMaxOpset,
+    kFakeHalf,
+    1,
+    nullptr,
+    [](const ir::Node&, const ir::Op&) { return std::make_unique<HalfOrFloatMean>(); },
+    {},
+    {0}});
+
 // a = x + b; r = relu(a); m = r * w (no float16 kernel); y = relu(m); z = r + big, whose constant
 // is beyond float16's range. Outputs y, z and r.
 std::string HalfModel() {
@@ -663,6 +696,44 @@ TEST(DevicePlanTest, Fp16KeepsActivationsHalfBetweenKernelsThatTakeIt) {
   ASSERT_TRUE((*f32)->Run({{"x", x}}, &got).ok());
   EXPECT_EQ(half_runs, 0);
   ExpectSameOutputs(got, want);
+}
+
+// A node whose op's inference says float whatever its input (GlobalAveragePool, like Conv and
+// Gemm) writes float16 when the rewrite runs it in float16: the plan gives its output float16, so
+// the float16 kernel after it is chosen. The first H200 run found the plan giving it float32, and
+// Gemm after Flatten refused (float32 A, float16 B) under --precision fp16.
+TEST(DevicePlanTest, Fp16OutputsOfOpsInferredAsFloatAreFloat16InThePlan) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2, 3, 4, 4}).Output("y", kF32, {2, 3, 1, 1});
+  b.FloatInit("c", {1}, {0.5f});
+  b.Node("Relu", {"x"}, {"r"});
+  b.Node("GlobalAveragePool", {"r"}, {"g"});
+  b.Node("Add", {"g", "c"}, {"y"});
+  SessionOptions opts;
+  opts.backend = kFakeHalf;
+  opts.precision = Precision::kFp16;
+  auto dev = Session::LoadFromBytes(b.Bytes(), opts);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  Tensor x = Tensor::Empty(DataType::kFloat, {2, 3, 4, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.05f * static_cast<float>(i) - 1.f;
+  auto plan = (*dev)->DescribePlan({{"x", x}});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const char* step : {"fakehalf.globalaveragepool.test float16[2,3,1,1]",
+                           "Add 'Add3' -> fakehalf.add.test float16[2,3,1,1]"})
+    EXPECT_NE(plan->find(step), std::string::npos) << step << "\n" << *plan;
+  half_runs = 0;
+  std::vector<NamedTensor> got;
+  Status s = (*dev)->Run({{"x", x}}, &got);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(half_runs, 3);  // Relu, the pool and Add, all in float16
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].tensor.dtype(), DataType::kFloat);
+  for (int64_t p = 0; p < 6; ++p) {
+    float want = 0;
+    for (int64_t i = 0; i < 16; ++i) want += std::max(x.data<float>()[p * 16 + i], 0.f);
+    want = want / 16 + 0.5f;
+    EXPECT_NEAR(got[0].tensor.data<float>()[p], want, 2e-3f * std::fabs(want) + 1e-3f) << p;
+  }
 }
 
 // What the float16 rewrite leaves alone: a node computed from constants only (the plan folds

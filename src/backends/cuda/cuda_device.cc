@@ -74,10 +74,13 @@ class CudaRun final : public runtime::DeviceRun {
 
   Status Begin() override {
     KILN_CUDA_CHECK(cudaSetDevice(device_));
+    // An error an earlier call left behind (not a sticky fault) must not be read as this run's
+    // first launch failing.
+    (void)cudaGetLastError();
     for (cudaStream_t s : {upload_, compute_, download_}) KILN_CUDA_CHECK(cudaStreamSynchronize(s));
     upload_used_ = download_used_ = 0;
     pending_.clear();
-    compute_ended_ = false;
+    compute_started_ = compute_ended_ = false;
     KILN_CUDA_CHECK(cudaEventRecord(up_begin_, upload_));
     return OkStatus();
   }
@@ -101,21 +104,22 @@ class CudaRun final : public runtime::DeviceRun {
   }
 
   Status StartCompute() override {
+    compute_started_ = true;
     KILN_CUDA_CHECK(cudaEventRecord(up_end_, upload_));
     KILN_CUDA_CHECK(cudaStreamWaitEvent(compute_, up_end_, 0));
     return OkStatus();
   }
 
   Status Download(const void* device_src, void* host_dst, size_t bytes) override {
-    if (download_used_ + bytes > download_capacity_)
-      return Internal("download staging overflow: " + std::to_string(download_used_ + bytes) +
-                      " > " + std::to_string(download_capacity_) + " bytes");
     if (!compute_ended_) KILN_RETURN_IF_ERROR(EndCompute());
-    if (!pinned_) {
+    if (!pinned_) {  // straight into the caller's memory: no staging to fill
       KILN_CUDA_CHECK(
           cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, download_));
       return OkStatus();
     }
+    if (download_used_ + bytes > download_capacity_)
+      return Internal("download staging overflow: " + std::to_string(download_used_ + bytes) +
+                      " > " + std::to_string(download_capacity_) + " bytes");
     char* staged = static_cast<char*>(staging_out_.get()) + download_used_;
     KILN_CUDA_CHECK(cudaMemcpyAsync(staged, device_src, bytes, cudaMemcpyDeviceToHost, download_));
     pending_.push_back({staged, host_dst, bytes});
@@ -176,6 +180,9 @@ class CudaRun final : public runtime::DeviceRun {
   }
 
   Status EndCompute() {
+    // A caller that launched without StartCompute (nothing uploaded) still gets every event
+    // recorded, so Finish's timings read recorded events.
+    if (!compute_started_) KILN_RETURN_IF_ERROR(StartCompute());
     compute_ended_ = true;
     KILN_CUDA_CHECK(cudaEventRecord(compute_end_, compute_));
     KILN_CUDA_CHECK(cudaStreamWaitEvent(download_, compute_end_, 0));
@@ -188,7 +195,7 @@ class CudaRun final : public runtime::DeviceRun {
     size_t bytes;
   };
   int device_ = 0;
-  bool pinned_ = true, compute_ended_ = false;
+  bool pinned_ = true, compute_started_ = false, compute_ended_ = false;
   std::shared_ptr<void> arena_, staging_in_, staging_out_;
   size_t upload_capacity_ = 0, download_capacity_ = 0, upload_used_ = 0, download_used_ = 0;
   cudaStream_t compute_ = nullptr, upload_ = nullptr, download_ = nullptr;

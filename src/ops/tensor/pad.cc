@@ -19,6 +19,10 @@
 namespace kiln::ops {
 namespace {
 
+// Float16 data reaches Pad only from the float16 rewrite (runtime/half_values.h), which keeps
+// constant_value float32 (a non-data input); the value is checked as float32 then.
+DataType FloatOf(DataType d) { return d == DataType::kFloat16 ? DataType::kFloat : d; }
+
 using ir::ComputeContext;
 using ir::InferContext;
 using ir::Node;
@@ -127,7 +131,7 @@ class PadOp : public Op {
         if (!err.empty()) return ctx.Error(err);
       }
       if (ctx.has_input(2)) {
-        if (ctx.dtype(2) != ctx.dtype(0))
+        if (ctx.dtype(2) != ctx.dtype(0) && ctx.dtype(2) != FloatOf(ctx.dtype(0)))
           return ctx.Error(std::string("constant_value must have the data's dtype; got ") +
                            DataTypeName(ctx.dtype(2)));
         if (NumElements(ctx.shape(2)) != 1)
@@ -140,7 +144,7 @@ class PadOp : public Op {
     if (!err.empty()) return ctx.Error(err);
     if (opset() < 11 && a_.mode == PadMode::kConstant) {
       unsigned char probe[16];
-      if (!StoreAsDtype(ctx.dtype(0), a_.value, probe))
+      if (!StoreAsDtype(FloatOf(ctx.dtype(0)), a_.value, probe))
         return Unsupported("failed to infer shapes of " + describe() +
                            ": the value attribute cannot be stored as " +
                            DataTypeName(ctx.dtype(0)));
