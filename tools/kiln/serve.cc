@@ -166,10 +166,11 @@ Status DoServe(const ServeArgs& a) {
       return load(name, it->second.first, it->second.second);
     };
   KILN_ASSIGN_OR_RETURN(auto server, Server::Start(std::move(models), o));
-  std::printf(
-      "kiln serve: listening on http://%s:%d and grpc %s:%d (live; ready after the "
-      "warm-up)\n",
-      a.host.c_str(), server->http_port(), a.host.c_str(), server->grpc_port());
+  const std::string grpc = server->grpc_port() < 0
+                               ? std::string("no gRPC")
+                               : "grpc " + a.host + ":" + std::to_string(server->grpc_port());
+  std::printf("kiln serve: listening on http://%s:%d and %s (live; ready after the warm-up)\n",
+              a.host.c_str(), server->http_port(), grpc.c_str());
   std::fflush(stdout);
   if (!a.port_file.empty()) {
     std::ofstream f(a.port_file + ".tmp");
