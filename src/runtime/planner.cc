@@ -44,6 +44,7 @@ class Planner {
  private:
   // Shapes (and for foldable nodes, values) of the node's outputs; true when it folded.
   StatusOr<bool> InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic);
+  bool ReadsFloat16(const ir::Node& node) const;
   // A failed inference (InvalidModel) in stage 2a, where every shape follows from the fed ones.
   // With every input dimension declared fixed, the feed matched them (the session checks) and the
   // model is at fault; with one open, the shapes given may each fit and not together: the caller's
@@ -103,6 +104,12 @@ void Planner::InitSlots(const std::vector<Tensor>& inputs) {
   }
 }
 
+bool Planner::ReadsFloat16(const ir::Node& node) const {
+  for (int id : node.inputs)
+    if (id >= 0 && p_.dtypes[id] == DataType::kFloat16) return true;
+  return false;
+}
+
 StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool* dynamic) {
   bool known_shapes = true;
   ir::NodeInputs in;
@@ -131,9 +138,13 @@ StatusOr<bool> Planner::InferOrFold(const ir::Node& node, const ir::Op& op, bool
     if (id < 0) continue;
     p_.dtypes[id] = ev.dtypes[o];
     // A node the float16 rewrite runs in float16 (half_values.h) writes float16 where its op's
-    // inference, which describes the float32 reference, says float: the graph declares it.
-    if (!ev.all_values && ev.dtypes[o] == DataType::kFloat &&
-        g_.values[id].dtype == DataType::kFloat16)
+    // inference, which describes the float32 reference, says float: the graph declares it. Only
+    // there: under fp16, outside bodies (the rewrite leaves them alone), for a node reading
+    // float16. Elsewhere a declared float16 (a model's value_info in a body, which the lowering
+    // of float16 models does not retype) must not size a buffer a float32 kernel writes.
+    if (!body_ && options_.precision == Precision::kFp16 && !ev.all_values &&
+        ev.dtypes[o] == DataType::kFloat && g_.values[id].dtype == DataType::kFloat16 &&
+        ReadsFloat16(node))
       p_.dtypes[id] = DataType::kFloat16;
     p_.shapes[id] = ev.shapes[o];
     p_.static_shape[id] = true;

@@ -736,6 +736,47 @@ TEST(DevicePlanTest, Fp16OutputsOfOpsInferredAsFloatAreFloat16InThePlan) {
   }
 }
 
+// A body may declare an intermediate float16 (value_info) that its op computes in float32, and
+// the lowering of float16 models does not retype bodies: the plan keeps the inferred float32, so
+// the Relu does not write 64 floats into a buffer sized for 64 float16s. (Bodies run on the CPU:
+// device backends refuse control flow.)
+TEST(DevicePlanTest, DeclaredFloat16InABodyDoesNotShrinkAFloat32Output) {
+  ModelBuilder l;
+  ModelBuilder::Subgraph then_b, else_b;
+  then_b.Output("t", kF32, {64});
+  then_b.Node("Relu", {"x"}, {"u"});
+  then_b.Node("Neg", {"u"}, {"t"});
+  else_b.Output("e", kF32, {64}).Node("Neg", {"x"}, {"e"});
+  l.Input("x", kF32, {64}).Input("p", onnx::TensorProto::BOOL, {}).Output("y", kF32, {64});
+  auto& branch = l.Node("If", {"p"}, {"y"});
+  ModelBuilder::GraphAttr(branch, "then_branch", then_b);
+  ModelBuilder::GraphAttr(branch, "else_branch", else_b);
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(l.Bytes()));
+  for (auto& a : *m.mutable_graph()->mutable_node(0)->mutable_attribute())
+    if (a.name() == "then_branch") {
+      onnx::ValueInfoProto* v = a.mutable_g()->add_value_info();
+      v->set_name("u");
+      v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT16);
+      v->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(64);
+    }
+  Tensor x = Tensor::Empty(DataType::kFloat, {64});
+  for (int64_t i = 0; i < 64; ++i) x.data<float>()[i] = 0.25f * static_cast<float>(i) - 8.f;
+  Tensor p = Tensor::Empty(DataType::kBool, {});
+  *static_cast<bool*>(p.raw()) = true;
+  {
+    auto s = Session::LoadFromBytes(m.SerializeAsString(), SessionOptions{});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    std::vector<NamedTensor> got;
+    Status st = (*s)->Run({{"x", x}, {"p", p}}, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].tensor.dtype(), DataType::kFloat);
+    for (int64_t i = 0; i < 64; ++i)
+      EXPECT_EQ(got[0].tensor.data<float>()[i], -std::max(x.data<float>()[i], 0.f)) << i;
+  }
+}
+
 // What the float16 rewrite leaves alone: a node computed from constants only (the plan folds
 // it in float32 on the host) and any graph with a subgraph, whose body may read outer values.
 TEST(DevicePlanTest, Fp16LeavesConstantNodesAndControlFlowInFloat32) {
